@@ -1,0 +1,157 @@
+// Package config loads, expands and validates cronlock configuration files
+// (SPEC.md §2). Formats: YAML, TOML and JSON, chosen by file extension.
+package config
+
+import (
+	"time"
+
+	"github.com/cronlock/cronlock/engine/schedule"
+)
+
+// Config is a loaded, expanded and validated configuration. After Load
+// returns without error every field holds its effective value: defaults are
+// applied, `defaults:` is merged into every job, and derived values
+// (Job.Location, Job.Sched, Job.LockTTL, Lock.Backend, Node.ID) are filled.
+type Config struct {
+	Node     Node      `mapstructure:"node"`
+	Lock     Lock      `mapstructure:"lock"`
+	Redis    Redis     `mapstructure:"redis"`
+	Log      Log       `mapstructure:"log"`
+	HTTP     HTTP      `mapstructure:"http"`
+	Defaults JobFields `mapstructure:"defaults"`
+	Jobs     []Job     `mapstructure:"jobs"`
+
+	// Path is the file the config was read from.
+	Path string `mapstructure:"-"`
+	// Warnings are problems that do not stop the daemon (e.g. `${VAR}` with
+	// VAR unset, `user` set while not root at -validate).
+	Warnings []Problem `mapstructure:"-"`
+}
+
+// Node holds per-node settings.
+type Node struct {
+	// ID is unique per node and goes into lease values; default
+	// "<hostname>-<8 hex>".
+	ID string `mapstructure:"id"`
+	// GracePeriod is waited after a run before the lease is released
+	// (default 0s; the seed used 5s, see SPEC.md §12).
+	GracePeriod time.Duration `mapstructure:"grace_period"`
+	// Timezone is the default IANA zone of schedules; "" = host local zone.
+	Timezone string `mapstructure:"timezone"`
+	// ShutdownTimeout bounds how long SIGTERM waits for running jobs (30s).
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// MaxClockSkew: |local clock − Redis TIME| above it is warned about (2s).
+	MaxClockSkew time.Duration `mapstructure:"max_clock_skew"`
+
+	// Location is Timezone resolved (time.Local when empty).
+	Location *time.Location `mapstructure:"-"`
+}
+
+// Lock selects the coordination backend.
+type Lock struct {
+	// Backend is "redis" or "memory". After Load it is never empty: redis
+	// when a Redis address is configured anywhere, else memory.
+	Backend string `mapstructure:"backend"`
+}
+
+// TLS configures TLS to Redis.
+type TLS struct {
+	Enabled            bool   `mapstructure:"enabled"`
+	CAFile             string `mapstructure:"ca_file"`
+	CertFile           string `mapstructure:"cert_file"`
+	KeyFile            string `mapstructure:"key_file"`
+	ServerName         string `mapstructure:"server_name"`
+	InsecureSkipVerify bool   `mapstructure:"insecure_skip_verify"`
+}
+
+// Redis configures the Redis connection (SPEC.md §2, §8).
+type Redis struct {
+	Address        string        `mapstructure:"address"`
+	Addresses      []string      `mapstructure:"addresses"`
+	Username       string        `mapstructure:"username"`
+	Password       string        `mapstructure:"password"`
+	DB             int           `mapstructure:"db"`
+	KeyPrefix      string        `mapstructure:"key_prefix"`
+	SentinelMaster string        `mapstructure:"sentinel_master"`
+	TLS            TLS           `mapstructure:"tls"`
+	DialTimeout    time.Duration `mapstructure:"dial_timeout"`
+}
+
+// Log configures the daemon's zap logger.
+type Log struct {
+	Level  string `mapstructure:"level"`  // debug|info|warn|error
+	Format string `mapstructure:"format"` // json|console; "" = console on a terminal, json otherwise
+}
+
+// HTTP configures the metrics and health endpoint.
+type HTTP struct {
+	Listen string `mapstructure:"listen"` // e.g. 127.0.0.1:9464; "" = off
+}
+
+// JobFields are the fields a job may set and `defaults:` may give for all
+// jobs. Pointers distinguish "not set" from a zero value so that defaults
+// merge correctly; Job carries the effective values.
+type JobFields struct {
+	Timezone      *string           `mapstructure:"timezone"`
+	Command       *string           `mapstructure:"command"`
+	Shell         *string           `mapstructure:"shell"`
+	Timeout       *time.Duration    `mapstructure:"timeout"`
+	KillGrace     *time.Duration    `mapstructure:"kill_grace"`
+	LockTTL       *time.Duration    `mapstructure:"lock_ttl"`
+	WorkDir       *string           `mapstructure:"work_dir"`
+	Env           map[string]string `mapstructure:"env"`
+	User          *string           `mapstructure:"user"`
+	Enabled       *bool             `mapstructure:"enabled"`
+	Overlap       *string           `mapstructure:"overlap"`
+	OnLockLost    *string           `mapstructure:"on_lock_lost"`
+	CatchupWindow *time.Duration    `mapstructure:"catchup_window"`
+	Jitter        *time.Duration    `mapstructure:"jitter"`
+	Retries       *int              `mapstructure:"retries"`
+	RetryBackoff  *time.Duration    `mapstructure:"retry_backoff"`
+	OnSuccess     *string           `mapstructure:"on_success"`
+	OnFailure     *string           `mapstructure:"on_failure"`
+	HookTimeout   *time.Duration    `mapstructure:"hook_timeout"`
+}
+
+// Overlap policies (SPEC.md §4).
+const (
+	OverlapSkip  = "skip"
+	OverlapAllow = "allow"
+)
+
+// Lock-lost policies (SPEC.md §4).
+const (
+	LockLostKill     = "kill"
+	LockLostContinue = "continue"
+)
+
+// Job is one job with every field at its effective value.
+type Job struct {
+	Name          string
+	Schedule      string // as written (after ${} expansion)
+	Timezone      string // effective zone name ("" = node zone)
+	Command       string
+	Shell         string        // default /bin/sh
+	Timeout       time.Duration // 0 = none
+	KillGrace     time.Duration // default 10s
+	LockTTL       time.Duration // default timeout+1m, or 5m without timeout
+	WorkDir       string
+	Env           map[string]string
+	User          string
+	Enabled       bool // default true
+	Overlap       string        // skip | allow
+	OnLockLost    string        // kill | continue
+	CatchupWindow time.Duration // 0 = off
+	Jitter        time.Duration
+	Retries       int
+	RetryBackoff  time.Duration // default 10s; doubles, capped at 10m
+	OnSuccess     string
+	OnFailure     string
+	HookTimeout   time.Duration // default 1m
+
+	// Location is the schedule's zone: CRON_TZ=/TZ= prefix > timezone >
+	// node.timezone > host local.
+	Location *time.Location
+	// Sched is the parsed schedule. It is safe for concurrent callers.
+	Sched *schedule.Schedule
+}
