@@ -138,7 +138,7 @@ type Job struct {
 	WorkDir       string
 	Env           map[string]string
 	User          string
-	Enabled       bool // default true
+	Enabled       bool          // default true
 	Overlap       string        // skip | allow
 	OnLockLost    string        // kill | continue
 	CatchupWindow time.Duration // 0 = off
