@@ -1,0 +1,95 @@
+package redistest
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestServer_Lifecycle(t *testing.T) {
+	s := Start(t)
+	if err := Ping(s.Addr(), time.Second); err != nil {
+		t.Fatalf("ping after Start: got %v, want nil", err)
+	}
+	addr := s.Addr()
+	s.Stop()
+	if err := Ping(addr, time.Second); err == nil {
+		t.Fatalf("ping after Stop: got nil, want error")
+	}
+	s.Restart()
+	if s.Addr() != addr {
+		t.Fatalf("addr after Restart: got %s, want %s", s.Addr(), addr)
+	}
+	if err := Ping(addr, time.Second); err != nil {
+		t.Fatalf("ping after Restart: got %v, want nil", err)
+	}
+	s.Kill()
+	s.Restart()
+	if err := Ping(addr, time.Second); err != nil {
+		t.Fatalf("ping after Kill+Restart: got %v, want nil", err)
+	}
+}
+
+func TestServer_PauseResume(t *testing.T) {
+	s := Start(t)
+	s.Pause()
+	if err := Ping(s.Addr(), 200*time.Millisecond); err == nil {
+		t.Fatalf("ping while paused: got nil, want timeout")
+	}
+	s.Resume()
+	if err := Ping(s.Addr(), time.Second); err != nil {
+		t.Fatalf("ping after Resume: got %v, want nil", err)
+	}
+}
+
+func TestServer_StopWhilePaused(t *testing.T) {
+	s := Start(t)
+	s.Pause()
+	s.Stop() // must not hang on a stopped process
+}
+
+// pingOn sends PING on an existing connection.
+func pingOn(c net.Conn, r *bufio.Reader, timeout time.Duration) error {
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	_, err := r.ReadString('\n')
+	return err
+}
+
+func TestProxy_CutBlackholesAndRestoreForwards(t *testing.T) {
+	s := Start(t)
+	p := NewProxy(t, s.Addr())
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if err := pingOn(c, r, time.Second); err != nil {
+		t.Fatalf("ping through proxy: got %v, want nil", err)
+	}
+
+	p.Cut()
+	err = pingOn(c, r, 200*time.Millisecond)
+	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("ping on cut connection: got %v, want a timeout (not a reset)", err)
+	}
+	if err := Ping(p.Addr(), 200*time.Millisecond); err == nil {
+		t.Fatalf("ping on new connection while cut: got nil, want timeout")
+	}
+
+	p.Restore()
+	if err := pingOn(c, r, time.Second); err == nil {
+		t.Fatalf("old connection after Restore: got nil, want closed")
+	}
+	if err := Ping(p.Addr(), time.Second); err != nil {
+		t.Fatalf("new connection after Restore: got %v, want nil", err)
+	}
+}

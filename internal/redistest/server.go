@@ -1,0 +1,224 @@
+// Package redistest starts real redis-server processes and a fault-injecting
+// TCP proxy for tests (SPEC.md §11: the Redis protocol is tested against real
+// servers on free loopback ports, no build tag).
+//
+// Everything here is for tests only and reports failures through testing.TB.
+package redistest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// installHint is the one-line message when redis-server is missing.
+const installHint = "redis-server not found on PATH: install Redis 7 (apt-get install redis-server, brew install redis) to run these tests"
+
+// readyTimeout bounds how long Start and Restart wait for PING to answer.
+const readyTimeout = 10 * time.Second
+
+// Server is a real redis-server process listening on 127.0.0.1 on a free
+// port, without persistence (--save "" --appendonly no), in its own temporary
+// directory. Stop, Kill and Restart therefore lose all data.
+//
+// Methods must be called from the test goroutine (or be serialised by the
+// caller); they block until the process has reached the requested state.
+type Server struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has been waited for
+}
+
+// Start launches redis-server on a free loopback port and waits until it
+// answers PING. It fails the test with an install hint if redis-server is not
+// on PATH (it never skips). A t.Cleanup kills the process.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("%s", installHint)
+	}
+	s := &Server{t: t, bin: bin, dir: t.TempDir()}
+	t.Cleanup(s.Kill)
+	// A free port can be taken by someone else between probing and binding:
+	// retry with a new port a few times.
+	for attempt := 0; ; attempt++ {
+		s.port = freePort(t)
+		err := s.launch()
+		if err == nil {
+			return s
+		}
+		if attempt == 4 {
+			t.Fatalf("redistest: start redis-server: %v", err)
+		}
+	}
+}
+
+// Addr returns "127.0.0.1:PORT". The port stays the same across Restart.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Stop sends SIGTERM (and SIGCONT, in case the server is paused) and waits for
+// the process to exit. Data is lost: there is no persistence.
+func (s *Server) Stop() { s.signalAndWait(syscall.SIGTERM) }
+
+// Kill sends SIGKILL and waits for the process to exit. It is a no-op if the
+// server is not running.
+func (s *Server) Kill() { s.signalAndWait(syscall.SIGKILL) }
+
+// Restart starts a stopped or killed server again on the same port (retrying
+// briefly while the old socket is still in use) and waits for PING. A running
+// server is killed first. The new server is empty and has no scripts loaded.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		if err = s.launch(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // port still in TIME_WAIT/bound: back off
+	}
+	s.t.Fatalf("redistest: restart redis-server on %s: %v", s.Addr(), err)
+}
+
+// Pause sends SIGSTOP: the server keeps its connections open but answers
+// nothing (a hung Redis) until Resume.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume sends SIGCONT to a paused server.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Errorf("redistest: signal %v: server not running", sig)
+		return
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Errorf("redistest: signal %v: %v", sig, err)
+	}
+}
+
+func (s *Server) signalAndWait(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd, s.done = nil, nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process handles SIGTERM only once continued
+	<-done
+}
+
+// launch starts the process on s.port and waits for PING. On failure the
+// process is gone when it returns.
+func (s *Server) launch() error {
+	cmd := exec.Command(s.bin,
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir,
+		"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning",
+		"--logfile", "")
+	out := &syncWriter{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }() // ends when the process exits
+	if err := waitReady(s.Addr(), done); err != nil {
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("%w; output: %s", err, strings.TrimSpace(out.String()))
+	}
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	return nil
+}
+
+// waitReady polls PING until +PONG, the process exits, or readyTimeout.
+func waitReady(addr string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		select {
+		case <-exited:
+			return errors.New("redis-server exited before answering PING")
+		default:
+		}
+		if err := Ping(addr, time.Second); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("no PONG within %v: %w", readyTimeout, err)
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval, not synchronisation
+	}
+}
+
+// Ping sends an inline PING to addr and expects +PONG within timeout.
+func Ping(addr string, timeout time.Duration) error {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: find free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// syncWriter collects the process's stdout and stderr (first 64 KiB) for
+// error messages; exec copies both streams concurrently.
+type syncWriter struct {
+	mu sync.Mutex
+	w  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.w.Len() < 64<<10 {
+		w.w.Write(p)
+	}
+	return len(p), nil
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.String()
+}
