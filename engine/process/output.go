@@ -1,0 +1,165 @@
+package process
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// readBufSize is the size in bytes of each stream's read buffer.
+const readBufSize = 32 << 10
+
+// tailBuffer is a fixed-size ring holding the last bytes written to it. It is
+// safe for concurrent use; stdout and stderr share one, so the tail holds
+// both streams interleaved as received.
+type tailBuffer struct {
+	mu   sync.Mutex
+	buf  []byte
+	pos  int  // next write index
+	full bool // buf has wrapped at least once
+}
+
+func newTailBuffer(size int) *tailBuffer {
+	return &tailBuffer{buf: make([]byte, size)}
+}
+
+// Write appends p, keeping only the last len(buf) bytes. It never fails.
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) == 0 {
+		return n, nil
+	}
+	if len(p) >= len(t.buf) {
+		copy(t.buf, p[len(p)-len(t.buf):])
+		t.pos, t.full = 0, true
+		return n, nil
+	}
+	c := copy(t.buf[t.pos:], p)
+	if c < len(p) {
+		t.pos = copy(t.buf, p[c:])
+		t.full = true
+	} else {
+		t.pos += c
+		if t.pos == len(t.buf) {
+			t.pos, t.full = 0, true
+		}
+	}
+	return n, nil
+}
+
+// Bytes returns a copy of the retained bytes, oldest first.
+func (t *tailBuffer) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.full {
+		return append([]byte(nil), t.buf[:t.pos]...)
+	}
+	out := make([]byte, 0, len(t.buf))
+	out = append(out, t.buf[t.pos:]...)
+	return append(out, t.buf[:t.pos]...)
+}
+
+// lineWriter splits one stream into lines and logs each at Info as
+// "job output" with fields stream and line. A trailing "\r" is stripped. A
+// line longer than max bytes is logged in pieces of max bytes; every piece
+// but the last carries partial=true. It holds at most max bytes. It is used
+// by one goroutine only.
+type lineWriter struct {
+	log     *zap.Logger
+	stream  string
+	max     int
+	pending []byte // start of the current line, len(pending) <= max
+}
+
+func newLineWriter(log *zap.Logger, stream string, max int) *lineWriter {
+	return &lineWriter{log: log, stream: stream, max: max, pending: make([]byte, 0, max)}
+}
+
+// Write consumes p completely; it never fails.
+func (w *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.appendPiece(p)
+			break
+		}
+		if len(w.pending) == 0 && i <= w.max {
+			w.emit(p[:i], false) // fast path: the whole line is in p
+		} else {
+			w.appendPiece(p[:i])
+			w.emit(w.pending, false)
+			w.pending = w.pending[:0]
+		}
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// appendPiece adds bytes of the current line, logging full pieces of max
+// bytes as partial once more bytes of the same line arrive.
+func (w *lineWriter) appendPiece(b []byte) {
+	for len(b) > 0 {
+		if len(w.pending) == w.max {
+			w.emit(w.pending, true)
+			w.pending = w.pending[:0]
+		}
+		n := min(w.max-len(w.pending), len(b))
+		w.pending = append(w.pending, b[:n]...)
+		b = b[n:]
+	}
+}
+
+// Flush logs an unterminated last line, if any.
+func (w *lineWriter) Flush() {
+	if len(w.pending) > 0 {
+		w.emit(w.pending, false)
+		w.pending = w.pending[:0]
+	}
+}
+
+func (w *lineWriter) emit(b []byte, partial bool) {
+	// Check first: a disabled or sampled-out entry costs no allocation.
+	ce := w.log.Check(zap.InfoLevel, "job output")
+	if ce == nil {
+		return
+	}
+	if !partial {
+		b = bytes.TrimSuffix(b, []byte("\r"))
+	}
+	// zap.String copies: cores may keep fields after Write returns.
+	line := zap.String("line", string(b))
+	if partial {
+		ce.Write(zap.String("stream", w.stream), line, zap.Bool("partial", true))
+		return
+	}
+	ce.Write(zap.String("stream", w.stream), line)
+}
+
+// readStream copies f into the tail and the line writer until EOF or until f
+// is closed, then flushes the last line and closes done. A read error other
+// than EOF or a closed file is stored in *errp before done is closed.
+func readStream(f *os.File, tail *tailBuffer, w *lineWriter, errp *error, done chan<- struct{}) {
+	defer close(done)
+	defer w.Flush()
+	buf := make([]byte, readBufSize)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			tail.Write(buf[:n])
+			w.Write(buf[:n])
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+				*errp = err
+			}
+			return
+		}
+	}
+}

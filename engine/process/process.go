@@ -1,0 +1,164 @@
+package process
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults applied by Start to zero Spec fields.
+const (
+	DefaultMaxLine      = 16 << 10        // bytes
+	DefaultTailSize     = 64 << 10        // bytes (SPEC.md §5)
+	DefaultDrainTimeout = 2 * time.Second // see Spec.DrainTimeout
+)
+
+// Spec describes one run of a job command (SPEC.md §5).
+type Spec struct {
+	// Shell runs the command as `Shell -c Command`, e.g. "/bin/sh". A name
+	// without a slash is looked up in the daemon's PATH.
+	Shell   string
+	Command string
+	// Dir is the work_dir; "" means the daemon's working directory.
+	Dir string
+	// Env is the child's complete environment (KEY=VALUE); nil means an
+	// empty environment, not the daemon's.
+	Env []string
+	// User, if not "", runs the command as this user (name, or numeric uid)
+	// with its primary group and no supplementary groups. Needs root.
+	User string
+	// KillGrace is the delay between SIGTERM and SIGKILL used when the leader
+	// exits while other members of its group are still alive. <= 0 means
+	// SIGKILL at once.
+	KillGrace time.Duration
+	// Log receives each output line at Info as "job output" with fields
+	// stream ("stdout"/"stderr"), line, and partial=true on every piece but
+	// the last of an over-long line. It should carry job and run_id. nil
+	// discards output. Sampling, if configured, drops lines.
+	Log *zap.Logger
+	// MaxLine is the longest line in bytes logged as one entry; longer lines
+	// are cut. Default DefaultMaxLine.
+	MaxLine int
+	// TailSize is how many bytes of combined output Result.Tail keeps.
+	// Default DefaultTailSize.
+	TailSize int
+	// DrainTimeout bounds how long Wait keeps reading output after the
+	// process group is gone (a process that escaped the group may still hold
+	// the pipes). Default DefaultDrainTimeout.
+	DrainTimeout time.Duration
+}
+
+func (s Spec) withDefaults() Spec {
+	if s.Log == nil {
+		s.Log = zap.NewNop()
+	}
+	if s.MaxLine <= 0 {
+		s.MaxLine = DefaultMaxLine
+	}
+	if s.TailSize <= 0 {
+		s.TailSize = DefaultTailSize
+	}
+	if s.DrainTimeout <= 0 {
+		s.DrainTimeout = DefaultDrainTimeout
+	}
+	return s
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	// ExitCode is the leader's exit status; -1 if it was killed by a signal.
+	ExitCode int
+	// Signal is the signal that killed the leader, or 0.
+	Signal syscall.Signal
+	// Started is when exec succeeded; Finished is when the leader exited.
+	Started, Finished time.Time
+	// Tail is the last TailSize bytes of stdout and stderr, interleaved as
+	// received.
+	Tail []byte
+	// DrainTimedOut reports that output was still open DrainTimeout after the
+	// group was gone (an escaped process held it) and reading was cut short.
+	DrainTimedOut bool
+	// Err holds unexpected errors (wait, read, signal failures, group
+	// members surviving SIGKILL); a non-zero exit is not an error.
+	Err error
+}
+
+// Start starts spec.Command through spec.Shell in a new process group whose
+// id is the child's pid. It returns once exec has succeeded, or an error
+// wrapping the cause (empty shell, unknown shell, bad Dir, unknown user,
+// pipe creation). On success the caller must eventually call Wait (or wait
+// on Done) and may call Terminate; Start itself never blocks on the child.
+func Start(spec Spec) (*Proc, error) {
+	spec = spec.withDefaults()
+	if spec.Shell == "" {
+		return nil, errors.New("start: empty shell")
+	}
+	cred, err := credential(spec.User)
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	var r, w [2]*os.File
+	for i := range r {
+		if r[i], w[i], err = os.Pipe(); err != nil {
+			closeAll(r[:i], w[:i])
+			return nil, fmt.Errorf("start: pipe: %w", err)
+		}
+	}
+	cmd := exec.Command(spec.Shell, "-c", spec.Command)
+	cmd.Dir = spec.Dir
+	cmd.Env = append([]string{}, spec.Env...)
+	cmd.Stdout, cmd.Stderr = w[0], w[1]
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	err = cmd.Start()
+	started := time.Now()
+	closeAll(w[:])
+	if err != nil {
+		closeAll(r[:])
+		return nil, fmt.Errorf("start %s -c: %w", spec.Shell, err)
+	}
+	p := newProc(spec, cmd, started, r)
+	p.run()
+	return p, nil
+}
+
+// credential resolves name to the uid and primary gid to run as; "" means
+// no change.
+func credential(name string) (*syscall.Credential, error) {
+	if name == "" {
+		return nil, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		var unknown user.UnknownUserError
+		if _, perr := strconv.Atoi(name); perr != nil || !errors.As(err, &unknown) {
+			return nil, fmt.Errorf("lookup user %q: %w", name, err)
+		}
+		if u, err = user.LookupId(name); err != nil {
+			return nil, fmt.Errorf("lookup user %q: %w", name, err)
+		}
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: uid %q: %w", name, u.Uid, err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: gid %q: %w", name, u.Gid, err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func closeAll(groups ...[]*os.File) {
+	for _, g := range groups {
+		for _, f := range g {
+			f.Close()
+		}
+	}
+}
