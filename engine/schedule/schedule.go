@@ -2,22 +2,234 @@ package schedule
 
 import (
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"time"
+	_ "time/tzdata" // SPEC.md §3: the tz database is embedded, nodes agree on zones.
+	"unicode"
+
+	"github.com/hashicorp/cronexpr"
 )
 
-// TEMPORARY placeholder so dependent packages compile; replaced by the real
-// implementation.
+// ErrNeverFires is wrapped by Parse when an expression is valid but no time
+// matches it (for example "0 0 31 2 *"). Check it with errors.Is.
+var ErrNeverFires = errors.New("schedule: never fires")
 
-// Schedule is a parsed schedule.
-type Schedule struct{ loc *time.Location }
+// Schedule is a parsed schedule expression. It is immutable after Parse and
+// safe for concurrent use: Next serialises the cronexpr calls it makes
+// (cronexpr's Expression.Next writes to the expression, LIBRARY-NOTES §1.10).
+type Schedule struct {
+	expr  string
+	loc   *time.Location
+	every time.Duration // > 0 for @every
 
-// Parse parses expr in the default zone loc.
-func Parse(expr string, loc *time.Location) (*Schedule, error) {
-	return nil, errors.New("schedule: not implemented yet")
+	// fixed is true when neither the minute nor the hour field starts with
+	// "*": such a job gets Debian cron(8)'s DST treatment (see Next).
+	fixed bool
+
+	mu sync.Mutex
+	// main matches the whole expression when cronexpr's own day rule is
+	// right. Otherwise (cronie's AND case, see Parse) dom and dow each match
+	// one day field and Next intersects them.
+	main, dom, dow *cronexpr.Expression
 }
 
-// Next returns the first fire time strictly after after.
-func (s *Schedule) Next(after time.Time) time.Time { return time.Time{} }
+// macros are the crontab(5) @-shortcuts cronlock accepts, as 5-field
+// expressions. @reboot is deliberately absent.
+var macros = map[string]string{
+	"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+	"@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+	"@hourly": "0 * * * *",
+}
 
-// Location returns the schedule's zone.
+// fieldHelp is appended to field errors so the message says how to fix them.
+const fieldHelp = "fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31 (or L, LW, 15W), " +
+	"month 1-12 or JAN-DEC, day-of-week 0-7 or SUN-SAT (0 and 7 are Sunday; 5L, 1#2)"
+
+// Parse parses a schedule expression as described in SPEC.md §3:
+//
+//   - 5 fields "min hour dom month dow", or 6 fields with leading seconds;
+//   - names, ranges, steps, lists, ?, and L, W, # where cronexpr supports them;
+//     day-of-week 0-7 with 0 and 7 both Sunday in every form;
+//   - day-of-month and day-of-week are ANDed if either field starts with "*"
+//     and ORed otherwise, as cronie does (crontab(5), cronie entry.c);
+//   - @yearly @annually @monthly @weekly @daily @midnight @hourly
+//     (case-insensitive), and "@every D" with D a Go duration of whole
+//     seconds, at least 1s, fired at Unix times divisible by D;
+//   - an optional "CRON_TZ=Zone " or "TZ=Zone " prefix that overrides loc.
+//
+// loc is the default zone (the job's timezone or the node zone); nil means
+// UTC. The error names the problem and the fix: wrong field count, bad
+// field, reversed range, unknown zone, @reboot, a bad @every interval, or
+// ErrNeverFires (wrapped) when no time matches. Parse never panics.
+func Parse(expr string, loc *time.Location) (*Schedule, error) {
+	s, err := parse(expr, loc)
+	if err != nil {
+		return nil, fmt.Errorf("parse schedule %q: %w", expr, err)
+	}
+	return s, nil
+}
+
+func parse(expr string, loc *time.Location) (*Schedule, error) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	body, loc, err := stripZone(strings.TrimSpace(expr), loc)
+	if err != nil {
+		return nil, err
+	}
+	if body == "" {
+		return nil, errors.New("empty expression: want 5 or 6 fields such as \"0 9 * * mon-fri\", or a macro such as @daily")
+	}
+	s := &Schedule{expr: expr, loc: loc}
+	if strings.HasPrefix(body, "@") {
+		if body, err = s.macro(body); err != nil {
+			return nil, err
+		}
+		if s.every > 0 {
+			return s, nil
+		}
+	}
+	fields := strings.Fields(body)
+	switch len(fields) {
+	case 5:
+		fields = append([]string{"0"}, fields...)
+	case 6:
+	default:
+		return nil, fmt.Errorf("want 5 or 6 fields (min hour dom month dow, optionally "+
+			"with leading seconds), got %d", len(fields))
+	}
+	if err := s.compile(fields); err != nil {
+		return nil, err
+	}
+	if !s.fires() {
+		return nil, fmt.Errorf("%w: no time matches it up to 2099; check that the "+
+			"day-of-month exists in the month (Feb 30, Apr 31)", ErrNeverFires)
+	}
+	return s, nil
+}
+
+// stripZone removes a CRON_TZ= or TZ= prefix and returns the zone it names.
+func stripZone(expr string, loc *time.Location) (string, *time.Location, error) {
+	var rest string
+	var ok bool
+	var prefix string
+	for _, prefix = range []string{"CRON_TZ=", "TZ="} {
+		if rest, ok = strings.CutPrefix(expr, prefix); ok {
+			break
+		}
+	}
+	if !ok {
+		return expr, loc, nil
+	}
+	zone, body := rest, ""
+	if i := strings.IndexFunc(rest, unicode.IsSpace); i >= 0 {
+		zone, body = rest[:i], rest[i:]
+	}
+	if zone == "" || strings.TrimSpace(body) == "" {
+		return "", nil, fmt.Errorf("%s prefix wants a zone and an expression, e.g. %sEurope/Berlin 0 9 * * *",
+			prefix, prefix)
+	}
+	z, err := time.LoadLocation(zone)
+	if err != nil {
+		return "", nil, fmt.Errorf("unknown time zone %q in %s prefix: use an IANA name such as "+
+			"Europe/Berlin or UTC", zone, prefix)
+	}
+	return strings.TrimSpace(body), z, nil
+}
+
+// macro expands an @-macro into fields, or sets s.every for @every.
+func (s *Schedule) macro(body string) (string, error) {
+	words := strings.Fields(body)
+	name := strings.ToLower(words[0])
+	switch {
+	case name == "@reboot":
+		return "", errors.New("@reboot is not supported: cronlock runs jobs on a clock shared " +
+			"by all nodes; start boot-time tasks with a systemd unit instead")
+	case name == "@every":
+		if len(words) != 2 {
+			return "", errors.New(`@every wants exactly one duration, e.g. "@every 1h30m"`)
+		}
+		d, err := time.ParseDuration(words[1])
+		if err != nil || d < time.Second || d%time.Second != 0 {
+			return "", fmt.Errorf("@every %s: want a Go duration of whole seconds, at least 1s "+
+				"(e.g. 10s, 5m, 1h30m)", words[1])
+		}
+		s.every = d
+		return "", nil
+	}
+	fields, ok := macros[name]
+	if !ok {
+		return "", fmt.Errorf("unknown macro %s: use @yearly, @annually, @monthly, @weekly, "+
+			"@daily, @midnight, @hourly or @every <duration>", words[0])
+	}
+	if len(words) > 1 {
+		return "", fmt.Errorf("%s takes nothing after it: remove %q", words[0],
+			strings.Join(words[1:], " "))
+	}
+	return fields, nil
+}
+
+// compile checks the six fields (second first), fixes what cronexpr gets
+// wrong, and builds the cronexpr expressions.
+func (s *Schedule) compile(f []string) error {
+	for i, field := range f {
+		if strings.ContainsAny(field, "@") {
+			return fieldError(i, field, "macros must stand alone, e.g. @daily")
+		}
+		if i < 5 {
+			if err := checkRanges(i, field); err != nil {
+				return err
+			}
+		}
+	}
+	dow, err := rewriteDOW(f[5])
+	if err != nil {
+		return err
+	}
+	s.fixed = !isStar(f[1]) && !isStar(f[2])
+	// cronexpr ORs the day fields unless one is exactly "*" or "?"; cronie
+	// ANDs them when either starts with "*" (so "*/2" with "1" is an AND).
+	if (isStar(f[3]) || isStar(f[5])) && !isAny(f[3]) && !isAny(f[5]) {
+		if s.dom, err = cronParse(f[0], f[1], f[2], f[3], f[4], "*"); err != nil {
+			return err
+		}
+		s.dow, err = cronParse(f[0], f[1], f[2], "*", f[4], dow)
+		return err
+	}
+	s.main, err = cronParse(f[0], f[1], f[2], f[3], f[4], dow)
+	return err
+}
+
+// cronParse calls cronexpr in its 7-field form (sec min hour dom month dow
+// year), under recover.
+func cronParse(fields ...string) (e *cronexpr.Expression, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, err = nil, fmt.Errorf("cannot be parsed (%v); %s", r, fieldHelp)
+		}
+	}()
+	e, err = cronexpr.Parse(strings.Join(fields, " ") + " *")
+	if err != nil {
+		return nil, fmt.Errorf("%w; %s", err, fieldHelp)
+	}
+	return e, nil
+}
+
+// fires reports whether s fires at least once, probing from a fixed
+// reference instant and from now (cronexpr stops at 2099).
+func (s *Schedule) fires() bool {
+	ref := time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+	return !s.Next(ref).IsZero() || !s.Next(time.Now()).IsZero()
+}
+
+// Location returns the zone the schedule is evaluated in: the CRON_TZ=/TZ=
+// prefix if present, else the loc given to Parse (UTC if that was nil).
 func (s *Schedule) Location() *time.Location { return s.loc }
+
+// String returns the expression exactly as given to Parse.
+func (s *Schedule) String() string { return s.expr }
+
+// Every returns the interval of an "@every D" schedule, or 0 for any other.
+func (s *Schedule) Every() time.Duration { return s.every }
