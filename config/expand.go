@@ -1,0 +1,124 @@
+package config
+
+import "strings"
+
+// expander performs the `${VAR}` / `${VAR:-default}` expansion of SPEC.md §2
+// against an explicit environment (never os.Getenv).
+//
+// Rules, applied left to right in one pass:
+//   - `${NAME}` becomes the value of NAME; NAME unset gives "" and a warning.
+//   - `${NAME:-word}` becomes the value of NAME, or word (itself expanded)
+//     when NAME is unset or empty, as in sh(1).
+//   - `$${` becomes a literal `${` (so `$${X}` yields `${X}`).
+//   - `$$` not followed by `{`, bare `$NAME`, `$1`, `$(…)` and any `${…}`
+//     whose content is not NAME or NAME:-word (e.g. `${1}`, `${#x}`) are left
+//     untouched for the shell; so is an unterminated `${`.
+type expander struct {
+	env  map[string]string
+	warn func(path, msg string)
+}
+
+// newExpander indexes environ (KEY=VALUE entries; the last one of a key wins).
+func newExpander(environ []string, warn func(path, msg string)) *expander {
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			env[k] = v
+		}
+	}
+	return &expander{env: env, warn: warn}
+}
+
+// expand returns s with `${…}` forms replaced; path names the value in
+// warnings about unset variables.
+func (e *expander) expand(path, s string) string {
+	if !strings.Contains(s, "${") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '$' || i+1 >= len(s) {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		switch {
+		case s[i+1] == '$' && i+2 < len(s) && s[i+2] == '{':
+			b.WriteString("${")
+			i += 3
+		case s[i+1] == '$':
+			b.WriteString("$$")
+			i += 2
+		case s[i+1] == '{':
+			n := e.expandBraced(&b, path, s[i:])
+			i += n
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String()
+}
+
+// expandBraced handles s starting with "${". It writes the result to b and
+// returns how many bytes of s it consumed.
+func (e *expander) expandBraced(b *strings.Builder, path, s string) int {
+	end := matchingBrace(s)
+	if end < 0 {
+		b.WriteString("${")
+		return 2
+	}
+	body := s[2:end]
+	name, def, hasDef := strings.Cut(body, ":-")
+	if !isEnvName(name) {
+		b.WriteString(s[:end+1]) // shell syntax such as ${1} or ${#x}: not ours
+		return end + 1
+	}
+	val, set := e.env[name]
+	switch {
+	case hasDef && val == "":
+		b.WriteString(e.expand(path, def))
+	case !set && !hasDef:
+		if e.warn != nil {
+			e.warn(path, "${"+name+"} is not set and has no default (${"+name+":-default}); it expands to \"\"")
+		}
+	default:
+		b.WriteString(val)
+	}
+	return end + 1
+}
+
+// matchingBrace returns the index of the '}' closing the "${" at s[0:2],
+// counting nested "${", or -1.
+func matchingBrace(s string) int {
+	depth := 0
+	for i := 1; i < len(s); i++ {
+		switch {
+		case s[i] == '{' && s[i-1] == '$':
+			depth++
+		case s[i] == '}':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// isEnvName reports whether s is a shell variable name: [A-Za-z_][A-Za-z0-9_]*.
+func isEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		letter := c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}

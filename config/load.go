@@ -1,0 +1,273 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	_ "time/tzdata" // schedules must resolve zones on hosts without /usr/share/zoneinfo
+
+	"github.com/spf13/viper"
+)
+
+// Purpose says why a config is loaded; it decides whether some findings are
+// warnings or errors.
+type Purpose int
+
+const (
+	// ForValidate: `cronlock -validate`, `cronlock next` and other tools.
+	// `user` set while not root is a warning.
+	ForValidate Purpose = iota
+	// ForStart: the daemon is about to run the jobs. `user` set while not
+	// root is an error.
+	ForStart
+)
+
+// Options are the inputs of Load and Parse besides the file itself. The
+// config package never reads the process environment or flags itself.
+type Options struct {
+	// Environ holds KEY=VALUE entries (os.Environ() in main). It is the
+	// source of ${VAR} expansion and of CRONLOCK_* overrides.
+	Environ []string
+	// Flags maps config keys to values from command-line flags, e.g.
+	// {"log.level": "debug"}. Highest precedence.
+	Flags map[string]string
+	// Purpose selects warning-versus-error for `user` when not root.
+	Purpose Purpose
+	// Euid is the effective user id the daemon runs as.
+	Euid int
+	// Hostname seeds the default node.id "<hostname>-<8 hex>".
+	Hostname string
+}
+
+// Formats maps supported file extensions to viper config types.
+var formats = map[string]string{".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
+
+// FormatOf returns the config format ("yaml", "toml" or "json") for path's
+// extension, or an error naming the supported extensions. The match is
+// case-sensitive, as in viper.
+func FormatOf(path string) (string, error) {
+	ext := filepath.Ext(path)
+	if f, ok := formats[ext]; ok {
+		return f, nil
+	}
+	if ext == "" {
+		return "", fmt.Errorf("config file %s has no extension; use .yaml, .yml, .toml or .json", path)
+	}
+	return "", fmt.Errorf("config file %s: unsupported extension %q; use .yaml, .yml, .toml or .json", path, ext)
+}
+
+// Load reads, expands and validates the config file at path. The format is
+// chosen by extension. It returns a *ValidationError (listing every problem)
+// when the config is invalid, or another error when the file cannot be read.
+// On success cfg.Warnings holds the non-fatal findings.
+func Load(path string, opts Options) (*Config, error) {
+	format, err := FormatOf(path)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := Parse(data, format, opts)
+	if cfg != nil {
+		cfg.Path = path
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		ve.File = path
+	}
+	return cfg, err
+}
+
+// Parse is Load without the file: data is the file content in format
+// ("yaml", "yml", "toml" or "json"). It never panics on any input.
+func Parse(data []byte, format string, opts Options) (*Config, error) {
+	var probs problems
+	exp := newExpander(opts.Environ, probs.warn)
+	d := &decoder{probs: &probs, exp: exp}
+	raw, err := decodeRaw(data, format)
+	if err != nil {
+		probs.err("", "%v", err)
+		return nil, &ValidationError{File: "config", Problems: probs.list}
+	}
+	cfg := &Config{}
+	z := zones{}
+	loadScalars(cfg, raw, d, opts)
+	checkTop(cfg, &probs, opts, z)
+	loadJobs(cfg, raw, d, opts, z)
+	if probs.hasErrors() {
+		return nil, &ValidationError{File: "config", Problems: probs.list}
+	}
+	cfg.Warnings = probs.list
+	return cfg, nil
+}
+
+// decodeRaw parses data with viper's codec for format, keeping key case
+// (viper itself lower-cases every key, which would corrupt job env names).
+func decodeRaw(data []byte, format string) (map[string]any, error) {
+	dec, err := viper.NewCodecRegistry().Decoder(format)
+	if err != nil || !slices.Contains([]string{"yaml", "yml", "toml", "json"}, format) {
+		return nil, fmt.Errorf("unsupported config format %q; use yaml, toml or json", format)
+	}
+	raw := map[string]any{}
+	if err := dec.Decode(data, raw); err != nil {
+		return nil, fmt.Errorf("parse %s: %v", format, oneLine(err.Error()))
+	}
+	return raw, nil
+}
+
+// oneLine folds a multi-line parser message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// loadScalars fills every key of Config.fields with precedence
+// flag > CRONLOCK_* environment > file > default, using viper's layers:
+// SetDefault for defaults, MergeConfigMap for the file, and Set for
+// environment then flags (Set is viper's top layer, so the later Set wins).
+// Unknown keys in the file are reported with a hint.
+func loadScalars(cfg *Config, raw map[string]any, d *decoder, opts Options) {
+	v := viper.New()
+	for k, def := range builtinDefaults() {
+		v.SetDefault(k, def)
+	}
+	file := map[string]any{}
+	checkTree(raw, "", d, file)
+	_ = v.MergeConfigMap(file) // never fails
+	src := map[string]string{}
+	envKeys := map[string]string{}
+	for _, k := range Keys() {
+		envKeys[EnvName(k)] = k
+	}
+	for _, kv := range opts.Environ {
+		name, val, _ := strings.Cut(kv, "=")
+		if k, ok := envKeys[name]; ok && val != "" {
+			v.Set(k, val)
+			src[k] = " (from " + name + ")"
+		}
+	}
+	for _, k := range sortedKeys(opts.Flags) {
+		if !slices.Contains(Keys(), k) {
+			d.probs.err("flag", "unknown config key %q", k)
+			continue
+		}
+		v.Set(k, opts.Flags[k])
+		src[k] = " (from flag)"
+	}
+	for _, f := range cfg.fields() {
+		if val := v.Get(f.key); val != nil {
+			setField(d, f.key+src[f.key], f.ptr, val)
+		}
+	}
+	cfg.Lock.Backend = resolveBackend(cfg)
+}
+
+// resolveBackend returns lock.backend, or when unset "redis" if a Redis
+// address was configured in the file, environment or flags (the built-in
+// default address does not count) and "memory" otherwise.
+func resolveBackend(cfg *Config) string {
+	addressGiven := cfg.Redis.Address != "" || len(cfg.Redis.Addresses) > 0
+	backend := cfg.Lock.Backend
+	if backend == "" && addressGiven {
+		backend = "redis"
+	} else if backend == "" {
+		backend = "memory"
+	}
+	if backend == "redis" && !addressGiven {
+		cfg.Redis.Address = DefaultRedisAddress
+	}
+	return backend
+}
+
+// setField decodes val into ptr (see field).
+func setField(d *decoder, path string, ptr, val any) {
+	switch p := ptr.(type) {
+	case *string:
+		// Values from files are already expanded (checkTree); env and flag
+		// values are taken literally.
+		if s, ok := val.(string); ok {
+			*p = s
+		} else if s, ok := (&decoder{probs: d.probs}).str(path, val); ok {
+			*p = s
+		}
+	case *time.Duration:
+		if x, ok := d.duration(path, val); ok {
+			*p = x
+		}
+	case *int:
+		if x, ok := d.integer(path, val); ok {
+			*p = x
+		}
+	case *bool:
+		if x, ok := d.boolean(path, val); ok {
+			*p = x
+		}
+	case *[]string:
+		if x, ok := d.strings(path, val); ok {
+			*p = x
+		}
+	}
+}
+
+// checkTree copies the file's keys outside `jobs`/`defaults` into out,
+// expanding string values, and reports unknown keys and mappings given as
+// scalars.
+func checkTree(in map[string]any, prefix string, d *decoder, out map[string]any) {
+	known := knownChildren(prefix)
+	for _, k := range sortedKeys(in) {
+		val, full := in[k], prefix+k
+		switch {
+		case prefix == "" && (k == "jobs" || k == "defaults"):
+			continue
+		case !slices.Contains(known, k):
+			if prefix == "" && slices.Contains(jobKeys(), k) {
+				d.probs.err(full, "unknown key %q: job fields go under `defaults:` or in a job of `jobs:`", k)
+			} else {
+				d.probs.unknownKey(full, k, known)
+			}
+		case slices.Contains(sections, full):
+			m, ok := asMap(val)
+			if !ok {
+				d.probs.err(full, "want a mapping of settings, got %s", describe(val))
+				continue
+			}
+			sub := map[string]any{}
+			checkTree(m, full+".", d, sub)
+			out[k] = sub
+		default:
+			if s, ok := val.(string); ok {
+				val = d.exp.expand(full, s)
+			} else if l, ok := val.([]any); ok {
+				val = expandList(d, full, l)
+			}
+			out[k] = val
+		}
+	}
+}
+
+// expandList expands the string elements of a list value.
+func expandList(d *decoder, path string, l []any) []any {
+	out := make([]any, len(l))
+	for i, e := range l {
+		if s, ok := e.(string); ok {
+			e = d.exp.expand(fmt.Sprintf("%s[%d]", path, i), s)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// sortedKeys returns m's keys in sorted order, for deterministic output.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
