@@ -1,0 +1,224 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Memory is the process-local backend (SPEC.md §4 "memory backend"): the same
+// protocol and method set as Redis, in a mutex-guarded map. It coordinates
+// the callers of ONE process only; on several nodes every node would run
+// every slot (the engine logs a startup warning).
+//
+// Lease expiry is checked against time.Now() on each access, and Memory owns
+// no goroutines or timers, so it works inside testing/synctest bubbles.
+// Methods never block beyond the mutex, ignore ctx (they return
+// ctx.Err() only if ctx is already done) and are safe for concurrent use.
+type Memory struct {
+	mu         sync.Mutex
+	jobs       map[string]*memJob
+	historyLen int
+}
+
+type memJob struct {
+	slot, fence int64
+	paused      bool
+	owner       string    // lease holder, "" when none
+	expires     time.Time // lease expiry; valid when owner != ""
+	last        *RunRecord
+	history     []RunRecord // oldest first, at most historyLen
+}
+
+// NewMemory returns an empty Memory backend whose history keeps
+// DefaultHistoryLen records per job.
+func NewMemory() *Memory {
+	return &Memory{jobs: make(map[string]*memJob), historyLen: DefaultHistoryLen}
+}
+
+// job returns the job's entry, creating it, with an expired lease cleared.
+// m.mu must be held.
+func (m *Memory) job(name string) *memJob {
+	j := m.jobs[name]
+	if j == nil {
+		j = &memJob{}
+		m.jobs[name] = j
+	}
+	if j.owner != "" && !time.Now().Before(j.expires) {
+		j.owner = ""
+	}
+	return j
+}
+
+// Claim implements SPEC.md §4 steps 1–4 as Redis.Claim does.
+func (m *Memory) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+	if err := errors.Join(validateClaim(req), ctx.Err()); err != nil {
+		return Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.job(req.Job)
+	if req.Slot > 0 {
+		if j.slot >= req.Slot {
+			return Claim{Outcome: ClaimedElsewhere}, nil
+		}
+		if j.paused {
+			j.slot = req.Slot
+			return Claim{Outcome: Paused}, nil
+		}
+	}
+	if req.Lease {
+		if j.owner != "" {
+			if req.Slot > 0 {
+				j.slot = req.Slot
+			}
+			return Claim{Outcome: Overlap}, nil
+		}
+		j.owner, j.expires = req.Owner, time.Now().Add(req.TTL.Truncate(time.Millisecond))
+	}
+	if req.Slot > 0 {
+		j.slot = req.Slot
+	}
+	j.fence++
+	return Claim{Outcome: Claimed, Fence: j.fence}, nil
+}
+
+// Renew resets the lease TTL if owner holds it; see Redis.Renew.
+func (m *Memory) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+	if err := errors.Join(validateLease(job, owner, ttl), ctx.Err()); err != nil {
+		return fmt.Errorf("renew %q: %w", job, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.job(job)
+	if j.owner != owner {
+		return fmt.Errorf("renew %q: %w", job, ErrNotHeld)
+	}
+	j.expires = time.Now().Add(ttl.Truncate(time.Millisecond))
+	return nil
+}
+
+// Release deletes the lease if owner holds it; see Redis.Release.
+func (m *Memory) Release(ctx context.Context, job, owner string) (released bool, err error) {
+	if err := errors.Join(validateLease(job, owner, -1), ctx.Err()); err != nil {
+		return false, fmt.Errorf("release %q: %w", job, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.job(job)
+	if j.owner != owner {
+		return false, nil
+	}
+	j.owner = ""
+	return true, nil
+}
+
+// Record appends rec to the job's history (capped) and sets it as the last
+// run; see Redis.Record.
+func (m *Memory) Record(ctx context.Context, job string, rec RunRecord) error {
+	if job == "" {
+		return errors.New("record: empty job name")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("record %q: %w", job, err)
+	}
+	rec = normalise(rec)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.job(job)
+	j.history = append(j.history, rec)
+	if over := len(j.history) - m.historyLen; over > 0 {
+		j.history = append([]RunRecord(nil), j.history[over:]...)
+	}
+	last := rec
+	last.OutputTail = ""
+	j.last = &last
+	return nil
+}
+
+// History returns up to n records, newest first; see Redis.History.
+func (m *Memory) History(ctx context.Context, job string, n int) ([]RunRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("history %q: %w", job, err)
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.job(job).history
+	out := make([]RunRecord, 0, min(n, len(h)))
+	for i := len(h) - 1; i >= 0 && len(out) < n; i-- {
+		out = append(out, h[i])
+	}
+	return out, nil
+}
+
+// State returns the job's state; see Redis.State.
+func (m *Memory) State(ctx context.Context, job string) (JobState, error) {
+	if err := ctx.Err(); err != nil {
+		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.job(job)
+	st := JobState{Slot: j.slot, Fence: j.fence, Paused: j.paused, LeaseHolder: j.owner}
+	if j.owner != "" {
+		st.LeaseTTL = time.Until(j.expires).Truncate(time.Millisecond)
+	}
+	if j.last != nil {
+		last := *j.last
+		st.Last = &last
+	}
+	return st, nil
+}
+
+// Pause marks the job paused; see Redis.Pause.
+func (m *Memory) Pause(ctx context.Context, job string) error {
+	return m.setPaused(ctx, "pause", job, true)
+}
+
+// Resume clears the pause mark; see Redis.Resume.
+func (m *Memory) Resume(ctx context.Context, job string) error {
+	return m.setPaused(ctx, "resume", job, false)
+}
+
+func (m *Memory) setPaused(ctx context.Context, op, job string, paused bool) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s %q: %w", op, job, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.job(job).paused = paused
+	return nil
+}
+
+// Time returns time.Now() in UTC: the local clock is the coordinator's clock.
+func (m *Memory) Time(ctx context.Context) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, fmt.Errorf("time: %w", err)
+	}
+	return time.Now().UTC(), nil
+}
+
+// Ping returns nil unless ctx is done.
+func (m *Memory) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return nil
+}
+
+// Close does nothing; Memory holds no resources.
+func (m *Memory) Close() {}
+
+// normalise gives a record the form it has after a Redis round trip: UTC
+// times without monotonic readings and a cut output tail.
+func normalise(rec RunRecord) RunRecord {
+	rec.Start = rec.Start.UTC().Round(0)
+	rec.End = rec.End.UTC().Round(0)
+	rec.OutputTail = tail(rec.OutputTail)
+	return rec
+}

@@ -1,0 +1,174 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// State reads the job's state hash, pause flag and lease in one pipelined
+// round trip (HGETALL, EXISTS, GET, PTTL; not atomic, so a lease expiring in
+// between shows a holder with LeaseTTL 0).
+func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	lease := r.key("job", job)
+	res := r.c.DoMulti(ctx,
+		r.c.B().Hgetall().Key(r.key("state", job)).Build(),
+		r.c.B().Exists().Key(r.key("paused", job)).Build(),
+		r.c.B().Get().Key(lease).Build(),
+		r.c.B().Pttl().Key(lease).Build(),
+	)
+	h, err := res[0].AsStrMap()
+	if err != nil {
+		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+	}
+	paused, err := res[1].AsInt64()
+	if err != nil {
+		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+	}
+	holder, err := res[2].ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+	}
+	pttl, err := res[3].AsInt64()
+	if err != nil {
+		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+	}
+	st := JobState{Paused: paused == 1, LeaseHolder: holder}
+	if pttl > 0 {
+		st.LeaseTTL = time.Duration(pttl) * time.Millisecond
+	}
+	if st.Slot, err = parseInt(h, "slot"); err == nil {
+		st.Fence, err = parseInt(h, "fence")
+	}
+	if err == nil && h["last_run_id"] != "" {
+		var last RunRecord
+		last, err = decodeRecord(h, "last_")
+		st.Last = &last
+	}
+	if err != nil {
+		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+	}
+	return st, nil
+}
+
+// Pause sets the job's paused key (no TTL): from the next claim on, every
+// node skips its slots with reason "paused" until Resume. Manual runs ignore
+// it. Idempotent.
+func (r *Redis) Pause(ctx context.Context, job string) error {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	if err := r.c.Do(ctx, r.c.B().Set().Key(r.key("paused", job)).Value("1").Build()).Error(); err != nil {
+		return fmt.Errorf("pause %q: %w", job, err)
+	}
+	return nil
+}
+
+// Resume deletes the job's paused key. Idempotent.
+func (r *Redis) Resume(ctx context.Context, job string) error {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	if err := r.c.Do(ctx, r.c.B().Del().Key(r.key("paused", job)).Build()).Error(); err != nil {
+		return fmt.Errorf("resume %q: %w", job, err)
+	}
+	return nil
+}
+
+// Time returns the Redis server's clock (TIME, microsecond precision), for
+// the clock-skew check (cronlock_clock_skew_seconds). In Cluster mode it is
+// the clock of whichever node answers.
+func (r *Redis) Time(ctx context.Context) (time.Time, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	v, err := r.c.Do(ctx, r.c.B().Time().Build()).AsStrSlice()
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("got %d values, want 2", len(v))
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("time: %w", err)
+	}
+	sec, err1 := strconv.ParseInt(v[0], 10, 64)
+	usec, err2 := strconv.ParseInt(v[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return time.Time{}, fmt.Errorf("time: %w", err)
+	}
+	return time.Unix(sec, usec*1000).UTC(), nil
+}
+
+// Ping checks that Redis answers (for /readyz).
+func (r *Redis) Ping(ctx context.Context) error {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	if err := r.c.Do(ctx, r.c.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return nil
+}
+
+// encodeRecord returns the history stream's field, value pairs. Times are
+// RFC 3339 with nanoseconds, UTC, readable with redis-cli.
+func encodeRecord(rec RunRecord) []string {
+	return []string{
+		"run_id", rec.RunID,
+		"slot", strconv.FormatInt(rec.Slot, 10),
+		"node", rec.Node,
+		"start", rec.Start.UTC().Format(time.RFC3339Nano),
+		"end", rec.End.UTC().Format(time.RFC3339Nano),
+		"attempts", strconv.Itoa(rec.Attempts),
+		"result", rec.Result,
+		"exit_code", strconv.Itoa(rec.ExitCode),
+		"fence", strconv.FormatInt(rec.Fence, 10),
+		"output_tail", tail(rec.OutputTail),
+	}
+}
+
+// decodeRecord reads the fields written by encodeRecord, each name preceded
+// by prefix ("" for the stream, "last_" for the state hash).
+func decodeRecord(m map[string]string, prefix string) (RunRecord, error) {
+	rec := RunRecord{
+		RunID:      m[prefix+"run_id"],
+		Node:       m[prefix+"node"],
+		Result:     m[prefix+"result"],
+		OutputTail: m[prefix+"output_tail"],
+	}
+	var errs [6]error
+	rec.Slot, errs[0] = parseInt(m, prefix+"slot")
+	rec.Fence, errs[1] = parseInt(m, prefix+"fence")
+	attempts, e2 := parseInt(m, prefix+"attempts")
+	exit, e3 := parseInt(m, prefix+"exit_code")
+	rec.Attempts, rec.ExitCode, errs[2], errs[3] = int(attempts), int(exit), e2, e3
+	rec.Start, errs[4] = parseTime(m, prefix+"start")
+	rec.End, errs[5] = parseTime(m, prefix+"end")
+	return rec, errors.Join(errs[:]...)
+}
+
+// parseInt reads an integer field; a missing field is 0.
+func parseInt(m map[string]string, k string) (int64, error) {
+	v, ok := m[k]
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("field %s: %w", k, err)
+	}
+	return n, nil
+}
+
+// parseTime reads an RFC 3339 field; a missing field is the zero time.
+func parseTime(m map[string]string, k string) (time.Time, error) {
+	v, ok := m[k]
+	if !ok {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("field %s: %w", k, err)
+	}
+	return t.UTC(), nil
+}
