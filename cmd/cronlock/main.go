@@ -1,0 +1,135 @@
+// Command cronlock is the cronlock daemon and its command-line tools
+// (SPEC.md §8). All flags use the standard flag package, so the seed's
+// `-config x`, `--config x` and `-config=x` forms all work.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/cronlock/cronlock/config"
+)
+
+// Set at link time: go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234".
+var (
+	version string
+	commit  string
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// subcommand runs one `cronlock NAME …` form; args exclude NAME. It returns
+// the exit code.
+type subcommand func(ctx context.Context, args []string, env *runEnv) int
+
+// subcommands maps names to their implementation. Adding a subcommand is
+// one entry here.
+func subcommands() map[string]subcommand {
+	return map[string]subcommand{
+		"next": runNext,
+	}
+}
+
+// runEnv is what run hands to every mode: the process environment and
+// output streams (no globals).
+type runEnv struct {
+	environ        []string
+	stdout, stderr io.Writer
+}
+
+// loadOptions returns config options for purpose, from the process.
+func (e *runEnv) loadOptions(purpose config.Purpose, flags map[string]string) config.Options {
+	host, _ := os.Hostname()
+	return config.Options{Environ: e.environ, Flags: flags, Purpose: purpose, Euid: os.Geteuid(), Hostname: host}
+}
+
+// run is the whole program: args are the command-line arguments without the
+// program name, environ the KEY=VALUE environment. It returns the exit code
+// (0 success, 1 failure, 2 usage error).
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	env := &runEnv{environ: environ, stdout: stdout, stderr: stderr}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, ok := subcommands()[args[0]]
+		if !ok {
+			fmt.Fprintf(stderr, "cronlock: unknown command %q (commands: next; run cronlock -h for the daemon flags)\n", args[0])
+			return 2
+		}
+		return sub(ctx, args[1:], env)
+	}
+	return runMain(ctx, args, env)
+}
+
+// runMain handles the daemon form: cronlock [-config FILE] [-validate]
+// [-version] [-log-level L] [-log-format F].
+func runMain(ctx context.Context, args []string, env *runEnv) int {
+	fs := flag.NewFlagSet("cronlock", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	path := fs.String("config", "cronlock.yaml", "path to the configuration file (.yaml, .yml, .toml or .json)")
+	validate := fs.Bool("validate", false, "validate the configuration and exit (0 valid, 1 invalid)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.String("log-level", "", "log level: debug, info, warn or error (overrides log.level)")
+	fs.String("log-format", "", "log format: json or console (overrides log.format)")
+	if err := fs.Parse(args); err != nil {
+		return usageExit(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.stderr, "cronlock: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(env.stdout, versionString(version, commit))
+		return 0
+	}
+	flags := map[string]string{}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "log-level":
+			flags["log.level"] = f.Value.String()
+		case "log-format":
+			flags["log.format"] = f.Value.String()
+		}
+	})
+	if *validate {
+		return runValidate(*path, flags, env)
+	}
+	cfg, code := loadConfig(*path, config.ForStart, flags, env)
+	if cfg == nil {
+		return code
+	}
+	return runDaemon(ctx, cfg, daemonOptions{Environ: env.environ, Stdout: env.stdout, Stderr: env.stderr, Version: versionString(version, commit)})
+}
+
+// usageExit maps a flag parse error to an exit code: 0 for -h, else 2 (the
+// flag package has already printed the error and usage).
+func usageExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
+// versionString renders the seed's version text: "cronlock v1.2.3 (abc1234)"
+// for a tagged build, "cronlock abc1234" otherwise.
+func versionString(version, commit string) string {
+	switch {
+	case version != "" && commit != "":
+		return fmt.Sprintf("cronlock %s (%s)", version, commit)
+	case version != "":
+		return "cronlock " + version
+	case commit != "":
+		return "cronlock " + commit
+	}
+	return "cronlock (development build)"
+}
