@@ -1,0 +1,85 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/engine/process"
+	"go.uber.org/zap"
+)
+
+// outcome is the result of one attempt.
+type outcome struct {
+	process.Result
+	result string
+}
+
+// attempt starts the command once and waits for it, terminating its process
+// group on timeout, lease loss (with on_lock_lost: kill) or shutdown kill
+// (SPEC.md §5). It blocks until the process group is gone.
+func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
+	p, err := process.Start(process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
+		Env: r.env(attempt), User: r.job.User, KillGrace: r.job.KillGrace,
+		Log: r.log.With(zap.Int("attempt", attempt))})
+	if err != nil {
+		r.log.Error("run could not start", zap.Int("attempt", attempt), zap.Error(err))
+		now := time.Now()
+		return outcome{Result: process.Result{ExitCode: -1, Started: now, Finished: now, Err: err}, result: ResultError}
+	}
+	if attempt == 1 && !r.slot.IsZero() {
+		r.deps.Metrics.ObserveFireDelay(r.job.Name, p.Started().Sub(r.slot))
+	}
+	r.log.Info("run started", zap.Int("attempt", attempt), zap.Int("pid", p.Pid()))
+	var timeout <-chan time.Time
+	if r.job.Timeout > 0 {
+		t := time.NewTimer(r.job.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	kill, result := r.deps.Kill, ""
+	for {
+		select {
+		case <-p.Done():
+			return r.finish(p.Wait(), result, attempt)
+		case <-timeout:
+			timeout, result = nil, ResultTimeout
+			r.log.Warn("run timed out; terminating its process group", zap.Duration("timeout", r.job.Timeout))
+			p.Terminate(r.job.KillGrace)
+		case l := <-lost:
+			lost = nil
+			r.onLost(l)
+			if r.job.OnLockLost == config.LockLostKill {
+				result = ResultLockLost
+				r.log.Error("lease lost; terminating the run before the lease can expire",
+					zap.Duration("grace", min(r.job.KillGrace, l.Grace)))
+				p.Terminate(min(r.job.KillGrace, l.Grace))
+			} else {
+				r.log.Error("lease lost; on_lock_lost is continue, the run goes on")
+			}
+		case <-kill:
+			kill = nil
+			if result == "" {
+				result = ResultFailure
+			}
+			r.log.Warn("shutdown timeout passed; terminating the run")
+			p.Terminate(r.job.KillGrace)
+		}
+	}
+}
+
+func (r *run) finish(res process.Result, result string, attempt int) outcome {
+	switch {
+	case r.lostErr != nil:
+		result = ResultLockLost
+	case result != "":
+	case res.Err != nil:
+		result = ResultError
+	case res.ExitCode == 0:
+		result = ResultSuccess
+	default:
+		result = ResultFailure
+	}
+	r.log.Info("run finished", zap.Int("attempt", attempt), zap.String("result", result),
+		zap.Int("exit_code", res.ExitCode), zap.Duration("duration", res.Finished.Sub(res.Started)))
+	return outcome{Result: res, result: result}
+}

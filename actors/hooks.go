@@ -1,0 +1,171 @@
+package actors
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cronlock/cronlock/engine/process"
+	"github.com/cronlock/cronlock/redislock"
+	"go.uber.org/zap"
+)
+
+// envTailSize is the output tail put in CRONLOCK_OUTPUT_TAIL and in
+// history records (SPEC.md §7, §8).
+const envTailSize = 4 << 10
+
+// HookRunner is the fan-in of run results (SPEC.md §10): it updates run
+// metrics, appends the history record, and runs on_success / on_failure
+// hooks on at most `workers` goroutines, each hook bounded by hook_timeout.
+type HookRunner struct {
+	log     *zap.Logger
+	metrics *Metrics
+	locker  Locker
+	environ []string
+	inbox   chan RunFinished
+	sem     chan struct{}
+	wg      sync.WaitGroup
+}
+
+// NewHookRunner returns a hook runner whose inbox holds up to queue results.
+func NewHookRunner(log *zap.Logger, metrics *Metrics, locker Locker, environ []string, queue, workers int) *HookRunner {
+	return &HookRunner{log: log, metrics: metrics, locker: locker, environ: environ,
+		inbox: make(chan RunFinished, queue), sem: make(chan struct{}, workers)}
+}
+
+// Inbox is where runs send their results.
+func (h *HookRunner) Inbox() chan<- RunFinished { return h.inbox }
+
+// Close says no more results will come. The caller must ensure that no
+// sender is left (all job actors have returned).
+func (h *HookRunner) Close() { close(h.inbox) }
+
+// Run handles results until the inbox is closed and drained, waits for
+// running hooks, and returns nil. ctx bounds history writes only; hooks
+// already started finish (bounded by their hook_timeout).
+func (h *HookRunner) Run(ctx context.Context) error {
+	for fin := range h.inbox {
+		h.handle(ctx, fin)
+	}
+	h.wg.Wait()
+	return nil
+}
+
+func (h *HookRunner) handle(ctx context.Context, fin RunFinished) {
+	job := fin.Job.Name
+	h.metrics.Runs.WithLabelValues(job, fin.Result).Inc()
+	h.metrics.RunDuration.WithLabelValues(job).Observe(fin.Finished.Sub(fin.Started).Seconds())
+	if fin.Result == ResultSuccess {
+		h.metrics.LastSuccess.WithLabelValues(job).Set(float64(fin.Finished.UnixNano()) / 1e9)
+	}
+	h.record(ctx, fin)
+	hook, cmd := "on_failure", fin.Job.OnFailure
+	if fin.Result == ResultSuccess {
+		hook, cmd = "on_success", fin.Job.OnSuccess
+	}
+	if cmd == "" {
+		return
+	}
+	h.sem <- struct{}{}
+	h.wg.Add(1)
+	go func() {
+		defer func() { <-h.sem; h.wg.Done() }()
+		h.runHook(fin, hook, cmd)
+	}()
+}
+
+func (h *HookRunner) record(ctx context.Context, fin RunFinished) {
+	var slot int64
+	if !fin.Slot.IsZero() {
+		slot = fin.Slot.Unix()
+	}
+	rec := redislock.RunRecord{RunID: fin.RunID, Slot: slot, Node: fin.Node, Start: fin.Started,
+		End: fin.Finished, Attempts: fin.Attempts, Result: fin.Result, ExitCode: fin.ExitCode,
+		Fence: fin.Fence, OutputTail: string(lastBytes(fin.Tail, envTailSize))}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := h.locker.Record(rctx, fin.Job.Name, rec); err != nil {
+		h.log.Warn("history record not written", zap.String("job", fin.Job.Name),
+			zap.String("run_id", fin.RunID), zap.Error(err))
+	}
+}
+
+// runHook runs one hook through the job's shell in work_dir with the
+// environment of SPEC.md §7; failures and timeouts are logged with the
+// hook's output and counted, never silent.
+func (h *HookRunner) runHook(fin RunFinished, hook, cmd string) {
+	log := h.log.With(zap.String("job", fin.Job.Name), zap.String("run_id", fin.RunID), zap.String("hook", hook))
+	file, cleanup := h.tailFile(fin, log)
+	defer cleanup()
+	p, err := process.Start(process.Spec{Shell: fin.Job.Shell, Command: cmd, Dir: fin.Job.WorkDir,
+		Env: h.env(fin, file), User: fin.Job.User, KillGrace: fin.Job.KillGrace, Log: log, TailSize: envTailSize})
+	if err != nil {
+		h.metrics.HookFailures.WithLabelValues(fin.Job.Name, hook).Inc()
+		log.Error("hook could not start", zap.Error(err))
+		return
+	}
+	t := time.NewTimer(fin.Job.HookTimeout)
+	defer t.Stop()
+	timedOut := false
+	select {
+	case <-p.Done():
+	case <-t.C:
+		timedOut = true
+		p.Terminate(fin.Job.KillGrace)
+	}
+	res := p.Wait()
+	if timedOut || res.ExitCode != 0 || res.Err != nil {
+		h.metrics.HookFailures.WithLabelValues(fin.Job.Name, hook).Inc()
+		log.Error("hook failed", zap.Bool("timed_out", timedOut), zap.Int("exit_code", res.ExitCode),
+			zap.ByteString("output", res.Tail), zap.Error(res.Err))
+		return
+	}
+	log.Info("hook succeeded", zap.Duration("duration", res.Finished.Sub(res.Started)))
+}
+
+// tailFile writes the run's output tail (64 KiB) to a temporary file for
+// CRONLOCK_OUTPUT_FILE; cleanup removes it after the hook.
+func (h *HookRunner) tailFile(fin RunFinished, log *zap.Logger) (string, func()) {
+	f, err := os.CreateTemp("", "cronlock-output-*")
+	if err != nil {
+		log.Warn("output file for hook not created", zap.Error(err))
+		return "", func() {}
+	}
+	defer f.Close()
+	if _, err := f.Write(fin.Tail); err != nil {
+		log.Warn("output file for hook not written", zap.Error(err))
+	}
+	return f.Name(), func() { _ = os.Remove(f.Name()) }
+}
+
+func (h *HookRunner) env(fin RunFinished, file string) []string {
+	env := make([]string, 0, len(h.environ)+len(fin.Job.Env)+14)
+	env = append(env, h.environ...)
+	for k, v := range fin.Job.Env {
+		env = append(env, k+"="+v)
+	}
+	sched := ""
+	if !fin.Slot.IsZero() {
+		sched = fin.Slot.UTC().Format(time.RFC3339)
+	}
+	tail := strings.ReplaceAll(string(lastBytes(fin.Tail, envTailSize)), "\x00", "")
+	return append(env, "CRONLOCK_JOB="+fin.Job.Name, "CRONLOCK_NODE_ID="+fin.Node,
+		"CRONLOCK_RUN_ID="+fin.RunID, "CRONLOCK_SCHEDULED_TIME="+sched,
+		"CRONLOCK_FENCING_TOKEN="+strconv.FormatInt(fin.Fence, 10),
+		"CRONLOCK_ATTEMPT="+strconv.Itoa(fin.Attempts),
+		"CRONLOCK_RESULT="+fin.Result, "CRONLOCK_EXIT_CODE="+strconv.Itoa(fin.ExitCode),
+		"CRONLOCK_DURATION_MS="+strconv.FormatInt(fin.Finished.Sub(fin.Started).Milliseconds(), 10),
+		"CRONLOCK_STARTED_AT="+fin.Started.UTC().Format(time.RFC3339Nano),
+		"CRONLOCK_FINISHED_AT="+fin.Finished.UTC().Format(time.RFC3339Nano),
+		"CRONLOCK_OUTPUT_TAIL="+tail, "CRONLOCK_OUTPUT_FILE="+file)
+}
+
+func lastBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}

@@ -1,0 +1,172 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+	"go.uber.org/zap"
+)
+
+// JobDeps are what a job actor needs from the engine. All fields are
+// required unless marked optional.
+type JobDeps struct {
+	Log     *zap.Logger
+	Metrics *Metrics
+	Locker  Locker
+	NodeID  string
+	Environ []string // the daemon's environment, passed to every run
+	// Results receives every finished run (the hook runner's inbox).
+	Results chan<- RunFinished
+	// Phantoms receives owners of claims whose outcome is unknown (the
+	// request timed out): the janitor releases them once Redis answers.
+	Phantoms chan<- Phantom
+	// Kill is closed when running runs must be terminated (shutdown_timeout
+	// has passed, or a second signal arrived).
+	Kill <-chan struct{}
+	// GracePeriod is waited after a run before its lease is released.
+	GracePeriod time.Duration
+	// ClaimTimeout bounds one claim round trip (default 2s).
+	ClaimTimeout time.Duration
+	// Offset is added to time.Now (test-only clock skew).
+	Offset time.Duration
+}
+
+// Job is the actor of one job: it owns the job's overlap state and starts
+// one run goroutine per claimed slot (SPEC.md §10). Its inbox takes Fire,
+// Catchup, Reconfigure and RunNow.
+type Job struct {
+	deps  JobDeps
+	cfg   config.Job
+	inbox chan jobMsg
+	done  chan struct{} // one value per finished run goroutine
+
+	running     int
+	lastCatchup time.Time
+}
+
+// inboxSize bounds queued messages per job; the ticker drops (and counts)
+// fires beyond it rather than block.
+const inboxSize = 16
+
+// NewJob returns a job actor for cfg.
+func NewJob(cfg config.Job, deps JobDeps) *Job {
+	if deps.ClaimTimeout <= 0 {
+		deps.ClaimTimeout = 2 * time.Second
+	}
+	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), done: make(chan struct{})}
+}
+
+// Inbox is where the ticker sends Fire messages.
+func (j *Job) Inbox() chan<- jobMsg { return j.inbox }
+
+// Send delivers m (Catchup, Reconfigure, RunNow) unless ctx ends first.
+func (j *Job) Send(ctx context.Context, m jobMsg) error { return send(ctx, j.inbox, m) }
+
+// Run handles messages until ctx ends. Then it stops claiming (queued fires
+// are skipped with reason shutting_down), waits for its running runs —
+// which end by themselves or when deps.Kill is closed — and returns nil.
+func (j *Job) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			j.drain()
+			return nil
+		case m := <-j.inbox:
+			j.handle(ctx, m)
+		case <-j.done:
+			j.running--
+			j.deps.Metrics.JobRunning.WithLabelValues(j.cfg.Name).Set(float64(j.running))
+		}
+	}
+}
+
+func (j *Job) drain() {
+	for j.running > 0 {
+		select {
+		case m := <-j.inbox:
+			if f, ok := m.(Fire); ok {
+				j.skip(f.Slot, SkipShuttingDown)
+			}
+		case <-j.done:
+			j.running--
+		}
+	}
+	j.deps.Metrics.JobRunning.WithLabelValues(j.cfg.Name).Set(0)
+}
+
+func (j *Job) handle(ctx context.Context, m jobMsg) {
+	switch m := m.(type) {
+	case Fire:
+		j.onFire(ctx, m.Slot)
+	case Catchup:
+		j.onCatchup(ctx)
+	case Reconfigure:
+		j.cfg = m.Job
+	case RunNow:
+		j.start(ctx, time.Time{})
+	}
+}
+
+func (j *Job) onFire(ctx context.Context, slot time.Time) {
+	switch {
+	case !j.cfg.Enabled:
+		j.skip(slot, SkipDisabled)
+	case ctx.Err() != nil:
+		j.skip(slot, SkipShuttingDown)
+	case j.running > 0 && j.cfg.Overlap != config.OverlapAllow:
+		j.skip(slot, SkipOverlapLocal)
+	default:
+		j.start(ctx, slot)
+	}
+}
+
+// onCatchup runs the latest slot S <= now with now−S <= catchup_window,
+// at most once per slot from this node; the claim makes it once in the
+// cluster (SPEC.md §4).
+func (j *Job) onCatchup(ctx context.Context) {
+	w := j.cfg.CatchupWindow
+	if w <= 0 || !j.cfg.Enabled {
+		return
+	}
+	now := time.Now().Add(j.deps.Offset)
+	var latest time.Time
+	for t := j.cfg.Sched.Next(now.Add(-w - time.Second)); !t.IsZero() && !t.After(now); t = j.cfg.Sched.Next(t) {
+		if now.Sub(t) <= w {
+			latest = t
+		}
+	}
+	if latest.IsZero() || !latest.After(j.lastCatchup) {
+		return
+	}
+	j.lastCatchup = latest
+	j.deps.Log.Info("catch-up: claiming the latest missed slot", zap.String("job", j.cfg.Name), zap.Time("slot", latest))
+	j.onFire(ctx, latest)
+}
+
+func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name, slot, reason) }
+
+// skipSlot logs (info; debug for claimed_elsewhere and disabled, warn for
+// overlap_local) and counts one skipped slot (SPEC.md §6).
+func skipSlot(deps *JobDeps, job string, slot time.Time, reason string) {
+	deps.Metrics.Skip(job, reason)
+	log := deps.Log.Info
+	switch reason {
+	case SkipClaimedElsewhere, SkipDisabled:
+		log = deps.Log.Debug
+	case SkipOverlapLocal:
+		log = deps.Log.Warn
+	}
+	log("slot skipped", zap.String("job", job), zap.Time("slot", slot), zap.String("reason", reason))
+}
+
+// start launches a run goroutine; the actor waits for it in Run/drain.
+func (j *Job) start(ctx context.Context, slot time.Time) {
+	j.running++
+	j.deps.Metrics.JobRunning.WithLabelValues(j.cfg.Name).Set(float64(j.running))
+	r := &run{job: j.cfg, slot: slot, deps: &j.deps}
+	go func() {
+		defer func() { j.done <- struct{}{} }()
+		r.execute(ctx)
+	}()
+}

@@ -1,0 +1,233 @@
+package actors
+
+import (
+	"container/heap"
+	"context"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// maxSleep caps one timer wait so that a stepped wall clock (NTP, manual
+// change) is noticed within a minute: Go timers run on the monotonic clock
+// while slots are wall-clock instants.
+const maxSleep = time.Minute
+
+// Nexter yields a schedule's next fire time strictly after a given instant,
+// or the zero time when there is none. *schedule.Schedule implements it.
+type Nexter interface {
+	Next(after time.Time) time.Time
+}
+
+// TickerEntry is one job as the ticker sees it.
+type TickerEntry struct {
+	Job    string
+	Sched  Nexter
+	Jitter time.Duration // each slot fires at slot + Jitter(job, slot)
+	// Inbox receives Fire messages. The ticker never blocks on it: when it
+	// is full the fire is dropped, logged and counted.
+	Inbox chan<- jobMsg
+}
+
+type tickerMsg interface{ tickerMsg() }
+
+type setEntries struct{ entries []TickerEntry }
+type probe struct{ reply chan struct{} }
+
+func (setEntries) tickerMsg() {}
+func (probe) tickerMsg()      {}
+
+// Ticker computes next fire times for all jobs with one timer over a heap
+// (SPEC.md §9, STYLE.md 16) and sends Fire messages to job actors. Next
+// slots are computed from the previous slot, never from "now", so nothing
+// drifts (STYLE.md 15).
+type Ticker struct {
+	log     *zap.Logger
+	metrics *Metrics
+	offset  time.Duration // test-only clock offset added to time.Now
+	inbox   chan tickerMsg
+
+	heap  entryHeap
+	byJob map[string]*tickerItem
+}
+
+// NewTicker returns a ticker with no entries. offset is added to the local
+// clock (an internal option used by tests to simulate clock skew).
+func NewTicker(log *zap.Logger, metrics *Metrics, offset time.Duration) *Ticker {
+	return &Ticker{log: log, metrics: metrics, offset: offset, inbox: make(chan tickerMsg),
+		byJob: map[string]*tickerItem{}}
+}
+
+// SetEntries replaces the ticker's jobs. A job whose schedule is unchanged
+// (same Nexter value and jitter) keeps its pending slot; new jobs start at
+// their first slot after now. Blocks until the ticker took the message or
+// ctx ends.
+func (t *Ticker) SetEntries(ctx context.Context, entries []TickerEntry) error {
+	return send(ctx, t.inbox, tickerMsg(setEntries{entries}))
+}
+
+// Probe returns nil once the ticker loop has answered, proving it is alive
+// (used by the systemd watchdog and /healthz). Blocks until then or ctx ends.
+func (t *Ticker) Probe(ctx context.Context) error {
+	p := probe{reply: make(chan struct{}, 1)}
+	if err := send(ctx, t.inbox, tickerMsg(p)); err != nil {
+		return err
+	}
+	select {
+	case <-p.reply:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run drives the timer until ctx ends; it then returns ctx's error. It
+// returns only when fully stopped.
+func (t *Ticker) Run(ctx context.Context) error {
+	timer := time.NewTimer(maxSleep)
+	defer timer.Stop()
+	for {
+		t.fireDue()
+		timer.Reset(t.sleepFor())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case m := <-t.inbox:
+			t.handle(m)
+		case <-timer.C:
+		}
+	}
+}
+
+func (t *Ticker) now() time.Time { return time.Now().Add(t.offset) }
+
+func (t *Ticker) handle(m tickerMsg) {
+	switch m := m.(type) {
+	case setEntries:
+		t.setEntries(m.entries)
+	case probe:
+		m.reply <- struct{}{}
+	}
+}
+
+func (t *Ticker) setEntries(entries []TickerEntry) {
+	now := t.now()
+	old := t.byJob
+	t.byJob = make(map[string]*tickerItem, len(entries))
+	t.heap = t.heap[:0]
+	for _, e := range entries {
+		it := &tickerItem{TickerEntry: e}
+		if prev, ok := old[e.Job]; ok && prev.Sched == e.Sched && prev.Jitter == e.Jitter && !prev.parked {
+			it.slot = prev.slot
+		} else {
+			it.slot = e.Sched.Next(now)
+		}
+		t.byJob[e.Job] = it
+		if it.slot.IsZero() {
+			t.park(it)
+			continue
+		}
+		it.fireAt = it.slot.Add(jitterFor(e.Job, it.slot, e.Jitter))
+		t.heap = append(t.heap, it)
+	}
+	heap.Init(&t.heap)
+}
+
+// park takes a job whose next time cannot be computed off the heap, with one
+// error log: never a busy loop (SPEC.md §3).
+func (t *Ticker) park(it *tickerItem) {
+	it.parked = true
+	t.log.Error("schedule yields no next fire time; job parked until reload", zap.String("job", it.Job))
+}
+
+func (t *Ticker) sleepFor() time.Duration {
+	if len(t.heap) == 0 {
+		return maxSleep
+	}
+	return min(max(t.heap[0].fireAt.Sub(t.now()), 0), maxSleep)
+}
+
+// fireDue sends a Fire for every entry whose fire time has come. When the
+// ticker wakes so late that a newer slot of the same job is already due, the
+// older slots are passed over (logged and counted): only the latest due
+// slot is fired.
+func (t *Ticker) fireDue() {
+	now := t.now()
+	for len(t.heap) > 0 && !now.Before(t.heap[0].fireAt) {
+		it := t.heap[0]
+		missed := 0
+		next := it.Sched.Next(it.slot)
+		for !next.IsZero() && !now.Before(next.Add(jitterFor(it.Job, next, it.Jitter))) {
+			missed++
+			it.slot, next = next, it.Sched.Next(next)
+		}
+		if missed > 0 {
+			t.metrics.MissedSlots.WithLabelValues(it.Job).Add(float64(missed))
+			t.log.Warn("ticker woke late; older slots passed over", zap.String("job", it.Job),
+				zap.Int("missed", missed), zap.Time("slot", it.slot))
+		}
+		t.fire(it)
+		if next.IsZero() {
+			heap.Pop(&t.heap)
+			t.park(it)
+			continue
+		}
+		it.slot = next
+		it.fireAt = next.Add(jitterFor(it.Job, next, it.Jitter))
+		heap.Fix(&t.heap, 0)
+	}
+}
+
+func (t *Ticker) fire(it *tickerItem) {
+	select {
+	case it.Inbox <- Fire{Job: it.Job, Slot: it.slot}:
+	default:
+		t.metrics.FiresDropped.WithLabelValues(it.Job).Inc()
+		t.log.Warn("job actor inbox full; fire dropped", zap.String("job", it.Job), zap.Time("slot", it.slot))
+	}
+}
+
+// jitterFor is a stable pseudo-random delay in [0, max) derived from the
+// job name and slot, so every node waits the same amount for a slot.
+func jitterFor(job string, slot time.Time, maxJitter time.Duration) time.Duration {
+	if maxJitter <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(job))
+	h.Write([]byte(strconv.FormatInt(slot.Unix(), 10)))
+	return time.Duration(h.Sum64() % uint64(maxJitter))
+}
+
+type tickerItem struct {
+	TickerEntry
+	slot   time.Time
+	fireAt time.Time
+	parked bool
+	index  int
+}
+
+type entryHeap []*tickerItem
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].fireAt.Before(h[j].fireAt) }
+func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *entryHeap) Push(x any)        { it := x.(*tickerItem); it.index = len(*h); *h = append(*h, it) }
+func (h *entryHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
+
+// send delivers v on ch unless ctx ends first (STYLE.md 6).
+func send[T any](ctx context.Context, ch chan<- T, v T) error {
+	select {
+	case ch <- v:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

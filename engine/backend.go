@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/redislock"
+	"go.uber.org/zap"
+)
+
+// Backend is what the engine needs from a lock backend beyond
+// actors.Locker: liveness, server time for clock-skew checks, and Close.
+type Backend interface {
+	actors.Locker
+	Ping(ctx context.Context) error
+	Time(ctx context.Context) (time.Time, error)
+	Close()
+}
+
+var (
+	_ Backend = (*redislock.Redis)(nil)
+	_ Backend = (*redislock.Memory)(nil)
+)
+
+type backend struct {
+	Backend
+	kind string // "redis" | "memory"
+	addr string // for logs; never holds a password
+}
+
+func (b backend) locker() actors.Locker { return b.Backend }
+func (b backend) close()                { b.Close() }
+
+// newBackend builds the backend selected by lock.backend. A Redis client is
+// created without waiting for Redis (SPEC.md §12: an unreachable Redis at
+// start is not fatal).
+func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
+	if cfg.Lock.Backend != "redis" {
+		return backend{Backend: redislock.NewMemory(), kind: "memory"}, nil
+	}
+	opts, err := RedisOptions(cfg)
+	if err != nil {
+		return backend{}, err
+	}
+	r, err := redislock.New(opts)
+	if err != nil {
+		return backend{}, fmt.Errorf("redis client: %w", err)
+	}
+	return backend{Backend: r, kind: "redis", addr: strings.Join(opts.Addresses, ",")}, nil
+}
+
+// RedisOptions maps the config's redis section to redislock options,
+// loading TLS files. Errors name the file that could not be used.
+func RedisOptions(cfg *config.Config) (redislock.Options, error) {
+	rc := cfg.Redis
+	addrs := rc.Addresses
+	if len(addrs) == 0 {
+		addrs = []string{rc.Address}
+	}
+	o := redislock.Options{Addresses: addrs, Username: rc.Username, Password: rc.Password, DB: rc.DB,
+		KeyPrefix: rc.KeyPrefix, SentinelMaster: rc.SentinelMaster, DialTimeout: rc.DialTimeout}
+	if !rc.TLS.Enabled {
+		return o, nil
+	}
+	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: rc.TLS.ServerName,
+		InsecureSkipVerify: rc.TLS.InsecureSkipVerify} //nolint:gosec // operator's explicit choice
+	if rc.TLS.CAFile != "" {
+		pem, err := os.ReadFile(rc.TLS.CAFile)
+		if err != nil {
+			return o, fmt.Errorf("redis.tls.ca_file: %w", err)
+		}
+		t.RootCAs = x509.NewCertPool()
+		if !t.RootCAs.AppendCertsFromPEM(pem) {
+			return o, fmt.Errorf("redis.tls.ca_file %s: no PEM certificate found", rc.TLS.CAFile)
+		}
+	}
+	if rc.TLS.CertFile != "" || rc.TLS.KeyFile != "" {
+		c, err := tls.LoadX509KeyPair(rc.TLS.CertFile, rc.TLS.KeyFile)
+		if err != nil {
+			return o, fmt.Errorf("redis.tls.cert_file/key_file: %w", err)
+		}
+		t.Certificates = []tls.Certificate{c}
+	}
+	o.TLS = t
+	return o, nil
+}

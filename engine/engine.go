@@ -1,0 +1,218 @@
+// Package engine wires cronlock's actors from a config and supervises them
+// (SPEC.md §8, §10): signals, reload, ordered shutdown, systemd notify and
+// watchdog, the Redis health monitor, and the HTTP endpoints.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options are the engine's inputs besides the config. Log and Reload are
+// required.
+type Options struct {
+	Log     *zap.Logger
+	Environ []string // the daemon's environment: passed to runs, read for WATCHDOG_USEC
+	// Notify sends one sd_notify state ("READY=1", …); nil = not under systemd.
+	Notify func(state string)
+	// Signals delivers SIGTERM/SIGINT (shutdown) and SIGHUP (reload).
+	Signals <-chan os.Signal
+	// Reload loads the config file again for SIGHUP.
+	Reload func() (*config.Config, error)
+	// ExitNow is called on a second shutdown signal (os.Exit in main).
+	ExitNow func()
+	// Registry receives the metrics; nil = a fresh registry.
+	Registry *prometheus.Registry
+	// ClockOffset is added to the local clock: internal, for skew tests.
+	ClockOffset time.Duration
+}
+
+// Engine is a configured daemon. Create it with New, then call Run once.
+type Engine struct {
+	opts    Options
+	cfg     *config.Config
+	log     *zap.Logger
+	backend backend
+	metrics *actors.Metrics
+	reg     *prometheus.Registry
+	ticker  *actors.Ticker
+	hooks   *actors.HookRunner
+	janitor *actors.Janitor
+	jobs    *jobSet
+	health  *health
+	kill    chan struct{}
+}
+
+// New builds the actors for cfg. It does no I/O beyond creating the Redis
+// client (which does not wait for Redis: an unreachable Redis is reported
+// by the health monitor, never fatal).
+func New(cfg *config.Config, opts Options) (*Engine, error) {
+	if opts.Notify == nil {
+		opts.Notify = func(string) {}
+	}
+	if opts.ExitNow == nil {
+		opts.ExitNow = func() { os.Exit(1) }
+	}
+	e := &Engine{opts: opts, cfg: cfg, log: opts.Log, reg: opts.Registry, kill: make(chan struct{})}
+	if e.reg == nil {
+		e.reg = prometheus.NewRegistry()
+	}
+	b, err := newBackend(cfg, opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	e.backend = b
+	e.metrics = actors.NewMetrics(e.reg)
+	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.ClockOffset)
+	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, b.locker(), opts.Environ, 4096, 8)
+	e.janitor = actors.NewJanitor(opts.Log, b.locker(), 1024)
+	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: b.locker(),
+		NodeID: cfg.Node.ID, Environ: opts.Environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
+		Kill: e.kill, GracePeriod: cfg.Node.GracePeriod, Offset: opts.ClockOffset}, e.ticker)
+	e.health = newHealth(opts.Log, b, e.metrics, cfg.Node.MaxClockSkew, opts.ClockOffset, e.onRedisBack, opts.Notify)
+	return e, nil
+}
+
+// errSecondSignal is returned when a second shutdown signal cut the
+// shutdown short.
+var errSecondSignal = errors.New("engine: second signal, exiting at once")
+
+// Run runs the daemon until a shutdown signal or ctx ends, then shuts down
+// in the order of STYLE.md 8: stop claiming → running jobs finish within
+// node.shutdown_timeout → kill what is left → release leases → drain hooks
+// → STOPPING=1. It returns nil after a clean shutdown, or the error of an
+// actor that stopped unexpectedly.
+func (e *Engine) Run(ctx context.Context) error {
+	defer e.backend.close()
+	e.logStart()
+	claimCtx, stopClaiming := context.WithCancel(ctx)
+	defer stopClaiming()
+	g, gctx := errgroup.WithContext(claimCtx)
+	e.goActor(g, gctx, "ticker", e.ticker.Run)
+	e.goActor(g, gctx, "job set", e.jobs.Run)
+	e.goActor(g, gctx, "janitor", e.janitor.Run)
+	e.goActor(g, gctx, "health monitor", e.health.Run)
+	if e.cfg.HTTP.Listen != "" {
+		srv, err := e.newHTTP()
+		if err != nil {
+			stopClaiming()
+			_ = g.Wait()
+			return err
+		}
+		e.goActor(g, gctx, "http server", srv.Run)
+	}
+	if wd := watchdogInterval(e.opts.Environ); wd > 0 {
+		e.goActor(g, gctx, "watchdog", func(ctx context.Context) error { return e.watchdog(ctx, wd) })
+	}
+	hooksDone := make(chan error, 1)
+	go func() { hooksDone <- e.hooks.Run(context.WithoutCancel(ctx)) }()
+
+	err := e.jobs.Apply(gctx, e.cfg.Jobs)
+	if err == nil {
+		e.jobs.Catchup(gctx)
+		e.opts.Notify("READY=1\nSTATUS=" + e.status())
+		e.log.Info("engine running", zap.Int("jobs", len(e.cfg.Jobs)))
+	}
+	groupDone := make(chan error, 1)
+	go func() { groupDone <- g.Wait() }()
+	err = e.supervise(gctx, stopClaiming, groupDone)
+
+	e.hooks.Close()
+	<-hooksDone
+	e.opts.Notify("STOPPING=1")
+	e.log.Info("shutdown complete")
+	return err
+}
+
+// goActor runs an actor in the group. An actor that returns while its
+// context is still live (even with nil) stops the daemon (STYLE.md 9).
+func (e *Engine) goActor(g *errgroup.Group, ctx context.Context, name string, run func(context.Context) error) {
+	g.Go(func() error {
+		err := run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			err = errors.New("returned")
+		}
+		return fmt.Errorf("%s stopped unexpectedly: %w", name, err)
+	})
+}
+
+// supervise handles signals until the actor group has stopped. The first
+// SIGTERM/SIGINT (or ctx ending, or an actor failing) begins the shutdown;
+// a second signal exits at once; SIGHUP reloads.
+func (e *Engine) supervise(gctx context.Context, stopClaiming context.CancelFunc, groupDone <-chan error) error {
+	var killAfter <-chan time.Time
+	shutdown := func(why string) {
+		if killAfter != nil {
+			return
+		}
+		e.log.Info("shutting down: no new claims; waiting for running jobs",
+			zap.String("cause", why), zap.Duration("shutdown_timeout", e.cfg.Node.ShutdownTimeout))
+		e.opts.Notify("STATUS=shutting down")
+		stopClaiming()
+		killAfter = time.After(e.cfg.Node.ShutdownTimeout)
+	}
+	gdone := gctx.Done()
+	for {
+		select {
+		case sig := <-e.opts.Signals:
+			switch {
+			case sig == syscall.SIGHUP && killAfter == nil:
+				e.reload(gctx)
+			case sig == syscall.SIGHUP:
+			case killAfter != nil:
+				e.log.Warn("second signal: terminating running jobs and exiting at once")
+				e.killRuns()
+				e.opts.ExitNow()
+				return errSecondSignal
+			default:
+				shutdown(sig.String())
+			}
+		case <-gdone:
+			gdone = nil
+			shutdown(context.Cause(gctx).Error())
+		case <-killAfter:
+			e.log.Warn("shutdown_timeout passed; terminating running jobs")
+			e.killRuns()
+		case err := <-groupDone:
+			return err
+		}
+	}
+}
+
+func (e *Engine) killRuns() {
+	select {
+	case <-e.kill:
+	default:
+		close(e.kill)
+	}
+}
+
+func (e *Engine) onRedisBack(ctx context.Context) { e.jobs.Catchup(ctx) }
+
+func (e *Engine) status() string {
+	return fmt.Sprintf("%d jobs; backend %s: %s", len(e.cfg.Jobs), e.backend.kind, e.health.state())
+}
+
+func (e *Engine) logStart() {
+	fields := []zap.Field{zap.String("node_id", e.cfg.Node.ID), zap.String("backend", e.backend.kind),
+		zap.Int("jobs", len(e.cfg.Jobs))}
+	if e.backend.kind == "memory" {
+		e.log.Warn("memory lock backend: coordination is local to this process; "+
+			"every instance of a multi-node setup would run every job", fields...)
+		return
+	}
+	e.log.Info("starting", append(fields, zap.String("redis", e.backend.addr))...)
+}

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"go.uber.org/zap"
+)
+
+// Health-monitor timing: ping often while Redis is down so that scheduling
+// resumes within a second of its return; compare clocks every minute.
+const (
+	pingUp        = time.Second
+	pingDown      = 250 * time.Millisecond
+	pingTimeout   = time.Second
+	skewEvery     = time.Minute
+	healthTimeout = 2 * time.Second
+)
+
+// health is the actor that watches the backend: up/down (cronlock_redis_up,
+// /readyz, STATUS=), and the clock skew against Redis TIME at connect and
+// every minute (SPEC.md §2 node.max_clock_skew). On a down→up transition
+// it calls onBack (catch-up).
+type health struct {
+	log     *zap.Logger
+	b       backend
+	metrics *actors.Metrics
+	maxSkew time.Duration
+	offset  time.Duration
+	onBack  func(context.Context)
+	notify  func(string)
+
+	up       atomic.Bool
+	lastSkew time.Time
+}
+
+func newHealth(log *zap.Logger, b backend, m *actors.Metrics, maxSkew, offset time.Duration,
+	onBack func(context.Context), notify func(string)) *health {
+	h := &health{log: log, b: b, metrics: m, maxSkew: maxSkew, offset: offset, onBack: onBack, notify: notify}
+	if b.kind == "memory" {
+		h.up.Store(true)
+		m.RedisUp.Set(1)
+	}
+	return h
+}
+
+// Ready reports whether the backend answered its last ping.
+func (h *health) Ready() bool { return h.up.Load() }
+
+func (h *health) state() string {
+	if h.up.Load() {
+		return "up"
+	}
+	return "unreachable"
+}
+
+// Run pings until ctx ends, then returns nil. The memory backend needs no
+// monitoring: Run just waits.
+func (h *health) Run(ctx context.Context) error {
+	if h.b.kind == "memory" {
+		<-ctx.Done()
+		return nil
+	}
+	first := true
+	for {
+		h.check(ctx, first)
+		first = false
+		d := pingUp
+		if !h.up.Load() {
+			d = pingDown
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
+	}
+}
+
+func (h *health) check(ctx context.Context, first bool) {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	err := h.b.Ping(pctx)
+	cancel()
+	was := h.up.Load()
+	switch {
+	case err != nil && (was || first):
+		h.up.Store(false)
+		h.metrics.RedisUp.Set(0)
+		h.log.Error("redis unreachable: slots are skipped (redis_error) until it answers; retrying", zap.Error(err))
+		h.notify("STATUS=redis unreachable; not claiming")
+	case err == nil && !was:
+		h.up.Store(true)
+		h.metrics.RedisUp.Set(1)
+		h.log.Info("redis reachable")
+		h.notify("STATUS=redis up")
+		h.checkSkew(ctx)
+		if !first {
+			h.onBack(ctx)
+		}
+	case err == nil && time.Since(h.lastSkew) >= skewEvery:
+		h.checkSkew(ctx)
+	}
+}
+
+// checkSkew compares the local clock (plus the test offset) with Redis
+// TIME, correcting for half the round trip.
+func (h *health) checkSkew(ctx context.Context) {
+	h.lastSkew = time.Now()
+	tctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	sent := time.Now()
+	rt, err := h.b.Time(tctx)
+	if err != nil {
+		h.log.Warn("clock skew check failed", zap.Error(err))
+		return
+	}
+	rtt := time.Since(sent)
+	local := sent.Add(rtt / 2).Add(h.offset)
+	skew := local.Sub(rt)
+	h.metrics.ClockSkew.Set(skew.Seconds())
+	if math.Abs(float64(skew)) > float64(h.maxSkew) {
+		h.log.Warn("clock skew against redis exceeds node.max_clock_skew; slot claims keep runs exactly-once, "+
+			"but this node fires late or early: fix NTP", zap.Duration("skew", skew), zap.Duration("max_clock_skew", h.maxSkew))
+		return
+	}
+	h.log.Debug("clock skew", zap.Duration("skew", skew))
+}

@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
+	"go.uber.org/zap"
+)
+
+// jobSet is the actor that owns the job actors: it starts one per job,
+// applies reloads (add, remove, change without disturbing running runs),
+// keeps the ticker's entries in step, and forwards catch-up requests.
+type jobSet struct {
+	log    *zap.Logger
+	deps   actors.JobDeps
+	ticker *actors.Ticker
+	inbox  chan jobSetMsg
+
+	jobs map[string]*jobHandle
+	done chan jobExit
+	live int // job actor goroutines not yet reported on done
+}
+
+type jobHandle struct {
+	cfg    config.Job
+	actor  *actors.Job
+	cancel context.CancelFunc
+	exited bool
+}
+
+type jobExit struct {
+	name  string
+	actor *actors.Job
+	err   error
+}
+
+type jobSetMsg interface{ jobSetMsg() }
+
+type applyJobs struct {
+	jobs  []config.Job
+	reply chan struct{}
+}
+type catchupAll struct{}
+
+func (applyJobs) jobSetMsg()  {}
+func (catchupAll) jobSetMsg() {}
+
+func newJobSet(log *zap.Logger, deps actors.JobDeps, ticker *actors.Ticker) *jobSet {
+	return &jobSet{log: log, deps: deps, ticker: ticker, inbox: make(chan jobSetMsg),
+		jobs: map[string]*jobHandle{}, done: make(chan jobExit)}
+}
+
+// Apply makes the running job actors match jobs. It blocks until applied
+// or ctx ends.
+func (s *jobSet) Apply(ctx context.Context, jobs []config.Job) error {
+	m := applyJobs{jobs: jobs, reply: make(chan struct{}, 1)}
+	select {
+	case s.inbox <- m:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-m.reply:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Catchup asks every job actor to run its latest missed slot within its
+// catch-up window. Non-blocking beyond ctx.
+func (s *jobSet) Catchup(ctx context.Context) {
+	select {
+	case s.inbox <- catchupAll{}:
+	case <-ctx.Done():
+	}
+}
+
+// Run owns the job actors until ctx ends; then it cancels them all, waits
+// until each has returned (their runs finished or were killed) and returns
+// nil. A job actor returning on its own is an error that stops the daemon.
+func (s *jobSet) Run(ctx context.Context) error {
+	defer s.stopAll()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-s.inbox:
+			s.handle(ctx, m)
+		case e := <-s.done:
+			s.live--
+			if h, ok := s.jobs[e.name]; ok && h.actor == e.actor && !h.exited {
+				h.exited = true
+				return fmt.Errorf("job actor %q stopped unexpectedly: %v", e.name, e.err)
+			}
+		}
+	}
+}
+
+func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
+	switch m := m.(type) {
+	case applyJobs:
+		s.apply(ctx, m.jobs)
+		m.reply <- struct{}{}
+	case catchupAll:
+		for _, h := range s.jobs {
+			if err := h.actor.Send(ctx, actors.Catchup{}); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
+	want := make(map[string]config.Job, len(jobs))
+	var removed []*jobHandle
+	for _, j := range jobs {
+		want[j.Name] = j
+	}
+	for name, h := range s.jobs {
+		if _, ok := want[name]; !ok {
+			removed = append(removed, h)
+			delete(s.jobs, name)
+			s.log.Info("job removed", zap.String("job", name))
+		}
+	}
+	entries := make([]actors.TickerEntry, 0, len(jobs))
+	for _, j := range jobs {
+		h, ok := s.jobs[j.Name]
+		switch {
+		case !ok:
+			h = s.startJob(ctx, j)
+		case h.cfg.Schedule == j.Schedule && h.cfg.Location.String() == j.Location.String():
+			j.Sched = h.cfg.Sched // same schedule: keep the pending slot
+			fallthrough
+		default:
+			if err := h.actor.Send(ctx, actors.Reconfigure{Job: j}); err != nil {
+				return
+			}
+			h.cfg = j
+		}
+		entries = append(entries, actors.TickerEntry{Job: j.Name, Sched: h.cfg.Sched, Jitter: j.Jitter,
+			Inbox: h.actor.Inbox()})
+	}
+	if err := s.ticker.SetEntries(ctx, entries); err != nil {
+		return
+	}
+	for _, h := range removed {
+		h.exited = true
+		h.cancel() // finishes its running runs, then returns
+		s.deps.Metrics.DropJob(h.cfg.Name)
+	}
+}
+
+func (s *jobSet) startJob(ctx context.Context, j config.Job) *jobHandle {
+	s.deps.Metrics.InitJob(j.Name)
+	a := actors.NewJob(j, s.deps)
+	jctx, cancel := context.WithCancel(ctx)
+	h := &jobHandle{cfg: j, actor: a, cancel: cancel}
+	s.jobs[j.Name] = h
+	s.live++
+	go func() {
+		err := a.Run(jctx)
+		s.done <- jobExit{name: j.Name, actor: a, err: err}
+	}()
+	return h
+}
+
+// stopAll cancels every job actor (removed ones were already cancelled) and
+// waits until all have returned.
+func (s *jobSet) stopAll() {
+	for _, h := range s.jobs {
+		h.cancel()
+	}
+	for ; s.live > 0; s.live-- {
+		<-s.done
+	}
+}

@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"context"
+	"reflect"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/cronlock/cronlock/config"
+	"go.uber.org/zap"
+)
+
+// reload handles SIGHUP (SPEC.md §8): RELOADING=1, load and validate the
+// file; on any problem keep the old config and log every problem; otherwise
+// apply added, removed and changed jobs without disturbing running runs;
+// then READY=1. Node, lock, redis, log and http settings need a restart:
+// a change there is logged and ignored.
+func (e *Engine) reload(ctx context.Context) {
+	e.opts.Notify(daemon.SdNotifyReloading + "\n" + daemon.SdNotifyMonotonicUsec())
+	defer e.opts.Notify("READY=1\nSTATUS=" + e.status())
+	e.log.Info("reloading configuration", zap.String("path", e.cfg.Path))
+	cfg, err := e.opts.Reload()
+	if err != nil {
+		if ve, ok := err.(*config.ValidationError); ok {
+			for _, p := range ve.Problems {
+				e.log.Error("reload rejected: config problem", zap.String("problem", p.String()))
+			}
+		}
+		e.log.Error("reload rejected; keeping the running configuration", zap.Error(err))
+		return
+	}
+	for _, w := range cfg.Warnings {
+		e.log.Warn("config warning", zap.String("problem", w.String()))
+	}
+	e.warnRestartOnly(cfg)
+	if err := e.jobs.Apply(ctx, cfg.Jobs); err != nil {
+		e.log.Error("reload interrupted", zap.Error(err))
+		return
+	}
+	e.cfg.Jobs = cfg.Jobs
+	e.log.Info("configuration reloaded", zap.Int("jobs", len(cfg.Jobs)))
+}
+
+func (e *Engine) warnRestartOnly(cfg *config.Config) {
+	for name, pair := range map[string][2]any{
+		"node": {e.cfg.Node, cfg.Node}, "lock": {e.cfg.Lock, cfg.Lock}, "redis": {e.cfg.Redis, cfg.Redis},
+		"log": {e.cfg.Log, cfg.Log}, "http": {e.cfg.HTTP, cfg.HTTP},
+	} {
+		if !reflect.DeepEqual(pair[0], pair[1]) && !(name == "node" && sameNode(e.cfg.Node, cfg.Node)) {
+			e.log.Warn("changed settings need a restart to take effect", zap.String("section", name))
+		}
+	}
+}
+
+// sameNode ignores a regenerated default node id.
+func sameNode(a, b config.Node) bool {
+	b.ID, b.Location = a.ID, a.Location
+	return reflect.DeepEqual(a, b) && a.Location.String() == b.Location.String()
+}
