@@ -97,8 +97,8 @@ func parse(expr string, loc *time.Location) (*Schedule, error) {
 		fields = append([]string{"0"}, fields...)
 	case 6:
 	default:
-		return nil, fmt.Errorf("want 5 or 6 fields (min hour dom month dow, optionally "+
-			"with leading seconds), got %d", len(fields))
+		return nil, fmt.Errorf("want 5 or 6 fields, got %d: write min hour dom month dow, "+
+			"optionally with leading seconds", len(fields))
 	}
 	if err := s.compile(fields); err != nil {
 		return nil, err

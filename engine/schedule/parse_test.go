@@ -1,0 +1,147 @@
+package schedule
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse_Errors(t *testing.T) {
+	tests := []struct {
+		expr  string
+		want  string // substring of the error
+		never bool   // wraps ErrNeverFires
+	}{
+		{"", "empty expression", false},
+		{"   ", "empty expression", false},
+		{"0 0 * *", "want 5 or 6 fields, got 4", false},
+		{"1 2 3 4 5 6 7", "want 5 or 6 fields, got 7", false},
+		{"0 0 * * * * * GARBAGE", "want 5 or 6 fields, got 8", false},
+		{"0 0 31 2 *", "never fires", true},
+		{"0 0 30 2 *", "never fires", true},
+		{"0 0 31 4,6,9,11 *", "never fires", true},
+		{"0 0 0 31 2 *", "never fires", true},
+		{"0 0 */31 2 1#2", "never fires", true},
+		{"CRON_TZ=Mars/Base 0 0 * * *", `unknown time zone "Mars/Base"`, false},
+		{"TZ=Nowhere/City 0 * * * *", `unknown time zone "Nowhere/City"`, false},
+		{"CRON_TZ= 0 0 * * *", "wants a zone and an expression", false},
+		{"CRON_TZ=UTC", "wants a zone and an expression", false},
+		{"@reboot", "@reboot is not supported", false},
+		{"@every 500ms", "whole seconds, at least 1s", false},
+		{"@every 0s", "whole seconds, at least 1s", false},
+		{"@every -5s", "whole seconds, at least 1s", false},
+		{"@every 1500ms", "whole seconds, at least 1s", false},
+		{"@every ten", "whole seconds, at least 1s", false},
+		{"@every", "exactly one duration", false},
+		{"@every 10s 20s", "exactly one duration", false},
+		{"@fortnightly", "unknown macro", false},
+		{"@daily extra", `remove "extra"`, false},
+		{"@hourly 2027", `remove "2027"`, false},
+		{"0 0 @daily * *", "macros must stand alone", false},
+		{"30-10 5 * * *", `range 30-10 runs backwards`, false},
+		{"0 0 1 12-1 *", `range 12-1 runs backwards`, false},
+		{"0 0 1 dec-jan *", `range dec-jan runs backwards`, false},
+		{"0 23-1 * * *", `range 23-1 runs backwards`, false},
+		{"0 0 20-10/2 * *", `range 20-10 runs backwards`, false},
+		{"50-10 0 0 * * *", `second field "50-10"`, false},
+		{"0 0 * * fri-mon", "runs backwards", false},
+		{"0 0 * * 5-0", "runs backwards", false},
+		{"60 * * * *", "syntax error in minute field", false},
+		{"0 24 * * *", "syntax error in hour field", false},
+		{"0 0 0 * *", "syntax error in day-of-month field", false},
+		{"0 0 32 * *", "syntax error in day-of-month field", false},
+		{"0 0 * 13 *", "syntax error in month field", false},
+		{"0 0 * * 8", `"8" is not a day`, false},
+		{"61 0 0 * * *", "syntax error in second field", false},
+		{"*/60 * * * *", "invalid interval", false},
+		{"0 0 * * */0", "step", false},
+		{"0 0 * * 1/9", "step", false},
+		{"0 0 * * mon-", "is not a day", false},
+		{"0 0 * * 5#6", "syntax error in day-of-week field", false},
+		{"abc * * * *", "syntax error in minute field", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.expr, func(t *testing.T) {
+			s, err := Parse(tc.expr, time.UTC)
+			if err == nil {
+				t.Fatalf("Parse(%q) = %v, want error containing %q", tc.expr, s, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse(%q) error %q, want it to contain %q", tc.expr, err, tc.want)
+			}
+			if got := errors.Is(err, ErrNeverFires); got != tc.never {
+				t.Errorf("errors.Is(err, ErrNeverFires) = %v, want %v (err %v)", got, tc.never, err)
+			}
+		})
+	}
+}
+
+func TestParse_Accessors(t *testing.T) {
+	ny := mustZone(t, "America/New_York")
+	tests := []struct {
+		expr  string
+		loc   *time.Location
+		zone  string
+		every time.Duration
+	}{
+		{"0 9 * * *", ny, "America/New_York", 0},
+		{"0 9 * * *", nil, "UTC", 0},
+		{"CRON_TZ=Asia/Kolkata 0 9 * * *", ny, "Asia/Kolkata", 0},
+		{"TZ=Europe/Berlin\t@hourly", ny, "Europe/Berlin", 0},
+		{"@every 1h30m", ny, "America/New_York", 90 * time.Minute},
+		{" @every 10s ", nil, "UTC", 10 * time.Second},
+	}
+	for _, tc := range tests {
+		s, err := Parse(tc.expr, tc.loc)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tc.expr, err)
+		}
+		if s.String() != tc.expr {
+			t.Errorf("String() = %q, want %q", s.String(), tc.expr)
+		}
+		if s.Location().String() != tc.zone {
+			t.Errorf("%q: Location() = %v, want %s", tc.expr, s.Location(), tc.zone)
+		}
+		if s.Every() != tc.every {
+			t.Errorf("%q: Every() = %v, want %v", tc.expr, s.Every(), tc.every)
+		}
+	}
+}
+
+// A fixed-time daily job fires exactly once per local day across a year
+// with both DST changes (Debian cron(8)); an hourly wildcard job fires once
+// per elapsed hour, 8760 times, following the clock.
+func TestNext_YearInvariants(t *testing.T) {
+	for _, zone := range []string{"America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Pacific/Chatham"} {
+		loc := mustZone(t, zone)
+		daily, _ := Parse("30 2 * * *", loc)
+		hourly, _ := Parse("0 * * * *", loc)
+		from := time.Date(2026, 1, 1, 0, 0, 0, 0, loc)
+		to := time.Date(2027, 1, 1, 0, 0, 0, 0, loc)
+		days := map[string]int{}
+		for at := daily.Next(from); at.Before(to); at = daily.Next(at) {
+			days[at.Format("2006-01-02")]++
+		}
+		if len(days) != 365 {
+			t.Errorf("%s daily: fired on %d local days, want 365", zone, len(days))
+		}
+		for d, n := range days {
+			if n != 1 {
+				t.Errorf("%s daily: fired %d times on %s, want 1", zone, n, d)
+			}
+		}
+		n, prev := 0, hourly.Next(from.Add(-time.Second))
+		for at := hourly.Next(prev); at.Before(to); at = hourly.Next(at) {
+			if at.Sub(prev) != time.Hour && zone != "Pacific/Chatham" && zone != "Australia/Lord_Howe" {
+				t.Errorf("%s hourly: %s follows %s", zone, at, prev)
+			}
+			prev, n = at, n+1
+		}
+		if zone == "America/New_York" || zone == "Europe/Berlin" {
+			if n != 8759 {
+				t.Errorf("%s hourly: %d fires after the first, want 8759", zone, n)
+			}
+		}
+	}
+}
