@@ -91,7 +91,8 @@ type Result struct {
 }
 
 // Start starts spec.Command through spec.Shell in a new process group whose
-// id is the child's pid. It returns once exec has succeeded, or an error
+// id is the child's pid (SPEC.md §5); stdin is /dev/null. It returns once
+// exec has succeeded (Proc.Started is that instant), or an error
 // wrapping the cause (empty shell, unknown shell, bad Dir, unknown user,
 // pipe creation). On success the caller must eventually call Wait (or wait
 // on Done) and may call Terminate; Start itself never blocks on the child.

@@ -161,7 +161,10 @@ func TestProc_GrandchildIsKilledAfterLeaderExits(t *testing.T) {
 
 func TestProc_EscapedGrandchildDoesNotHangWait(t *testing.T) {
 	h, spec := newHarness(t)
-	spec.Command = `setsid sleep 1000 & echo $!`
+	// The leader waits until the grandchild has its own session (field 6 of
+	// /proc/pid/stat), else the group SIGTERM could catch it before setsid.
+	spec.Command = `setsid sleep 1000 & p=$!
+		until [ "$(cut -d' ' -f6 /proc/$p/stat)" = "$p" ]; do :; done; echo $p`
 	p := h.start(spec)
 	res := h.wait(p)
 	pid := atoi(t, h.lines("stdout")[0])
@@ -254,3 +257,18 @@ func TestProc_WaitIsRepeatableAndConcurrent(t *testing.T) {
 }
 
 func last(b []byte, n int) string { return string(b[max(0, len(b)-n):]) }
+
+func TestProc_TerminateConcurrently(t *testing.T) {
+	h, spec := newHarness(t)
+	spec.Command = `trap "" TERM; echo ready; sleep 1000 & sleep 1000`
+	p := h.start(spec)
+	h.waitLines("stdout", 1)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() { p.Terminate(time.Duration(i+1) * 50 * time.Millisecond) })
+	}
+	wg.Wait()
+	if res := h.wait(p); res.Signal != syscall.SIGKILL || groupAlive(p.Pid()) {
+		t.Errorf("got signal %v, group alive %v; want SIGKILL, false", res.Signal, groupAlive(p.Pid()))
+	}
+}
