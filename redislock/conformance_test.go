@@ -1,0 +1,318 @@
+package redislock
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// conformance lists the behaviours both backends must share (SPEC.md §4).
+var conformance = []struct {
+	name string
+	fn   func(t *testing.T, s store)
+}{
+	{"ClaimOncePerSlot_LeaseSkip", testClaimOncePerSlotLease},
+	{"ClaimOncePerSlot_Allow", testClaimOncePerSlotAllow},
+	{"ClaimedElsewhereForOldSlots", testClaimedElsewhere},
+	{"OverlapWhileLeaseHeld", testOverlap},
+	{"PausedRecordsSlot", testPaused},
+	{"ManualClaimTakesLeaseNoSlot", testManual},
+	{"RenewExtendsTTL", testRenewExtends},
+	{"RenewByNonOwner", testRenewNonOwner},
+	{"ReleaseByNonOwner", testReleaseNonOwner},
+	{"LeaseExpiresAfterTTL", testLeaseExpires},
+	{"RecordHistoryCapAndOrder", testHistory},
+	{"StateOfNewJob", testStateEmpty},
+	{"Time", testTime},
+	{"InvalidRequests", testInvalid},
+}
+
+func TestConformance_Redis(t *testing.T) {
+	s := redisStore(t)
+	for _, c := range conformance {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, s) })
+	}
+}
+
+func TestConformance_Memory(t *testing.T) {
+	for _, c := range conformance {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, memoryStore(t)) })
+	}
+}
+
+func mustClaim(t *testing.T, b backend, req ClaimRequest, want Outcome) Claim {
+	t.Helper()
+	c, err := b.Claim(ctxT(t), req)
+	if err != nil {
+		t.Fatalf("Claim(%+v): %v", req, err)
+	}
+	if c.Outcome != want {
+		t.Fatalf("Claim(slot %d, lease %v): got %v, want %v", req.Slot, req.Lease, c.Outcome, want)
+	}
+	return c
+}
+
+func mustState(t *testing.T, b backend, job string) JobState {
+	t.Helper()
+	st, err := b.State(ctxT(t), job)
+	if err != nil {
+		t.Fatalf("State: %v", err)
+	}
+	return st
+}
+
+// race runs claimers × slots claims in parallel; claimer i owns "node<i>:x".
+// With lease, a winner releases at once. It returns the outcome and fence of
+// every claim by slot.
+func race(t *testing.T, s store, job string, lease bool) map[int64][]Claim {
+	const claimers, slots = 3, 200
+	var (
+		mu    sync.Mutex
+		got   = map[int64][]Claim{}
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		ctx   = ctxT(t)
+	)
+	for i := range claimers {
+		b := s.newClient(t)
+		owner := fmt.Sprintf("node%d:x", i)
+		wg.Go(func() {
+			<-start
+			for slot := int64(1); slot <= slots; slot++ {
+				req := ClaimRequest{Job: job, Slot: slot, Owner: owner, TTL: 10 * time.Second, Lease: lease}
+				c, err := b.Claim(ctx, req)
+				if err != nil {
+					t.Errorf("claim slot %d: %v", slot, err)
+					return
+				}
+				if c.Outcome == Claimed && lease {
+					if ok, err := b.Release(ctx, job, owner); err != nil || !ok {
+						t.Errorf("release slot %d: got %v, %v; want true, nil", slot, ok, err)
+						return
+					}
+				}
+				mu.Lock()
+				got[slot] = append(got[slot], c)
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return got
+}
+
+// checkFences checks that claimed fences strictly increase with the slot.
+func checkFences(t *testing.T, got map[int64][]Claim) (claimed int) {
+	t.Helper()
+	var slots []int64
+	for s := range got {
+		slots = append(slots, s)
+	}
+	sort.Slice(slots, func(i, j int) bool { return slots[i] < slots[j] })
+	var prev int64
+	for _, s := range slots {
+		for _, c := range got[s] {
+			if c.Outcome != Claimed {
+				continue
+			}
+			claimed++
+			if c.Fence <= prev {
+				t.Errorf("slot %d: fence %d after %d, want strictly increasing", s, c.Fence, prev)
+			}
+			prev = c.Fence
+		}
+	}
+	return claimed
+}
+
+func testClaimOncePerSlotLease(t *testing.T, s store) {
+	got := race(t, s, t.Name(), true)
+	for slot := int64(1); slot <= 200; slot++ {
+		var claimed, decided int
+		for _, c := range got[slot] {
+			switch c.Outcome {
+			case Claimed:
+				claimed++
+				decided++
+			case Overlap:
+				decided++
+			}
+		}
+		if claimed > 1 || decided != 1 {
+			t.Errorf("slot %d: got %d claimed, %d decided (claimed+overlap); want ≤1, 1", slot, claimed, decided)
+		}
+	}
+	if n := checkFences(t, got); n == 0 {
+		t.Errorf("got no claims at all")
+	}
+}
+
+func testClaimOncePerSlotAllow(t *testing.T, s store) {
+	got := race(t, s, t.Name(), false)
+	for slot := int64(1); slot <= 200; slot++ {
+		n := 0
+		for _, c := range got[slot] {
+			if c.Outcome == Claimed {
+				n++
+			} else if c.Outcome != ClaimedElsewhere {
+				t.Errorf("slot %d: got %v, want claimed or claimed_elsewhere", slot, c.Outcome)
+			}
+		}
+		if n != 1 {
+			t.Errorf("slot %d: got %d claims, want 1", slot, n)
+		}
+	}
+	if n := checkFences(t, got); n != 200 {
+		t.Errorf("got %d claims, want 200", n)
+	}
+}
+
+func testClaimedElsewhere(t *testing.T, s store) {
+	a, b := s.newClient(t), s.newClient(t)
+	job := t.Name()
+	if c := mustClaim(t, a, ClaimRequest{Job: job, Slot: 100}, Claimed); c.Fence != 1 {
+		t.Fatalf("fence: got %d, want 1", c.Fence)
+	}
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 100}, ClaimedElsewhere)
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 99}, ClaimedElsewhere)
+	if c := mustClaim(t, b, ClaimRequest{Job: job, Slot: 101}, Claimed); c.Fence != 2 {
+		t.Fatalf("fence: got %d, want 2", c.Fence)
+	}
+	if st := mustState(t, a, job); st.Slot != 101 || st.Fence != 2 {
+		t.Fatalf("state: got slot %d fence %d, want 101, 2", st.Slot, st.Fence)
+	}
+}
+
+func testOverlap(t *testing.T, s store) {
+	a, b := s.newClient(t), s.newClient(t)
+	job := t.Name()
+	mustClaim(t, a, ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 2, Owner: "b:1", TTL: time.Minute, Lease: true}, Overlap)
+	if st := mustState(t, b, job); st.Slot != 2 || st.LeaseHolder != "a:1" || st.Fence != 1 {
+		t.Fatalf("state: got %+v, want slot 2, holder a:1, fence 1", st)
+	}
+	mustClaim(t, a, ClaimRequest{Job: job, Slot: 2, Owner: "a:2", TTL: time.Minute, Lease: true}, ClaimedElsewhere)
+	// overlap "allow" ignores the lease.
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 3}, Claimed)
+	if ok, err := a.Release(ctxT(t), job, "a:1"); err != nil || !ok {
+		t.Fatalf("release: got %v, %v; want true, nil", ok, err)
+	}
+	if c := mustClaim(t, b, ClaimRequest{Job: job, Slot: 4, Owner: "b:4", TTL: time.Minute, Lease: true}, Claimed); c.Fence != 3 {
+		t.Fatalf("fence: got %d, want 3", c.Fence)
+	}
+}
+
+func testPaused(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	if err := b.Pause(ctxT(t), job); err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 5, Owner: "a:1", TTL: time.Minute, Lease: true}, Paused)
+	if st := mustState(t, b, job); !st.Paused || st.Slot != 5 || st.Fence != 0 || st.LeaseHolder != "" {
+		t.Fatalf("state: got %+v, want paused, slot 5, fence 0, no lease", st)
+	}
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 5}, ClaimedElsewhere) // step 1 before step 2
+	mustClaim(t, b, ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, Claimed)
+	if _, err := b.Release(ctxT(t), job, "a:m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Resume(ctxT(t), job); err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 6}, Claimed)
+	if st := mustState(t, b, job); st.Paused {
+		t.Fatalf("state after Resume: got paused, want not paused")
+	}
+}
+
+func testManual(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 10, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
+	mustClaim(t, b, ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, Overlap)
+	if _, err := b.Release(ctxT(t), job, "a:1"); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustClaim(t, b, ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, Claimed); c.Fence != 2 {
+		t.Fatalf("manual fence: got %d, want 2", c.Fence)
+	}
+	if st := mustState(t, b, job); st.Slot != 10 || st.LeaseHolder != "a:m" {
+		t.Fatalf("state: got %+v, want slot 10 (unchanged), holder a:m", st)
+	}
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 11, Owner: "a:2", TTL: time.Minute, Lease: true}, Overlap)
+}
+
+func testRenewExtends(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: 2 * time.Second, Lease: true}, Claimed)
+	if st := mustState(t, b, job); st.LeaseTTL <= 0 || st.LeaseTTL > 2*time.Second {
+		t.Fatalf("lease ttl: got %v, want (0, 2s]", st.LeaseTTL)
+	}
+	if err := b.Renew(ctxT(t), job, "a:1", time.Hour); err != nil {
+		t.Fatalf("renew: got %v, want nil", err)
+	}
+	if st := mustState(t, b, job); st.LeaseTTL < 59*time.Minute || st.LeaseHolder != "a:1" {
+		t.Fatalf("after renew: got ttl %v holder %q, want ~1h, a:1", st.LeaseTTL, st.LeaseHolder)
+	}
+}
+
+func testRenewNonOwner(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	if err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("renew without lease: got %v, want ErrNotHeld", err)
+	}
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
+	if err := b.Renew(ctxT(t), job, "b:1", time.Hour); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("renew by non-owner: got %v, want ErrNotHeld", err)
+	}
+	if st := mustState(t, b, job); st.LeaseTTL > time.Minute || st.LeaseHolder != "a:1" {
+		t.Fatalf("after foreign renew: got ttl %v holder %q, want ≤1m, a:1", st.LeaseTTL, st.LeaseHolder)
+	}
+}
+
+func testReleaseNonOwner(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
+	if ok, err := b.Release(ctxT(t), job, "b:1"); ok || err != nil {
+		t.Fatalf("release by non-owner: got %v, %v; want false, nil", ok, err)
+	}
+	if st := mustState(t, b, job); st.LeaseHolder != "a:1" {
+		t.Fatalf("holder: got %q, want a:1", st.LeaseHolder)
+	}
+	if ok, err := b.Release(ctxT(t), job, "a:1"); !ok || err != nil {
+		t.Fatalf("release by owner: got %v, %v; want true, nil", ok, err)
+	}
+	if ok, err := b.Release(ctxT(t), job, "a:1"); ok || err != nil {
+		t.Fatalf("second release: got %v, %v; want false, nil", ok, err)
+	}
+	if st := mustState(t, b, job); st.LeaseHolder != "" || st.LeaseTTL != 0 {
+		t.Fatalf("after release: got holder %q ttl %v, want none", st.LeaseHolder, st.LeaseTTL)
+	}
+}
+
+// testLeaseExpires waits for a real 50ms TTL to pass, polling State with a
+// bound (Redis expires keys on its own clock). The memory backend is also
+// tested in a synctest bubble.
+func testLeaseExpires(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: 50 * time.Millisecond, Lease: true}, Claimed)
+	for deadline := time.Now().Add(5 * time.Second); mustState(t, b, job).LeaseHolder != ""; {
+		if time.Now().After(deadline) {
+			t.Fatalf("lease with 50ms ttl still held after 5s")
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+	if err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("renew after expiry: got %v, want ErrNotHeld", err)
+	}
+	mustClaim(t, b, ClaimRequest{Job: job, Slot: 2, Owner: "b:1", TTL: time.Minute, Lease: true}, Claimed)
+}

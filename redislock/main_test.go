@@ -1,0 +1,69 @@
+package redislock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// backend is the method set both implementations share; the conformance
+// suite runs against it. (Consumers declare their own small interfaces.)
+type backend interface {
+	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
+	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
+	Release(ctx context.Context, job, owner string) (bool, error)
+	Record(ctx context.Context, job string, rec RunRecord) error
+	History(ctx context.Context, job string, n int) ([]RunRecord, error)
+	State(ctx context.Context, job string) (JobState, error)
+	Pause(ctx context.Context, job string) error
+	Resume(ctx context.Context, job string) error
+	Time(ctx context.Context) (time.Time, error)
+	Ping(ctx context.Context) error
+	Close()
+}
+
+var (
+	_ backend = (*Redis)(nil)
+	_ backend = (*Memory)(nil)
+)
+
+// newRedis returns a client for addr, closed at cleanup.
+func newRedis(t testing.TB, addr string, opts Options) *Redis {
+	t.Helper()
+	opts.Addresses = []string{addr}
+	r, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// store hands out clients that share one coordination store.
+type store struct {
+	name      string
+	newClient func(t testing.TB) backend
+}
+
+func redisStore(t testing.TB) store {
+	srv := redistest.Start(t)
+	return store{name: "redis", newClient: func(t testing.TB) backend { return newRedis(t, srv.Addr(), Options{}) }}
+}
+
+func memoryStore(testing.TB) store {
+	m := NewMemory()
+	return store{name: "memory", newClient: func(testing.TB) backend { return m }}
+}
+
+// ctxT returns a context that ends with the test and has a deadline, as
+// every production Redis call must.
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
