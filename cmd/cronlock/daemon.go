@@ -4,8 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/engine"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/term"
 )
 
 // daemonOptions is what the daemon mode gets besides the config.
@@ -14,13 +24,97 @@ type daemonOptions struct {
 	Stdout  io.Writer
 	Stderr  io.Writer
 	Version string
+	// Reload loads the config file again (SIGHUP).
+	Reload func() (*config.Config, error)
 }
 
-// runDaemon runs the daemon on a loaded (ForStart) config until ctx is
-// cancelled, and returns the exit code. The engine engineer replaces this
-// body.
+// clockOffsetEnv is an internal, test-only knob: a Go duration added to the
+// daemon's clock so that tests can run nodes with skewed clocks. It is not
+// a config key and not documented for users.
+const clockOffsetEnv = "CRONLOCK_INTERNAL_CLOCK_OFFSET"
+
+// runDaemon runs the daemon on a loaded (ForStart) config until a shutdown
+// signal or ctx ends, and returns the exit code: 0 after a clean shutdown,
+// 1 when the engine could not start or an actor failed.
 func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int {
-	_, _ = ctx, cfg
-	fmt.Fprintln(opts.Stderr, "daemon not implemented yet")
-	return 1
+	log, err := newLogger(cfg.Log, opts.Stderr)
+	if err != nil {
+		fmt.Fprintf(opts.Stderr, "cronlock: log: %v\n", err)
+		return 1
+	}
+	defer func() { _ = log.Sync() }()
+	offset, err := clockOffset(opts.Environ)
+	if err != nil {
+		fmt.Fprintf(opts.Stderr, "cronlock: %v\n", err)
+		return 1
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	for _, w := range cfg.Warnings {
+		log.Warn("config warning", zap.String("problem", w.String()))
+	}
+	log.Info("cronlock starting", zap.String("version", opts.Version), zap.String("config", cfg.Path))
+	e, err := engine.New(cfg, engine.Options{Log: log, Environ: opts.Environ, Signals: sigs,
+		Notify: sdNotify(log), Reload: opts.Reload, ClockOffset: offset,
+		ExitNow: func() { _ = log.Sync(); os.Exit(1) }})
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	if err := e.Run(ctx); err != nil {
+		log.Error("daemon stopped with an error", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+// sdNotify sends sd_notify states; never unsets NOTIFY_SOCKET (LIBRARY-NOTES §4.1).
+func sdNotify(log *zap.Logger) func(string) {
+	return func(state string) {
+		if _, err := daemon.SdNotify(false, state); err != nil {
+			log.Warn("sd_notify failed", zap.String("state", state), zap.Error(err))
+		}
+	}
+}
+
+func clockOffset(environ []string) (time.Duration, error) {
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, clockOffsetEnv+"="); ok && v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", clockOffsetEnv, err)
+			}
+			return d, nil
+		}
+	}
+	return 0, nil
+}
+
+// newLogger builds the zap logger of log.level/log.format: console on a
+// terminal and json otherwise when format is empty; sampling off so no job
+// output line is dropped (LIBRARY-NOTES §5.2).
+func newLogger(lc config.Log, w io.Writer) (*zap.Logger, error) {
+	format := lc.Format
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "console"
+		}
+	}
+	level, err := zapcore.ParseLevel(lc.Level)
+	if err != nil {
+		return nil, err
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	var encoder zapcore.Encoder
+	if format == "console" {
+		enc.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		encoder = zapcore.NewConsoleEncoder(enc)
+	} else {
+		encoder = zapcore.NewJSONEncoder(enc)
+	}
+	core := zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), level)
+	return zap.New(core, zap.AddCaller()), nil
 }

@@ -108,7 +108,8 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 	if cfg == nil {
 		return code
 	}
-	return runDaemon(ctx, cfg, daemonOptions{Environ: env.environ, Stdout: env.stdout, Stderr: env.stderr, Version: versionString(version, commit)})
+	reload := func() (*config.Config, error) { return config.Load(*path, env.loadOptions(config.ForStart, flags)) }
+	return runDaemon(ctx, cfg, daemonOptions{Environ: env.environ, Stdout: env.stdout, Stderr: env.stderr, Version: versionString(version, commit), Reload: reload})
 }
 
 // usageExit maps a flag parse error to an exit code: 0 for -h, else 2 (the
