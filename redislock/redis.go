@@ -87,6 +87,13 @@ func New(opts Options) (*Redis, error) {
 		TLSConfig:    opts.TLS,
 		Dialer:       net.Dialer{Timeout: dial, KeepAlive: time.Second},
 		DisableCache: true, // no client-side caching; works with RESP2 servers
+		// One pipelined connection per node (rueidis defaults to 4 for
+		// standalone and sentinel). rueidis notices a dead connection only when
+		// it next uses it, so after a Redis restart the first call on each
+		// connection fails (EOF); with one connection, the engine's reconnect
+		// Ping absorbs that instead of a claim. Concurrent calls are still
+		// auto-pipelined.
+		PipelineMultiplex: -1,
 	}
 	standalone := false
 	switch {

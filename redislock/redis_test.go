@@ -1,0 +1,236 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/redis/rueidis"
+)
+
+// raw is a plain rueidis client for inspecting a test server.
+func raw(t testing.TB, addr string) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		t.Fatalf("raw client: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// cmdstats returns INFO commandstats as "evalsha" -> {"calls": n, ...}.
+func cmdstats(t testing.TB, c rueidis.Client) map[string]map[string]int64 {
+	t.Helper()
+	info, err := c.Do(ctxT(t), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]int64{}
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		out[name] = map[string]int64{}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			out[name][k] = n
+		}
+	}
+	return out
+}
+
+// waitPing polls Ping until it succeeds (a reconnecting client), bounded.
+func waitPing(t testing.TB, r *Redis) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		err := r.Ping(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis still unreachable after 5s: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+}
+
+func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	mustClaim(t, r, ClaimRequest{Job: "j", Slot: 1}, Claimed) // loads the scripts (EVALSHA, NOSCRIPT, EVAL)
+	if _, err := r.Release(ctxT(t), "j", "a:1"); err != nil {
+		t.Fatal(err)
+	}
+	c := raw(t, srv.Addr())
+	if err := c.Do(ctxT(t), c.B().ConfigResetstat().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := int64(2); i < 2+n; i++ {
+		mustClaim(t, r, ClaimRequest{Job: "j", Slot: i, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
+		if ok, err := r.Release(ctxT(t), "j", "a:1"); err != nil || !ok {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+	}
+	st := cmdstats(t, c)
+	if got := st["evalsha"]["calls"]; got != 2*n {
+		t.Errorf("evalsha calls for %d claims + %d releases: got %d, want %d", n, n, got, 2*n)
+	}
+	if got := st["eval"]["calls"]; got != 0 {
+		t.Errorf("eval calls: got %d, want 0 (script cached)", got)
+	}
+}
+
+func TestRedis_ScriptReloadedAfterRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	mustClaim(t, r, ClaimRequest{Job: "j", Slot: 1}, Claimed)
+	srv.Restart() // no persistence: state and scripts are gone
+	waitPing(t, r)
+	if c := mustClaim(t, r, ClaimRequest{Job: "j", Slot: 2}, Claimed); c.Fence != 1 {
+		t.Fatalf("fence after restart: got %d, want 1 (state lost)", c.Fence)
+	}
+	st := cmdstats(t, raw(t, srv.Addr()))
+	if st["evalsha"]["failed_calls"] != 1 || st["eval"]["calls"] != 1 {
+		t.Errorf("after restart: got evalsha %v eval %v, want one NOSCRIPT then one EVAL", st["evalsha"], st["eval"])
+	}
+}
+
+func TestRedis_ClaimFailsFastWhenDown(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	waitPing(t, r)
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := r.Claim(ctx, ClaimRequest{Job: "j", Slot: 1, Owner: "a:1", TTL: time.Second, Lease: true})
+	if err == nil {
+		t.Fatalf("claim against stopped server: got nil error")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("claim against stopped server took %v, want ≤ ctx deadline (500ms) + slack", d)
+	}
+	if !strings.HasPrefix(err.Error(), `claim "j": `) {
+		t.Errorf("error: got %q, want prefix claim \"j\": ", err)
+	}
+}
+
+func TestRedis_NewWhileDownConnectsLater(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop()
+	r, err := New(Options{Addresses: []string{srv.Addr()}, DialTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("New with standalone redis down: got %v, want a client", err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := r.Ping(ctx); err == nil {
+		t.Fatalf("ping while down: got nil, want error")
+	}
+	srv.Restart()
+	waitPing(t, r)
+	mustClaim(t, r, ClaimRequest{Job: "j", Slot: 1}, Claimed)
+}
+
+func TestRedis_NoDeadlineUsesCallTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{CallTimeout: 300 * time.Millisecond})
+	waitPing(t, r)
+	srv.Pause()
+	defer srv.Resume()
+	for _, op := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"claim", func(ctx context.Context) error {
+			_, err := r.Claim(ctx, ClaimRequest{Job: "j", Slot: 1})
+			return err
+		}},
+		{"state", func(ctx context.Context) error { _, err := r.State(ctx, "j"); return err }},
+	} {
+		start := time.Now()
+		err := op.call(context.Background())
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s against paused server: got %v, want deadline exceeded", op.name, err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s against paused server took %v, want about CallTimeout (300ms)", op.name, d)
+		}
+	}
+}
+
+func TestRedis_PartitionTimesOutThenRecovers(t *testing.T) {
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	r := newRedis(t, p.Addr(), Options{CallTimeout: 300 * time.Millisecond})
+	mustClaim(t, r, ClaimRequest{Job: "j", Slot: 1}, Claimed)
+	p.Cut()
+	if _, err := r.Claim(context.Background(), ClaimRequest{Job: "j", Slot: 2}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("claim while cut off: got %v, want deadline exceeded", err)
+	}
+	p.Restore()
+	waitPing(t, r)
+	// The timed-out claim of slot 2 may or may not have been applied.
+	if c := mustClaim(t, r, ClaimRequest{Job: "j", Slot: 3}, Claimed); c.Fence < 2 {
+		t.Fatalf("fence after partition: got %d, want ≥ 2", c.Fence)
+	}
+}
+
+func TestRedis_KeysFollowSpec(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:", HistoryLen: 3})
+	mustClaim(t, r, ClaimRequest{Job: "backup", Slot: 1, Owner: "n1:u", TTL: time.Minute, Lease: true}, Claimed)
+	for i := 1; i <= 5; i++ {
+		if err := r.Record(ctxT(t), "backup", sampleRecord(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Pause(ctxT(t), "backup"); err != nil {
+		t.Fatal(err)
+	}
+	c := raw(t, srv.Addr())
+	want := map[string]string{"{cl}:job:backup": "string", "{cl}:state:backup": "hash",
+		"{cl}:history:backup": "stream", "{cl}:paused:backup": "string"}
+	for k, typ := range want {
+		if got, err := c.Do(ctxT(t), c.B().Type().Key(k).Build()).ToString(); err != nil || got != typ {
+			t.Errorf("TYPE %s: got %q, %v; want %s", k, got, err, typ)
+		}
+	}
+	if n, _ := c.Do(ctxT(t), c.B().Xlen().Key("{cl}:history:backup").Build()).AsInt64(); n != 3 {
+		t.Errorf("XLEN with HistoryLen 3: got %d, want 3", n)
+	}
+	if v, _ := c.Do(ctxT(t), c.B().Get().Key("{cl}:job:backup").Build()).ToString(); v != "n1:u" {
+		t.Errorf("lease value: got %q, want n1:u", v)
+	}
+}
+
+func TestRedis_ErrorsHidePassword(t *testing.T) {
+	srv := redistest.Start(t)
+	c := raw(t, srv.Addr())
+	if err := c.Do(ctxT(t), c.B().ConfigSet().ParameterValue().ParameterValue("requirepass", "right-pw").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Options{Addresses: []string{srv.Addr()}, Password: "wrong-s3cret"})
+	if err == nil {
+		defer r.Close()
+		_, err = r.Claim(ctxT(t), ClaimRequest{Job: "j", Slot: 1})
+	}
+	if err == nil {
+		t.Fatalf("wrong password: got nil error")
+	}
+	if strings.Contains(err.Error(), "wrong-s3cret") {
+		t.Fatalf("error contains the password: %q", err)
+	}
+}
