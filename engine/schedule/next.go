@@ -2,17 +2,15 @@ package schedule
 
 import "time"
 
-// maxSegments bounds the zone periods Next walks through (two per year in a
-// DST zone, so far beyond cronexpr's 2099 horizon); maxLeapfrog bounds the
-// day-field intersection steps. Both only guard against looping forever.
-const (
-	maxSegments = 1024
-	maxLeapfrog = 4096
-)
+// maxSegments bounds the zone periods Next walks through: two per year in a
+// DST zone, so beyond the matcher's 400-year horizon. It only guards
+// against looping forever.
+const maxSegments = 1024
 
 // Next returns the first fire time strictly after `after`, in s.Location(),
-// or the zero time if none can be computed (cronexpr stops at 2099).
-// Safe for concurrent callers; it does not block beyond a short mutex.
+// or the zero time if none can be computed (no match within 400 years of
+// `after`, which Parse rules out for schedules starting now). Safe for
+// concurrent callers; it never blocks and does not allocate.
 //
 // "@every D" fires at the Unix times divisible by D, whatever the zone and
 // DST. Other schedules are matched against the zone's wall clock, with the
@@ -93,39 +91,6 @@ func civil(t time.Time) time.Time {
 	return t.Add(time.Duration(off) * time.Second).UTC()
 }
 
-// civilNext returns the first civil time strictly after from (rounded up to
-// whole seconds, as cronexpr does) that matches the expression, or zero.
-// It serialises cronexpr calls and turns a cronexpr panic into zero.
-func (s *Schedule) civilNext(from time.Time) (t time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer func() {
-		if recover() != nil {
-			t = time.Time{}
-		}
-	}()
-	if s.main != nil {
-		return s.main.Next(from)
-	}
-	return s.leapfrog(from)
-}
-
-// leapfrog intersects the day-of-month and day-of-week expressions (cronie's
-// AND rule): both share the time-of-day fields, so it advances whichever
-// candidate is earlier until both agree. Caller holds s.mu.
-func (s *Schedule) leapfrog(from time.Time) time.Time {
-	a, b := s.dom.Next(from), s.dow.Next(from)
-	for range maxLeapfrog {
-		switch {
-		case a.IsZero() || b.IsZero():
-			return time.Time{}
-		case a.Equal(b):
-			return a
-		case a.Before(b):
-			a = s.dom.Next(b.Add(-time.Nanosecond))
-		default:
-			b = s.dow.Next(a.Add(-time.Nanosecond))
-		}
-	}
-	return time.Time{}
-}
+// civilNext returns the first matching civil time strictly after from
+// (rounded up to whole seconds), or zero.
+func (s *Schedule) civilNext(from time.Time) time.Time { return s.m.next(from) }

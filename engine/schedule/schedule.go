@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 	_ "time/tzdata" // SPEC.md §3: the tz database is embedded, nodes agree on zones.
 	"unicode"
@@ -17,8 +16,7 @@ import (
 var ErrNeverFires = errors.New("schedule: never fires")
 
 // Schedule is a parsed schedule expression. It is immutable after Parse and
-// safe for concurrent use: Next serialises the cronexpr calls it makes
-// (cronexpr's Expression.Next writes to the expression, LIBRARY-NOTES §1.10).
+// safe for concurrent use without locking.
 type Schedule struct {
 	expr  string
 	loc   *time.Location
@@ -27,12 +25,7 @@ type Schedule struct {
 	// fixed is true when neither the minute nor the hour field starts with
 	// "*": such a job gets Debian cron(8)'s DST treatment (see Next).
 	fixed bool
-
-	mu sync.Mutex
-	// main matches the whole expression when cronexpr's own day rule is
-	// right. Otherwise (cronie's AND case, see Parse) dom and dow each match
-	// one day field and Next intersects them.
-	main, dom, dow *cronexpr.Expression
+	m     *matcher // nil for @every
 }
 
 // macros are the crontab(5) @-shortcuts cronlock accepts, as 5-field
@@ -104,7 +97,7 @@ func parse(expr string, loc *time.Location) (*Schedule, error) {
 		return nil, err
 	}
 	if !s.fires() {
-		return nil, fmt.Errorf("%w: no time matches it up to 2099; check that the "+
+		return nil, fmt.Errorf("%w: no time matches it in a 400-year calendar cycle; check that the "+
 			"day-of-month exists in the month (Feb 30, Apr 31)", ErrNeverFires)
 	}
 	return s, nil
@@ -189,36 +182,30 @@ func (s *Schedule) compile(f []string) error {
 		return err
 	}
 	s.fixed = !isStar(f[1]) && !isStar(f[2])
-	// cronexpr ORs the day fields unless one is exactly "*" or "?"; cronie
-	// ANDs them when either starts with "*" (so "*/2" with "1" is an AND).
-	if (isStar(f[3]) || isStar(f[5])) && !isAny(f[3]) && !isAny(f[5]) {
-		if s.dom, err = cronParse(f[0], f[1], f[2], f[3], f[4], "*"); err != nil {
-			return err
-		}
-		s.dow, err = cronParse(f[0], f[1], f[2], "*", f[4], dow)
+	if err := cronValidate(f[0], f[1], f[2], f[3], f[4], dow); err != nil {
 		return err
 	}
-	s.main, err = cronParse(f[0], f[1], f[2], f[3], f[4], dow)
+	s.m, err = newMatcher(f, dow)
 	return err
 }
 
-// cronParse calls cronexpr in its 7-field form (sec min hour dom month dow
-// year), under recover.
-func cronParse(fields ...string) (e *cronexpr.Expression, err error) {
+// cronValidate checks the syntax with cronexpr in its 7-field form (sec min
+// hour dom month dow year), under recover. Next does not use cronexpr (see
+// matcher).
+func cronValidate(fields ...string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			e, err = nil, fmt.Errorf("cannot be parsed (%v); %s", r, fieldHelp)
+			err = fmt.Errorf("cannot be parsed (%v); %s", r, fieldHelp)
 		}
 	}()
-	e, err = cronexpr.Parse(strings.Join(fields, " ") + " *")
-	if err != nil {
-		return nil, fmt.Errorf("%w; %s", err, fieldHelp)
+	if _, err = cronexpr.Parse(strings.Join(fields, " ") + " *"); err != nil {
+		return fmt.Errorf("%w; %s", err, fieldHelp)
 	}
-	return e, nil
+	return nil
 }
 
 // fires reports whether s fires at least once, probing from a fixed
-// reference instant and from now (cronexpr stops at 2099).
+// reference instant and from now.
 func (s *Schedule) fires() bool {
 	ref := time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 	return !s.Next(ref).IsZero() || !s.Next(time.Now()).IsZero()
