@@ -1,0 +1,104 @@
+package config
+
+import "testing"
+
+func TestExpand(t *testing.T) {
+	env := []string{"HOME=/home/u", "EMPTY=", "NAME=world", "NESTED=${HOME}"}
+	tests := []struct {
+		in, want string
+		warns    int
+	}{
+		{"plain", "plain", 0},
+		{"${NAME}", "world", 0},
+		{"hello ${NAME}!", "hello world!", 0},
+		{"${MISSING}", "", 1},
+		{"${MISSING:-fallback}", "fallback", 0},
+		{"${EMPTY:-fallback}", "fallback", 0},
+		{"${EMPTY}", "", 0},
+		{"${NAME:-fallback}", "world", 0},
+		{"${MISSING:-}", "", 0},
+		{"${MISSING:-${NAME}}", "world", 0},
+		{"${MISSING:-a:-b}", "a:-b", 0},
+		{"${NESTED}", "${HOME}", 0}, // values are not re-expanded
+		{"$NAME $1 $f $@ $#", "$NAME $1 $f $@ $#", 0},
+		{"$(date +%s)", "$(date +%s)", 0},
+		{"echo $$", "echo $$", 0},
+		{"kill $$ && echo $$$$", "kill $$ && echo $$$$", 0},
+		{"$${NAME}", "${NAME}", 0},
+		{"a $${X:-y} b", "a ${X:-y} b", 0},
+		{"${1}", "${1}", 0},
+		{"${#NAME}", "${#NAME}", 0},
+		{"${NAME%%.*}", "${NAME%%.*}", 0},
+		{"${unterminated", "${unterminated", 0},
+		{"trailing $", "trailing $", 0},
+		{"${}", "${}", 0},
+		{"${NAME}${NAME}", "worldworld", 0},
+		{"ünï ${NAME} cödé", "ünï world cödé", 0},
+	}
+	for _, tt := range tests {
+		var p problems
+		e := newExpander(env, p.warn)
+		if got := e.expand("x", tt.in); got != tt.want {
+			t.Errorf("expand(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if len(p.list) != tt.warns {
+			t.Errorf("expand(%q): got %d warnings %v, want %d", tt.in, len(p.list), p.list, tt.warns)
+		}
+	}
+}
+
+func TestExpand_WarningNamesPathAndVariable(t *testing.T) {
+	cfg, err := Parse([]byte("jobs:\n- name: a\n  schedule: '@hourly'\n  command: echo ${NOPE}\n"), "yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Warnings) != 1 {
+		t.Fatalf("got warnings %v, want 1", cfg.Warnings)
+	}
+	got := cfg.Warnings[0].String()
+	want := `warning: jobs[0] "a": command: ${NOPE} is not set and has no default (${NOPE:-default}); it expands to ""`
+	if got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestExpand_AllStringValues(t *testing.T) {
+	yaml := `
+redis:
+  address: ${ADDR}
+  password: ${PW:-none}
+  addresses: []
+defaults:
+  env: {FROM_DEFAULTS: "${D}"}
+jobs:
+- name: j
+  schedule: "${SCHED:-@hourly}"
+  command: ${CMD} $1
+  work_dir: ${DIR}
+  env: {Mixed_Case: "${V}"}
+  on_success: ${HOOK}
+  on_failure: echo $$${NAME}
+`
+	env := []string{"ADDR=r:1", "D=d", "CMD=run", "DIR=/w", "V=v", "HOOK=ok", "NAME=n"}
+	cfg, err := Parse([]byte(yaml), "yaml", Options{Environ: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := cfg.Jobs[0]
+	checks := map[string][2]string{
+		"address":  {cfg.Redis.Address, "r:1"},
+		"password": {cfg.Redis.Password, "none"},
+		"schedule": {j.Schedule, "@hourly"},
+		"command":  {j.Command, "run $1"},
+		"work_dir": {j.WorkDir, "/w"},
+		"env":      {j.Env["Mixed_Case"], "v"},
+		"defenv":   {j.Env["FROM_DEFAULTS"], "d"},
+		"hook":     {j.OnSuccess, "ok"},
+		"failure":  {j.OnFailure, "echo $$n"},
+	}
+	for k, c := range checks {
+		if c[0] != c[1] {
+			t.Errorf("%s: got %q, want %q", k, c[0], c[1])
+		}
+	}
+}
