@@ -97,8 +97,8 @@ func Parse(data []byte, format string, opts Options) (*Config, error) {
 	}
 	cfg := &Config{}
 	z := zones{}
-	loadScalars(cfg, raw, d, opts)
-	checkTop(cfg, &probs, opts, z)
+	src := loadScalars(cfg, raw, d, opts)
+	checkTop(cfg, &probs, opts, z, src)
 	loadJobs(cfg, raw, d, opts, z)
 	if probs.hasErrors() {
 		return nil, &ValidationError{File: "config", Problems: probs.list}
@@ -131,7 +131,10 @@ func oneLine(s string) string {
 // SetDefault for defaults, MergeConfigMap for the file, and Set for
 // environment then flags (Set is viper's top layer, so the later Set wins).
 // Unknown keys in the file are reported with a hint.
-func loadScalars(cfg *Config, raw map[string]any, d *decoder, opts Options) {
+//
+// It returns, for keys set by environment or flag, a suffix naming the
+// source for problem paths, e.g. " (from CRONLOCK_REDIS_DB)".
+func loadScalars(cfg *Config, raw map[string]any, d *decoder, opts Options) map[string]string {
 	v := viper.New()
 	for k, def := range builtinDefaults() {
 		v.SetDefault(k, def)
@@ -165,6 +168,7 @@ func loadScalars(cfg *Config, raw map[string]any, d *decoder, opts Options) {
 		}
 	}
 	cfg.Lock.Backend = resolveBackend(cfg)
+	return src
 }
 
 // resolveBackend returns lock.backend, or when unset "redis" if a Redis

@@ -13,38 +13,41 @@ var hashTag = regexp.MustCompile(`\{[^{}]+\}`)
 
 // checkTop validates the keys outside `jobs` (SPEC.md §2) and fills
 // Node.Location and the default Node.ID.
-func checkTop(cfg *Config, p *problems, opts Options, z zones) {
-	cfg.Node.Location = z.load(p, "node.timezone", cfg.Node.Timezone, time.Local)
+// src names the source of keys set by environment or flag (see
+// loadScalars).
+func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]string) {
+	path := func(k string) string { return k + src[k] }
+	cfg.Node.Location = z.load(p, path("node.timezone"), cfg.Node.Timezone, time.Local)
 	if cfg.Node.Location == nil {
 		cfg.Node.Location = time.Local // keep checking jobs; the problem is reported
 	}
 	if cfg.Node.ID == "" {
 		cfg.Node.ID = defaultNodeID(opts.Hostname)
 	}
-	oneOf(p, "lock.backend", cfg.Lock.Backend, "redis", "memory")
-	oneOf(p, "log.level", cfg.Log.Level, "debug", "info", "warn", "error")
+	oneOf(p, path("lock.backend"), cfg.Lock.Backend, "redis", "memory")
+	oneOf(p, path("log.level"), cfg.Log.Level, "debug", "info", "warn", "error")
 	if cfg.Log.Format != "" {
-		oneOf(p, "log.format", cfg.Log.Format, "json", "console")
+		oneOf(p, path("log.format"), cfg.Log.Format, "json", "console")
 	}
-	checkRedis(&cfg.Redis, p)
+	checkRedis(&cfg.Redis, p, path)
 	if l := cfg.HTTP.Listen; l != "" {
 		if _, _, err := net.SplitHostPort(l); err != nil {
-			p.err("http.listen", "%q is not host:port; e.g. 127.0.0.1:9464", l)
+			p.err(path("http.listen"), "%q is not host:port; e.g. 127.0.0.1:9464", l)
 		}
 	}
 }
 
 // checkRedis validates the redis section.
-func checkRedis(r *Redis, p *problems) {
+func checkRedis(r *Redis, p *problems, path func(string) string) {
 	if r.DB < 0 || r.DB > 15 {
-		p.err("redis.db", "%d is out of range; Redis databases are 0..15", r.DB)
+		p.err(path("redis.db"), "%d is out of range; Redis databases are 0..15", r.DB)
 	}
 	if len(r.Addresses) > 0 && r.Address != "" {
 		p.err("redis.addresses", "set either redis.address or redis.addresses, not both")
 	}
 	cluster := len(r.Addresses) > 1 && r.SentinelMaster == ""
 	if cluster && !hashTag.MatchString(r.KeyPrefix) {
-		p.err("redis.key_prefix", "%q has no hash tag; Redis Cluster (several addresses, no sentinel_master) needs one, e.g. \"{cronlock}:\"", r.KeyPrefix)
+		p.err(path("redis.key_prefix"), "%q has no hash tag; Redis Cluster (several addresses, no sentinel_master) needs one, e.g. \"{cronlock}:\"", r.KeyPrefix)
 	}
 	if r.SentinelMaster != "" && len(r.Addresses) == 0 && r.Address == "" {
 		p.err("redis.addresses", "sentinel_master is set but no sentinel addresses are given")
