@@ -230,6 +230,7 @@ func TestRedis_ErrorsHidePassword(t *testing.T) {
 	if err == nil {
 		t.Fatalf("wrong password: got nil error")
 	}
+	t.Logf("error: %v", err)
 	if strings.Contains(err.Error(), "wrong-s3cret") {
 		t.Fatalf("error contains the password: %q", err)
 	}

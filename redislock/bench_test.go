@@ -1,0 +1,33 @@
+package redislock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// benchClaims claims slots 1..b.N of one job (overlap "allow": one call per
+// claim, as for a node that loses nothing but the round trip).
+func benchClaims(b *testing.B, be backend) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var slot int64
+	for b.Loop() {
+		slot++
+		c, err := be.Claim(ctx, ClaimRequest{Job: "bench", Slot: slot})
+		if err != nil || c.Outcome != Claimed {
+			b.Fatalf("claim slot %d: got %v, %v", slot, c.Outcome, err)
+		}
+	}
+}
+
+func BenchmarkClaim_Redis(b *testing.B) {
+	srv := redistest.Start(b)
+	benchClaims(b, newRedis(b, srv.Addr(), Options{}))
+}
+
+func BenchmarkClaim_Memory(b *testing.B) {
+	benchClaims(b, NewMemory())
+}
