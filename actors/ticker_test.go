@@ -1,0 +1,176 @@
+package actors
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cronlock/cronlock/engine/schedule"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+)
+
+func mustSchedule(t *testing.T, expr string) *schedule.Schedule {
+	t.Helper()
+	s, err := schedule.Parse(expr, time.UTC)
+	if err != nil {
+		t.Fatalf("parse %q: %v", expr, err)
+	}
+	return s
+}
+
+// startTicker runs a ticker in the bubble and returns it with a stop func
+// that cancels it and waits for Run to return.
+func startTicker(t *testing.T, m *Metrics, entries ...TickerEntry) (*Ticker, func()) {
+	t.Helper()
+	tk := NewTicker(zap.NewNop(), m, 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- tk.Run(ctx) }()
+	if err := tk.SetEntries(ctx, entries); err != nil {
+		t.Fatalf("SetEntries: %v", err)
+	}
+	return tk, func() {
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+	}
+}
+
+// drainFires returns every Fire queued on ch without blocking.
+func drainFires(ch chan jobMsg) []Fire {
+	var out []Fire
+	for {
+		select {
+		case m := <-ch:
+			out = append(out, m.(Fire))
+		default:
+			return out
+		}
+	}
+}
+
+func TestTicker_FiresOncePerSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inbox := make(chan jobMsg, 100)
+		_, stop := startTicker(t, NewMetrics(nil), TickerEntry{Job: "a", Sched: mustSchedule(t, "*/10 * * * * *"), Inbox: inbox})
+		defer stop()
+		start := time.Now() // 2000-01-01T00:00:00Z in a bubble
+		time.Sleep(35 * time.Second)
+		synctest.Wait()
+		got := drainFires(inbox)
+		want := []time.Time{start.Add(10 * time.Second), start.Add(20 * time.Second), start.Add(30 * time.Second)}
+		if len(got) != len(want) {
+			t.Fatalf("got %d fires %v, want %d", len(got), got, len(want))
+		}
+		for i, f := range got {
+			if !f.Slot.Equal(want[i]) || f.Job != "a" {
+				t.Errorf("fire %d: got %v %s, want %v a", i, f.Slot, f.Job, want[i])
+			}
+		}
+	})
+}
+
+// A slot is sent exactly at its instant, every second for a simulated day:
+// no drift, because next slots come from the previous slot.
+func TestTicker_NoDriftOverSimulatedDay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inbox := make(chan jobMsg, 1)
+		_, stop := startTicker(t, NewMetrics(nil), TickerEntry{Job: "s", Sched: mustSchedule(t, "* * * * * *"), Inbox: inbox})
+		defer stop()
+		start := time.Now()
+		const day = 24 * 60 * 60
+		for i := 1; i <= day; i++ {
+			f := (<-inbox).(Fire)
+			want := start.Add(time.Duration(i) * time.Second)
+			if !f.Slot.Equal(want) || !time.Now().Equal(want) {
+				t.Fatalf("fire %d: slot %v received at %v, want both %v", i, f.Slot, time.Now(), want)
+			}
+		}
+		synctest.Wait()
+		if extra := drainFires(inbox); len(extra) != 0 {
+			t.Fatalf("got %d extra fires, want none", len(extra))
+		}
+	})
+}
+
+// The ticker never waits on a busy job actor: a full inbox drops the fire
+// and counts it, while other jobs keep firing on time.
+func TestTicker_NeverBlocksOnBusyJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMetrics(nil)
+		busy := make(chan jobMsg) // nobody reads: always full
+		free := make(chan jobMsg, 100)
+		_, stop := startTicker(t, m,
+			TickerEntry{Job: "busy", Sched: mustSchedule(t, "* * * * * *"), Inbox: busy},
+			TickerEntry{Job: "free", Sched: mustSchedule(t, "* * * * * *"), Inbox: free})
+		defer stop()
+		time.Sleep(5500 * time.Millisecond)
+		synctest.Wait()
+		if got := len(drainFires(free)); got != 5 {
+			t.Errorf("free job: got %d fires, want 5", got)
+		}
+		if got := testutil.ToFloat64(m.FiresDropped.WithLabelValues("busy")); got != 5 {
+			t.Errorf("busy job: got %v dropped fires, want 5", got)
+		}
+	})
+}
+
+// Reloading with the same schedule keeps the pending slot; a new job starts
+// at its first slot after now.
+func TestTicker_SetEntriesKeepsPendingSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := make(chan jobMsg, 10), make(chan jobMsg, 10)
+		sched := mustSchedule(t, "*/10 * * * * *")
+		tk, stop := startTicker(t, NewMetrics(nil), TickerEntry{Job: "a", Sched: sched, Inbox: a})
+		defer stop()
+		start := time.Now()
+		time.Sleep(5 * time.Second)
+		if err := tk.SetEntries(t.Context(), []TickerEntry{{Job: "a", Sched: sched, Inbox: a},
+			{Job: "b", Sched: mustSchedule(t, "*/3 * * * * *"), Inbox: b}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(6 * time.Second) // now start+11s
+		synctest.Wait()
+		if got := drainFires(a); len(got) != 1 || !got[0].Slot.Equal(start.Add(10*time.Second)) {
+			t.Errorf("job a: got %v, want one fire at +10s", got)
+		}
+		if got := drainFires(b); len(got) != 2 || !got[0].Slot.Equal(start.Add(6*time.Second)) {
+			t.Errorf("job b: got %v, want fires at +6s and +9s", got)
+		}
+	})
+}
+
+func TestTicker_JitterStableAndBounded(t *testing.T) {
+	slot := time.Unix(1_800_000_000, 0)
+	for i := range 1000 {
+		s := slot.Add(time.Duration(i) * time.Second)
+		d := jitterFor("job", s, 7*time.Second)
+		if d < 0 || d >= 7*time.Second {
+			t.Fatalf("jitter %v outside [0, 7s)", d)
+		}
+		if d2 := jitterFor("job", s, 7*time.Second); d2 != d {
+			t.Fatalf("jitter not stable: got %v then %v", d, d2)
+		}
+	}
+	if d := jitterFor("job", slot, 0); d != 0 {
+		t.Fatalf("got jitter %v with jitter 0, want 0", d)
+	}
+}
+
+func TestTicker_ProbeAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tk, stop := startTicker(t, NewMetrics(nil))
+		if err := tk.Probe(t.Context()); err != nil {
+			t.Errorf("Probe: got %v, want nil", err)
+		}
+		stop()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if err := tk.Probe(ctx); err == nil {
+			t.Error("Probe on a stopped ticker: got nil, want an error")
+		}
+	})
+}
