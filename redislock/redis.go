@@ -75,6 +75,26 @@ func New(opts Options) (*Redis, error) {
 	if r.historyLen <= 0 {
 		r.historyLen = DefaultHistoryLen
 	}
+	co := clientOption(opts)
+	c, err := rueidis.NewClient(co)
+	if err != nil {
+		_, isRedisErr := rueidis.IsRedisErr(err)
+		if c == nil || !co.ForceSingleClient || isRedisErr {
+			if c != nil {
+				c.Close()
+			}
+			return nil, fmt.Errorf("redislock: connect to %s: %w", strings.Join(opts.Addresses, ","), err)
+		}
+		// Standalone and unreachable: keep the client, it reconnects lazily.
+	}
+	r.c = c
+	return r, nil
+}
+
+// clientOption maps Options to rueidis (LIBRARY-NOTES.md §2.1): Sentinel when
+// SentinelMaster is set, a forced single client for one address, otherwise
+// rueidis's auto mode, which with several addresses expects a Cluster.
+func clientOption(opts Options) rueidis.ClientOption {
 	dial := opts.DialTimeout
 	if dial <= 0 {
 		dial = DefaultDialTimeout
@@ -95,28 +115,14 @@ func New(opts Options) (*Redis, error) {
 		// auto-pipelined.
 		PipelineMultiplex: -1,
 	}
-	standalone := false
 	switch {
 	case opts.SentinelMaster != "":
 		co.Sentinel = rueidis.SentinelOption{MasterSet: opts.SentinelMaster, TLSConfig: opts.TLS,
 			Dialer: net.Dialer{Timeout: dial, KeepAlive: time.Second}}
 	case len(opts.Addresses) == 1:
 		co.ForceSingleClient = true
-		standalone = true
 	}
-	c, err := rueidis.NewClient(co)
-	if err != nil {
-		_, isRedisErr := rueidis.IsRedisErr(err)
-		if c == nil || !standalone || isRedisErr {
-			if c != nil {
-				c.Close()
-			}
-			return nil, fmt.Errorf("redislock: connect to %s: %w", strings.Join(opts.Addresses, ","), err)
-		}
-		// Standalone and unreachable: keep the client, it reconnects lazily.
-	}
-	r.c = c
-	return r, nil
+	return co
 }
 
 // Close closes the client's connections. Calls after Close fail.
