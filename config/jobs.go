@@ -10,7 +10,8 @@ import (
 // jobField describes one field of JobFields: its key and struct index.
 type jobField struct {
 	key   string
-	index int
+	index int // in JobFields
+	jobIx int // of the field with the same name in Job
 	typ   reflect.Type // the field's type: *string, *time.Duration, *int, *bool or map[string]string
 }
 
@@ -20,7 +21,11 @@ func jobFieldTable() []jobField {
 	out := make([]jobField, t.NumField())
 	for i := range out {
 		f := t.Field(i)
-		out[i] = jobField{key: f.Tag.Get("mapstructure"), index: i, typ: f.Type}
+		jf, ok := reflect.TypeFor[Job]().FieldByName(f.Name)
+		if !ok {
+			panic("config: Job lacks JobFields field " + f.Name) // programming error
+		}
+		out[i] = jobField{key: f.Tag.Get("mapstructure"), index: i, jobIx: jf.Index[0], typ: f.Type}
 	}
 	return out
 }
@@ -124,11 +129,13 @@ func ptr[T any](v T) *T { return &v }
 func (jd *jobDecoder) merge(job *Job, layers ...JobFields) {
 	dst := reflect.ValueOf(job).Elem()
 	for _, f := range jd.table {
-		name := reflect.TypeFor[JobFields]().Field(f.index).Name
-		for _, l := range layers { // highest precedence first
-			src := reflect.ValueOf(l).Field(f.index)
-			if f.typ.Kind() == reflect.Pointer && !src.IsNil() {
-				dst.FieldByName(name).Set(src.Elem())
+		if f.typ.Kind() != reflect.Pointer {
+			continue // env, merged below
+		}
+		for i := range layers { // highest precedence first
+			src := reflect.ValueOf(&layers[i]).Elem().Field(f.index)
+			if !src.IsNil() {
+				dst.Field(f.jobIx).Set(src.Elem())
 				break
 			}
 		}

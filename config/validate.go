@@ -66,6 +66,7 @@ func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones
 		return
 	}
 	builtin := builtinJobDefaults()
+	scheds := schedCache{}
 	seen := make(map[string]int, len(list))
 	cfg.Jobs = make([]Job, 0, len(list))
 	for i, e := range list {
@@ -75,7 +76,7 @@ func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones
 			continue
 		}
 		job := jd.decode(i, m, cfg, builtin, seen)
-		checkJob(cfg, &job, jobPath(i, job.Name)+": ", d.probs, opts, z)
+		checkJob(cfg, &job, jobPath(i, job.Name)+": ", d.probs, opts, z, scheds)
 		cfg.Jobs = append(cfg.Jobs, job)
 	}
 }
@@ -108,7 +109,7 @@ func (jd *jobDecoder) decode(i int, m map[string]any, cfg *Config, builtin JobFi
 
 // checkJob validates one merged job and fills its derived fields
 // (Location, Sched, LockTTL). prefix is the job's path plus ": ".
-func checkJob(cfg *Config, job *Job, prefix string, p *problems, opts Options, z zones) {
+func checkJob(cfg *Config, job *Job, prefix string, p *problems, opts Options, z zones, scheds schedCache) {
 	if strings.TrimSpace(job.Command) == "" {
 		p.err(prefix+"command", "missing command; give the shell command to run")
 	}
@@ -144,12 +145,38 @@ func checkJob(cfg *Config, job *Job, prefix string, p *problems, opts Options, z
 	if loc == nil {
 		return // unknown zone already reported
 	}
-	s, err := schedule.Parse(job.Schedule, loc)
+	s, err := scheds.parse(job.Schedule, loc)
 	if err != nil {
 		p.err(prefix+"schedule", "%s", strings.TrimPrefix(err.Error(), "schedule: "))
 		return
 	}
 	job.Sched, job.Location = s, s.Location()
+}
+
+// schedCache shares one parsed Schedule between jobs with the same
+// expression and zone (a Schedule is safe for concurrent callers), so a
+// config with thousands of similar jobs parses each expression once.
+type schedCache map[schedKey]schedResult
+
+type schedKey struct {
+	expr string
+	loc  *time.Location
+}
+
+type schedResult struct {
+	s   *schedule.Schedule
+	err error
+}
+
+// parse returns schedule.Parse(expr, loc), cached.
+func (c schedCache) parse(expr string, loc *time.Location) (*schedule.Schedule, error) {
+	k := schedKey{expr, loc}
+	r, ok := c[k]
+	if !ok {
+		r.s, r.err = schedule.Parse(expr, loc)
+		c[k] = r
+	}
+	return r.s, r.err
 }
 
 // minOneSecond reports a duration that is set (non-zero) but under 1s.
