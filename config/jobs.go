@@ -10,8 +10,8 @@ import (
 // jobField describes one field of JobFields: its key and struct index.
 type jobField struct {
 	key   string
-	index int // in JobFields
-	jobIx int // of the field with the same name in Job
+	index int          // in JobFields
+	jobIx int          // of the field with the same name in Job
 	typ   reflect.Type // the field's type: *string, *time.Duration, *int, *bool or map[string]string
 }
 
