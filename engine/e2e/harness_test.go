@@ -1,0 +1,409 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// node is one cronlock daemon process started by startNode.
+type node struct {
+	t       *testing.T
+	name    string
+	cmd     *exec.Cmd
+	logPath string // the daemon's stderr (JSON logs); "" when discarded
+	done    chan struct{}
+	exit    int // valid once done is closed
+}
+
+// nodeOption adjusts how startNode runs the daemon.
+type nodeOption func(*nodeOptions)
+
+type nodeOptions struct {
+	env           []string
+	discardStderr bool
+}
+
+// withEnv adds KEY=VALUE entries to the daemon's environment.
+func withEnv(kv ...string) nodeOption {
+	return func(o *nodeOptions) { o.env = append(o.env, kv...) }
+}
+
+// withStderrDiscarded sends the daemon's stderr to /dev/null, for tests
+// whose jobs produce more output than is sensible to keep in a log file.
+func withStderrDiscarded() nodeOption {
+	return func(o *nodeOptions) { o.discardStderr = true }
+}
+
+// withNodeID sets CRONLOCK_NODE_ID (the node.id override) to id.
+func withNodeID(id string) nodeOption { return withEnv("CRONLOCK_NODE_ID=" + id) }
+
+// startNode runs the cronlock binary with `-config cfgFile -log-format json`,
+// stderr written to a file in t.TempDir(). A cleanup kills the daemon if
+// the test has not waited for it, and then kills the process groups of the
+// runs it started (jobs run in their own groups, so killing the daemon alone
+// would leave them behind).
+func startNode(t *testing.T, cfgFile string, opts ...nodeOption) *node {
+	t.Helper()
+	var o nodeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	n := &node{t: t, name: nodeName(o.env), done: make(chan struct{})}
+	n.cmd = exec.Command(binary, "-config", cfgFile, "-log-format", "json")
+	n.cmd.Env = append(os.Environ(), o.env...)
+	if o.discardStderr {
+		n.cmd.Stderr = nil // os/exec connects nil to /dev/null
+	} else {
+		f, err := os.CreateTemp(t.TempDir(), "daemon-*.log")
+		if err != nil {
+			t.Fatalf("log file: %v", err)
+		}
+		defer f.Close() // the child keeps its own descriptor
+		n.logPath = f.Name()
+		n.cmd.Stderr = f
+	}
+	if err := n.cmd.Start(); err != nil {
+		t.Fatalf("start cronlock: %v", err)
+	}
+	go func() {
+		_ = n.cmd.Wait() // the exit code says all the tests need
+		n.exit = n.cmd.ProcessState.ExitCode()
+		close(n.done)
+	}()
+	t.Cleanup(n.cleanup)
+	return n
+}
+
+func nodeName(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "CRONLOCK_NODE_ID="); ok {
+			return v
+		}
+	}
+	return "node"
+}
+
+func (n *node) cleanup() {
+	select {
+	case <-n.done:
+	default:
+		n.Kill()
+	}
+	if n.logPath == "" {
+		return
+	}
+	if n.exit != 0 || n.t.Failed() {
+		for _, pid := range n.runPIDs() {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// Pid is the daemon's process id.
+func (n *node) Pid() int { return n.cmd.Process.Pid }
+
+// Signal sends sig to the daemon.
+func (n *node) Signal(sig syscall.Signal) {
+	n.t.Helper()
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		n.t.Fatalf("%s: signal %v: %v", n.name, sig, err)
+	}
+}
+
+// Wait blocks until the daemon exits or timeout passes (then the test fails
+// and the daemon is killed). It returns the exit code, -1 for a signal.
+func (n *node) Wait(timeout time.Duration) int {
+	n.t.Helper()
+	select {
+	case <-n.done:
+		return n.exit
+	case <-time.After(timeout):
+		n.Kill()
+		n.t.Fatalf("%s: daemon still running %v after the wait began; killed it", n.name, timeout)
+		return -1
+	}
+}
+
+// Exited reports whether the daemon has exited.
+func (n *node) Exited() bool {
+	select {
+	case <-n.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Kill sends SIGKILL and waits for the daemon to exit.
+func (n *node) Kill() {
+	_ = n.cmd.Process.Kill()
+	<-n.done
+}
+
+// Logs returns the daemon's log entries so far.
+func (n *node) Logs() []logEntry {
+	n.t.Helper()
+	return parseLogs(n.t, n.logPath)
+}
+
+// WaitLog polls the daemon's log until an entry satisfies match, and
+// returns it; the test fails after timeout.
+func (n *node) WaitLog(timeout time.Duration, what string, match func(logEntry) bool) logEntry {
+	n.t.Helper()
+	var found logEntry
+	waitFor(n.t, timeout, n.name+": log "+what, func() bool {
+		for _, e := range n.Logs() {
+			if match(e) {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// runPIDs are the pids (= process group ids) of the runs the daemon logged.
+func (n *node) runPIDs() []int {
+	var pids []int
+	for _, e := range parseLogs(n.t, n.logPath) {
+		if e.Msg() == "run started" && e.Int("pid") > 0 {
+			pids = append(pids, int(e.Int("pid")))
+		}
+	}
+	return pids
+}
+
+// logEntry is one JSON log line of the daemon.
+type logEntry map[string]any
+
+// Msg is the entry's "msg" field.
+func (e logEntry) Msg() string { return e.Str("msg") }
+
+// Str returns a string field, "" when absent.
+func (e logEntry) Str(k string) string { s, _ := e[k].(string); return s }
+
+// Int returns a numeric field, 0 when absent.
+func (e logEntry) Int(k string) int64 { f, _ := e[k].(float64); return int64(f) }
+
+// Slot returns the entry's slot as Unix seconds. "run started/finished"
+// log it as a number; "slot skipped" logs it as an RFC 3339 time.
+func (e logEntry) Slot() int64 {
+	switch v := e["slot"].(type) {
+	case float64:
+		return int64(v)
+	case string:
+		ts, err := time.Parse(time.RFC3339Nano, v)
+		if err == nil {
+			return ts.Unix()
+		}
+	}
+	return 0
+}
+
+// Time is the entry's "ts" field.
+func (e logEntry) Time() time.Time {
+	ts, _ := time.Parse(time.RFC3339Nano, e.Str("ts"))
+	return ts
+}
+
+func (e logEntry) is(msg, job string) bool { return e.Msg() == msg && e.Str("job") == job }
+
+// parseLogs reads a JSON-lines log file. A last line without its newline
+// (the daemon is still writing it) is ignored; any other line that is not
+// JSON fails the test.
+func parseLogs(t *testing.T, path string) []logEntry {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read log: %v", err)
+	}
+	var out []logEntry
+	lines := strings.SplitAfter(string(data), "\n")
+	for _, l := range lines {
+		if !strings.HasSuffix(l, "\n") {
+			break
+		}
+		var e logEntry
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("log line is not JSON: %q: %v", l, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// waitFor polls cond every 20 ms until it holds; the test fails after
+// timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// writeConfig writes cfg as JSON (one of the formats the daemon loads) to
+// a new file in t.TempDir() and returns its path. JSON spares the tests
+// YAML quoting of shell commands.
+func writeConfig(t *testing.T, cfg map[string]any) string {
+	t.Helper()
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatalf("marshal config: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "cronlock.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatalf("write config: %v", err)
+	}
+	return path
+}
+
+// ledgerCommand wraps work (a shell snippet, may be "") so that the run
+// appends one line `JOB SLOT NODE START_NS END_NS` to ledger when work has
+// finished. SLOT is CRONLOCK_SCHEDULED_TIME (RFC 3339). One short `>>` write
+// is atomic on a local file, so concurrent runs never interleave lines.
+func ledgerCommand(ledger, work string) string {
+	if work != "" {
+		work += "; "
+	}
+	return fmt.Sprintf(`s=$(date +%%s%%N); %secho "$CRONLOCK_JOB $CRONLOCK_SCHEDULED_TIME $CRONLOCK_NODE_ID $s $(date +%%s%%N)" >> %s`,
+		work, shellQuote(ledger))
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// ledgerRun is one line of the run ledger.
+type ledgerRun struct {
+	Job        string
+	Slot       int64 // Unix seconds
+	Node       string
+	Start, End time.Time
+}
+
+// readLedger parses the ledger file; a missing file is an empty ledger.
+func readLedger(t *testing.T, path string) []ledgerRun {
+	t.Helper()
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("open ledger: %v", err)
+	}
+	defer f.Close()
+	var runs []ledgerRun
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 5 {
+			t.Fatalf("ledger line %q: got %d fields, want 5", sc.Text(), len(fs))
+		}
+		slot, err1 := time.Parse(time.RFC3339, fs[1])
+		start, err2 := strconv.ParseInt(fs[3], 10, 64)
+		end, err3 := strconv.ParseInt(fs[4], 10, 64)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatalf("ledger line %q: %v", sc.Text(), err)
+		}
+		runs = append(runs, ledgerRun{Job: fs[0], Slot: slot.Unix(), Node: fs[2],
+			Start: time.Unix(0, start), End: time.Unix(0, end)})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read ledger: %v", err)
+	}
+	return runs
+}
+
+// processGone reports whether pid no longer runs: it does not exist, or it
+// is a zombie. Orphaned grandchildren are reparented to PID 1, which in some
+// containers never reaps them; a zombie executes nothing and holds nothing
+// but its process-table entry, so it counts as gone.
+func processGone(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	if errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	st, ok := procState(pid)
+	return !ok || st == "Z"
+}
+
+// procState returns the state letter and whether /proc/PID/stat was read.
+func procState(pid int) (string, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	// pid (comm) S ppid pgrp ... ; comm may contain spaces and parentheses.
+	rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
+	fs := strings.Fields(rest)
+	if len(fs) < 1 {
+		return "", false
+	}
+	return fs[0], true
+}
+
+// liveGroupMembers lists the non-zombie processes whose process group is
+// pgid, as "pid (comm) state".
+func liveGroupMembers(t *testing.T, pgid int) []string {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("read /proc: %v", err)
+	}
+	var live []string
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		s := string(data)
+		end := strings.LastIndexByte(s, ')')
+		fs := strings.Fields(s[end+1:])
+		if len(fs) < 3 || fs[0] == "Z" {
+			continue
+		}
+		if pg, _ := strconv.Atoi(fs[2]); pg == pgid {
+			live = append(live, fmt.Sprintf("%d %s %s", pid, s[strings.IndexByte(s, '('):end+1], fs[0]))
+		}
+	}
+	return live
+}
+
+// stopAll sends SIGTERM to every node and checks that each exits 0 within
+// timeout.
+func stopAll(t *testing.T, timeout time.Duration, nodes ...*node) {
+	t.Helper()
+	for _, n := range nodes {
+		n.Signal(syscall.SIGTERM)
+	}
+	for _, n := range nodes {
+		if code := n.Wait(timeout); code != 0 {
+			t.Errorf("%s: exit code after SIGTERM: got %d, want 0", n.name, code)
+		}
+	}
+}
+
+// nextSecondWithin returns the Unix second of the first whole second at
+// least lead from now, and its 6-field cron schedule (second S of every
+// minute), which fires once in the test's lifetime.
+func nextSecondWithin(lead time.Duration) (int64, string) {
+	at := time.Now().Add(lead).Truncate(time.Second).Add(time.Second)
+	return at.Unix(), fmt.Sprintf("%d * * * * *", at.Second())
+}
