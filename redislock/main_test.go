@@ -63,7 +63,7 @@ func memoryStore(testing.TB) store {
 // ctxT returns a context that ends with the test and has a deadline, as
 // every production Redis call must.
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -49,7 +49,7 @@ func cmdstats(t testing.TB, c rueidis.Client) map[string]map[string]int64 {
 // waitPing polls Ping until it succeeds (a reconnecting client), bounded.
 func waitPing(t testing.TB, r *Redis) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		err := r.Ping(ctx)
@@ -58,7 +58,7 @@ func waitPing(t testing.TB, r *Redis) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redis still unreachable after 5s: %v", err)
+			t.Fatalf("redis still unreachable after 15s: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond) // poll interval
 	}
@@ -118,7 +118,7 @@ func TestRedis_ClaimFailsFastWhenDown(t *testing.T) {
 	if err == nil {
 		t.Fatalf("claim against stopped server: got nil error")
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("claim against stopped server took %v, want ≤ ctx deadline (500ms) + slack", d)
 	}
 	if !strings.HasPrefix(err.Error(), `claim "j": `) {
@@ -165,7 +165,7 @@ func TestRedis_NoDeadlineUsesCallTimeout(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s against paused server: got %v, want deadline exceeded", op.name, err)
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%s against paused server took %v, want about CallTimeout (300ms)", op.name, d)
 		}
 	}
