@@ -17,6 +17,7 @@ func FuzzParse(f *testing.F) {
 		"0 0 * * 5L", "0 0 * * 1#2", "0 0 29 2 *", "0 0 31 2 *", "30-10 5 * * *", "0 0 1 12-1 *",
 		"@every 10s", "@every 1h30m", "@daily", "@reboot", "CRON_TZ=Europe/Berlin 0 2 * * *",
 		"TZ=Asia/Kolkata @hourly", "? ? ? ? ?", "0 0 * * */7", "0 0 1-7 * */7", "@every 500ms", "",
+		"* 2 8 3 */7", "0 0 29 2 */7", "* * 29 2 1#5", "0 0 LW * 0L", "0 0 31W * *", "1-59/58 * * * * *",
 	}
 	for i, s := range seeds {
 		f.Add(s, uint8(i), int64(1767225600+i*86400*37))
