@@ -8,7 +8,9 @@
 // instead of panics; day-of-month and day-of-week are ANDed when either
 // starts with "*", as cronie does; expressions that never fire are
 // rejected; and DST follows Debian cron(8) rather than cronexpr's
-// skip-and-double-fire. All cronexpr calls run under recover and a mutex.
+// skip-and-double-fire. cronexpr only validates syntax (under recover):
+// Next runs on an immutable bit-set matcher, so it is lock-free,
+// allocation-free and not limited to cronexpr's 1970-2099 years.
 //
 // Next is a pure function of an instant and the schedule's zone; callers
 // compute the next slot from the previous slot, not from "now".
