@@ -18,7 +18,7 @@ type outcome struct {
 // group on timeout, lease loss (with on_lock_lost: kill) or shutdown kill
 // (SPEC.md §5). It blocks until the process group is gone.
 func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
-	p, err := process.Start(process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
+	p, err := r.deps.Start(process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
 		Env: r.env(attempt), User: r.job.User, KillGrace: r.job.KillGrace,
 		Log: r.log.With(zap.Int("attempt", attempt))})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/engine/process"
 	"go.uber.org/zap"
 )
 
@@ -30,7 +31,24 @@ type JobDeps struct {
 	ClaimTimeout time.Duration
 	// Offset is added to time.Now (test-only clock skew).
 	Offset time.Duration
+	// Start starts one attempt's process; nil = process.Start. Tests in
+	// synctest bubbles substitute a fake driven by the bubble's clock.
+	Start Starter
 }
+
+// Proc is a started process as the actors use it (*process.Proc).
+type Proc interface {
+	Pid() int
+	Started() time.Time
+	Terminate(grace time.Duration)
+	Done() <-chan struct{}
+	Wait() process.Result
+}
+
+// Starter starts a process from a spec (process.Start).
+type Starter func(process.Spec) (Proc, error)
+
+func startProcess(s process.Spec) (Proc, error) { return process.Start(s) }
 
 // Job is the actor of one job: it owns the job's overlap state and starts
 // one run goroutine per claimed slot (SPEC.md §10). Its inbox takes Fire,
@@ -51,6 +69,9 @@ const inboxSize = 16
 
 // NewJob returns a job actor for cfg.
 func NewJob(cfg config.Job, deps JobDeps) *Job {
+	if deps.Start == nil {
+		deps.Start = startProcess
+	}
 	if deps.ClaimTimeout <= 0 {
 		deps.ClaimTimeout = 2 * time.Second
 	}
@@ -170,3 +191,5 @@ func (j *Job) start(ctx context.Context, slot time.Time) {
 		r.execute(ctx)
 	}()
 }
+
+var _ Proc = (*process.Proc)(nil)

@@ -1,0 +1,182 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+)
+
+func testJob(t *testing.T, name, command string) config.Job {
+	return config.Job{Name: name, Schedule: "* * * * * *", Command: command, Shell: "/bin/sh",
+		KillGrace: 2 * time.Second, LockTTL: 30 * time.Second, Enabled: true, Overlap: config.OverlapSkip,
+		OnLockLost: config.LockLostKill, RetryBackoff: time.Second, HookTimeout: time.Minute,
+		Location: time.UTC, Sched: mustSchedule(t, "* * * * * *")}
+}
+
+type jobHarness struct {
+	job     *Job
+	metrics *Metrics
+	locker  *redislock.Memory
+	results chan RunFinished
+	kill    chan struct{}
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func startJob(t *testing.T, cfg config.Job) *jobHarness {
+	t.Helper()
+	h := &jobHarness{metrics: NewMetrics(nil), locker: redislock.NewMemory(),
+		results: make(chan RunFinished, 10), kill: make(chan struct{}), done: make(chan error, 1)}
+	h.job = NewJob(cfg, JobDeps{Log: zap.NewNop(), Metrics: h.metrics, Locker: h.locker, NodeID: "n1",
+		Results: h.results, Phantoms: make(chan Phantom, 10), Kill: h.kill, Start: fakeStart})
+	ctx, cancel := context.WithCancel(t.Context())
+	h.cancel = cancel
+	go func() { h.done <- h.job.Run(ctx) }()
+	return h
+}
+
+func (h *jobHarness) skips(reason string) float64 {
+	return testutil.ToFloat64(h.metrics.Skips.WithLabelValues(h.job.cfg.Name, reason))
+}
+
+// A slot that fires while the previous run is still going on this node is
+// skipped with reason overlap_local, never run alongside.
+func TestJob_SkipsWhileRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startJob(t, testJob(t, "long", "sleep 1000h"))
+		slot := time.Now().Add(time.Second)
+		time.Sleep(time.Second)
+		h.job.Inbox() <- Fire{Job: "long", Slot: slot}
+		h.job.Inbox() <- Fire{Job: "long", Slot: slot.Add(time.Second)}
+		waitFor(t, func() bool { return h.skips(SkipOverlapLocal) == 1 })
+		if got := testutil.ToFloat64(h.metrics.JobRunning.WithLabelValues("long")); got != 1 {
+			t.Errorf("job_running: got %v, want 1", got)
+		}
+		h.cancel()
+		close(h.kill)
+		if err := <-h.done; err != nil {
+			t.Fatalf("Run: got %v, want nil", err)
+		}
+		fin := <-h.results
+		if fin.Result != ResultFailure || fin.Fence != 1 {
+			t.Errorf("got result %q fence %d, want failure (killed at shutdown) fence 1", fin.Result, fin.Fence)
+		}
+	})
+}
+
+// On shutdown the job actor stops claiming, waits for its running run, and
+// returns only once the run ended — here after Kill terminated it.
+func TestJob_ShutdownWaitsThenKills(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startJob(t, testJob(t, "j", "sleep 1000h"))
+		h.job.Inbox() <- Fire{Job: "j", Slot: time.Now()}
+		waitFor(t, func() bool { return testutil.ToFloat64(h.metrics.JobRunning.WithLabelValues("j")) == 1 })
+		h.cancel()
+		time.Sleep(time.Hour) // fake time: the actor keeps waiting for the run
+		synctest.Wait()
+		select {
+		case err := <-h.done:
+			t.Fatalf("Run returned %v before the run ended, want it to wait", err)
+		default:
+		}
+		close(h.kill)
+		if err := <-h.done; err != nil {
+			t.Fatalf("Run: got %v, want nil", err)
+		}
+		if fin := <-h.results; fin.ExitCode != -1 {
+			t.Errorf("got exit code %d, want -1 (killed)", fin.ExitCode)
+		}
+		st, _ := h.locker.State(context.Background(), "j")
+		if st.LeaseHolder != "" {
+			t.Errorf("lease still held by %q after the run, want released", st.LeaseHolder)
+		}
+	})
+}
+
+// A slot already claimed (state.slot >= slot) is skipped claimed_elsewhere.
+func TestJob_SkipsSlotClaimedElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startJob(t, testJob(t, "j", "true"))
+		slot := time.Now()
+		if _, err := h.locker.Claim(t.Context(), redislock.ClaimRequest{Job: "j", Slot: slot.Unix(),
+			Owner: "other:1", TTL: time.Second, Lease: false}); err != nil {
+			t.Fatal(err)
+		}
+		h.job.Inbox() <- Fire{Job: "j", Slot: slot}
+		waitFor(t, func() bool { return h.skips(SkipClaimedElsewhere) == 1 })
+		h.cancel()
+		<-h.done
+		select {
+		case fin := <-h.results:
+			t.Fatalf("got a run %+v, want none", fin)
+		default:
+		}
+	})
+}
+
+func TestJob_DisabledSkips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testJob(t, "off", "true")
+		cfg.Enabled = false
+		h := startJob(t, cfg)
+		h.job.Inbox() <- Fire{Job: "off", Slot: time.Now()}
+		waitFor(t, func() bool { return h.skips(SkipDisabled) == 1 })
+		h.cancel()
+		<-h.done
+	})
+}
+
+// A run that fails is retried with doubling backoff, on the same lease.
+func TestJob_RetriesWithBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testJob(t, "r", "exit 3")
+		cfg.Retries = 2
+		h := startJob(t, cfg)
+		h.job.Inbox() <- Fire{Job: "r", Slot: time.Now()}
+		fin := <-h.results
+		if fin.Attempts != 3 || fin.Result != ResultFailure || fin.ExitCode != 3 {
+			t.Errorf("got attempts %d result %q exit %d, want 3 failure 3", fin.Attempts, fin.Result, fin.ExitCode)
+		}
+		h.cancel()
+		<-h.done
+	})
+}
+
+// waitFor waits until every goroutine of the bubble is durably blocked,
+// then checks cond.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	synctest.Wait()
+	if !cond() {
+		t.Fatal("condition not reached once the bubble was idle")
+	}
+}
+
+var errRenew = errors.New("renew failed")
+
+// flakyLocker wraps Memory and fails renewals on demand.
+type flakyLocker struct {
+	*redislock.Memory
+	fail     atomic.Bool
+	notHeld  atomic.Bool
+	renewals atomic.Int32
+}
+
+func (f *flakyLocker) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+	f.renewals.Add(1)
+	switch {
+	case f.notHeld.Load():
+		return redislock.ErrNotHeld
+	case f.fail.Load():
+		return errRenew
+	}
+	return f.Memory.Renew(ctx, job, owner, ttl)
+}
