@@ -91,7 +91,11 @@ func (s *jobSet) Run(ctx context.Context) error {
 			s.handle(ctx, m)
 		case e := <-s.done:
 			s.live--
-			if h, ok := s.jobs[e.name]; ok && h.actor == e.actor && !h.exited {
+			h, ok := s.jobs[e.name]
+			switch {
+			case !ok: // removed by a reload and now finished: drop its series
+				s.deps.Metrics.DropJob(e.name)
+			case h.actor == e.actor && !h.exited:
 				h.exited = true
 				return fmt.Errorf("job actor %q stopped unexpectedly: %v", e.name, e.err)
 			}
@@ -150,7 +154,6 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 	for _, h := range removed {
 		h.exited = true
 		h.cancel() // finishes its running runs, then returns
-		s.deps.Metrics.DropJob(h.cfg.Name)
 	}
 }
 
