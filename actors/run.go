@@ -71,8 +71,10 @@ func (r *run) skip(reason string) { skipSlot(r.deps, r.job.Name, r.slot, reason)
 
 // claim runs the claim script (SPEC.md §4) and reports whether this node
 // may run the slot. A failed claim skips the slot (redis_error): fail-safe.
+// A claim in flight when shutdown begins is completed, not abandoned: a
+// slot that Redis gave us and nobody runs would be a silently missed run.
 func (r *run) claim(ctx context.Context, useLease bool) bool {
-	cctx, cancel := context.WithTimeout(ctx, r.deps.ClaimTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
 	var slot int64
 	if !r.slot.IsZero() {
