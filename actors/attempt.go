@@ -26,10 +26,13 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 		now := time.Now()
 		return outcome{Result: process.Result{ExitCode: -1, Started: now, Finished: now, Err: err}, result: ResultError}
 	}
+	fields := []zap.Field{zap.Int("attempt", attempt), zap.Int("pid", p.Pid())}
 	if attempt == 1 && !r.slot.IsZero() {
-		r.deps.Metrics.ObserveFireDelay(r.job.Name, p.Started().Sub(r.slot))
+		delay := p.Started().Sub(r.slot)
+		r.deps.Metrics.ObserveFireDelay(r.job.Name, delay)
+		fields = append(fields, zap.Int64("fire_delay_us", delay.Microseconds()))
 	}
-	r.log.Info("run started", zap.Int("attempt", attempt), zap.Int("pid", p.Pid()))
+	r.log.Info("run started", fields...)
 	var timeout <-chan time.Time
 	if r.job.Timeout > 0 {
 		t := time.NewTimer(r.job.Timeout)
