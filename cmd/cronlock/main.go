@@ -38,7 +38,12 @@ type subcommand func(ctx context.Context, args []string, env *runEnv) int
 // one entry here.
 func subcommands() map[string]subcommand {
 	return map[string]subcommand{
-		"next": runNext,
+		"next":    runNext,
+		"status":  runStatus,
+		"history": runHistory,
+		"run":     runManual,
+		"pause":   runPause,
+		"resume":  runResume,
 	}
 }
 
@@ -63,7 +68,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, ok := subcommands()[args[0]]
 		if !ok {
-			fmt.Fprintf(stderr, "cronlock: unknown command %q (commands: next; run cronlock -h for the daemon flags)\n", args[0])
+			fmt.Fprintf(stderr, "cronlock: unknown command %q (commands: next, status, history, run, pause, resume; run cronlock -h for the daemon flags)\n", args[0])
 			return 2
 		}
 		return sub(ctx, args[1:], env)

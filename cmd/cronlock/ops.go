@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/engine"
+	"github.com/cronlock/cronlock/redislock"
+)
+
+// opsCallTimeout bounds every backend call of the operator commands
+// (status, history, run, pause, resume): rueidis retries forever without a
+// deadline (SPEC.md §4).
+const opsCallTimeout = 5 * time.Second
+
+// opsBackend is what the operator commands need from a lock backend.
+// Implemented by *redislock.Redis and *redislock.Memory.
+type opsBackend interface {
+	Claim(ctx context.Context, req redislock.ClaimRequest) (redislock.Claim, error)
+	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
+	Release(ctx context.Context, job, owner string) (bool, error)
+	Record(ctx context.Context, job string, rec redislock.RunRecord) error
+	History(ctx context.Context, job string, n int) ([]redislock.RunRecord, error)
+	State(ctx context.Context, job string) (redislock.JobState, error)
+	Pause(ctx context.Context, job string) error
+	Resume(ctx context.Context, job string) error
+	Close()
+}
+
+var (
+	_ opsBackend = (*redislock.Redis)(nil)
+	_ opsBackend = (*redislock.Memory)(nil)
+)
+
+// errNeedsRedis is returned by openOps for the memory backend: a memory
+// backend lives inside one daemon process, so another process cannot see
+// its state.
+var errNeedsRedis = errors.New("needs the redis backend")
+
+// opsFlags are the flags shared by the operator commands; args are the
+// positional arguments (job names), which may come before or after flags.
+type opsFlags struct {
+	fs     *flag.FlagSet
+	config string
+	args   []string
+}
+
+// newOpsFlags returns the flag set of `cronlock NAME` with -config. The
+// caller adds its own flags before calling parse.
+func newOpsFlags(name, usage string, env *runEnv) *opsFlags {
+	f := &opsFlags{fs: flag.NewFlagSet("cronlock "+name, flag.ContinueOnError)}
+	f.fs.SetOutput(env.stderr)
+	f.fs.StringVar(&f.config, "config", "cronlock.yaml", "configuration file")
+	f.fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "usage: cronlock %s %s\n", name, usage)
+		f.fs.PrintDefaults()
+	}
+	return f
+}
+
+// parse parses args, letting flags and positional arguments interleave. It
+// returns a non-negative exit code when the command must stop (-h, or a
+// usage error, already printed).
+func (f *opsFlags) parse(args []string) int {
+	for {
+		if err := f.fs.Parse(args); err != nil {
+			return usageExit(err)
+		}
+		if f.fs.NArg() == 0 {
+			return -1
+		}
+		f.args = append(f.args, f.fs.Arg(0))
+		args = f.fs.Args()[1:]
+	}
+}
+
+// oneJob checks that exactly one JOB was given; otherwise it prints the
+// usage and returns exit code 2.
+func (f *opsFlags) oneJob() int {
+	if len(f.args) != 1 {
+		fmt.Fprintf(f.fs.Output(), "%s: want exactly one JOB, got %d argument(s)\n", f.fs.Name(), len(f.args))
+		f.fs.Usage()
+		return 2
+	}
+	return -1
+}
+
+// opsSession is a loaded config plus an open backend.
+type opsSession struct {
+	cfg     *config.Config
+	backend opsBackend
+	kind    string // "redis" | "memory"
+}
+
+// openOps loads path with -validate leniency (as `next` does), printing
+// config problems itself (then it returns nil and code 1), and opens the
+// configured backend; op names the command in errors. With the memory backend it returns errNeedsRedis
+// unless allowMemory, in which case a fresh, empty memory backend is used.
+// Creating a Redis client does not contact Redis; the first call does.
+func openOps(op, path string, allowMemory bool, env *runEnv) (*opsSession, int, error) {
+	cfg, code := loadConfig(path, config.ForValidate, nil, env)
+	if cfg == nil {
+		return nil, code, nil
+	}
+	if cfg.Lock.Backend != "redis" {
+		if !allowMemory {
+			return nil, 1, fmt.Errorf("%s %w, but %s uses the memory backend, whose state lives inside the daemon process: "+
+				"set redis.address in the config (status, history, pause and resume all need Redis)", op, errNeedsRedis, cfg.Path)
+		}
+		return &opsSession{cfg: cfg, backend: redislock.NewMemory(), kind: "memory"}, 0, nil
+	}
+	opts, err := engine.RedisOptions(cfg)
+	if err != nil {
+		return nil, 1, err
+	}
+	r, err := redislock.New(opts)
+	if err != nil {
+		return nil, 1, fmt.Errorf("redis client: %w", err)
+	}
+	return &opsSession{cfg: cfg, backend: r, kind: "redis"}, 0, nil
+}
+
+// job returns the configured job named name, or an error naming it and
+// listing the known jobs.
+func (s *opsSession) job(name string) (*config.Job, error) {
+	all := make([]string, 0, len(s.cfg.Jobs))
+	for i := range s.cfg.Jobs {
+		if s.cfg.Jobs[i].Name == name {
+			return &s.cfg.Jobs[i], nil
+		}
+		all = append(all, s.cfg.Jobs[i].Name)
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("unknown job %q: %s defines no jobs", name, s.cfg.Path)
+	}
+	return nil, fmt.Errorf("unknown job %q in %s (jobs: %s)", name, s.cfg.Path, shortList(all))
+}
+
+// call returns a context for one backend call, bounded by opsCallTimeout.
+func (s *opsSession) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, opsCallTimeout)
+}
+
+// close closes the backend's connections.
+func (s *opsSession) close() { s.backend.Close() }
+
+// redisHint appends a hint to an error from a Redis call: the usual cause
+// is an unreachable server or wrong credentials.
+func (s *opsSession) redisHint(err error) error {
+	if s.kind != "redis" {
+		return err
+	}
+	return fmt.Errorf("%w (is Redis at %s reachable, and are redis.username/password right?)", err, redisAddrs(s.cfg))
+}
+
+// redisAddrs lists the configured Redis addresses (never credentials).
+func redisAddrs(cfg *config.Config) string {
+	if len(cfg.Redis.Addresses) > 0 {
+		return strings.Join(cfg.Redis.Addresses, ", ")
+	}
+	return cfg.Redis.Address
+}
+
+// runPause implements `cronlock pause [-config FILE] JOB`: the job is paused
+// cluster-wide (its slots are skipped with reason "paused") until resumed.
+func runPause(ctx context.Context, args []string, env *runEnv) int {
+	return runPauseResume(ctx, "pause", args, env)
+}
+
+// runResume implements `cronlock resume [-config FILE] JOB`.
+func runResume(ctx context.Context, args []string, env *runEnv) int {
+	return runPauseResume(ctx, "resume", args, env)
+}
+
+// runPauseResume sets or clears the job's cluster-wide pause flag and
+// prints "paused JOB" or "resumed JOB". Errors print one line and return 1.
+func runPauseResume(ctx context.Context, op string, args []string, env *runEnv) int {
+	f := newOpsFlags(op, "[-config FILE] JOB", env)
+	if code := f.parse(args); code >= 0 {
+		return code
+	}
+	if code := f.oneJob(); code >= 0 {
+		return code
+	}
+	s, code, err := openOps(op, f.config, false, env)
+	if s == nil {
+		return opsFail(env, op, code, err)
+	}
+	defer s.close()
+	if _, err := s.job(f.args[0]); err != nil {
+		return opsFail(env, op, 1, err)
+	}
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	if op == "pause" {
+		err = s.backend.Pause(cctx, f.args[0])
+	} else {
+		err = s.backend.Resume(cctx, f.args[0])
+	}
+	if err != nil {
+		return opsFail(env, op, 1, s.redisHint(err))
+	}
+	fmt.Fprintf(env.stdout, "%sd %s\n", op, f.args[0])
+	return 0
+}
+
+// opsFail prints "cronlock OP: ERR" when err is set (config problems are
+// already printed) and returns code.
+func opsFail(env *runEnv, op string, code int, err error) int {
+	if err != nil {
+		fmt.Fprintf(env.stderr, "cronlock %s: %v\n", op, err)
+	}
+	return code
+}
