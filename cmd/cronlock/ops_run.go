@@ -101,7 +101,7 @@ func (m *manualRun) execute(ctx context.Context) (int, error) {
 	m.release(ctx)
 	m.record(ctx, rec)
 	m.log.Info("run finished", zap.String("result", rec.Result), zap.Int("exit_code", rec.ExitCode),
-		zap.Duration("duration", rec.End.Sub(rec.Start)), zap.Int64("fence", rec.Fence))
+		zap.Duration("duration", rec.End.Sub(rec.Start)))
 	return exitCode(rec, m.sig), nil
 }
 

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/redislock"
+)
+
+func history(t *testing.T, r *redislock.Redis, job string) []redislock.RunRecord {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	recs, err := r.History(ctx, job, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func TestRun_ExitCodeOutputAndHistory(t *testing.T) {
+	cfg, r, addr := opsRedis(t, "echo hi; echo oops >&2; exit 3")
+	code, out, errs := runCLI(t, []string{"PATH=/usr/bin:/bin"}, "run", "-config", cfg, "backup")
+	if code != 3 {
+		t.Fatalf("got exit %d, want 3; stderr %q", code, errs)
+	}
+	if out != "hi\n" || !strings.Contains(errs, "oops\n") || !strings.Contains(errs, "run finished") {
+		t.Errorf("got stdout %q, stderr %q; want the command's lines passed through and a result line", out, errs)
+	}
+	recs := history(t, r, "backup")
+	if len(recs) != 1 {
+		t.Fatalf("got %d history records, want 1", len(recs))
+	}
+	rec := recs[0]
+	if rec.Result != "failure" || rec.ExitCode != 3 || rec.Slot != 0 || rec.Node != "node-1" || rec.Fence != 1 ||
+		rec.Attempts != 1 || !strings.Contains(rec.OutputTail, "hi\n") {
+		t.Errorf("got record %+v, want failure, exit 3, slot 0, node-1, fence 1, 1 attempt, tail with hi", rec)
+	}
+	if leaseExists(t, addr, "backup") {
+		t.Errorf("lease key cronlock:job:backup still exists after the run, want it released")
+	}
+}
+
+func TestRun_SetsRunEnvironment(t *testing.T) {
+	cfg, _, _ := opsRedis(t, `echo "$CRONLOCK_JOB $CRONLOCK_NODE_ID $CRONLOCK_FENCING_TOKEN $CRONLOCK_ATTEMPT [$CRONLOCK_SCHEDULED_TIME]"`)
+	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
+	if code != 0 || out != "backup node-1 1 1 []\n" {
+		t.Errorf("got exit %d, out %q, stderr %q; want 0, %q", code, out, errs, "backup node-1 1 1 []\n")
+	}
+}
+
+func TestRun_LeaseHeldElsewhere(t *testing.T) {
+	cfg, r, addr := opsRedis(t, "echo should-not-run")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := r.Claim(ctx, redislock.ClaimRequest{Job: "backup", Slot: 100, Owner: "node-2:abc", TTL: time.Minute, Lease: true})
+	if err != nil || c.Outcome != redislock.Claimed {
+		t.Fatalf("claim: %v %v", c, err)
+	}
+	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
+	want := "job backup is running on node-2 (lease held); not started"
+	if code != 1 || out != "" || !strings.Contains(errs, want) {
+		t.Fatalf("got exit %d, out %q, stderr %q; want 1 and %q", code, out, errs, want)
+	}
+	if len(history(t, r, "backup")) != 0 {
+		t.Errorf("got a history record, want none (nothing ran)")
+	}
+	st, err := r.State(ctx, "backup")
+	if err != nil || st.LeaseHolder != "node-2:abc" || !leaseExists(t, addr, "backup") {
+		t.Errorf("got lease holder %q (%v), want node-2:abc untouched", st.LeaseHolder, err)
+	}
+}
+
+func TestRun_IgnoresPause(t *testing.T) {
+	cfg, _, _ := opsRedis(t, "echo ran")
+	if code, _, errs := runCLI(t, nil, "pause", "-config", cfg, "backup"); code != 0 {
+		t.Fatalf("pause: %d %s", code, errs)
+	}
+	if code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup"); code != 0 || out != "ran\n" {
+		t.Errorf("run while paused: got exit %d, out %q, stderr %q; want 0, ran", code, out, errs)
+	}
+}
+
+func TestRun_MemoryBackendRunsLocally(t *testing.T) {
+	cfg := opsConfig(t, "", "echo local; exit 0")
+	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
+	if code != 0 || out != "local\n" || !strings.Contains(errs, "memory backend") {
+		t.Errorf("got exit %d, out %q, stderr %q; want 0, local, a memory-backend warning", code, out, errs)
+	}
+}
+
+func TestRun_CommandCannotStart(t *testing.T) {
+	cfg, r, addr := opsRedis(t, "true")
+	cfgText := strings.Replace(readFile(t, cfg), "timeout: 30s", "timeout: 30s\n    work_dir: /nonexistent/dir", 1)
+	writeFile(t, cfg, cfgText)
+	code, _, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
+	if code != 1 || !strings.Contains(errs, "run could not start") {
+		t.Errorf("got exit %d, stderr %q; want 1 and the start error", code, errs)
+	}
+	if recs := history(t, r, "backup"); len(recs) != 1 || recs[0].Result != "error" {
+		t.Errorf("got history %+v, want one error record", recs)
+	}
+	if leaseExists(t, addr, "backup") {
+		t.Errorf("lease still held after a failed start")
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cancelOn cancels when a line containing marker has been written.
+type cancelOn struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOn) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.marker) {
+		w.cancel()
+	}
+	return len(p), nil
+}
+
+func TestRun_InterruptTerminatesAndReleases(t *testing.T) {
+	cfg, r, addr := opsRedis(t, "echo ready; sleep 30 & wait")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cancelOn{marker: "ready\n", cancel: cancel}
+	var errb bytes.Buffer
+	code := run(ctx, []string{"run", "-config", cfg, "backup"}, nil, out, &errb)
+	if code != 128+15 {
+		t.Fatalf("got exit %d, want 143 (SIGTERM); stderr %q", code, errb.String())
+	}
+	if recs := history(t, r, "backup"); len(recs) != 1 || recs[0].Result != "failure" {
+		t.Errorf("got history %+v, want one failure record", recs)
+	}
+	if leaseExists(t, addr, "backup") {
+		t.Errorf("lease still held after an interrupted run")
+	}
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/redis/rueidis"
+)
+
+// opsConfig writes a config with a Redis backend at addr (memory backend
+// when addr is "") and two jobs, and returns its path.
+func opsConfig(t *testing.T, addr, command string) string {
+	t.Helper()
+	var b strings.Builder
+	if addr != "" {
+		b.WriteString("redis:\n  address: \"" + addr + "\"\n")
+	}
+	b.WriteString("node:\n  id: node-1\n")
+	b.WriteString("jobs:\n")
+	b.WriteString("  - name: backup\n    schedule: \"0 2 * * *\"\n    timezone: Europe/Paris\n")
+	b.WriteString("    timeout: 30s\n    kill_grace: 1s\n    command: '" + command + "'\n")
+	b.WriteString("  - name: report\n    schedule: \"@every 1h\"\n    command: \"true\"\n")
+	path := filepath.Join(t.TempDir(), "cronlock.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// opsRedis starts a real redis-server and returns it, a config path using
+// it and a redislock client on it.
+func opsRedis(t *testing.T, command string) (string, *redislock.Redis, string) {
+	t.Helper()
+	srv := redistest.Start(t)
+	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return opsConfig(t, srv.Addr(), command), r, srv.Addr()
+}
+
+// record appends a run of job with the given start to history.
+func record(t *testing.T, r *redislock.Redis, job, node string, start time.Time, exit int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	result := "success"
+	if exit != 0 {
+		result = "failure"
+	}
+	rec := redislock.RunRecord{RunID: node + start.Format("150405"), Slot: start.Truncate(time.Minute).Unix(),
+		Node: node, Start: start, End: start.Add(1500 * time.Millisecond), Attempts: 1, Result: result,
+		ExitCode: exit, Fence: 7, OutputTail: "out of " + node}
+	if err := r.Record(ctx, job, rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func statusJSON(t *testing.T, cfg string) map[string]statusRow {
+	t.Helper()
+	code, out, errs := runCLI(t, nil, "status", "-config", cfg, "-json")
+	if code != 0 {
+		t.Fatalf("status: exit %d, stderr %q", code, errs)
+	}
+	var rows []statusRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("status -json: %v in %q", err, out)
+	}
+	m := map[string]statusRow{}
+	for _, r := range rows {
+		m[r.Job] = r
+	}
+	return m
+}
+
+func TestStatus_ShowsLastRun(t *testing.T) {
+	cfg, r, _ := opsRedis(t, "true")
+	start := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	record(t, r, "backup", "node-2", start, 0)
+
+	rows := statusJSON(t, cfg)
+	got := rows["backup"]
+	if len(rows) != 2 || got.Last == nil {
+		t.Fatalf("got rows %+v, want backup and report, backup with a last run", rows)
+	}
+	if got.Last.Node != "node-2" || got.Last.Result != "success" || got.Last.Start != "2026-03-01T02:00:00Z" {
+		t.Errorf("got last %+v, want node-2 success at 2026-03-01T02:00:00Z", got.Last)
+	}
+	if got.Last.OutputTail != "" {
+		t.Errorf("got output tail %q in status, want none", got.Last.OutputTail)
+	}
+	if !strings.HasSuffix(got.Next, ":00+01:00") && !strings.HasSuffix(got.Next, ":00+02:00") {
+		t.Errorf("got next %q, want a Europe/Paris time", got.Next)
+	}
+	if rows["report"].Last != nil {
+		t.Errorf("got report last %+v, want nil (never ran)", rows["report"].Last)
+	}
+
+	code, out, errs := runCLI(t, nil, "status", "-config", cfg)
+	if code != 0 || !strings.Contains(out, "JOB") || !strings.Contains(out, "node-2") || !strings.Contains(out, "never") {
+		t.Errorf("status table: exit %d, out %q, stderr %q; want a table with node-2 and never", code, out, errs)
+	}
+}
+
+func TestPauseResume_ShownInStatus(t *testing.T) {
+	cfg, _, _ := opsRedis(t, "true")
+	code, out, errs := runCLI(t, nil, "pause", "-config", cfg, "backup")
+	if code != 0 || out != "paused backup\n" {
+		t.Fatalf("pause: got exit %d, out %q, stderr %q; want 0, %q", code, out, errs, "paused backup\n")
+	}
+	if rows := statusJSON(t, cfg); !rows["backup"].Paused || rows["report"].Paused {
+		t.Fatalf("after pause: got paused backup=%v report=%v, want true false", rows["backup"].Paused, rows["report"].Paused)
+	}
+	code, out, _ = runCLI(t, nil, "resume", "backup", "-config", cfg)
+	if code != 0 || out != "resumed backup\n" {
+		t.Fatalf("resume: got exit %d, out %q; want 0, %q", code, out, "resumed backup\n")
+	}
+	if rows := statusJSON(t, cfg); rows["backup"].Paused {
+		t.Errorf("after resume: got paused, want not paused")
+	}
+}
+
+func TestHistory_NewestFirstJSON(t *testing.T) {
+	cfg, r, _ := opsRedis(t, "true")
+	t0 := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	record(t, r, "backup", "node-1", t0, 0)
+	record(t, r, "backup", "node-2", t0.Add(time.Hour), 4)
+
+	code, out, errs := runCLI(t, nil, "history", "-config", cfg, "-json", "backup")
+	if code != 0 {
+		t.Fatalf("history: exit %d, stderr %q", code, errs)
+	}
+	var rows []historyRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("history -json: %v in %q", err, out)
+	}
+	if len(rows) != 2 || rows[0].Node != "node-2" || rows[1].Node != "node-1" {
+		t.Fatalf("got %+v, want node-2 then node-1", rows)
+	}
+	h := rows[0]
+	if h.Result != "failure" || h.ExitCode != 4 || h.Slot != "2026-03-01T03:00:00Z" || h.DurationMs != 1500 ||
+		h.Fence != 7 || h.Attempts != 1 || h.OutputTail != "out of node-2" {
+		t.Errorf("got newest %+v, want failure, exit 4, slot 03:00Z, 1500ms, fence 7, tail", h)
+	}
+
+	code, out, _ = runCLI(t, nil, "history", "-config", cfg, "-n", "1", "backup")
+	if code != 0 || !strings.Contains(out, "node-2") || strings.Contains(out, "node-1") {
+		t.Errorf("history -n 1 table: exit %d, out %q; want only node-2", code, out)
+	}
+}
+
+func TestOps_UnknownJob(t *testing.T) {
+	cfg, _, _ := opsRedis(t, "true")
+	for _, cmd := range []string{"pause", "resume", "history", "run", "status"} {
+		code, _, errs := runCLI(t, nil, cmd, "-config", cfg, "nosuch")
+		if code != 1 || !strings.Contains(errs, `unknown job "nosuch"`) || !strings.Contains(errs, "backup, report") ||
+			strings.Count(errs, "\n") != 1 {
+			t.Errorf("%s nosuch: got exit %d, stderr %q; want 1 and one line naming it and the jobs", cmd, code, errs)
+		}
+	}
+}
+
+func TestOps_MemoryBackendNeedsRedis(t *testing.T) {
+	cfg := opsConfig(t, "", "true")
+	for _, args := range [][]string{{"status"}, {"history", "backup"}, {"pause", "backup"}, {"resume", "backup"}} {
+		code, out, errs := runCLI(t, nil, append([]string{args[0], "-config", cfg}, args[1:]...)...)
+		if code != 1 || out != "" || !strings.Contains(errs, args[0]+" needs the redis backend") ||
+			!strings.Contains(errs, "redis.address") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v on memory: got exit %d, out %q, stderr %q; want 1 and one line saying it needs redis", args, code, out, errs)
+		}
+	}
+}
+
+func TestOps_Usage(t *testing.T) {
+	cfg := opsConfig(t, "", "true")
+	for _, args := range [][]string{{"pause"}, {"history", "a", "b"}, {"run"}, {"status", "-bogus"}} {
+		if code, _, _ := runCLI(t, nil, append(args, "-config", cfg)...); code != 2 {
+			t.Errorf("%v: got exit %d, want 2", args, code)
+		}
+	}
+	code, _, errs := runCLI(t, nil, "history", "-config", cfg, "-n", "0", "backup")
+	if code != 2 || !strings.Contains(errs, "-n 0: want 1..1000") {
+		t.Errorf("history -n 0: got exit %d, stderr %q", code, errs)
+	}
+}
+
+// leaseExists reports whether the lease key of job exists in Redis.
+func leaseExists(t *testing.T, addr, job string) bool {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := c.Do(ctx, c.B().Exists().Key("cronlock:job:"+job).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
