@@ -20,16 +20,18 @@ import (
 // needs to know.
 const runUsage = `[-config FILE] JOB
 
-Runs JOB now, through the cluster lease: a manual run takes the lease but
-no slot (the schedule is unaffected) and ignores pause. If the lease is held (the job is
-running on some node) nothing is started and the exit code is 1. The
-command's output is copied to this terminal; the run is recorded in the
-job's history. The exit code is the command's (128+N when killed by signal
-N, 1 when it could not start). timeout, kill_grace, lock_ttl and
-on_lock_lost apply; retries, grace_period and hooks (on_success,
-on_failure) do not: hooks run only for scheduled runs. SIGINT/SIGTERM
-terminates the command's process group and releases the lease.
-With the memory backend the run is local to this process.`
+Runs JOB now through the cluster lease: a manual run takes the lease but
+no slot (the schedule is unaffected) and ignores pause. If the lease is
+held (the job is running on some node) nothing starts and the exit code
+is 1. The command's output is copied to this terminal and the run is
+recorded in the job's history. The exit code is the command's (128+N when
+killed by signal N; 1 when it could not start).
+
+timeout, kill_grace, lock_ttl and on_lock_lost apply; retries,
+grace_period and hooks (on_success, on_failure) do not: hooks run only
+for scheduled runs. SIGINT/SIGTERM terminates the command's process group
+and releases the lease. With the memory backend the run is local to this
+process: a running daemon is not consulted.`
 
 // runManual implements `cronlock run [-config FILE] JOB`.
 func runManual(ctx context.Context, args []string, env *runEnv) int {
@@ -115,6 +117,9 @@ func (m *manualRun) claim(ctx context.Context) error {
 	if err != nil {
 		// The outcome is unknown: drop a lease the claim may have set.
 		m.release(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("job %s: interrupted before it started; not started", m.job.Name)
+		}
 		return m.s.redisHint(err)
 	}
 	switch c.Outcome {

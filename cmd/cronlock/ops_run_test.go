@@ -126,29 +126,11 @@ func writeFile(t *testing.T, path, text string) {
 	}
 }
 
-// cancelOn cancels when a line containing marker has been written.
-type cancelOn struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	marker string
-	cancel context.CancelFunc
-}
-
-func (w *cancelOn) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if strings.Contains(w.buf.String(), w.marker) {
-		w.cancel()
-	}
-	return len(p), nil
-}
-
 func TestRun_InterruptTerminatesAndReleases(t *testing.T) {
 	cfg, r, addr := opsRedis(t, "echo ready; sleep 30 & wait")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &cancelOn{marker: "ready\n", cancel: cancel}
+	out := &onMarker{marker: "ready\n", do: cancel}
 	var errb bytes.Buffer
 	code := run(ctx, []string{"run", "-config", cfg, "backup"}, nil, out, &errb)
 	if code != 128+15 {
@@ -159,5 +141,67 @@ func TestRun_InterruptTerminatesAndReleases(t *testing.T) {
 	}
 	if leaseExists(t, addr, "backup") {
 		t.Errorf("lease still held after an interrupted run")
+	}
+}
+
+func TestRun_InterruptedBeforeStart(t *testing.T) {
+	cfg, r, addr := opsRedis(t, "echo should-not-run")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"run", "-config", cfg, "backup"}, nil, &out, &errb)
+	if code != 1 || out.Len() != 0 || !strings.Contains(errb.String(), "interrupted before it started") {
+		t.Errorf("got exit %d, out %q, stderr %q; want 1 and an interrupted message", code, out.String(), errb.String())
+	}
+	if len(history(t, r, "backup")) != 0 || leaseExists(t, addr, "backup") {
+		t.Errorf("got a history record or a lease, want neither")
+	}
+}
+
+// onMarker runs do once when a written line contains marker.
+type onMarker struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	do     func()
+}
+
+func (w *onMarker) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.do != nil && strings.Contains(w.buf.String(), w.marker) {
+		w.do()
+		w.do = nil
+	}
+	return len(p), nil
+}
+
+func TestRun_LeaseLostKillsTheRun(t *testing.T) {
+	cfg, r, addr := opsRedis(t, "echo ready; sleep 30 & wait")
+	writeFile(t, cfg, strings.Replace(readFile(t, cfg), "timeout: 30s", "timeout: 30s\n    lock_ttl: 1s", 1))
+	// Another party deletes the lease once the command runs: the next
+	// renewal (every TTL/3) finds it gone and the run is killed.
+	out := &onMarker{marker: "ready\n", do: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := r.State(ctx, "backup")
+		if err == nil {
+			_, err = r.Release(ctx, "backup", st.LeaseHolder)
+		}
+		if err != nil {
+			t.Errorf("drop lease: %v", err)
+		}
+	}}
+	var errb bytes.Buffer
+	code := run(context.Background(), []string{"run", "-config", cfg, "backup"}, nil, out, &errb)
+	if code != 128+15 || !strings.Contains(errb.String(), "lease lost") {
+		t.Fatalf("got exit %d, want 143 and a lease-lost log; stderr %q", code, errb.String())
+	}
+	if recs := history(t, r, "backup"); len(recs) != 1 || recs[0].Result != "lock_lost" {
+		t.Errorf("got history %+v, want one lock_lost record", recs)
+	}
+	if leaseExists(t, addr, "backup") {
+		t.Errorf("lease exists after the run")
 	}
 }
