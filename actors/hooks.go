@@ -56,11 +56,7 @@ func (h *HookRunner) Run(ctx context.Context) error {
 
 func (h *HookRunner) handle(ctx context.Context, fin RunFinished) {
 	job := fin.Job.Name
-	h.metrics.Runs.WithLabelValues(job, fin.Result).Inc()
-	h.metrics.RunDuration.WithLabelValues(job).Observe(fin.Finished.Sub(fin.Started).Seconds())
-	if fin.Result == ResultSuccess {
-		h.metrics.LastSuccess.WithLabelValues(job).Set(float64(fin.Finished.UnixNano()) / 1e9)
-	}
+	h.metrics.RunFinished(job, fin.Result, fin.Finished.Sub(fin.Started), fin.Finished)
 	h.record(ctx, fin)
 	hook, cmd := "on_failure", fin.Job.OnFailure
 	if fin.Result == ResultSuccess {
@@ -103,7 +99,7 @@ func (h *HookRunner) runHook(fin RunFinished, hook, cmd string) {
 	p, err := process.Start(process.Spec{Shell: fin.Job.Shell, Command: cmd, Dir: fin.Job.WorkDir,
 		Env: h.env(fin, file), User: fin.Job.User, KillGrace: fin.Job.KillGrace, Log: log, TailSize: envTailSize})
 	if err != nil {
-		h.metrics.HookFailures.WithLabelValues(fin.Job.Name, hook).Inc()
+		h.metrics.HookFailed(fin.Job.Name, hook)
 		log.Error("hook could not start", zap.Error(err))
 		return
 	}
@@ -118,7 +114,7 @@ func (h *HookRunner) runHook(fin RunFinished, hook, cmd string) {
 	}
 	res := p.Wait()
 	if timedOut || res.ExitCode != 0 || res.Err != nil {
-		h.metrics.HookFailures.WithLabelValues(fin.Job.Name, hook).Inc()
+		h.metrics.HookFailed(fin.Job.Name, hook)
 		log.Error("hook failed", zap.Bool("timed_out", timedOut), zap.Int("exit_code", res.ExitCode),
 			zap.ByteString("output", res.Tail), zap.Error(res.Err))
 		return

@@ -97,7 +97,7 @@ func (j *Job) Run(ctx context.Context) error {
 			j.handle(ctx, m)
 		case <-j.done:
 			j.running--
-			j.deps.Metrics.JobRunning.WithLabelValues(j.cfg.Name).Set(float64(j.running))
+			j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 		}
 	}
 }
@@ -113,7 +113,7 @@ func (j *Job) drain() {
 			j.running--
 		}
 	}
-	j.deps.Metrics.JobRunning.WithLabelValues(j.cfg.Name).Set(0)
+	j.deps.Metrics.SetRunning(j.cfg.Name, 0)
 }
 
 func (j *Job) handle(ctx context.Context, m jobMsg) {
@@ -184,7 +184,7 @@ func skipSlot(deps *JobDeps, job string, slot time.Time, reason string) {
 // start launches a run goroutine; the actor waits for it in Run/drain.
 func (j *Job) start(ctx context.Context, slot time.Time) {
 	j.running++
-	j.deps.Metrics.JobRunning.WithLabelValues(j.cfg.Name).Set(float64(j.running))
+	j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 	r := &run{job: j.cfg, slot: slot, deps: &j.deps}
 	go func() {
 		defer func() { j.done <- struct{}{} }()

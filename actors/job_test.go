@@ -10,7 +10,6 @@ import (
 
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 )
 
@@ -35,6 +34,7 @@ func startJob(t *testing.T, cfg config.Job) *jobHarness {
 	t.Helper()
 	h := &jobHarness{metrics: NewMetrics(nil), locker: redislock.NewMemory(),
 		results: make(chan RunFinished, 10), kill: make(chan struct{}), done: make(chan error, 1)}
+	h.metrics.InitJob(cfg.Name)
 	h.job = NewJob(cfg, JobDeps{Log: zap.NewNop(), Metrics: h.metrics, Locker: h.locker, NodeID: "n1",
 		Results: h.results, Phantoms: make(chan Phantom, 10), Kill: h.kill, Start: fakeStart})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -44,7 +44,7 @@ func startJob(t *testing.T, cfg config.Job) *jobHarness {
 }
 
 func (h *jobHarness) skips(reason string) float64 {
-	return testutil.ToFloat64(h.metrics.Skips.WithLabelValues(h.job.cfg.Name, reason))
+	return h.metrics.Value(h.job.cfg.Name, "skips", reason)
 }
 
 // A slot that fires while the previous run is still going on this node is
@@ -57,7 +57,7 @@ func TestJob_SkipsWhileRunning(t *testing.T) {
 		h.job.Inbox() <- Fire{Job: "long", Slot: slot}
 		h.job.Inbox() <- Fire{Job: "long", Slot: slot.Add(time.Second)}
 		waitFor(t, func() bool { return h.skips(SkipOverlapLocal) == 1 })
-		if got := testutil.ToFloat64(h.metrics.JobRunning.WithLabelValues("long")); got != 1 {
+		if got := h.metrics.Value("long", "running", ""); got != 1 {
 			t.Errorf("job_running: got %v, want 1", got)
 		}
 		h.cancel()
@@ -78,7 +78,7 @@ func TestJob_ShutdownWaitsThenKills(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startJob(t, testJob(t, "j", "sleep 1000h"))
 		h.job.Inbox() <- Fire{Job: "j", Slot: time.Now()}
-		waitFor(t, func() bool { return testutil.ToFloat64(h.metrics.JobRunning.WithLabelValues("j")) == 1 })
+		waitFor(t, func() bool { return h.metrics.Value("j", "running", "") == 1 })
 		h.cancel()
 		time.Sleep(time.Hour) // fake time: the actor keeps waiting for the run
 		synctest.Wait()

@@ -1,100 +1,262 @@
 package actors
 
 import (
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are cronlock's Prometheus series (SPEC.md §8). Every job's series
-// exist from InitJob on, so "never ran" can be alerted on. Safe for
-// concurrent use.
+// Metrics holds cronlock's Prometheus series (SPEC.md §8). Every job's
+// series exist from InitJob on, so "never ran" can be alerted on.
+//
+// It is a custom prometheus.Collector over compact per-job counters rather
+// than *Vec types: a CounterVec child costs ~530 bytes, so the ~20 series
+// of each of 10,000 jobs would take over 100 MB (SPEC.md §9 asks < 100 MiB
+// RSS for 10,000 jobs); here a job costs a few hundred bytes and the series
+// are built at scrape time. Safe for concurrent use.
 type Metrics struct {
-	Runs         *prometheus.CounterVec   // cronlock_runs_total{job,result}
-	RunDuration  *prometheus.HistogramVec // cronlock_run_duration_seconds{job}
-	FireDelay    *prometheus.HistogramVec // cronlock_fire_delay_seconds{job}
-	Skips        *prometheus.CounterVec   // cronlock_skips_total{job,reason}
-	LeaseLost    *prometheus.CounterVec   // cronlock_lease_lost_total{job}
-	LastSuccess  *prometheus.GaugeVec     // cronlock_last_success_timestamp_seconds{job}
-	JobRunning   *prometheus.GaugeVec     // cronlock_job_running{job}
-	RedisUp      prometheus.Gauge         // cronlock_redis_up
-	ClockSkew    prometheus.Gauge         // cronlock_clock_skew_seconds
-	HookFailures *prometheus.CounterVec   // cronlock_hook_failures_total{job,hook}
-	FiresDropped *prometheus.CounterVec   // cronlock_fires_dropped_total{job}
-	MissedSlots  *prometheus.CounterVec   // cronlock_missed_slots_total{job}
+	mu   sync.RWMutex
+	jobs map[string]*jobSeries
+
+	redisUp   atomic.Uint64 // float64 bits
+	clockSkew atomic.Uint64 // float64 bits
 }
 
-// NewMetrics creates the series and registers them with reg (nil: not
-// registered, e.g. in tests). It panics only if reg already holds series of
-// the same names, which is a programming error.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	delayBuckets := []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
-	m := &Metrics{
-		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cronlock_runs_total",
-			Help: "Runs finished, by final result."}, []string{"job", "result"}),
-		RunDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cronlock_run_duration_seconds",
-			Help: "Run duration in seconds, all attempts included.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)}, []string{"job"}),
-		FireDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cronlock_fire_delay_seconds",
-			Help: "Seconds from a slot's nominal instant to the start of its process.", Buckets: delayBuckets}, []string{"job"}),
-		Skips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cronlock_skips_total",
-			Help: "Slots not run by this node, by skip reason."}, []string{"job", "reason"}),
-		LeaseLost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cronlock_lease_lost_total",
-			Help: "Runs whose lease was lost while running."}, []string{"job"}),
-		LastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cronlock_last_success_timestamp_seconds",
-			Help: "Unix time of the last successful run on this node (0 = none)."}, []string{"job"}),
-		JobRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cronlock_job_running",
-			Help: "Runs of the job in progress on this node."}, []string{"job"}),
-		RedisUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_redis_up",
-			Help: "1 when the coordination backend answers, else 0."}),
-		ClockSkew: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_clock_skew_seconds",
-			Help: "Local clock minus Redis TIME, in seconds."}),
-		HookFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cronlock_hook_failures_total",
-			Help: "Hooks that failed or timed out."}, []string{"job", "hook"}),
-		FiresDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cronlock_fires_dropped_total",
-			Help: "Fire messages the ticker dropped because a job actor's inbox was full."}, []string{"job"}),
-		MissedSlots: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cronlock_missed_slots_total",
-			Help: "Slots passed over because the ticker woke up after a newer slot was already due."}, []string{"job"}),
+// Histogram buckets, in seconds.
+var (
+	fireDelayBuckets = []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	durationBuckets  = prometheus.ExponentialBuckets(0.01, 4, 12)
+)
+
+// Hook names, the values of the `hook` label.
+var hookNames = []string{"on_success", "on_failure"}
+
+type jobSeries struct {
+	runs        [5]atomic.Uint64 // by Results index
+	skips       [7]atomic.Uint64 // by SkipReasons index
+	hookFails   [2]atomic.Uint64 // by hookNames index
+	leaseLost   atomic.Uint64
+	dropped     atomic.Uint64
+	missed      atomic.Uint64
+	running     atomic.Int64
+	lastSuccess atomic.Uint64 // float64 bits
+	duration    histogram
+	fireDelay   histogram
+}
+
+// histogram is a minimal fixed-bucket histogram (cumulative at scrape).
+type histogram struct {
+	mu     sync.Mutex
+	counts []uint64 // per bucket, non-cumulative; len(buckets)+1 with +Inf
+	sum    float64
+}
+
+func (h *histogram) observe(buckets []float64, v float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.counts == nil {
+		h.counts = make([]uint64, len(buckets)+1)
 	}
+	i, _ := slices.BinarySearch(buckets, v)
+	h.counts[i]++
+	h.sum += v
+}
+
+func (h *histogram) metric(desc *prometheus.Desc, buckets []float64, job string) prometheus.Metric {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cum := make(map[float64]uint64, len(buckets))
+	var n uint64
+	for i, b := range buckets {
+		if h.counts != nil {
+			n += h.counts[i]
+		}
+		cum[b] = n
+	}
+	if h.counts != nil {
+		n += h.counts[len(buckets)]
+	}
+	return prometheus.MustNewConstHistogram(desc, n, h.sum, cum, job)
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: not
+// registered, e.g. in tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{jobs: map[string]*jobSeries{}}
 	if reg != nil {
-		reg.MustRegister(m.Runs, m.RunDuration, m.FireDelay, m.Skips, m.LeaseLost, m.LastSuccess,
-			m.JobRunning, m.RedisUp, m.ClockSkew, m.HookFailures, m.FiresDropped, m.MissedSlots)
+		reg.MustRegister(m)
 	}
 	return m
 }
 
-// InitJob creates every series of a job at zero.
+var (
+	descRuns = prometheus.NewDesc("cronlock_runs_total", "Runs finished, by final result.", []string{"job", "result"}, nil)
+	descDur  = prometheus.NewDesc("cronlock_run_duration_seconds", "Run duration in seconds, all attempts included.", []string{"job"}, nil)
+	descFire = prometheus.NewDesc("cronlock_fire_delay_seconds",
+		"Seconds from a slot's nominal instant to the start of its process.", []string{"job"}, nil)
+	descSkips = prometheus.NewDesc("cronlock_skips_total", "Slots not run by this node, by skip reason.", []string{"job", "reason"}, nil)
+	descLost  = prometheus.NewDesc("cronlock_lease_lost_total", "Runs whose lease was lost while running.", []string{"job"}, nil)
+	descLast  = prometheus.NewDesc("cronlock_last_success_timestamp_seconds",
+		"Unix time of the last successful run on this node (0 = none).", []string{"job"}, nil)
+	descRunning = prometheus.NewDesc("cronlock_job_running", "Runs of the job in progress on this node.", []string{"job"}, nil)
+	descUp      = prometheus.NewDesc("cronlock_redis_up", "1 when the coordination backend answers, else 0.", nil, nil)
+	descSkew    = prometheus.NewDesc("cronlock_clock_skew_seconds", "Local clock minus Redis TIME, in seconds.", nil, nil)
+	descHooks   = prometheus.NewDesc("cronlock_hook_failures_total", "Hooks that failed or timed out.", []string{"job", "hook"}, nil)
+	descDropped = prometheus.NewDesc("cronlock_fires_dropped_total",
+		"Fire messages the ticker dropped because a job actor's inbox was full.", []string{"job"}, nil)
+	descMissed = prometheus.NewDesc("cronlock_missed_slots_total",
+		"Slots passed over because the ticker woke up after a newer slot was already due.", []string{"job"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRuns, descDur, descFire, descSkips, descLost, descLast,
+		descRunning, descUp, descSkew, descHooks, descDropped, descMissed} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, loadFloat(&m.redisUp))
+	ch <- prometheus.MustNewConstMetric(descSkew, prometheus.GaugeValue, loadFloat(&m.clockSkew))
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for job, s := range m.jobs {
+		counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{job}, labels...)...)
+		}
+		for i, r := range Results {
+			counter(descRuns, s.runs[i].Load(), r)
+		}
+		for i, r := range SkipReasons {
+			counter(descSkips, s.skips[i].Load(), r)
+		}
+		for i, h := range hookNames {
+			counter(descHooks, s.hookFails[i].Load(), h)
+		}
+		counter(descLost, s.leaseLost.Load())
+		counter(descDropped, s.dropped.Load())
+		counter(descMissed, s.missed.Load())
+		ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(s.running.Load()), job)
+		ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, loadFloat(&s.lastSuccess), job)
+		ch <- s.duration.metric(descDur, durationBuckets, job)
+		ch <- s.fireDelay.metric(descFire, fireDelayBuckets, job)
+	}
+}
+
+// InitJob creates every series of a job at zero (idempotent).
 func (m *Metrics) InitJob(job string) {
-	for _, r := range Results {
-		m.Runs.WithLabelValues(job, r)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.jobs[job] == nil {
+		m.jobs[job] = &jobSeries{}
 	}
-	for _, r := range SkipReasons {
-		m.Skips.WithLabelValues(job, r)
-	}
-	m.RunDuration.WithLabelValues(job)
-	m.FireDelay.WithLabelValues(job)
-	m.LeaseLost.WithLabelValues(job)
-	m.LastSuccess.WithLabelValues(job)
-	m.JobRunning.WithLabelValues(job)
-	m.HookFailures.WithLabelValues(job, "on_success")
-	m.HookFailures.WithLabelValues(job, "on_failure")
-	m.FiresDropped.WithLabelValues(job)
-	m.MissedSlots.WithLabelValues(job)
 }
 
 // DropJob deletes a removed job's series.
 func (m *Metrics) DropJob(job string) {
-	l := prometheus.Labels{"job": job}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.Runs, m.Skips,
-		m.RunDuration, m.FireDelay, m.LeaseLost, m.LastSuccess, m.JobRunning, m.HookFailures,
-		m.FiresDropped, m.MissedSlots} {
-		v.DeletePartialMatch(l)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.jobs, job)
+}
+
+// job returns the job's series; a job never initialised gets a throwaway
+// value (its updates are not exported).
+func (m *Metrics) job(job string) *jobSeries {
+	m.mu.RLock()
+	s := m.jobs[job]
+	m.mu.RUnlock()
+	if s == nil {
+		return &jobSeries{}
 	}
+	return s
 }
 
 // Skip counts one skipped slot.
-func (m *Metrics) Skip(job, reason string) { m.Skips.WithLabelValues(job, reason).Inc() }
-
-// ObserveFireDelay records start − slot in seconds.
-func (m *Metrics) ObserveFireDelay(job string, d time.Duration) {
-	m.FireDelay.WithLabelValues(job).Observe(d.Seconds())
+func (m *Metrics) Skip(job, reason string) {
+	if i := slices.Index(SkipReasons, reason); i >= 0 {
+		m.job(job).skips[i].Add(1)
+	}
 }
+
+// RunFinished counts a run's final result and duration; a success also
+// sets the last-success time.
+func (m *Metrics) RunFinished(job, result string, d time.Duration, finished time.Time) {
+	s := m.job(job)
+	if i := slices.Index(Results, result); i >= 0 {
+		s.runs[i].Add(1)
+	}
+	s.duration.observe(durationBuckets, d.Seconds())
+	if result == ResultSuccess {
+		storeFloat(&s.lastSuccess, float64(finished.UnixNano())/1e9)
+	}
+}
+
+// ObserveFireDelay records start − slot.
+func (m *Metrics) ObserveFireDelay(job string, d time.Duration) {
+	m.job(job).fireDelay.observe(fireDelayBuckets, d.Seconds())
+}
+
+// LeaseLost counts one lost lease.
+func (m *Metrics) LeaseLost(job string) { m.job(job).leaseLost.Add(1) }
+
+// SetRunning sets the number of runs in progress.
+func (m *Metrics) SetRunning(job string, n int) { m.job(job).running.Store(int64(n)) }
+
+// HookFailed counts a failed or timed-out hook ("on_success"/"on_failure").
+func (m *Metrics) HookFailed(job, hook string) {
+	if i := slices.Index(hookNames, hook); i >= 0 {
+		m.job(job).hookFails[i].Add(1)
+	}
+}
+
+// FireDropped counts a fire the ticker could not deliver.
+func (m *Metrics) FireDropped(job string) { m.job(job).dropped.Add(1) }
+
+// SlotsMissed counts slots the ticker passed over.
+func (m *Metrics) SlotsMissed(job string, n int) { m.job(job).missed.Add(uint64(n)) }
+
+// SetRedisUp sets cronlock_redis_up.
+func (m *Metrics) SetRedisUp(up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	storeFloat(&m.redisUp, v)
+}
+
+// SetClockSkew sets cronlock_clock_skew_seconds.
+func (m *Metrics) SetClockSkew(d time.Duration) { storeFloat(&m.clockSkew, d.Seconds()) }
+
+// Value returns a counter or gauge of a job by metric name and extra label
+// (result, reason or hook), for tests and status output; 0 if unknown.
+func (m *Metrics) Value(job, name, label string) float64 {
+	s := m.job(job)
+	switch name {
+	case "runs":
+		if i := slices.Index(Results, label); i >= 0 {
+			return float64(s.runs[i].Load())
+		}
+	case "skips":
+		if i := slices.Index(SkipReasons, label); i >= 0 {
+			return float64(s.skips[i].Load())
+		}
+	case "running":
+		return float64(s.running.Load())
+	case "dropped":
+		return float64(s.dropped.Load())
+	case "missed":
+		return float64(s.missed.Load())
+	case "lease_lost":
+		return float64(s.leaseLost.Load())
+	}
+	return 0
+}
+
+func loadFloat(v *atomic.Uint64) float64     { return math.Float64frombits(v.Load()) }
+func storeFloat(v *atomic.Uint64, f float64) { v.Store(math.Float64bits(f)) }

@@ -161,7 +161,7 @@ func (r *run) sleep(ctx context.Context, d time.Duration, lost <-chan LeaseLost)
 
 func (r *run) onLost(l LeaseLost) {
 	r.lostErr = l.Err
-	r.deps.Metrics.LeaseLost.WithLabelValues(r.job.Name).Inc()
+	r.deps.Metrics.LeaseLost(r.job.Name)
 }
 
 // waitGrace waits node.grace_period before the lease is released (cut short

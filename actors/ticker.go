@@ -164,7 +164,7 @@ func (t *Ticker) fireDue() {
 			it.slot, next = next, it.Sched.Next(next)
 		}
 		if missed > 0 {
-			t.metrics.MissedSlots.WithLabelValues(it.Job).Add(float64(missed))
+			t.metrics.SlotsMissed(it.Job, missed)
 			t.log.Warn("ticker woke late; older slots passed over", zap.String("job", it.Job),
 				zap.Int("missed", missed), zap.Time("slot", it.slot))
 		}
@@ -184,7 +184,7 @@ func (t *Ticker) fire(it *tickerItem) {
 	select {
 	case it.Inbox <- Fire{Job: it.Job, Slot: it.slot}:
 	default:
-		t.metrics.FiresDropped.WithLabelValues(it.Job).Inc()
+		t.metrics.FireDropped(it.Job)
 		t.log.Warn("job actor inbox full; fire dropped", zap.String("job", it.Job), zap.Time("slot", it.slot))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/engine/schedule"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 )
 
@@ -101,6 +100,7 @@ func TestTicker_NoDriftOverSimulatedDay(t *testing.T) {
 func TestTicker_NeverBlocksOnBusyJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := NewMetrics(nil)
+		m.InitJob("busy")
 		busy := make(chan jobMsg) // nobody reads: always full
 		free := make(chan jobMsg, 100)
 		_, stop := startTicker(t, m,
@@ -112,7 +112,7 @@ func TestTicker_NeverBlocksOnBusyJob(t *testing.T) {
 		if got := len(drainFires(free)); got != 5 {
 			t.Errorf("free job: got %d fires, want 5", got)
 		}
-		if got := testutil.ToFloat64(m.FiresDropped.WithLabelValues("busy")); got != 5 {
+		if got := m.Value("busy", "dropped", ""); got != 5 {
 			t.Errorf("busy job: got %v dropped fires, want 5", got)
 		}
 	})

@@ -102,7 +102,7 @@ func (te *testEngine) stop(t *testing.T) {
 }
 
 func (te *testEngine) runs(job, result string) float64 {
-	return testutil.ToFloat64(te.e.metrics.Runs.WithLabelValues(job, result))
+	return te.e.metrics.Value(job, "runs", result)
 }
 
 // waitRuns waits (bounded) until job has at least n successful runs.

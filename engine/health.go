@@ -42,7 +42,7 @@ func newHealth(log *zap.Logger, b backend, m *actors.Metrics, maxSkew, offset ti
 	h := &health{log: log, b: b, metrics: m, maxSkew: maxSkew, offset: offset, onBack: onBack, notify: notify}
 	if b.kind == "memory" {
 		h.up.Store(true)
-		m.RedisUp.Set(1)
+		m.SetRedisUp(true)
 	}
 	return h
 }
@@ -88,12 +88,12 @@ func (h *health) check(ctx context.Context, first bool) {
 	switch {
 	case err != nil && (was || first):
 		h.up.Store(false)
-		h.metrics.RedisUp.Set(0)
+		h.metrics.SetRedisUp(false)
 		h.log.Error("redis unreachable: slots are skipped (redis_error) until it answers; retrying", zap.Error(err))
 		h.notify("STATUS=redis unreachable; not claiming")
 	case err == nil && !was:
 		h.up.Store(true)
-		h.metrics.RedisUp.Set(1)
+		h.metrics.SetRedisUp(true)
 		h.log.Info("redis reachable")
 		h.notify("STATUS=redis up")
 		h.checkSkew(ctx)
@@ -120,7 +120,7 @@ func (h *health) checkSkew(ctx context.Context) {
 	rtt := time.Since(sent)
 	local := sent.Add(rtt / 2).Add(h.offset)
 	skew := local.Sub(rt)
-	h.metrics.ClockSkew.Set(skew.Seconds())
+	h.metrics.SetClockSkew(skew)
 	if math.Abs(float64(skew)) > float64(h.maxSkew) {
 		h.log.Warn("clock skew against redis exceeds node.max_clock_skew; slot claims keep runs exactly-once, "+
 			"but this node fires late or early: fix NTP", zap.Duration("skew", skew), zap.Duration("max_clock_skew", h.maxSkew))

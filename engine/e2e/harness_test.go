@@ -402,7 +402,8 @@ func stopAll(t *testing.T, timeout time.Duration, nodes ...*node) {
 
 // nextSecondWithin returns the Unix second of the first whole second at
 // least lead from now, and its 6-field cron schedule (second S of every
-// minute), which fires once in the test's lifetime.
+// minute), which fires once in the test's lifetime. lead must cover the
+// daemon's start-up, or the slot passes before the daemon schedules it.
 func nextSecondWithin(lead time.Duration) (int64, string) {
 	at := time.Now().Add(lead).Truncate(time.Second).Add(time.Second)
 	return at.Unix(), fmt.Sprintf("%d * * * * *", at.Second())

@@ -18,7 +18,7 @@ func TestHooks_OnFailureResultAndExitCode(t *testing.T) {
 	hook := func(name string) string {
 		return fmt.Sprintf(`echo "$CRONLOCK_RESULT $CRONLOCK_EXIT_CODE" > %s/"$CRONLOCK_JOB".%s`, shellQuote(dir), name)
 	}
-	_, sched := nextSecondWithin(time.Second)
+	_, sched := nextSecondWithin(2 * time.Second)
 	job := func(name, command string) map[string]any {
 		return map[string]any{"name": name, "schedule": sched, "command": command, "timeout": "1s", "kill_grace": "1s",
 			"on_success": hook("on_success"), "on_failure": hook("on_failure")}

@@ -65,7 +65,7 @@ func TestLease_KeyGoneAfterRun(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := redisClient(t, srv.Addr())
-	_, sched := nextSecondWithin(time.Second)
+	_, sched := nextSecondWithin(2 * time.Second)
 	// "long" outlives its lock_ttl: its lease exists throughout only if it
 	// is renewed.
 	cfg := redisConfig(srv.Addr(),
@@ -116,7 +116,7 @@ func TestShutdown_WaitsForRunningJob(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redisClient(t, srv.Addr())
 	ledger := filepath.Join(t.TempDir(), "ledger")
-	slot, sched := nextSecondWithin(time.Second)
+	slot, sched := nextSecondWithin(2 * time.Second)
 	cfg := redisConfig(srv.Addr(), map[string]any{"name": "sleeper", "schedule": sched, "command": ledgerCommand(ledger, "sleep 3")})
 	n := startNode(t, writeConfig(t, cfg), withNodeID("solo"))
 
@@ -148,7 +148,7 @@ func TestShutdown_KillsAfterShutdownTimeout(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := redisClient(t, srv.Addr())
-	_, sched := nextSecondWithin(time.Second)
+	_, sched := nextSecondWithin(2 * time.Second)
 	// The whole run ignores SIGTERM, so only the SIGKILL after kill_grace
 	// ends it: the daemon needs shutdown_timeout + kill_grace.
 	cfg := redisConfig(srv.Addr(), map[string]any{"name": "sleeper", "schedule": sched,

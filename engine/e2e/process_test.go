@@ -39,7 +39,7 @@ func TestTimeout_KillsGrandchildren(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	plain, deaf := filepath.Join(dir, "plain.pid"), filepath.Join(dir, "deaf.pid")
-	_, sched := nextSecondWithin(time.Second)
+	_, sched := nextSecondWithin(2 * time.Second)
 	// Two grandchildren in the run's process group: a plain sleep, and one
 	// that ignores SIGTERM so that only the SIGKILL after kill_grace ends it.
 	// Each is killed once when the test fails, lest it outlive the test.
@@ -105,7 +105,7 @@ func TestOutput_200MBBoundedRSS(t *testing.T) {
 	t.Parallel()
 	const limit = 64 << 20
 	marker := filepath.Join(t.TempDir(), "result")
-	_, sched := nextSecondWithin(time.Second)
+	_, sched := nextSecondWithin(2 * time.Second)
 	// 100 MB in 100-byte lines, then 100 MB on one line without a newline
 	// (cut into pieces by the daemon): both must stream, not accumulate.
 	cmd := `head -c 100000000 /dev/zero | tr '\0' x | fold -w 100; head -c 100000000 /dev/zero | tr '\0' y`
