@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/engine/process"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
@@ -18,12 +17,13 @@ import (
 const envTailSize = 4 << 10
 
 // HookRunner is the fan-in of run results (SPEC.md §10): it updates run
-// metrics, appends the history record, and runs on_success / on_failure
-// hooks on at most `workers` goroutines, each hook bounded by hook_timeout.
+// metrics and runs on_success / on_failure hooks on at most `workers`
+// goroutines, each hook bounded by hook_timeout. (The history record is
+// written by the run itself, together with the lease release, so that a run
+// costs one claim and one release round trip: SPEC.md §9.)
 type HookRunner struct {
 	log     *zap.Logger
 	metrics *Metrics
-	locker  Locker
 	environ []string
 	inbox   chan RunFinished
 	sem     chan struct{}
@@ -31,8 +31,8 @@ type HookRunner struct {
 }
 
 // NewHookRunner returns a hook runner whose inbox holds up to queue results.
-func NewHookRunner(log *zap.Logger, metrics *Metrics, locker Locker, environ []string, queue, workers int) *HookRunner {
-	return &HookRunner{log: log, metrics: metrics, locker: locker, environ: environ,
+func NewHookRunner(log *zap.Logger, metrics *Metrics, environ []string, queue, workers int) *HookRunner {
+	return &HookRunner{log: log, metrics: metrics, environ: environ,
 		inbox: make(chan RunFinished, queue), sem: make(chan struct{}, workers)}
 }
 
@@ -44,20 +44,19 @@ func (h *HookRunner) Inbox() chan<- RunFinished { return h.inbox }
 func (h *HookRunner) Close() { close(h.inbox) }
 
 // Run handles results until the inbox is closed and drained, waits for
-// running hooks, and returns nil. ctx bounds history writes only; hooks
-// already started finish (bounded by their hook_timeout).
+// running hooks, and returns nil. Hooks already started finish (bounded by
+// their hook_timeout) even after ctx ends.
 func (h *HookRunner) Run(ctx context.Context) error {
 	for fin := range h.inbox {
-		h.handle(ctx, fin)
+		h.handle(fin)
 	}
 	h.wg.Wait()
 	return nil
 }
 
-func (h *HookRunner) handle(ctx context.Context, fin RunFinished) {
+func (h *HookRunner) handle(fin RunFinished) {
 	job := fin.Job.Name
 	h.metrics.RunFinished(job, fin.Result, fin.Finished.Sub(fin.Started), fin.Finished)
-	h.record(ctx, fin)
 	hook, cmd := "on_failure", fin.Job.OnFailure
 	if fin.Result == ResultSuccess {
 		hook, cmd = "on_success", fin.Job.OnSuccess
@@ -71,22 +70,6 @@ func (h *HookRunner) handle(ctx context.Context, fin RunFinished) {
 		defer func() { <-h.sem; h.wg.Done() }()
 		h.runHook(fin, hook, cmd)
 	}()
-}
-
-func (h *HookRunner) record(ctx context.Context, fin RunFinished) {
-	var slot int64
-	if !fin.Slot.IsZero() {
-		slot = fin.Slot.Unix()
-	}
-	rec := redislock.RunRecord{RunID: fin.RunID, Slot: slot, Node: fin.Node, Start: fin.Started,
-		End: fin.Finished, Attempts: fin.Attempts, Result: fin.Result, ExitCode: fin.ExitCode,
-		Fence: fin.Fence, OutputTail: string(lastBytes(fin.Tail, envTailSize))}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	if err := h.locker.Record(rctx, fin.Job.Name, rec); err != nil {
-		h.log.Warn("history record not written", zap.String("job", fin.Job.Name),
-			zap.String("run_id", fin.RunID), zap.Error(err))
-	}
 }
 
 // runHook runs one hook through the job's shell in work_dir with the

@@ -15,7 +15,9 @@ type Locker interface {
 	Claim(ctx context.Context, req redislock.ClaimRequest) (redislock.Claim, error)
 	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Record(ctx context.Context, job string, rec redislock.RunRecord) error
+	// Finish releases the lease (if owner, non-empty, holds it) and appends
+	// the run's history record, in one round trip.
+	Finish(ctx context.Context, job, owner string, rec redislock.RunRecord) (bool, error)
 }
 
 var (

@@ -14,7 +14,7 @@ import (
 // maxRetryBackoff caps the doubling retry delay (SPEC.md §2 retry_backoff).
 const maxRetryBackoff = 10 * time.Minute
 
-// releaseTimeout bounds the compare-and-DEL after a run; it runs on a
+// releaseTimeout bounds the release after a run; it runs on a
 // context detached from the (possibly cancelled) run context (STYLE.md 7).
 const releaseTimeout = 2 * time.Second
 
@@ -59,11 +59,13 @@ func (r *run) execute(ctx context.Context) {
 		lost = lease.Lost()
 	}
 	fin := r.attempts(ctx, lost)
+	owner := ""
 	if useLease {
 		r.waitGrace()
 		stopLease()
-		r.release(ctx)
+		owner = r.owner
 	}
+	r.end(ctx, owner, fin)
 	r.report(fin)
 }
 
@@ -178,14 +180,28 @@ func (r *run) waitGrace() {
 	}
 }
 
-// release deletes the lease if it is still ours, on a fresh context.
-func (r *run) release(ctx context.Context) {
+// end releases the lease (owner "" = none held) and writes the history
+// record in one round trip, on a fresh context (STYLE.md 7).
+func (r *run) end(ctx context.Context, owner string, fin RunFinished) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	if _, err := r.deps.Locker.Release(rctx, r.job.Name, r.owner); err != nil {
-		r.log.Warn("lease release failed; the janitor will retry", zap.Error(err))
-		r.phantom()
+	if _, err := r.deps.Locker.Finish(rctx, r.job.Name, owner, record(fin)); err != nil {
+		r.log.Warn("lease release and history record failed; the janitor retries the release", zap.Error(err))
+		if owner != "" {
+			r.phantom()
+		}
 	}
+}
+
+// record is the history entry of a finished run (SPEC.md §8).
+func record(fin RunFinished) redislock.RunRecord {
+	var slot int64
+	if !fin.Slot.IsZero() {
+		slot = fin.Slot.Unix()
+	}
+	return redislock.RunRecord{RunID: fin.RunID, Slot: slot, Node: fin.Node, Start: fin.Started,
+		End: fin.Finished, Attempts: fin.Attempts, Result: fin.Result, ExitCode: fin.ExitCode,
+		Fence: fin.Fence, OutputTail: string(lastBytes(fin.Tail, envTailSize))}
 }
 
 // report hands the result to the hook runner. It never blocks forever: when

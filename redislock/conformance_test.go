@@ -25,6 +25,7 @@ var conformance = []struct {
 	{"ReleaseByNonOwner", testReleaseNonOwner},
 	{"LeaseExpiresAfterTTL", testLeaseExpires},
 	{"RecordHistoryCapAndOrder", testHistory},
+	{"FinishReleasesAndRecords", testFinish},
 	{"StateOfNewJob", testStateEmpty},
 	{"Time", testTime},
 	{"InvalidRequests", testInvalid},

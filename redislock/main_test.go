@@ -18,6 +18,7 @@ type backend interface {
 	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
 	Release(ctx context.Context, job, owner string) (bool, error)
 	Record(ctx context.Context, job string, rec RunRecord) error
+	Finish(ctx context.Context, job, owner string, rec RunRecord) (bool, error)
 	History(ctx context.Context, job string, n int) ([]RunRecord, error)
 	State(ctx context.Context, job string) (JobState, error)
 	Pause(ctx context.Context, job string) error

@@ -75,3 +75,28 @@ redis.call("XADD", KEYS[1], "MAXLEN", ARGV[1], "*", unpack(fields))
 redis.call("HSET", KEYS[2], unpack(last))
 return 1
 `)
+
+// finishScript ends a run in one round trip: compare-and-DEL of the lease
+// (when ARGV[2] names an owner) plus recordScript's history append. It
+// returns 1 when a lease was deleted, else 0.
+//
+//	KEYS: 1 lease, 2 history, 3 state; ARGV: 1 max length, 2 owner ("" = no
+//	lease), 3.. field, value pairs
+var finishScript = rueidis.NewLuaScript(`
+local released = 0
+if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
+  released = redis.call("DEL", KEYS[1])
+end
+local fields, last = {}, {}
+for i = 3, #ARGV, 2 do
+  fields[#fields+1] = ARGV[i]
+  fields[#fields+1] = ARGV[i+1]
+  if ARGV[i] ~= "output_tail" then
+    last[#last+1] = "last_" .. ARGV[i]
+    last[#last+1] = ARGV[i+1]
+  end
+end
+redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(fields))
+redis.call("HSET", KEYS[3], unpack(last))
+return released
+`)

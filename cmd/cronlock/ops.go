@@ -24,7 +24,7 @@ type opsBackend interface {
 	Claim(ctx context.Context, req redislock.ClaimRequest) (redislock.Claim, error)
 	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Record(ctx context.Context, job string, rec redislock.RunRecord) error
+	Finish(ctx context.Context, job, owner string, rec redislock.RunRecord) (bool, error)
 	History(ctx context.Context, job string, n int) ([]redislock.RunRecord, error)
 	State(ctx context.Context, job string) (redislock.JobState, error)
 	Pause(ctx context.Context, job string) error

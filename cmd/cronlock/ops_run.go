@@ -100,8 +100,7 @@ func (m *manualRun) execute(ctx context.Context) (int, error) {
 	rec := m.attempt(ctx, lease.Lost())
 	cancel()
 	<-done
-	m.release(ctx)
-	m.record(ctx, rec)
+	m.end(ctx, rec)
 	m.log.Info("run finished", zap.String("result", rec.Result), zap.Int("exit_code", rec.ExitCode),
 		zap.Duration("duration", rec.End.Sub(rec.Start)))
 	return exitCode(rec, m.sig), nil
@@ -239,12 +238,14 @@ func (m *manualRun) release(ctx context.Context) {
 	}
 }
 
-// record appends the run to the job's history, on a fresh context.
-func (m *manualRun) record(ctx context.Context, rec redislock.RunRecord) {
+// end releases the lease and appends the run to the job's history in
+// one round trip, on a fresh context (STYLE.md 7).
+func (m *manualRun) end(ctx context.Context, rec redislock.RunRecord) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opsCallTimeout)
 	defer cancel()
-	if err := m.s.backend.Record(rctx, m.job.Name, rec); err != nil {
-		m.log.Warn("history record not written", zap.Error(err))
+	if _, err := m.s.backend.Finish(rctx, m.job.Name, m.owner, rec); err != nil {
+		m.log.Warn("lease release and history record failed; the lease expires after lock_ttl",
+			zap.Duration("lock_ttl", m.job.LockTTL), zap.Error(err))
 	}
 }
 
