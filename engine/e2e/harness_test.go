@@ -134,16 +134,6 @@ func (n *node) Wait(timeout time.Duration) int {
 	}
 }
 
-// Exited reports whether the daemon has exited.
-func (n *node) Exited() bool {
-	select {
-	case <-n.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // Kill sends SIGKILL and waits for the daemon to exit.
 func (n *node) Kill() {
 	_ = n.cmd.Process.Kill()
