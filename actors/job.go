@@ -161,7 +161,7 @@ func (j *Job) onCatchup(ctx context.Context) {
 		return
 	}
 	j.lastCatchup = latest
-	j.deps.Log.Info("catch-up: claiming the latest missed slot", zap.String("job", j.cfg.Name), zap.Time("slot", latest))
+	j.deps.Log.Info("catch-up: claiming the latest missed slot", zap.String("job", j.cfg.Name), slotField(latest))
 	j.onFire(ctx, latest)
 }
 
@@ -178,7 +178,7 @@ func skipSlot(deps *JobDeps, job string, slot time.Time, reason string) {
 	case SkipOverlapLocal:
 		log = deps.Log.Warn
 	}
-	log("slot skipped", zap.String("job", job), zap.Time("slot", slot), zap.String("reason", reason))
+	log("slot skipped", zap.String("job", job), slotField(slot), zap.String("reason", reason))
 }
 
 // start launches a run goroutine; the actor waits for it in Run/drain.

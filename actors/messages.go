@@ -6,6 +6,7 @@ import (
 
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
+	"go.uber.org/zap"
 )
 
 // Locker is the coordination backend the actors use (SPEC.md §4). Every
@@ -99,4 +100,13 @@ type RunFinished struct {
 	Started  time.Time
 	Finished time.Time
 	Tail     []byte // last 64 KiB of output
+}
+
+// slotField logs a slot as its Unix second (SPEC.md §1: slots are never
+// identified by wall-clock text); 0 for a manual run.
+func slotField(slot time.Time) zap.Field {
+	if slot.IsZero() {
+		return zap.Int64("slot", 0)
+	}
+	return zap.Int64("slot", slot.Unix())
 }

@@ -37,7 +37,7 @@ func (r *run) execute(ctx context.Context) {
 	r.owner = r.deps.NodeID + ":" + r.id
 	r.log = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", r.id))
 	if !r.slot.IsZero() {
-		r.log = r.log.With(zap.Int64("slot", r.slot.Unix()))
+		r.log = r.log.With(slotField(r.slot))
 	}
 	if ctx.Err() != nil {
 		r.skip(SkipShuttingDown)

@@ -166,7 +166,7 @@ func (t *Ticker) fireDue() {
 		if missed > 0 {
 			t.metrics.SlotsMissed(it.Job, missed)
 			t.log.Warn("ticker woke late; older slots passed over", zap.String("job", it.Job),
-				zap.Int("missed", missed), zap.Time("slot", it.slot))
+				zap.Int("missed", missed), slotField(it.slot))
 		}
 		t.fire(it)
 		if next.IsZero() {
@@ -185,7 +185,7 @@ func (t *Ticker) fire(it *tickerItem) {
 	case it.Inbox <- Fire{Job: it.Job, Slot: it.slot}:
 	default:
 		t.metrics.FireDropped(it.Job)
-		t.log.Warn("job actor inbox full; fire dropped", zap.String("job", it.Job), zap.Time("slot", it.slot))
+		t.log.Warn("job actor inbox full; fire dropped", zap.String("job", it.Job), slotField(it.slot))
 	}
 }
 
