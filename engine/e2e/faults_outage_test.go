@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// Issue 4, item 2: Redis unavailable for 5 s while 3 nodes run 5 jobs every
+// second with catchup_window 10s. Two models of the outage:
+//
+//   - Unreachable: every node reaches Redis through one proxy, which is cut
+//     (connections blackholed: claims and pings time out) and restored.
+//     Redis keeps its data.
+//   - Stopped: redis-server is stopped (SIGTERM) and started again on the
+//     same port. It has no persistence, so it comes back empty; that does
+//     not weaken the checks below, because no node ever claims a slot from
+//     before the outage once it is over (catch-up picks a slot inside the
+//     outage, the ticker only slots after it).
+//
+// The outage begins 400 ms into second D and ends 400 ms into second U =
+// D+5. What is asserted, per job:
+//
+//   - no slot runs twice (the whole run);
+//   - every slot from the one after all nodes ran up to D (fired before the
+//     outage) and from U+1 up to the one before SIGTERM runs exactly once:
+//     no margin is needed around the outage;
+//   - catch-up (SPEC.md §4) runs exactly one slot of the outage: on
+//     reconnect a node claims the latest slot S ≤ now within the window,
+//     unless state.slot ≥ S. The health monitor pings every 250 ms while
+//     Redis is down, so the first node sees Redis back within second U, and
+//     S = U: slot U — fired at U.000 while Redis was still down — runs once,
+//     late, as a catch-up (the node that ran it logged the catch-up claim);
+//   - the older outage slots D+1 … U−1 never run: catch-up runs only the
+//     latest missed slot, never more than one per job;
+//   - no daemon exits; all exit 0 at SIGTERM.
+func TestOutage_RedisUnreachable5s(t *testing.T) {
+	srv := redistest.Start(t)
+	px := redistest.NewProxy(t, srv.Addr())
+	testOutage(t, px.Addr(), px.Cut, px.Restore)
+}
+
+func TestOutage_RedisStopped5s(t *testing.T) {
+	srv := redistest.Start(t)
+	testOutage(t, srv.Addr(), srv.Stop, srv.Restart)
+}
+
+func testOutage(t *testing.T, addr string, down, up func()) {
+	ledger := newLedger(t)
+	jobs, names := everySecondJobs(ledger, "job", 5, map[string]any{"catchup_window": "10s"})
+	nodes, allReady := startNodes(t, writeConfig(t, redisConfig(addr, jobs...)), nodeSpec{id: "n1"}, nodeSpec{id: "n2"}, nodeSpec{id: "n3"})
+
+	downAt := nextPhase(allReady.Add(3*time.Second), 400*time.Millisecond)
+	sleepUntil(downAt)
+	down()
+	sleepUntil(downAt.Add(5 * time.Second))
+	up()
+	upAt := time.Now()
+	sleepUntil(upAt.Add(3500 * time.Millisecond)) // three slots after the outage
+	checkNotExited(t, "during or after the outage", nodes...)
+	stopAt := time.Now()
+	stopAll(t, 15*time.Second, nodes...)
+
+	d, u := downAt.Unix(), upAt.Unix()
+	if u != d+5 {
+		t.Fatalf("outage from %s to %s: the test overslept (got second %d, want %d)", downAt.Format("15:04:05.000"), upAt.Format("15:04:05.000"), u, d+5)
+	}
+	want := append(slotsBetween(ceilSecond(allReady)+1, d, 1), slotsBetween(u+1, stopAt.Unix()-1, 1)...)
+	byJob := slotsByJob(readLedger(t, ledger))
+	for _, job := range names {
+		ran := byJob[job]
+		checkOncePerSlot(t, nodes, job, ran, want)
+		for s := d + 1; s < u; s++ {
+			if len(ran[s]) > 0 {
+				t.Errorf("job %s slot %d (inside the outage, older than the catch-up slot %d): got runs on %v, want none%s", job, s, u, ran[s], describeSlot(nodes, job, s))
+			}
+		}
+		if len(ran[u]) != 1 {
+			t.Errorf("job %s slot %d (latest missed, catch-up): got runs on %v, want exactly 1%s", job, u, ran[u], describeSlot(nodes, job, u))
+		} else if !caughtUp(nodes, ran[u][0], job, u) {
+			t.Errorf("job %s slot %d: ran on %s without a catch-up claim logged there, want a catch-up run%s", job, u, ran[u][0], describeSlot(nodes, job, u))
+		}
+	}
+	checkOutageSeen(t, nodes, downAt, upAt)
+	t.Logf("outage %s–%s; checked %d jobs × %d slots outside it, catch-up slot %d; ledger holds %d runs",
+		downAt.Format("15:04:05.000"), upAt.Format("15:04:05.000"), len(names), len(want), u, len(readLedger(t, ledger)))
+}
+
+// caughtUp reports whether the node named name logged a catch-up claim of
+// job's slot.
+func caughtUp(nodes []*node, name, job string, slot int64) bool {
+	for _, n := range nodes {
+		if n.name != name {
+			continue
+		}
+		for _, e := range logsOf(n, "catch-up: claiming the latest missed slot", job) {
+			if e.Slot() == slot {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkOutageSeen checks that every node noticed the outage (health
+// monitor: "redis unreachable", then "redis reachable" within a second of
+// the end) and skipped slots with reason redis_error.
+func checkOutageSeen(t *testing.T, nodes []*node, downAt, upAt time.Time) {
+	t.Helper()
+	for _, n := range nodes {
+		var downLogged, upLogged time.Time
+		redisErrors := 0
+		for _, e := range n.Logs() {
+			switch {
+			case e.Msg() == "redis unreachable: slots are skipped (redis_error) until it answers; retrying" && e.Time().After(downAt):
+				downLogged = e.Time()
+			case e.Msg() == "redis reachable" && e.Time().After(upAt) && upLogged.IsZero():
+				upLogged = e.Time()
+			case e.Msg() == "slot skipped" && e.Str("reason") == "redis_error":
+				redisErrors++
+			}
+		}
+		if downLogged.IsZero() || upLogged.IsZero() || redisErrors == 0 {
+			t.Errorf("%s: got unreachable logged %v, reachable logged %v, %d redis_error skips; want both logs and some skips",
+				n.name, !downLogged.IsZero(), !upLogged.IsZero(), redisErrors)
+			continue
+		}
+		if d := upLogged.Sub(upAt); d > time.Second {
+			t.Errorf("%s: redis reachable logged %v after Redis returned, want within 1s", n.name, d)
+		}
+		t.Logf("%s: unreachable logged +%v after the outage began, reachable +%v after it ended, %d redis_error skips",
+			n.name, downLogged.Sub(downAt).Round(time.Millisecond), upLogged.Sub(upAt).Round(time.Millisecond), redisErrors)
+	}
+}
