@@ -215,12 +215,8 @@ func (r *Redis) Record(ctx context.Context, job string, rec RunRecord) error {
 	if job == "" {
 		return errors.New("record: empty job name")
 	}
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	args := append([]string{strconv.Itoa(r.historyLen)}, encodeRecord(rec)...)
-	err := recordScript.Exec(ctx, r.c, []string{r.key("history", job), r.key("state", job)}, args).Error()
-	if err != nil {
-		return fmt.Errorf("record %q: %w", job, err)
+	if _, err := r.Finish(ctx, job, "", rec); err != nil {
+		return fmt.Errorf("record %q: %w", job, errors.Unwrap(err))
 	}
 	return nil
 }

@@ -55,30 +55,12 @@ end
 return 0
 `)
 
-// recordScript appends a run record to the capped history stream and copies
-// its fields, except output_tail, into the state hash as last_<field>.
+// finishScript ends a run in one round trip: compare-and-DEL of the lease
+// (when ARGV[2] names an owner), then it appends the run record to the
+// capped history stream and copies its fields, except output_tail, into the
+// state hash as last_<field>. It returns 1 when a lease was deleted, else 0.
 // MAXLEN is exact, not "~": approximate trimming only drops whole stream
 // nodes (100 entries by default), so a cap of 100 could keep ~200 entries.
-//
-//	KEYS: 1 history, 2 state; ARGV: 1 max length, 2.. field, value pairs
-var recordScript = rueidis.NewLuaScript(`
-local fields, last = {}, {}
-for i = 2, #ARGV, 2 do
-  fields[#fields+1] = ARGV[i]
-  fields[#fields+1] = ARGV[i+1]
-  if ARGV[i] ~= "output_tail" then
-    last[#last+1] = "last_" .. ARGV[i]
-    last[#last+1] = ARGV[i+1]
-  end
-end
-redis.call("XADD", KEYS[1], "MAXLEN", ARGV[1], "*", unpack(fields))
-redis.call("HSET", KEYS[2], unpack(last))
-return 1
-`)
-
-// finishScript ends a run in one round trip: compare-and-DEL of the lease
-// (when ARGV[2] names an owner) plus recordScript's history append. It
-// returns 1 when a lease was deleted, else 0.
 //
 //	KEYS: 1 lease, 2 history, 3 state; ARGV: 1 max length, 2 owner ("" = no
 //	lease), 3.. field, value pairs
