@@ -152,8 +152,14 @@ func (e *Engine) goActor(g *errgroup.Group, ctx context.Context, name string, ru
 // supervise handles signals until the actor group has stopped. The first
 // SIGTERM/SIGINT (or ctx ending, or an actor failing) begins the shutdown;
 // a second signal exits at once; SIGHUP reloads.
+//
+// "Second" counts signals received here, not shutdowns begun: the caller's
+// ctx may end because of the very signal that is also delivered on
+// Signals (main cancels ctx on SIGTERM too), and whichever of the two
+// supervise sees first, one SIGTERM must not count as two.
 func (e *Engine) supervise(gctx context.Context, stopClaiming context.CancelFunc, groupDone <-chan error) error {
 	var killAfter <-chan time.Time
+	signalled := false // a SIGTERM/SIGINT has been received
 	shutdown := func(why string) {
 		if killAfter != nil {
 			return
@@ -172,12 +178,13 @@ func (e *Engine) supervise(gctx context.Context, stopClaiming context.CancelFunc
 			case sig == syscall.SIGHUP && killAfter == nil:
 				e.reload(gctx)
 			case sig == syscall.SIGHUP:
-			case killAfter != nil:
+			case signalled:
 				e.log.Warn("second signal: terminating running jobs and exiting at once")
 				e.killRuns()
 				e.opts.ExitNow()
 				return errSecondSignal
 			default:
+				signalled = true
 				shutdown(sig.String())
 			}
 		case <-gdone:
