@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -202,3 +205,31 @@ func readIntervals(t *testing.T, path string) []interval {
 
 // newLedger returns the path of a fresh ledger file in t.TempDir().
 func newLedger(t *testing.T) string { return filepath.Join(t.TempDir(), "ledger") }
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago, for a daemon's http.listen.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// httpGet returns the status code and body of GET url (2 s timeout).
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read body: %v", url, err)
+	}
+	return resp.StatusCode, string(body)
+}

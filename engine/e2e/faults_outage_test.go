@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +36,10 @@ import (
 //     late, as a catch-up (the node that ran it logged the catch-up claim);
 //   - the older outage slots D+1 … U−1 never run: catch-up runs only the
 //     latest missed slot, never more than one per job;
-//   - no daemon exits; all exit 0 at SIGTERM.
+//   - no daemon exits; all exit 0 at SIGTERM;
+//   - every node reports the outage: /readyz 503 and cronlock_redis_up 0
+//     during it, 200 and 1 before and after; "redis unreachable" and
+//     "redis reachable" (within 1 s of the end) logged; redis_error skips.
 func TestOutage_RedisUnreachable5s(t *testing.T) {
 	srv := redistest.Start(t)
 	px := redistest.NewProxy(t, srv.Addr())
@@ -49,14 +54,27 @@ func TestOutage_RedisStopped5s(t *testing.T) {
 func testOutage(t *testing.T, addr string, down, up func()) {
 	ledger := newLedger(t)
 	jobs, names := everySecondJobs(ledger, "job", 5, map[string]any{"catchup_window": "10s"})
-	nodes, allReady := startNodes(t, writeConfig(t, redisConfig(addr, jobs...)), nodeSpec{id: "n1"}, nodeSpec{id: "n2"}, nodeSpec{id: "n3"})
+	var specs []nodeSpec
+	listen := map[string]string{} // node → http.listen
+	for _, id := range []string{"n1", "n2", "n3"} {
+		listen[id] = freeAddr(t)
+		specs = append(specs, nodeSpec{id: id, env: []string{"CRONLOCK_HTTP_LISTEN=" + listen[id]}})
+	}
+	nodes, allReady := startNodes(t, writeConfig(t, redisConfig(addr, jobs...)), specs...)
 
 	downAt := nextPhase(allReady.Add(3*time.Second), 400*time.Millisecond)
 	sleepUntil(downAt)
+	checkReady(t, nodes, listen, true, "before the outage")
 	down()
+	// The health monitor pings every second with a 1 s timeout: 3 s in,
+	// every node knows.
+	sleepUntil(downAt.Add(3 * time.Second))
+	checkReady(t, nodes, listen, false, "3 s into the outage")
 	sleepUntil(downAt.Add(5 * time.Second))
 	up()
 	upAt := time.Now()
+	sleepUntil(upAt.Add(1500 * time.Millisecond))
+	checkReady(t, nodes, listen, true, "1.5 s after the outage")
 	sleepUntil(upAt.Add(3500 * time.Millisecond)) // three slots after the outage
 	checkNotExited(t, "during or after the outage", nodes...)
 	stopAt := time.Now()
@@ -131,5 +149,23 @@ func checkOutageSeen(t *testing.T, nodes []*node, downAt, upAt time.Time) {
 		}
 		t.Logf("%s: unreachable logged +%v after the outage began, reachable +%v after it ended, %d redis_error skips",
 			n.name, downLogged.Sub(downAt).Round(time.Millisecond), upLogged.Sub(upAt).Round(time.Millisecond), redisErrors)
+	}
+}
+
+// checkReady checks every node's /readyz (200 when Redis is reachable, 503
+// when not) and its cronlock_redis_up gauge.
+func checkReady(t *testing.T, nodes []*node, listen map[string]string, want bool, when string) {
+	t.Helper()
+	wantCode, wantUp := http.StatusOK, "cronlock_redis_up 1\n"
+	if !want {
+		wantCode, wantUp = http.StatusServiceUnavailable, "cronlock_redis_up 0\n"
+	}
+	for _, n := range nodes {
+		if code, body := httpGet(t, "http://"+listen[n.name]+"/readyz"); code != wantCode {
+			t.Errorf("%s: /readyz %s: got %d %q, want %d", n.name, when, code, strings.TrimSpace(body), wantCode)
+		}
+		if _, body := httpGet(t, "http://"+listen[n.name]+"/metrics"); !strings.Contains(body, wantUp) {
+			t.Errorf("%s: /metrics %s: no line %q", n.name, when, strings.TrimSpace(wantUp))
+		}
 	}
 }
