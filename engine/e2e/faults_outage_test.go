@@ -43,15 +43,32 @@ import (
 func TestOutage_RedisUnreachable5s(t *testing.T) {
 	srv := redistest.Start(t)
 	px := redistest.NewProxy(t, srv.Addr())
-	testOutage(t, px.Addr(), px.Cut, px.Restore)
+	testOutage(t, px.Addr(), px.Cut, px.Restore, true)
 }
 
 func TestOutage_RedisStopped5s(t *testing.T) {
 	srv := redistest.Start(t)
-	testOutage(t, srv.Addr(), srv.Stop, srv.Restart)
+	testOutage(t, srv.Addr(), srv.Stop, srv.Restart, true)
 }
 
-func testOutage(t *testing.T, addr string, down, up func()) {
+// TestOutage_RedisHung5s models a hung Redis: redis-server is paused
+// (SIGSTOP) for 5 s. The requests sent meanwhile wait in its socket buffers
+// and are executed at the resume, after their clients gave up: claims whose
+// callers skipped the slot (redis_error) are applied by Redis, and leave
+// phantom leases until the claiming node's janitor releases them (SPEC.md
+// §4). Everything of the other outage tests is asserted except the
+// catch-up, which is only logged: at the resume the catch-up claims race
+// with those phantom leases (released within the janitor's 250 ms period),
+// and a catch-up claim that finds one is recorded as an overlap skip, so
+// the latest missed slot may not run (known issue, reported with issue 4).
+func TestOutage_RedisHung5s(t *testing.T) {
+	srv := redistest.Start(t)
+	testOutage(t, srv.Addr(), srv.Pause, srv.Resume, false)
+}
+
+// testOutage runs the outage scenario with down and up as the fault;
+// catchup says whether the catch-up run of slot U is asserted or logged.
+func testOutage(t *testing.T, addr string, down, up func(), catchup bool) {
 	ledger := newLedger(t)
 	jobs, names := everySecondJobs(ledger, "job", 5, map[string]any{"catchup_window": "10s"})
 	var specs []nodeSpec
@@ -93,6 +110,10 @@ func testOutage(t *testing.T, addr string, down, up func()) {
 			if len(ran[s]) > 0 {
 				t.Errorf("job %s slot %d (inside the outage, older than the catch-up slot %d): got runs on %v, want none%s", job, s, u, ran[s], describeSlot(nodes, job, s))
 			}
+		}
+		if !catchup {
+			t.Logf("job %s slot %d (latest missed, catch-up; not asserted): got runs on %v%s", job, u, ran[u], describeSlot(nodes, job, u))
+			continue
 		}
 		if len(ran[u]) != 1 {
 			t.Errorf("job %s slot %d (latest missed, catch-up): got runs on %v, want exactly 1%s", job, u, ran[u], describeSlot(nodes, job, u))
