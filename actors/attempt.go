@@ -39,7 +39,7 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 		defer t.Stop()
 		timeout = t.C
 	}
-	kill, result := r.deps.Kill, ""
+	kill, killNow, result := r.deps.Kill, r.deps.KillNow, ""
 	for {
 		select {
 		case <-p.Done():
@@ -59,6 +59,13 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 			} else {
 				r.log.Error("lease lost; on_lock_lost is continue, the run goes on")
 			}
+		case <-killNow:
+			killNow, kill = nil, nil
+			if result == "" {
+				result = ResultFailure
+			}
+			r.log.Warn("second signal: killing the run at once")
+			p.Terminate(0)
 		case <-kill:
 			kill = nil
 			if result == "" {

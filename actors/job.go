@@ -23,8 +23,12 @@ type JobDeps struct {
 	// request timed out): the janitor releases them once Redis answers.
 	Phantoms chan<- Phantom
 	// Kill is closed when running runs must be terminated (shutdown_timeout
-	// has passed, or a second signal arrived).
+	// has passed, or a second signal arrived): SIGTERM, SIGKILL after
+	// kill_grace.
 	Kill <-chan struct{}
+	// KillNow is closed on a second shutdown signal: running runs are
+	// SIGKILLed at once, then release their leases. nil = never.
+	KillNow <-chan struct{}
 	// GracePeriod is waited after a run before its lease is released.
 	GracePeriod time.Duration
 	// ClaimTimeout bounds one claim round trip (default 2s).

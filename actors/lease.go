@@ -36,7 +36,7 @@ type Lease struct {
 }
 
 // NewLease returns a lease actor for a lease claimed at acquired (the
-// instant the claim request was sent).
+// instant the claim request was sent). log should carry the job's name.
 func NewLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, acquired time.Time) *Lease {
 	return &Lease{log: log, locker: locker, job: job, owner: owner, ttl: ttl, acquired: acquired,
 		lost: make(chan LeaseLost, 1)}
@@ -75,7 +75,7 @@ func (l *Lease) Run(ctx context.Context) error {
 				return nil
 			default:
 				l.log.Warn("lease renewal failed; retrying until the local deadline",
-					zap.String("job", l.job), zap.Time("deadline", deadline), zap.Error(err))
+					zap.Time("deadline", deadline), zap.Error(err))
 			}
 		}
 	}
@@ -94,7 +94,7 @@ func (l *Lease) renew(ctx context.Context, deadline time.Time) error {
 }
 
 func (l *Lease) report(err error, grace time.Duration) {
-	l.log.Error("lease lost", zap.String("job", l.job), zap.String("owner", l.owner), zap.Error(err))
+	l.log.Error("lease lost", zap.String("owner", l.owner), zap.Error(err))
 	select {
 	case l.lost <- LeaseLost{Err: err, Grace: grace}:
 	default:

@@ -50,7 +50,8 @@ type Engine struct {
 	janitor *actors.Janitor
 	jobs    *jobSet
 	health  *health
-	kill    chan struct{}
+	kill    chan struct{} // closed after shutdown_timeout: terminate runs
+	killNow chan struct{} // closed on a second signal: SIGKILL runs now
 }
 
 // New builds the actors for cfg. It does no I/O beyond creating the Redis
@@ -63,7 +64,8 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	if opts.ExitNow == nil {
 		opts.ExitNow = func() { os.Exit(1) }
 	}
-	e := &Engine{opts: opts, cfg: cfg, log: opts.Log, reg: opts.Registry, kill: make(chan struct{})}
+	e := &Engine{opts: opts, cfg: cfg, log: opts.Log, reg: opts.Registry, kill: make(chan struct{}),
+		killNow: make(chan struct{})}
 	if e.reg == nil {
 		e.reg = prometheus.NewRegistry()
 	}
@@ -78,10 +80,14 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.janitor = actors.NewJanitor(opts.Log, b.locker(), 1024)
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: b.locker(),
 		NodeID: cfg.Node.ID, Environ: opts.Environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
-		Kill: e.kill, GracePeriod: cfg.Node.GracePeriod, Offset: opts.ClockOffset}, e.ticker)
+		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Offset: opts.ClockOffset}, e.ticker)
 	e.health = newHealth(opts.Log, b, e.metrics, cfg.Node.MaxClockSkew, opts.ClockOffset, e.onRedisBack, opts.Notify)
 	return e, nil
 }
+
+// secondSignalWait bounds how long a second signal waits for the killed
+// runs to release their leases before the process exits.
+const secondSignalWait = 5 * time.Second
 
 // errSecondSignal is returned when a second shutdown signal cut the
 // shutdown short.
@@ -151,7 +157,9 @@ func (e *Engine) goActor(g *errgroup.Group, ctx context.Context, name string, ru
 
 // supervise handles signals until the actor group has stopped. The first
 // SIGTERM/SIGINT (or ctx ending, or an actor failing) begins the shutdown;
-// a second signal exits at once; SIGHUP reloads.
+// a second signal SIGKILLs running jobs, lets them release their leases
+// (at most secondSignalWait) and exits (ExitNow, exit code 1); SIGHUP
+// reloads.
 //
 // "Second" counts signals received here, not shutdowns begun: the caller's
 // ctx may end because of the very signal that is also delivered on
@@ -179,8 +187,14 @@ func (e *Engine) supervise(gctx context.Context, stopClaiming context.CancelFunc
 				e.reload(gctx)
 			case sig == syscall.SIGHUP:
 			case signalled:
-				e.log.Warn("second signal: terminating running jobs and exiting at once")
+				e.log.Warn("second signal: killing running jobs at once, releasing their leases, exiting")
 				e.killRuns()
+				close(e.killNow)
+				select { // the runs release their leases (bounded); hooks are not waited for
+				case <-groupDone:
+				case <-time.After(secondSignalWait):
+					e.log.Error("runs not finished after the second signal; exiting anyway", zap.Duration("waited", secondSignalWait))
+				}
 				e.opts.ExitNow()
 				return errSecondSignal
 			default:

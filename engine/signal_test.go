@@ -2,11 +2,17 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
@@ -18,12 +24,13 @@ import (
 // signal count as a second one: exit 1 at once, run not waited for, lease
 // not released.)
 func TestEngine_CtxEndAndSignalAreOneSignal(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
 	cfg := parseConfig(t, `
 node: {shutdown_timeout: 10s}
 jobs:
   - name: a
     schedule: "* * * * * *"
-    command: "sleep 1"
+    command: "echo $$ > `+pidFile+`; sleep 1"
 `)
 	notes, signals, done := newNotifyLog(), make(chan os.Signal, 4), make(chan error, 1)
 	e, err := New(cfg, Options{Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
@@ -34,13 +41,8 @@ jobs:
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { done <- e.Run(ctx) }()
 	notes.waitPrefix(t, "READY=1")
-	for deadline := time.Now().Add(10 * time.Second); e.metrics.Value("a", "running", "") < 1; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("job a not running within 10s")
-		}
-	}
-
-	cancel() // ctx first: the order that used to be taken for two signals
+	waitPIDFile(t, pidFile) // the run's process has started
+	cancel()                // ctx first: the order that used to be taken for two signals
 	notes.waitPrefix(t, "STATUS=shutting down")
 	signals <- syscall.SIGTERM
 	select {
@@ -53,5 +55,67 @@ jobs:
 	}
 	if got := e.metrics.Value("a", "runs", "success"); got != 1 {
 		t.Errorf("successful runs of a: got %v, want 1 (the shutdown waits for the run)", got)
+	}
+}
+
+// A second SIGTERM kills the running job at once (SIGKILL, even if it
+// ignores SIGTERM), releases its lease, and exits through ExitNow — it does
+// not wait for shutdown_timeout and leaves nothing behind.
+func TestEngine_SecondSignalKillsRunsAndReleasesLeases(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cfg := parseConfig(t, `
+node: {shutdown_timeout: 1h}
+jobs:
+  - name: stubborn
+    schedule: "* * * * * *"
+    command: "trap '' TERM; echo $$ > `+pidFile+`; sleep 1000"
+`)
+	notes, signals, done := newNotifyLog(), make(chan os.Signal, 4), make(chan error, 1)
+	exited := make(chan struct{})
+	e, err := New(cfg, Options{Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		Notify: notes.notify, Signals: signals, ExitNow: func() { close(exited) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- e.Run(context.Background()) }()
+	notes.waitPrefix(t, "READY=1")
+	pid := waitPIDFile(t, pidFile)
+	signals <- syscall.SIGTERM
+	notes.waitPrefix(t, "STATUS=shutting down")
+	start := time.Now()
+	signals <- syscall.SIGTERM
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ExitNow not called within 10s of the second signal")
+	}
+	if err := <-done; !errors.Is(err, errSecondSignal) {
+		t.Errorf("Run: got %v, want errSecondSignal", err)
+	}
+	if took := time.Since(start); took > secondSignalWait {
+		t.Errorf("exit took %v after the second signal, want < %v", took, secondSignalWait)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !strings.Contains(string(st), ") Z ") {
+			t.Errorf("job process %d still alive after the second signal", pid)
+		}
+	}
+	st, err := e.backend.Backend.(*redislock.Memory).State(context.Background(), "stubborn")
+	if err != nil || st.LeaseHolder != "" {
+		t.Errorf("lease after the second signal: holder %q (err %v), want released", st.LeaseHolder, err)
+	}
+}
+
+// waitPIDFile waits (bounded) until a job wrote its shell's pid to path.
+func waitPIDFile(t *testing.T, path string) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		data, _ := os.ReadFile(path)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s within 10s: the job did not start", path)
+		}
 	}
 }
