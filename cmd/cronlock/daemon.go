@@ -95,10 +95,12 @@ func clockOffset(environ []string) (time.Duration, error) {
 // terminal and json otherwise when format is empty; sampling off so no job
 // output line is dropped (LIBRARY-NOTES §5.2).
 func newLogger(lc config.Log, w io.Writer) (*zap.Logger, error) {
+	f, ok := w.(*os.File)
+	tty := ok && term.IsTerminal(int(f.Fd()))
 	format := lc.Format
 	if format == "" {
 		format = "json"
-		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if tty {
 			format = "console"
 		}
 	}
@@ -110,7 +112,10 @@ func newLogger(lc config.Log, w io.Writer) (*zap.Logger, error) {
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	var encoder zapcore.Encoder
 	if format == "console" {
-		enc.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		if tty {
+			enc.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
 		encoder = zapcore.NewConsoleEncoder(enc)
 	} else {
 		encoder = zapcore.NewJSONEncoder(enc)
