@@ -116,7 +116,11 @@ func Start(spec Spec) (*Proc, error) {
 	cmd.Dir = spec.Dir
 	cmd.Env = append([]string{}, spec.Env...)
 	cmd.Stdout, cmd.Stderr = w[0], w[1]
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	// Pdeathsig: if the daemon itself dies (SIGKILL, crash), the kernel
+	// kills the command's shell, so a dead node does not keep running a job
+	// whose lease will expire and be taken by a survivor. (It reaches only
+	// the shell; under systemd, KillMode=mixed kills the rest of the group.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
 	started := time.Now()
 	closeAll(w[:])
