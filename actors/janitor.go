@@ -22,6 +22,7 @@ type Janitor struct {
 	log     *zap.Logger
 	locker  Locker
 	inbox   chan Phantom
+	sweeps  chan chan struct{}
 	pending map[Phantom]struct{}
 }
 
@@ -29,7 +30,26 @@ const janitorRetry = 250 * time.Millisecond
 
 // NewJanitor returns a janitor with an inbox of size n.
 func NewJanitor(log *zap.Logger, locker Locker, n int) *Janitor {
-	return &Janitor{log: log, locker: locker, inbox: make(chan Phantom, n), pending: map[Phantom]struct{}{}}
+	return &Janitor{log: log, locker: locker, inbox: make(chan Phantom, n), sweeps: make(chan chan struct{}),
+		pending: map[Phantom]struct{}{}}
+}
+
+// Sweep asks the janitor to try every pending release now and blocks until
+// it has (or ctx ends). The engine calls it when Redis answers again, before
+// catch-up claims: claims queued while Redis hung may have been applied
+// after their callers gave up, and their leases would make the catch-up
+// claims fail with overlap.
+func (j *Janitor) Sweep(ctx context.Context) {
+	done := make(chan struct{})
+	select {
+	case j.sweeps <- done:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // Inbox is where runs send phantoms (non-blocking sends).
@@ -47,6 +67,10 @@ func (j *Janitor) Run(ctx context.Context) error {
 			return nil
 		case p := <-j.inbox:
 			j.pending[p] = struct{}{}
+		case done := <-j.sweeps:
+			j.drainInbox()
+			j.sweep(ctx)
+			close(done)
 		case <-t.C:
 			j.sweep(ctx)
 		}
@@ -68,6 +92,18 @@ func (j *Janitor) sweep(ctx context.Context) {
 		delete(j.pending, p)
 		if released {
 			j.log.Info("phantom lease released", zap.String("job", p.Job), zap.String("owner", p.Owner))
+		}
+	}
+}
+
+// drainInbox moves queued phantoms to pending without blocking.
+func (j *Janitor) drainInbox() {
+	for {
+		select {
+		case p := <-j.inbox:
+			j.pending[p] = struct{}{}
+		default:
+			return
 		}
 	}
 }

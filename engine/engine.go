@@ -221,7 +221,12 @@ func (e *Engine) killRuns() {
 	}
 }
 
-func (e *Engine) onRedisBack(ctx context.Context) { e.jobs.Catchup(ctx) }
+// onRedisBack runs when Redis answers again: first release phantom leases
+// (claims that timed out may have been applied late), then catch up.
+func (e *Engine) onRedisBack(ctx context.Context) {
+	e.janitor.Sweep(ctx)
+	e.jobs.Catchup(ctx)
+}
 
 func (e *Engine) status() string {
 	return fmt.Sprintf("%d jobs; backend %s: %s", len(e.cfg.Jobs), e.backend.kind, e.health.state())
