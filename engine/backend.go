@@ -27,6 +27,7 @@ type Backend interface {
 var (
 	_ Backend = (*redislock.Redis)(nil)
 	_ Backend = (*redislock.Memory)(nil)
+	_ Backend = (*lazyRedis)(nil)
 )
 
 type backend struct {
@@ -49,11 +50,21 @@ func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
 	if err != nil {
 		return backend{}, err
 	}
+	addr := strings.Join(opts.Addresses, ",")
+	if len(opts.Addresses) > 1 || opts.SentinelMaster != "" {
+		// Sentinel and Cluster clients need a reachable node to be created:
+		// create it lazily so that the daemon starts (not ready) without one.
+		l := &lazyRedis{opts: opts}
+		if _, err := l.client(); err != nil {
+			log.Warn("redis client not created yet; retrying in the background", zap.String("redis", addr), zap.Error(err))
+		}
+		return backend{Backend: l, kind: "redis", addr: addr}, nil
+	}
 	r, err := redislock.New(opts)
 	if err != nil {
 		return backend{}, fmt.Errorf("redis client: %w", err)
 	}
-	return backend{Backend: r, kind: "redis", addr: strings.Join(opts.Addresses, ",")}, nil
+	return backend{Backend: r, kind: "redis", addr: addr}, nil
 }
 
 // RedisOptions maps the config's redis section to redislock options,
