@@ -10,8 +10,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// Health-monitor timing: ping often while Redis is down so that scheduling
-// resumes within a second of its return; compare clocks every minute.
+// Health-monitor timing: while Redis is down, ping with a backoff from
+// 250 ms up to 1 s, so that its return is noticed (and catch-up runs)
+// within a second; compare clocks every minute.
 const (
 	pingUp        = time.Second
 	pingDown      = 250 * time.Millisecond
@@ -65,12 +66,15 @@ func (h *health) Run(ctx context.Context) error {
 		return nil
 	}
 	first := true
+	down := pingDown
 	for {
 		h.check(ctx, first)
 		first = false
 		d := pingUp
-		if !h.up.Load() {
-			d = pingDown
+		if h.up.Load() {
+			down = pingDown
+		} else {
+			d, down = down, min(2*down, pingUp) // reconnect backoff: 250 ms doubling to 1 s
 		}
 		select {
 		case <-ctx.Done():
