@@ -184,20 +184,15 @@ type benchRun struct {
 }
 
 func readBenchLedger(b *testing.B, path string) []benchRun {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
 	var out []benchRun
-	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		fs := strings.Fields(l)
+	for _, fs := range ledgerLines(b, path) {
 		if len(fs) != 4 {
 			continue
 		}
 		slot, err1 := time.Parse(time.RFC3339, fs[1])
 		ns, err2 := strconv.ParseInt(fs[3], 10, 64)
 		if err1 != nil || err2 != nil {
-			b.Fatalf("ledger line %q", l)
+			b.Fatalf("ledger line %q", fs)
 		}
 		out = append(out, benchRun{job: fs[0], slot: slot.Unix(), node: fs[2], startNs: ns})
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -158,26 +156,16 @@ type interval struct {
 // and slot and returned in start order.
 func readIntervals(t *testing.T, path string) []interval {
 	t.Helper()
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatalf("open ledger: %v", err)
-	}
-	defer f.Close()
 	byRun := map[string]*interval{}
 	var order []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
+	for _, fs := range ledgerLines(t, path) {
 		if len(fs) < 4 || (fs[0] == "end" && len(fs) != 5) {
-			t.Fatalf("ledger line %q: malformed", sc.Text())
+			t.Fatalf("ledger line %q: malformed", fs)
 		}
 		slot, err1 := time.Parse(time.RFC3339, fs[2])
 		ns, err2 := strconv.ParseInt(fs[3], 10, 64)
 		if err := errors.Join(err1, err2); err != nil {
-			t.Fatalf("ledger line %q: %v", sc.Text(), err)
+			t.Fatalf("ledger line %q: %v", fs, err)
 		}
 		key := fs[1] + " " + fs[2]
 		iv := byRun[key]
@@ -191,9 +179,6 @@ func readIntervals(t *testing.T, path string) []interval {
 		} else {
 			iv.End, iv.How = time.Unix(0, ns), fs[4]
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("read ledger: %v", err)
 	}
 	out := make([]interval, 0, len(order))
 	for _, k := range order {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -284,35 +283,42 @@ type ledgerRun struct {
 	Start, End time.Time
 }
 
-// readLedger parses the ledger file; a missing file is an empty ledger.
-func readLedger(t *testing.T, path string) []ledgerRun {
+// ledgerLines returns the whitespace-separated fields of each line of a
+// ledger file; a missing file is an empty ledger.
+func ledgerLines(t testing.TB, path string) [][]string {
 	t.Helper()
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		t.Fatalf("open ledger: %v", err)
+		t.Fatalf("read ledger: %v", err)
 	}
-	defer f.Close()
+	var out [][]string
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if l != "" {
+			out = append(out, strings.Fields(l))
+		}
+	}
+	return out
+}
+
+// readLedger parses the ledger file; a missing file is an empty ledger.
+func readLedger(t *testing.T, path string) []ledgerRun {
+	t.Helper()
 	var runs []ledgerRun
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
+	for _, fs := range ledgerLines(t, path) {
 		if len(fs) != 5 {
-			t.Fatalf("ledger line %q: got %d fields, want 5", sc.Text(), len(fs))
+			t.Fatalf("ledger line %q: got %d fields, want 5", fs, len(fs))
 		}
 		slot, err1 := time.Parse(time.RFC3339, fs[1])
 		start, err2 := strconv.ParseInt(fs[3], 10, 64)
 		end, err3 := strconv.ParseInt(fs[4], 10, 64)
 		if err := errors.Join(err1, err2, err3); err != nil {
-			t.Fatalf("ledger line %q: %v", sc.Text(), err)
+			t.Fatalf("ledger line %q: %v", fs, err)
 		}
 		runs = append(runs, ledgerRun{Job: fs[0], Slot: slot.Unix(), Node: fs[2],
 			Start: time.Unix(0, start), End: time.Unix(0, end)})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("read ledger: %v", err)
 	}
 	return runs
 }
