@@ -15,6 +15,10 @@ import (
 type decoder struct {
 	probs *problems
 	exp   *expander
+	// weak accepts strings for numbers, booleans and lists ("2", "true",
+	// "a:1,b:2"): environment variables and flags only carry strings. Values
+	// from the file must have the right type.
+	weak bool
 }
 
 // describe renders a raw value for an error message.
@@ -26,8 +30,55 @@ func describe(v any) string {
 		return "a list"
 	case string:
 		return fmt.Sprintf("%q", v)
+	case float64:
+		return formatNumber(v.(float64))
 	}
 	return fmt.Sprintf("%v", v)
+}
+
+// formatNumber renders f without an exponent when that stays readable
+// (1e9 → "1000000000").
+func formatNumber(f float64) string {
+	if math.Abs(f) < 1e21 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// toFloat returns a YAML/TOML/JSON number as a float64.
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
+
+// unitFix returns the fix for a duration written as the bare number f
+// (f != 0): a suggestion that time.ParseDuration accepts, in seconds.
+func unitFix(f float64) string {
+	f = math.Abs(f)
+	var s string
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+	case f == math.Trunc(f) && f < 1e18:
+		s = fmt.Sprintf("%ds", int64(f))
+	default:
+		s = strconv.FormatFloat(f, 'f', -1, 64) + "s"
+	}
+	if _, err := time.ParseDuration(s); s != "" && err == nil {
+		return "e.g. " + s + " (units: ms, s, m, h)"
+	}
+	if s != "" {
+		return fmt.Sprintf("but %s is longer than the longest duration (2562047h); write e.g. 30s, 5m or 1h", s)
+	}
+	return "write e.g. 30s, 5m or 1h (units: ms, s, m, h)"
 }
 
 // str converts a scalar to a string and applies ${} expansion. Numbers and
@@ -47,20 +98,25 @@ func (d *decoder) str(path string, v any) (string, bool) {
 }
 
 // duration converts a value to a time.Duration. Strings must carry a unit
-// ("90s", "1h30m"); bare numbers are rejected because the original cronlock
-// read `timeout: 300` as 300ns. Negative durations are rejected.
+// ("90s", "1h30m"); bare numbers other than 0 are rejected because the
+// original cronlock read `timeout: 300` as 300ns (a bare 0 is unambiguous
+// and is the documented "off" value). Negative durations are rejected.
 func (d *decoder) duration(path string, v any) (time.Duration, bool) {
 	var dur time.Duration
 	switch x := v.(type) {
 	case time.Duration:
 		dur = x
 	case int, int64, uint64, float64:
-		d.probs.err(path, "%v needs a unit, e.g. %vs (units: ms, s, m, h)", x, x)
-		return 0, false
+		if f, _ := toFloat(x); f != 0 {
+			d.probs.err(path, "%s needs a unit, %s", describe(x), unitFix(f))
+			return 0, false
+		}
 	case string:
 		s := strings.TrimSpace(x)
-		if _, err := strconv.ParseFloat(s, 64); err == nil {
-			d.probs.err(path, "%q needs a unit, e.g. %ss (units: ms, s, m, h)", x, s)
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f == 0 {
+			return 0, true
+		} else if err == nil {
+			d.probs.err(path, "%q needs a unit, %s", x, unitFix(f))
 			return 0, false
 		}
 		var err error
@@ -79,48 +135,58 @@ func (d *decoder) duration(path string, v any) (time.Duration, bool) {
 	return dur, true
 }
 
-// integer converts a whole number (or its decimal string) to an int.
+// integer converts a whole number to an int; its decimal string only when
+// d.weak (environment, flags). Range checks are the caller's.
 func (d *decoder) integer(path string, v any) (int, bool) {
 	switch x := v.(type) {
 	case int:
 		return x, true
 	case int64:
-		if x >= math.MinInt32 && x <= math.MaxInt32 {
-			return int(x), true
-		}
+		return int(x), true // int is 64-bit on every platform cronlock supports
 	case uint64:
-		if x <= math.MaxInt32 {
+		if x <= math.MaxInt64 {
 			return int(x), true
 		}
 	case float64:
-		if x == math.Trunc(x) && math.Abs(x) <= math.MaxInt32 {
+		if x == math.Trunc(x) && math.Abs(x) < 1<<62 {
 			return int(x), true
 		}
 	case string:
-		if n, err := strconv.Atoi(strings.TrimSpace(x)); err == nil {
+		n, err := strconv.Atoi(strings.TrimSpace(x))
+		switch {
+		case err == nil && d.weak:
 			return n, true
+		case err == nil:
+			d.probs.err(path, "want a number, got the string %q; write %d without quotes", x, n)
+			return 0, false
 		}
 	}
 	d.probs.err(path, "want a whole number, got %s", describe(v))
 	return 0, false
 }
 
-// boolean converts true/false (or "true"/"false", "1"/"0" from env) to bool.
+// boolean converts true/false to bool; also "true"/"false", "1"/"0" when
+// d.weak (environment, flags).
 func (d *decoder) boolean(path string, v any) (bool, bool) {
 	switch x := v.(type) {
 	case bool:
 		return x, true
 	case string:
-		if b, err := strconv.ParseBool(strings.TrimSpace(x)); err == nil {
+		b, err := strconv.ParseBool(strings.TrimSpace(x))
+		switch {
+		case err == nil && d.weak:
 			return b, true
+		case err == nil:
+			d.probs.err(path, "want true or false, got the string %q; write %t without quotes", x, b)
+			return false, false
 		}
 	}
 	d.probs.err(path, "want true or false, got %s", describe(v))
 	return false, false
 }
 
-// strings converts a list of scalars, or a comma-separated string (as
-// environment variables give), to a []string.
+// strings converts a list of scalars to a []string; also a comma-separated
+// string when d.weak (environment variables and flags carry strings).
 func (d *decoder) strings(path string, v any) ([]string, bool) {
 	switch x := v.(type) {
 	case []string:
@@ -131,6 +197,14 @@ func (d *decoder) strings(path string, v any) ([]string, bool) {
 			if p = strings.TrimSpace(p); p != "" {
 				out = append(out, p)
 			}
+		}
+		if !d.weak {
+			quoted := make([]string, len(out))
+			for i, e := range out {
+				quoted[i] = strconv.Quote(e)
+			}
+			d.probs.err(path, "want a list, got the string %q; write [%s]", x, strings.Join(quoted, ", "))
+			return nil, false
 		}
 		return out, true
 	case []any:

@@ -12,21 +12,25 @@ import "strings"
 //   - `$${` becomes a literal `${` (so `$${X}` yields `${X}`).
 //   - `$$` not followed by `{`, bare `$NAME`, `$1`, `$(…)` and any `${…}`
 //     whose content is not NAME or NAME:-word (e.g. `${1}`, `${#x}`) are left
-//     untouched for the shell; so is an unterminated `${`.
+//     untouched for the shell.
+//   - An unterminated `${` is an error (reported through errf) and is kept
+//     as written.
 type expander struct {
 	env  map[string]string
 	warn func(path, msg string)
+	errf func(path, msg string)
 }
 
-// newExpander indexes environ (KEY=VALUE entries; the last one of a key wins).
-func newExpander(environ []string, warn func(path, msg string)) *expander {
+// newExpander indexes environ (KEY=VALUE entries; the last one of a key
+// wins). warn and errf receive findings; either may be nil.
+func newExpander(environ []string, warn, errf func(path, msg string)) *expander {
 	env := make(map[string]string, len(environ))
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
 			env[k] = v
 		}
 	}
-	return &expander{env: env, warn: warn}
+	return &expander{env: env, warn: warn, errf: errf}
 }
 
 // expand returns s with `${…}` forms replaced; path names the value in
@@ -67,6 +71,9 @@ func (e *expander) expand(path, s string) string {
 func (e *expander) expandBraced(b *strings.Builder, path, s string) int {
 	end := matchingBrace(s)
 	if end < 0 {
+		if e.errf != nil {
+			e.errf(path, "unterminated ${…}; close it with } or write $${ for a literal ${")
+		}
 		b.WriteString("${")
 		return 2
 	}

@@ -29,7 +29,7 @@ func TestExpand(t *testing.T) {
 		{"${1}", "${1}", 0},
 		{"${#NAME}", "${#NAME}", 0},
 		{"${NAME%%.*}", "${NAME%%.*}", 0},
-		{"${unterminated", "${unterminated", 0},
+		{"${unterminated", "${unterminated", 1}, // an error, see TestValidate_Rules
 		{"trailing $", "trailing $", 0},
 		{"${}", "${}", 0},
 		{"${NAME}${NAME}", "worldworld", 0},
@@ -37,12 +37,12 @@ func TestExpand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var p problems
-		e := newExpander(env, p.warn)
+		e := newExpander(env, p.warn, p.errMsg)
 		if got := e.expand("x", tt.in); got != tt.want {
 			t.Errorf("expand(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 		if len(p.list) != tt.warns {
-			t.Errorf("expand(%q): got %d warnings %v, want %d", tt.in, len(p.list), p.list, tt.warns)
+			t.Errorf("expand(%q): got %d problems %v, want %d", tt.in, len(p.list), p.list, tt.warns)
 		}
 	}
 }

@@ -12,6 +12,12 @@ func (p *problems) err(path, format string, args ...any) {
 	p.list = append(p.list, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
+// errMsg records an error with a ready message (for callbacks such as the
+// expander's).
+func (p *problems) errMsg(path, msg string) {
+	p.list = append(p.list, Problem{Path: path, Msg: msg})
+}
+
 func (p *problems) warn(path, msg string) {
 	p.list = append(p.list, Problem{Path: path, Msg: msg, Warning: true})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -60,24 +61,106 @@ func newJobDecoder(d *decoder) *jobDecoder {
 }
 
 // fields decodes the JobFields keys of m; prefix is prepended to each key
-// to form problem paths. Keys other than known are reported as unknown
-// (with a hint); "name" and "schedule" are left to the caller.
-func (jd *jobDecoder) fields(m map[string]any, prefix string, known []string) JobFields {
-	var jf JobFields
+// to form problem paths. Keys are visited in the documented order (SPEC.md
+// §2), then unknown keys (reported with a hint) sorted; "name" and
+// "schedule" are left to the caller. bad holds the keys whose value could
+// not be decoded (already reported).
+func (jd *jobDecoder) fields(m map[string]any, prefix string, known []string) (jf JobFields, bad map[string]bool) {
+	bad = map[string]bool{}
 	rv := reflect.ValueOf(&jf).Elem()
-	for _, k := range sortedKeys(m) {
-		f, ok := jd.byKey[k]
-		switch {
-		case !ok && !slices.Contains(known, k):
-			jd.d.probs.unknownKey(prefix+k, k, known)
-		case !ok || m[k] == nil: // name/schedule, or `key:` with no value
-		default:
-			if v, good := jd.value(prefix+k, f.typ, m[k]); good {
-				rv.Field(f.index).Set(v)
+	for _, f := range jd.table {
+		if v, set := m[f.key]; set && v != nil { // `key:` with no value is unset
+			if x, good := jd.value(prefix+f.key, f.typ, v); good {
+				rv.Field(f.index).Set(x)
+			} else {
+				bad[f.key] = true
 			}
 		}
 	}
-	return jf
+	for _, k := range sortedKeys(m) {
+		if !slices.Contains(known, k) {
+			jd.d.probs.unknownKey(prefix+k, k, known)
+		}
+	}
+	return jf, bad
+}
+
+// decode builds job i from its mapping m and checks its name. It returns
+// the job (own values merged over `defaults:` and the built-in defaults),
+// its path (`jobs[2] "backup"`, or `jobs[2]` when the name is missing or
+// invalid), its own fields, and the keys with a bad value in the job or in
+// `defaults:` (dbad) when inherited.
+func (jd *jobDecoder) decode(i int, m map[string]any, cfg *Config, builtin JobFields, seen map[string]int, dbad map[string]bool) (Job, string, JobFields, map[string]bool) {
+	p := jd.d.probs
+	var job Job
+	var good bool
+	nameOK := true
+	if v := m["name"]; v != nil {
+		job.Name, nameOK = jd.d.str(jobPath(i, "")+": name", v)
+	}
+	base := jobPath(i, job.Name)
+	switch first, dup := seen[job.Name]; {
+	case !nameOK:
+	case job.Name == "":
+		p.err(base, "missing name; every job needs a unique name")
+	case !namePattern.MatchString(job.Name):
+		base = jobPath(i, "") // do not echo an invalid (maybe huge) name in every path
+		p.err(base+": name", "%s is not a valid name: use 1-128 of A-Z a-z 0-9 . _ -", quoteShort(job.Name))
+	case dup:
+		p.err(base+": name", "duplicate name %q (also %s); names must be unique", job.Name, jobPath(first, job.Name))
+	default:
+		seen[job.Name] = i
+	}
+	own, bad := jd.fields(m, base+": ", jd.known)
+	if v := m["schedule"]; v != nil {
+		if job.Schedule, good = jd.d.str(base+": schedule", v); !good {
+			bad["schedule"] = true
+		}
+	}
+	for k := range dbad {
+		if m[k] == nil {
+			bad[k] = true // inherited a value that was reported under defaults.
+		}
+	}
+	jd.merge(&job, own, cfg.Defaults, builtin)
+	return job, base, own, bad
+}
+
+// quoteShort quotes s, cut to 40 runes with its length noted when longer.
+func quoteShort(s string) string {
+	r := []rune(s)
+	if len(r) <= 40 {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q… (%d characters)", string(r[:40]), len(r))
+}
+
+// sortProblems orders the problems of job i (path base) by key in the
+// documented order of SPEC.md §2 (name, schedule, timezone, command, …),
+// job-level problems first and unknown keys last; the sort is stable.
+func (jd *jobDecoder) sortProblems(list []Problem, i int, base string) {
+	rank := func(q Problem) int {
+		rest, ok := strings.CutPrefix(q.Path, base)
+		if !ok {
+			rest, _ = strings.CutPrefix(q.Path, jobPath(i, ""))
+		}
+		rest = strings.TrimPrefix(rest, ": ")
+		key := rest
+		if key == "" {
+			key, _, _ = strings.Cut(q.Msg, " ") // e.g. `schedule "…" never fires`
+		}
+		if j := strings.IndexAny(key, ".[ "); j >= 0 {
+			key = key[:j]
+		}
+		if n := slices.Index(jd.known, key); n >= 0 {
+			return n
+		}
+		if rest == "" {
+			return -1
+		}
+		return len(jd.known)
+	}
+	slices.SortStableFunc(list, func(a, b Problem) int { return rank(a) - rank(b) })
 }
 
 // value decodes raw into a reflect.Value of type typ (see jobField.typ).

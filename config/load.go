@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -8,7 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
-	_ "time/tzdata" // schedules must resolve zones on hosts without /usr/share/zoneinfo
+	_ "time/tzdata"
+	"unicode/utf8" // schedules must resolve zones on hosts without /usr/share/zoneinfo
 
 	"github.com/spf13/viper"
 )
@@ -88,7 +91,7 @@ func Load(path string, opts Options) (*Config, error) {
 // ("yaml", "yml", "toml" or "json"). It never panics on any input.
 func Parse(data []byte, format string, opts Options) (*Config, error) {
 	var probs problems
-	exp := newExpander(opts.Environ, probs.warn)
+	exp := newExpander(opts.Environ, probs.warn, probs.errMsg)
 	d := &decoder{probs: &probs, exp: exp}
 	raw, err := decodeRaw(data, format)
 	if err != nil {
@@ -109,16 +112,69 @@ func Parse(data []byte, format string, opts Options) (*Config, error) {
 
 // decodeRaw parses data with viper's codec for format, keeping key case
 // (viper itself lower-cases every key, which would corrupt job env names).
+// Invalid UTF-8 is rejected in every format (with its byte offset); an
+// empty or blank file is an empty config in every format.
 func decodeRaw(data []byte, format string) (map[string]any, error) {
 	dec, err := viper.NewCodecRegistry().Decoder(format)
 	if err != nil || !slices.Contains([]string{"yaml", "yml", "toml", "json"}, format) {
 		return nil, fmt.Errorf("unsupported config format %q; use yaml, toml or json", format)
 	}
+	if !utf8.Valid(data) {
+		off := invalidUTF8(data)
+		line, col := lineCol(data, off)
+		return nil, fmt.Errorf("invalid UTF-8 at byte offset %d (line %d, column %d); save the file as UTF-8", off, line, col)
+	}
 	raw := map[string]any{}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return raw, nil
+	}
 	if err := dec.Decode(data, raw); err != nil {
-		return nil, fmt.Errorf("parse %s: %v", format, oneLine(err.Error()))
+		return nil, syntaxError(data, format, err)
 	}
 	return raw, nil
+}
+
+// syntaxError renders a parser error once, with its position: line:column
+// for JSON (from the byte offset) and the parser's own line for YAML/TOML.
+func syntaxError(data []byte, format string, err error) error {
+	name := strings.ToUpper(format)
+	if name == "YML" {
+		name = "YAML"
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		line, col := lineCol(data, int(se.Offset)-1) // Offset is just past the bad byte
+		return fmt.Errorf("invalid JSON at line %d, column %d: %s", line, col, se.Error())
+	case errors.As(err, &te):
+		line, col := lineCol(data, int(te.Offset)-1)
+		return fmt.Errorf("invalid JSON at line %d, column %d: want an object of settings, got a JSON %s", line, col, te.Value)
+	}
+	msg := oneLine(err.Error())
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = strings.TrimPrefix(msg, "toml: ")
+	return fmt.Errorf("invalid %s: %s", name, msg)
+}
+
+// invalidUTF8 returns the byte offset of the first invalid UTF-8 sequence.
+func invalidUTF8(data []byte) int {
+	for off := 0; off < len(data); {
+		r, n := utf8.DecodeRune(data[off:])
+		if r == utf8.RuneError && n <= 1 {
+			return off
+		}
+		off += n
+	}
+	return len(data)
+}
+
+// lineCol returns the 1-based line and column (in bytes) of offset off,
+// clamped to data.
+func lineCol(data []byte, off int) (line, col int) {
+	off = min(max(off, 0), len(data))
+	line = 1 + bytes.Count(data[:off], []byte("\n"))
+	return line, off - bytes.LastIndexByte(data[:off], '\n')
 }
 
 // oneLine folds a multi-line parser message onto one line.
@@ -162,9 +218,15 @@ func loadScalars(cfg *Config, raw map[string]any, d *decoder, opts Options) map[
 		v.Set(k, opts.Flags[k])
 		src[k] = " (from flag)"
 	}
+	weak := *d
+	weak.weak = true // environment and flag values are strings
 	for _, f := range cfg.fields() {
+		dec := d
+		if src[f.key] != "" {
+			dec = &weak
+		}
 		if val := v.Get(f.key); val != nil {
-			setField(d, f.key+src[f.key], f.ptr, val)
+			setField(dec, f.key+src[f.key], f.ptr, val)
 		}
 	}
 	cfg.Lock.Backend = resolveBackend(cfg)

@@ -24,49 +24,74 @@ func jobPath(i int, name string) string {
 // zones resolves IANA zone names once per load.
 type zones map[string]*time.Location
 
+// lookup returns the zone named name (fallback for ""), and false when the
+// name is unknown. It reports nothing.
+func (z zones) lookup(name string, fallback *time.Location) (*time.Location, bool) {
+	if name == "" {
+		return fallback, true
+	}
+	loc, ok := z[name]
+	if !ok {
+		var err error
+		if loc, err = time.LoadLocation(name); err != nil || name == "Local" {
+			loc = nil
+		}
+		z[name] = loc
+	}
+	return loc, loc != nil
+}
+
 // load returns the zone named name, or nil after reporting a problem at
 // path. The empty name gives fallback.
 func (z zones) load(p *problems, path, name string, fallback *time.Location) *time.Location {
-	if name == "" {
-		return fallback
+	loc, ok := z.lookup(name, fallback)
+	if !ok {
+		p.err(path, "unknown time zone %q; use an IANA name such as Europe/Berlin or UTC", name)
 	}
-	if loc, ok := z[name]; ok {
-		if loc == nil {
-			p.err(path, "unknown time zone %q; use an IANA name such as Europe/Berlin or UTC", name)
-		}
-		return loc
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil || name == "Local" {
-		loc = nil
-	}
-	z[name] = loc
-	return z.load(p, path, name, fallback)
+	return loc
+}
+
+// maxRetries caps `retries`: more attempts than this within one lease is a
+// typo, not a policy.
+const maxRetries = 100
+
+// checker validates `defaults:` and the jobs of one load.
+type checker struct {
+	cfg    *Config
+	p      *problems
+	opts   Options
+	z      zones
+	scheds schedCache
+	host   *hostChecks
 }
 
 // loadJobs decodes `defaults:` and every job of `jobs:`, merges them with
 // the built-in defaults and validates each job (SPEC.md §2). Every problem
-// is recorded; a bad job does not stop the others from being checked.
+// is recorded once: a value set in `defaults:` is checked under
+// `defaults.<key>`, not again in each job that inherits it. A bad job does
+// not stop the others from being checked.
 func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones) {
+	c := &checker{cfg: cfg, p: d.probs, opts: opts, z: z, scheds: schedCache{}, host: newHostChecks(d.exp.env["PATH"])}
 	jd := newJobDecoder(d)
+	var dbad map[string]bool
 	if rd, ok := raw["defaults"]; ok && rd != nil {
 		if m, ok := asMap(rd); ok {
-			cfg.Defaults = jd.fields(m, "defaults.", jd.dknown)
+			cfg.Defaults, dbad = jd.fields(m, "defaults.", jd.dknown)
+			c.fields("defaults.", cfg.Defaults)
 		} else {
 			d.probs.err("defaults", "want a mapping of job fields, got %s", describe(rd))
 		}
 	}
-	rj, ok := raw["jobs"]
-	if !ok || rj == nil {
-		return
-	}
-	list, ok := rj.([]any)
-	if !ok {
+	list, ok := raw["jobs"].([]any)
+	if rj := raw["jobs"]; rj != nil && !ok {
 		d.probs.err("jobs", "want a list of jobs, got %s", describe(rj))
 		return
 	}
+	if len(list) == 0 {
+		d.probs.warn("jobs", "no jobs configured; add at least one job under `jobs:`")
+		return
+	}
 	builtin := builtinJobDefaults()
-	scheds := schedCache{}
 	seen := make(map[string]int, len(list))
 	cfg.Jobs = make([]Job, 0, len(list))
 	for i, e := range list {
@@ -75,82 +100,131 @@ func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones
 			d.probs.err(fmt.Sprintf("jobs[%d]", i), "want a mapping with name, schedule and command, got %s", describe(e))
 			continue
 		}
-		job := jd.decode(i, m, cfg, builtin, seen)
-		checkJob(cfg, &job, jobPath(i, job.Name)+": ", d.probs, opts, z, scheds)
+		start := len(d.probs.list)
+		job, base, own, bad := jd.decode(i, m, cfg, builtin, seen, dbad)
+		c.fields(base+": ", own)
+		c.checkJob(&job, base, own, bad)
+		jd.sortProblems(d.probs.list[start:], i, base)
 		cfg.Jobs = append(cfg.Jobs, job)
 	}
 }
 
-// decode builds job i from its mapping m and checks its name.
-func (jd *jobDecoder) decode(i int, m map[string]any, cfg *Config, builtin JobFields, seen map[string]int) Job {
-	p := jd.d.probs
-	var job Job
-	if v := m["name"]; v != nil {
-		job.Name, _ = jd.d.str(jobPath(i, "")+": name", v)
-	}
-	prefix := jobPath(i, job.Name) + ": "
-	switch first, dup := seen[job.Name]; {
-	case job.Name == "":
-		p.err(jobPath(i, ""), "missing name; every job needs a unique name")
-	case !namePattern.MatchString(job.Name):
-		p.err(prefix+"name", "%q is not a valid name: use 1-128 of A-Z a-z 0-9 . _ -", job.Name)
-	case dup:
-		p.err(prefix+"name", "duplicate name %q (also %s); names must be unique", job.Name, jobPath(first, job.Name))
+// hostProblem reports msg (from hostChecks) as a warning at -validate and
+// as an error at start: the daemon must not start and then fail every run.
+func (c *checker) hostProblem(path, msg string) {
+	switch {
+	case msg == "":
+	case c.opts.Purpose == ForStart:
+		c.p.err(path, "%s", msg)
 	default:
-		seen[job.Name] = i
+		c.p.warn(path, msg+"; the daemon will refuse to start")
 	}
-	if v := m["schedule"]; v != nil {
-		job.Schedule, _ = jd.d.str(prefix+"schedule", v)
-	}
-	own := jd.fields(m, prefix, jd.known)
-	jd.merge(&job, own, cfg.Defaults, builtin)
-	return job
 }
 
-// checkJob validates one merged job and fills its derived fields
-// (Location, Sched, LockTTL). prefix is the job's path plus ": ".
-func checkJob(cfg *Config, job *Job, prefix string, p *problems, opts Options, z zones, scheds schedCache) {
-	if strings.TrimSpace(job.Command) == "" {
-		p.err(prefix+"command", "missing command; give the shell command to run")
+// fields checks the values set in f, a job's own fields or `defaults:`;
+// prefix+key is each problem's path. Values not set are not checked.
+func (c *checker) fields(prefix string, f JobFields) {
+	p := c.p
+	if f.Timezone != nil {
+		c.z.load(p, prefix+"timezone", *f.Timezone, nil)
 	}
-	if job.Shell == "" {
+	if f.Shell != nil && *f.Shell == "" {
 		p.err(prefix+"shell", "must not be empty; omit it for /bin/sh")
+	} else if f.Shell != nil {
+		c.hostProblem(prefix+"shell", c.host.shell(*f.Shell))
 	}
-	minOneSecond(p, prefix+"timeout", job.Timeout)
-	minOneSecond(p, prefix+"lock_ttl", job.LockTTL)
+	if f.Timeout != nil {
+		minOneSecond(p, prefix+"timeout", *f.Timeout)
+	}
+	if f.LockTTL != nil {
+		minOneSecond(p, prefix+"lock_ttl", *f.LockTTL)
+	}
+	if f.WorkDir != nil && *f.WorkDir != "" {
+		c.hostProblem(prefix+"work_dir", c.host.workDir(*f.WorkDir))
+	}
+	if f.User != nil && *f.User != "" {
+		c.user(prefix+"user", *f.User)
+	}
+	if f.Overlap != nil {
+		oneOf(p, prefix+"overlap", *f.Overlap, OverlapSkip, OverlapAllow)
+	}
+	if f.OnLockLost != nil {
+		oneOf(p, prefix+"on_lock_lost", *f.OnLockLost, LockLostKill, LockLostContinue)
+	}
+	switch {
+	case f.Retries == nil:
+	case *f.Retries < 0:
+		p.err(prefix+"retries", "%d is negative; use 0 for no retries", *f.Retries)
+	case *f.Retries > maxRetries:
+		p.err(prefix+"retries", "%d is too many; use at most %d (each retry waits retry_backoff, doubling up to 10m)", *f.Retries, maxRetries)
+	}
+}
+
+// user checks `user`: it needs root (an error at start, a warning at
+// -validate) and must exist on this host.
+func (c *checker) user(path, name string) {
+	if c.opts.Euid != 0 {
+		msg := fmt.Sprintf("user %q needs root, but cronlock runs as uid %d", name, c.opts.Euid)
+		if c.opts.Purpose == ForStart {
+			c.p.err(path, "%s", msg)
+		} else {
+			c.p.warn(path, msg+"; the daemon will refuse to start")
+		}
+	}
+	c.hostProblem(path, c.host.user(name))
+}
+
+// checkJob validates what only the merged job shows (command, schedule,
+// jitter against the schedule) and fills its derived fields (Location,
+// Sched, LockTTL). base is the job's path; bad holds the keys whose value
+// had the wrong type (already reported, so not "missing" as well).
+func (c *checker) checkJob(job *Job, base string, own JobFields, bad map[string]bool) {
+	prefix := base + ": "
+	if !bad["command"] && strings.TrimSpace(job.Command) == "" {
+		c.p.err(prefix+"command", "missing command; give the shell command to run")
+	}
 	if job.LockTTL == 0 {
 		job.LockTTL = 5 * time.Minute
 		if job.Timeout > 0 {
 			job.LockTTL = job.Timeout + time.Minute
 		}
 	}
-	oneOf(p, prefix+"overlap", job.Overlap, OverlapSkip, OverlapAllow)
-	oneOf(p, prefix+"on_lock_lost", job.OnLockLost, LockLostKill, LockLostContinue)
-	if job.Retries < 0 {
-		p.err(prefix+"retries", "%d is negative; use 0 for no retries", job.Retries)
-	}
-	if job.User != "" && opts.Euid != 0 {
-		msg := fmt.Sprintf("user %q needs root, but cronlock runs as uid %d", job.User, opts.Euid)
-		if opts.Purpose == ForStart {
-			p.err(prefix+"user", "%s", msg)
-		} else {
-			p.warn(prefix+"user", msg+"; the daemon will refuse to start")
-		}
-	}
-	loc := z.load(p, prefix+"timezone", job.Timezone, cfg.Node.Location)
+	loc, zoneOK := c.z.lookup(job.Timezone, c.cfg.Node.Location)
 	if job.Schedule == "" {
-		p.err(prefix+"schedule", "missing schedule; e.g. \"0 2 * * *\" or \"@every 1h\"")
+		if !bad["schedule"] {
+			c.p.err(prefix+"schedule", "missing schedule; e.g. \"0 2 * * *\" or \"@every 1h\"")
+		}
 		return
 	}
-	if loc == nil {
-		return // unknown zone already reported
+	if !zoneOK {
+		return // unknown zone already reported where it was set
 	}
-	s, err := scheds.parse(job.Schedule, loc)
+	s, err := c.scheds.parse(job.Schedule, loc)
 	if err != nil {
-		p.err(prefix+"schedule", "%s", strings.TrimPrefix(err.Error(), "schedule: "))
+		c.p.err(base, "%v", err) // the error reads `schedule "EXPR" …`
 		return
 	}
 	job.Sched, job.Location = s, s.Location()
+	c.jitter(prefix, job, own)
+}
+
+// jitter warns when jitter exceeds the schedule's interval (measured
+// between two consecutive fire times): slots would pile up or reorder.
+func (c *checker) jitter(prefix string, job *Job, own JobFields) {
+	if job.Jitter <= 0 {
+		return
+	}
+	n1 := job.Sched.Next(time.Now())
+	n2 := job.Sched.Next(n1)
+	if n1.IsZero() || n2.IsZero() || job.Jitter <= n2.Sub(n1) {
+		return
+	}
+	from := ""
+	if own.Jitter == nil {
+		from = " (inherited from defaults.jitter)"
+	}
+	c.p.warn(prefix+"jitter", fmt.Sprintf("%s%s is longer than the %s between runs of schedule %q; "+
+		"runs would pile up or change order; use at most %s", job.Jitter, from, n2.Sub(n1), job.Schedule, n2.Sub(n1)))
 }
 
 // schedCache shares one parsed Schedule between jobs with the same

@@ -31,11 +31,11 @@ func TestValidate_Rules(t *testing.T) {
 		{"ill-formed name", "jobs:\n- {name: 'a b', schedule: '@daily', command: x}\n", "", Options{}, `name: "a b" is not a valid name`},
 		{"name too long", "jobs:\n- {name: " + strings.Repeat("x", 129) + ", schedule: '@daily', command: x}\n", "", Options{}, `is not a valid name`},
 		{"duplicate name", "jobs:\n- {name: a, schedule: '@daily', command: x}\n- {name: a, schedule: '@daily', command: x}\n", "", Options{}, `jobs[1] "a": name: duplicate name "a" (also jobs[0] "a")`},
-		{"4 fields", "jobs:\n- {name: a, schedule: '0 2 * *', command: x}\n", "", Options{}, `jobs[0] "a": schedule: parse schedule "0 2 * *": want 5 or 6 fields`},
+		{"4 fields", "jobs:\n- {name: a, schedule: '0 2 * *', command: x}\n", "", Options{}, `jobs[0] "a": schedule "0 2 * *": want 5 or 6 fields`},
 		{"7 fields", "jobs:\n- {name: a, schedule: '0 0 2 * * * 2027', command: x}\n", "", Options{}, `got 7`},
-		{"bad field", "jobs:\n- {name: a, schedule: '61 * * * *', command: x}\n", "", Options{}, `jobs[0] "a": schedule: `},
+		{"bad field", "jobs:\n- {name: a, schedule: '61 * * * *', command: x}\n", "", Options{}, `jobs[0] "a": schedule "61 * * * *": `},
 		{"never fires", "jobs:\n- {name: a, schedule: '0 0 31 2 *', command: x}\n", "", Options{}, `never fires`},
-		{"@reboot", "jobs:\n- {name: a, schedule: '@reboot', command: x}\n", "", Options{}, `jobs[0] "a": schedule: `},
+		{"@reboot", "jobs:\n- {name: a, schedule: '@reboot', command: x}\n", "", Options{}, `jobs[0] "a": schedule "@reboot": @reboot is not supported`},
 		{"unknown job zone", job("  timezone: Mars/Base\n"), "", Options{}, `jobs[0] "j": timezone: unknown time zone "Mars/Base"`},
 		{"unknown node zone", "node: {timezone: Nowhere}\n", "", Options{}, `node.timezone: unknown time zone "Nowhere"`},
 		{"unitless yaml", job("  timeout: 300\n"), "", Options{}, `jobs[0] "j": timeout: 300 needs a unit, e.g. 300s`},
@@ -70,7 +70,7 @@ func TestValidate_Rules(t *testing.T) {
 		{"cert without key", "redis: {address: a:1, tls: {cert_file: c.pem}}\n", "", Options{}, `cert_file and key_file must be given together`},
 		{"empty shell", job("  shell: ''\n"), "", Options{}, `shell: must not be empty`},
 		{"unknown flag key", "", "", Options{Flags: map[string]string{"nope": "x"}}, `flag: unknown config key "nope"`},
-		{"syntax error", "jobs: [\n", "", Options{}, `parse yaml:`},
+		{"syntax error", "jobs: [\n", "", Options{}, `invalid YAML: line 1: `},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,9 +132,9 @@ func TestValidate_InvalidFileListsEveryProblem(t *testing.T) {
 		`jobs[1] "backup": name: duplicate name "backup"`,
 		`redis.db: 16 is out of range`,
 		`redis.key_prefx: unknown key "key_prefx" (did you mean "key_prefix"?)`,
-		`jobs[2] "four-fields": schedule:`,
-		`jobs[3] "seven-fields": schedule:`,
-		`jobs[4] "never": schedule:`,
+		`jobs[2] "four-fields": schedule "0 2 * *": want 5 or 6 fields`,
+		`jobs[3] "seven-fields": schedule "0 0 2 * * * 2027": want 5 or 6 fields`,
+		`jobs[4] "never": schedule "0 0 31 2 *" never fires (no such date)`,
 		`jobs[5] "zoned": timezone: unknown time zone "Mars/Olympus_Mons"`,
 	}
 	msg := err.Error()

@@ -97,9 +97,9 @@ func TestRun_ValidateListsEveryProblem(t *testing.T) {
 		`jobs[1] "backup": name: duplicate name "backup"`,
 		`redis.db: 16 is out of range; Redis databases are 0..15`,
 		`redis.key_prefx: unknown key "key_prefx" (did you mean "key_prefix"?)`,
-		`jobs[2] "four-fields": schedule: parse schedule "0 2 * *": want 5 or 6 fields`,
-		`jobs[3] "seven-fields": schedule: parse schedule "0 0 2 * * * 2027": want 5 or 6 fields`,
-		`jobs[4] "never": schedule: parse schedule "0 0 31 2 *"`,
+		`jobs[2] "four-fields": schedule "0 2 * *": want 5 or 6 fields`,
+		`jobs[3] "seven-fields": schedule "0 0 2 * * * 2027": want 5 or 6 fields`,
+		`jobs[4] "never": schedule "0 0 31 2 *" never fires (no such date)`,
 		`jobs[5] "zoned": timezone: unknown time zone "Mars/Olympus_Mons"`,
 	}
 	for _, w := range want {

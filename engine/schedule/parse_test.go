@@ -77,6 +77,26 @@ func TestParse_Errors(t *testing.T) {
 	}
 }
 
+// TestParse_ErrorNamesExpressionOnce: the expression and the word
+// "schedule" appear once, so callers can print the error as it is.
+func TestParse_ErrorNamesExpressionOnce(t *testing.T) {
+	tests := map[string]string{
+		"0 0 31 2 *":   `schedule "0 0 31 2 *" never fires (no such date): `,
+		"@every 500ms": `schedule "@every 500ms": @every wants a Go duration of whole seconds`,
+		"0 2 * *":      `schedule "0 2 * *": want 5 or 6 fields, got 4`,
+	}
+	for expr, want := range tests {
+		_, err := Parse(expr, time.UTC)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Parse(%q) error %v, want prefix %q", expr, err, want)
+			continue
+		}
+		if n := strings.Count(err.Error(), "schedule"); n != 1 {
+			t.Errorf("Parse(%q) error %q says \"schedule\" %d times, want 1", expr, err, n)
+		}
+	}
+}
+
 func TestParse_Accessors(t *testing.T) {
 	ny := mustZone(t, "America/New_York")
 	tests := []struct {

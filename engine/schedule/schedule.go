@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/cronexpr"
 )
 
-// ErrNeverFires is wrapped by Parse when an expression is valid but no time
-// matches it (for example "0 0 31 2 *"). Check it with errors.Is.
+// ErrNeverFires is matched by Parse's error when an expression is valid but
+// no time matches it (for example "0 0 31 2 *"). Check it with errors.Is.
 var ErrNeverFires = errors.New("schedule: never fires")
 
 // Schedule is a parsed schedule expression. It is immutable after Parse and
@@ -55,14 +55,32 @@ const fieldHelp = "fields are [second 0-59] minute 0-59, hour 0-23, day-of-month
 // loc is the default zone (the job's timezone or the node zone); nil means
 // UTC. The error names the problem and the fix: wrong field count, bad
 // field, reversed range, unknown zone, @reboot, a bad @every interval, or
-// ErrNeverFires (wrapped) when no time matches. Parse never panics.
+// one matching ErrNeverFires (errors.Is) when no time matches. Each error
+// names the expression once: `schedule "0 2 * *": want 5 or 6 fields, …`.
+// Parse never panics.
 func Parse(expr string, loc *time.Location) (*Schedule, error) {
 	s, err := parse(expr, loc)
-	if err != nil {
-		return nil, fmt.Errorf("parse schedule %q: %w", expr, err)
+	switch {
+	case errors.Is(err, ErrNeverFires):
+		return nil, &neverFiresError{expr: expr}
+	case err != nil:
+		return nil, fmt.Errorf("schedule %q: %w", expr, err)
 	}
 	return s, nil
 }
+
+// neverFiresError is Parse's error for a valid expression that matches no
+// time. It matches ErrNeverFires with errors.Is; its text names the
+// expression once instead of repeating the sentinel's "schedule:" prefix.
+type neverFiresError struct{ expr string }
+
+func (e *neverFiresError) Error() string {
+	return fmt.Sprintf("schedule %q never fires (no such date): no time matches it in a 400-year calendar "+
+		"cycle; check that the day-of-month exists in the month (Feb 30, Apr 31)", e.expr)
+}
+
+// Is reports whether target is ErrNeverFires.
+func (e *neverFiresError) Is(target error) bool { return target == ErrNeverFires }
 
 func parse(expr string, loc *time.Location) (*Schedule, error) {
 	if loc == nil {
@@ -97,8 +115,7 @@ func parse(expr string, loc *time.Location) (*Schedule, error) {
 		return nil, err
 	}
 	if !s.fires() {
-		return nil, fmt.Errorf("%w: no time matches it in a 400-year calendar cycle; check that the "+
-			"day-of-month exists in the month (Feb 30, Apr 31)", ErrNeverFires)
+		return nil, ErrNeverFires // Parse renders it with the expression
 	}
 	return s, nil
 }
@@ -146,8 +163,8 @@ func (s *Schedule) macro(body string) (string, error) {
 		}
 		d, err := time.ParseDuration(words[1])
 		if err != nil || d < time.Second || d%time.Second != 0 {
-			return "", fmt.Errorf("@every %s: want a Go duration of whole seconds, at least 1s "+
-				"(e.g. 10s, 5m, 1h30m)", words[1])
+			return "", errors.New("@every wants a Go duration of whole seconds, at least 1s " +
+				"(e.g. 10s, 5m, 1h30m)")
 		}
 		s.every = d
 		return "", nil
