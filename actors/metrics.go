@@ -208,6 +208,17 @@ func (m *Metrics) LeaseLost(job string) { m.job(job).leaseLost.Add(1) }
 // SetRunning sets the number of runs in progress.
 func (m *Metrics) SetRunning(job string, n int) { m.job(job).running.Store(int64(n)) }
 
+// TotalRunning is the number of runs in progress over all jobs.
+func (m *Metrics) TotalRunning() int64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var n int64
+	for _, s := range m.jobs {
+		n += s.running.Load()
+	}
+	return n
+}
+
 // HookFailed counts a failed or timed-out hook ("on_success"/"on_failure").
 func (m *Metrics) HookFailed(job, hook string) {
 	if i := slices.Index(hookNames, hook); i >= 0 {

@@ -81,7 +81,8 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: b.locker(),
 		NodeID: cfg.Node.ID, Environ: opts.Environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Offset: opts.ClockOffset}, e.ticker)
-	e.health = newHealth(opts.Log, b, e.metrics, cfg.Node.MaxClockSkew, opts.ClockOffset, e.onRedisBack, opts.Notify)
+	e.health = newHealth(opts.Log, b, e.metrics, cfg.Node.MaxClockSkew, opts.ClockOffset, e.onRedisBack,
+		opts.Notify, e.status)
 	return e, nil
 }
 
@@ -228,8 +229,14 @@ func (e *Engine) onRedisBack(ctx context.Context) {
 	e.jobs.Catchup(ctx)
 }
 
+// status is the systemd STATUS= text: jobs, runs in progress, backend state.
 func (e *Engine) status() string {
-	return fmt.Sprintf("%d jobs; backend %s: %s", len(e.cfg.Jobs), e.backend.kind, e.health.state())
+	state := e.health.state()
+	if state != "up" {
+		state += ", not claiming"
+	}
+	return fmt.Sprintf("%d jobs, %d running; %s backend %s", e.jobs.count.Load(), e.metrics.TotalRunning(),
+		e.backend.kind, state)
 }
 
 func (e *Engine) logStart() {

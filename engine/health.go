@@ -33,14 +33,18 @@ type health struct {
 	offset  time.Duration
 	onBack  func(context.Context)
 	notify  func(string)
+	status  func() string // the STATUS= text; sent when it changes
+
+	lastStatus string
 
 	up       atomic.Bool
 	lastSkew time.Time
 }
 
 func newHealth(log *zap.Logger, b backend, m *actors.Metrics, maxSkew, offset time.Duration,
-	onBack func(context.Context), notify func(string)) *health {
-	h := &health{log: log, b: b, metrics: m, maxSkew: maxSkew, offset: offset, onBack: onBack, notify: notify}
+	onBack func(context.Context), notify func(string), status func() string) *health {
+	h := &health{log: log, b: b, metrics: m, maxSkew: maxSkew, offset: offset, onBack: onBack,
+		notify: notify, status: status}
 	if b.kind == "memory" {
 		h.up.Store(true)
 		m.SetRedisUp(true)
@@ -58,18 +62,21 @@ func (h *health) state() string {
 	return "unreachable"
 }
 
-// Run pings until ctx ends, then returns nil. The memory backend needs no
-// monitoring: Run just waits.
+// Run pings until ctx ends, then returns nil; after each ping it sends
+// systemd STATUS= when the text changed (Redis state, running jobs). The
+// memory backend is not pinged.
 func (h *health) Run(ctx context.Context) error {
-	if h.b.kind == "memory" {
-		<-ctx.Done()
-		return nil
-	}
 	first := true
 	down := pingDown
 	for {
-		h.check(ctx, first)
+		if h.b.kind != "memory" {
+			h.check(ctx, first)
+		}
 		first = false
+		if s := h.status(); s != h.lastStatus {
+			h.lastStatus = s
+			h.notify("STATUS=" + s)
+		}
 		d := pingUp
 		if h.up.Load() {
 			down = pingDown
@@ -94,12 +101,10 @@ func (h *health) check(ctx context.Context, first bool) {
 		h.up.Store(false)
 		h.metrics.SetRedisUp(false)
 		h.log.Error("redis unreachable: slots are skipped (redis_error) until it answers; retrying", zap.Error(err))
-		h.notify("STATUS=redis unreachable; not claiming")
 	case err == nil && !was:
 		h.up.Store(true)
 		h.metrics.SetRedisUp(true)
 		h.log.Info("redis reachable")
-		h.notify("STATUS=redis up")
 		h.checkSkew(ctx)
 		if !first {
 			h.onBack(ctx)

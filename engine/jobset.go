@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
@@ -18,9 +19,10 @@ type jobSet struct {
 	ticker *actors.Ticker
 	inbox  chan jobSetMsg
 
-	jobs map[string]*jobHandle
-	done chan jobExit
-	live int // job actor goroutines not yet reported on done
+	jobs  map[string]*jobHandle
+	done  chan jobExit
+	live  int          // job actor goroutines not yet reported on done
+	count atomic.Int64 // configured jobs, readable from any goroutine
 }
 
 type jobHandle struct {
@@ -151,6 +153,7 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 	if err := s.ticker.SetEntries(ctx, entries); err != nil {
 		return
 	}
+	s.count.Store(int64(len(jobs)))
 	for _, h := range removed {
 		h.exited = true
 		h.cancel() // finishes its running runs, then returns
