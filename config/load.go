@@ -135,7 +135,7 @@ func decodeRaw(data []byte, format string) (map[string]any, error) {
 }
 
 // syntaxError renders a parser error once, with its position: line:column
-// for JSON (from the byte offset) and the parser's own line for YAML/TOML.
+// for JSON (from the byte offset) and TOML, the parser's own line for YAML.
 func syntaxError(data []byte, format string, err error) error {
 	name := strings.ToUpper(format)
 	if name == "YML" {
@@ -143,7 +143,11 @@ func syntaxError(data []byte, format string, err error) error {
 	}
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
+	var pe interface{ Position() (row, column int) } // go-toml/v2's DecodeError
 	switch {
+	case errors.As(err, &pe):
+		row, col := pe.Position()
+		return fmt.Errorf("invalid %s at line %d, column %d: %s", name, row, col, strings.TrimPrefix(oneLine(err.Error()), "toml: "))
 	case errors.As(err, &se):
 		line, col := lineCol(data, int(se.Offset)-1) // Offset is just past the bad byte
 		return fmt.Errorf("invalid JSON at line %d, column %d: %s", line, col, se.Error())

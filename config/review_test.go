@@ -144,6 +144,8 @@ func TestValidate_Findings(t *testing.T) {
 		// 13. JSON syntax errors carry line:column.
 		{"json syntax", "{\"jobs\": [\n  {\"name\": \"a\",}\n]}", "json", Options{},
 			[]string{`invalid JSON at line 2, column 16: invalid character '}' looking for beginning of object key string`}},
+		{"toml syntax", "[node]\nid = \n", "toml", Options{},
+			[]string{`invalid TOML at line 2, column 6: incomplete number`}},
 		{"json not an object", "[1]", "json", Options{},
 			[]string{`invalid JSON at line 1, column 1: want an object of settings, got a JSON array`}},
 	}
