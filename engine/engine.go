@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,6 +51,7 @@ type Engine struct {
 	janitor *actors.Janitor
 	jobs    *jobSet
 	health  *health
+	ready   atomic.Bool   // READY=1 sent; STATUS= updates may follow
 	kill    chan struct{} // closed after shutdown_timeout: terminate runs
 	killNow chan struct{} // closed on a second signal: SIGKILL runs now
 }
@@ -127,6 +129,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	err := e.jobs.Apply(gctx, e.cfg.Jobs)
 	if err == nil {
 		e.jobs.Catchup(gctx)
+		e.ready.Store(true)
 		e.opts.Notify("READY=1\nSTATUS=" + e.status())
 		e.log.Info("engine running", zap.Int("jobs", len(e.cfg.Jobs)))
 	}
@@ -229,8 +232,12 @@ func (e *Engine) onRedisBack(ctx context.Context) {
 	e.jobs.Catchup(ctx)
 }
 
-// status is the systemd STATUS= text: jobs, runs in progress, backend state.
+// status is the systemd STATUS= text: jobs, runs in progress, backend
+// state; "" before READY=1 (nothing to report yet).
 func (e *Engine) status() string {
+	if !e.ready.Load() {
+		return ""
+	}
 	state := e.health.state()
 	if state != "up" {
 		state += ", not claiming"

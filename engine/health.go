@@ -73,7 +73,7 @@ func (h *health) Run(ctx context.Context) error {
 			h.check(ctx, first)
 		}
 		first = false
-		if s := h.status(); s != h.lastStatus {
+		if s := h.status(); s != "" && s != h.lastStatus {
 			h.lastStatus = s
 			h.notify("STATUS=" + s)
 		}
