@@ -136,7 +136,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	groupDone := make(chan error, 1)
 	go func() { groupDone <- g.Wait() }()
 	err = e.supervise(gctx, stopClaiming, groupDone)
-
+	if errors.Is(err, errSecondSignal) {
+		return err // ExitNow has run: hooks are not waited for (and runs may still report)
+	}
 	e.hooks.Close()
 	<-hooksDone
 	e.opts.Notify("STOPPING=1")
