@@ -137,7 +137,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	go func() { groupDone <- g.Wait() }()
 	err = e.supervise(gctx, stopClaiming, groupDone)
 	if errors.Is(err, errSecondSignal) {
-		return err // ExitNow has run: hooks are not waited for (and runs may still report)
+		return err // ExitNow has run: hooks are not waited for
 	}
 	e.hooks.Close()
 	<-hooksDone
@@ -198,11 +198,14 @@ func (e *Engine) supervise(gctx context.Context, stopClaiming context.CancelFunc
 				close(e.killNow)
 				select { // the runs release their leases (bounded); hooks are not waited for
 				case <-groupDone:
+					e.hooks.Close() // no sender is left; pending hooks are abandoned by ExitNow
+					e.opts.ExitNow()
+					return errSecondSignal
 				case <-time.After(secondSignalWait):
 					e.log.Error("runs not finished after the second signal; exiting anyway", zap.Duration("waited", secondSignalWait))
+					e.opts.ExitNow()
+					return fmt.Errorf("%w (runs still finishing)", errSecondSignal)
 				}
-				e.opts.ExitNow()
-				return errSecondSignal
 			default:
 				signalled = true
 				shutdown(sig.String())
