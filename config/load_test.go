@@ -113,8 +113,8 @@ func TestDefaults_Applied(t *testing.T) {
 		j.RetryBackoff != 10*time.Second || j.HookTimeout != time.Minute || j.LockTTL != 5*time.Minute || j.Timeout != 0 {
 		t.Errorf("job defaults = %+v", j)
 	}
-	if j.Location != time.Local {
-		t.Errorf("location = %v, want Local", j.Location)
+	if want := HostZone(nil); j.Location.String() != want.String() {
+		t.Errorf("location = %v, want the host zone %v", j.Location, want)
 	}
 }
 

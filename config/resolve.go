@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net"
+	"os"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -17,9 +19,10 @@ var hashTag = regexp.MustCompile(`\{[^{}]+\}`)
 // loadScalars).
 func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]string) {
 	path := func(k string) string { return k + src[k] }
-	cfg.Node.Location = z.load(p, path("node.timezone"), cfg.Node.Timezone, time.Local)
+	host := HostZone(opts.Environ)
+	cfg.Node.Location = z.load(p, path("node.timezone"), cfg.Node.Timezone, host)
 	if cfg.Node.Location == nil {
-		cfg.Node.Location = time.Local // keep checking jobs; the problem is reported
+		cfg.Node.Location = host // keep checking jobs; the problem is reported
 	}
 	if cfg.Node.ID == "" {
 		cfg.Node.ID = defaultNodeID(opts.Hostname)
@@ -35,6 +38,34 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 			p.err(path("http.listen"), "%q is not host:port; e.g. 127.0.0.1:9464", l)
 		}
 	}
+}
+
+// HostZone is the host's local zone under its IANA name when it can be
+// found — TZ from environ (":Zone" or "Zone"), else the target of the
+// /etc/localtime link — so that `next -json` and status show "Europe/Berlin",
+// not "Local". The rules are the same as time.Local's; time.Local is the
+// fallback.
+func HostZone(environ []string) *time.Location {
+	name := ""
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "TZ="); ok {
+			name = strings.TrimPrefix(v, ":")
+		}
+	}
+	if name == "" {
+		if target, err := os.Readlink("/etc/localtime"); err == nil {
+			if i := strings.Index(target, "zoneinfo/"); i >= 0 {
+				name = target[i+len("zoneinfo/"):]
+			}
+		}
+	}
+	if name == "" || strings.HasPrefix(name, "/") {
+		return time.Local
+	}
+	if loc, err := time.LoadLocation(name); err == nil {
+		return loc
+	}
+	return time.Local
 }
 
 // checkRedis validates the redis section.

@@ -191,3 +191,15 @@ func TestEnvOverrides_WeakTyping(t *testing.T) {
 		t.Errorf("got %+v", cfg.Redis)
 	}
 }
+
+// The host zone is named as IANA names it (from TZ here), not "Local".
+func TestHostZone_FromTZ(t *testing.T) {
+	for _, c := range []struct{ env, want string }{
+		{"TZ=Europe/Berlin", "Europe/Berlin"}, {"TZ=:America/New_York", "America/New_York"},
+		{"TZ=Not/AZone", time.Local.String()},
+	} {
+		if got := HostZone([]string{c.env}).String(); got != c.want {
+			t.Errorf("HostZone(%q): got %q, want %q", c.env, got, c.want)
+		}
+	}
+}

@@ -43,7 +43,8 @@ type Node struct {
 	// MaxClockSkew: |local clock − Redis TIME| above it is warned about (2s).
 	MaxClockSkew time.Duration `mapstructure:"max_clock_skew"`
 
-	// Location is Timezone resolved (time.Local when empty).
+	// Location is Timezone resolved; when empty, the host zone under its
+	// IANA name if it can be found (TZ, /etc/localtime), else time.Local.
 	Location *time.Location `mapstructure:"-"`
 }
 

@@ -111,7 +111,7 @@ func nextResults(f *nextFlags, env *runEnv) ([]nextResult, error) {
 		if len(f.jobs) > 0 {
 			return nil, fmt.Errorf("give either -schedule or JOB names, not both")
 		}
-		loc := time.Local
+		loc := config.HostZone(env.environ)
 		if f.zone != "" {
 			var err error
 			if loc, err = time.LoadLocation(f.zone); err != nil {
