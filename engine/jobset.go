@@ -23,6 +23,8 @@ type jobSet struct {
 	done  chan jobExit
 	live  int          // job actor goroutines not yet reported on done
 	count atomic.Int64 // configured jobs, readable from any goroutine
+
+	applied bool // a first Apply happened: later ones are reloads and logged
 }
 
 type jobHandle struct {
@@ -129,15 +131,16 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 		if _, ok := want[name]; !ok {
 			removed = append(removed, h)
 			delete(s.jobs, name)
-			s.log.Info("job removed", zap.String("job", name))
 		}
 	}
 	entries := make([]actors.TickerEntry, 0, len(jobs))
+	var added []string
 	for _, j := range jobs {
 		h, ok := s.jobs[j.Name]
 		switch {
 		case !ok:
 			h = s.startJob(ctx, j)
+			added = append(added, j.Name)
 		case h.cfg.Schedule == j.Schedule && h.cfg.Location.String() == j.Location.String():
 			j.Sched = h.cfg.Sched // same schedule: keep the pending slot
 			fallthrough
@@ -154,10 +157,17 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 		return
 	}
 	s.count.Store(int64(len(jobs)))
+	names := make([]string, 0, len(removed))
 	for _, h := range removed {
 		h.exited = true
 		h.cancel() // finishes its running runs, then returns
+		names = append(names, h.cfg.Name)
 	}
+	if s.applied {
+		s.log.Info("jobs applied", zap.Strings("added", added), zap.Strings("removed", names),
+			zap.Int("kept", len(jobs)-len(added)))
+	}
+	s.applied = true
 }
 
 func (s *jobSet) startJob(ctx context.Context, j config.Job) *jobHandle {
