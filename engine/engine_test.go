@@ -79,16 +79,25 @@ type testEngine struct {
 
 func startEngine(t *testing.T, cfg *config.Config, reload func() (*config.Config, error), environ ...string) *testEngine {
 	t.Helper()
+	return launchEngine(t, context.Background(), cfg, Options{Reload: reload, Environ: environ,
+		ExitNow: func() { t.Error("ExitNow called") }})
+}
+
+// launchEngine runs an engine on cfg with opts (Reload, Environ, ExitNow as
+// given; Log, Notify, Signals and Registry filled in) until ctx ends or a
+// signal stops it, and waits for READY=1.
+func launchEngine(t *testing.T, ctx context.Context, cfg *config.Config, opts Options) *testEngine {
+	t.Helper()
 	te := &testEngine{reg: prometheus.NewRegistry(), notes: newNotifyLog(), signals: make(chan os.Signal, 4),
 		done: make(chan error, 1)}
-	e, err := New(cfg, Options{Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Environ: environ,
-		Notify: te.notes.notify, Signals: te.signals, Reload: reload, Registry: te.reg,
-		ExitNow: func() { t.Error("ExitNow called") }})
+	opts.Log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	opts.Notify, opts.Signals, opts.Registry = te.notes.notify, te.signals, te.reg
+	e, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	te.e = e
-	go func() { te.done <- e.Run(context.Background()) }()
+	go func() { te.done <- e.Run(ctx) }()
 	te.notes.waitPrefix(t, "READY=1")
 	return te
 }

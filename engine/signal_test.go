@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/redislock"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 )
 
 // One SIGTERM both ends the caller's ctx (main cancels its ctx on SIGTERM)
@@ -32,15 +30,9 @@ jobs:
     schedule: "* * * * * *"
     command: "echo $$ > `+pidFile+`; sleep 1"
 `)
-	notes, signals, done := newNotifyLog(), make(chan os.Signal, 4), make(chan error, 1)
-	e, err := New(cfg, Options{Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		Notify: notes.notify, Signals: signals, ExitNow: func() { t.Error("ExitNow called: one SIGTERM counted as two") }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { done <- e.Run(ctx) }()
-	notes.waitPrefix(t, "READY=1")
+	te := launchEngine(t, ctx, cfg, Options{ExitNow: func() { t.Error("ExitNow called: one SIGTERM counted as two") }})
+	e, notes, signals, done := te.e, te.notes, te.signals, te.done
 	waitPIDFile(t, pidFile) // the run's process has started
 	cancel()                // ctx first: the order that used to be taken for two signals
 	notes.waitPrefix(t, "STATUS=shutting down")
@@ -70,15 +62,9 @@ jobs:
     schedule: "* * * * * *"
     command: "trap '' TERM; echo $$ > `+pidFile+`; sleep 1000"
 `)
-	notes, signals, done := newNotifyLog(), make(chan os.Signal, 4), make(chan error, 1)
 	exited := make(chan struct{})
-	e, err := New(cfg, Options{Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		Notify: notes.notify, Signals: signals, ExitNow: func() { close(exited) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- e.Run(context.Background()) }()
-	notes.waitPrefix(t, "READY=1")
+	te := launchEngine(t, context.Background(), cfg, Options{ExitNow: func() { close(exited) }})
+	e, notes, signals, done := te.e, te.notes, te.signals, te.done
 	pid := waitPIDFile(t, pidFile)
 	signals <- syscall.SIGTERM
 	notes.waitPrefix(t, "STATUS=shutting down")
