@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cronlock/cronlock/engine/process"
+	"github.com/cronlock/cronlock/process"
 )
 
 // fakeProc stands in for a process inside synctest bubbles, where a real

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cronlock/cronlock/engine/process"
+	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
 )
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/engine/process"
+	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
 )
 

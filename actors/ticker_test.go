@@ -6,7 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/cronlock/cronlock/engine/schedule"
+	"github.com/cronlock/cronlock/schedule"
 	"go.uber.org/zap"
 )
 

@@ -77,7 +77,7 @@ func executable(path string) string {
 }
 
 // user reports a user name (or numeric id) unknown to this host, resolved
-// as engine/process does.
+// as process does.
 func (h *hostChecks) user(name string) string {
 	return h.cached("user", name, func(name string) string {
 		_, err := user.Lookup(name)

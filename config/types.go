@@ -5,7 +5,7 @@ package config
 import (
 	"time"
 
-	"github.com/cronlock/cronlock/engine/schedule"
+	"github.com/cronlock/cronlock/schedule"
 )
 
 // Config is a loaded, expanded and validated configuration. After Load

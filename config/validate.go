@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cronlock/cronlock/engine/schedule"
+	"github.com/cronlock/cronlock/schedule"
 )
 
 // namePattern is the job name rule of SPEC.md §2 (names go into Redis keys

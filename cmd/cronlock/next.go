@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/engine/schedule"
+	"github.com/cronlock/cronlock/schedule"
 )
 
 // nextResult is one entry of `cronlock next -json`.

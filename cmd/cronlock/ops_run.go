@@ -9,7 +9,7 @@ import (
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/engine/process"
+	"github.com/cronlock/cronlock/process"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/google/uuid"
 	"go.uber.org/zap"

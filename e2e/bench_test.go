@@ -25,7 +25,7 @@ import (
 // length) and reports its numbers with b.ReportMetric. Run them with
 // `make bench` or:
 //
-//	go test -run '^$' -bench . -benchtime 1x ./engine/e2e
+//	go test -run '^$' -bench . -benchtime 1x ./e2e
 
 func benchSeconds(def int) time.Duration {
 	if n, err := strconv.Atoi(os.Getenv("CRONLOCK_BENCH_SECONDS")); err == nil && n > 0 {
