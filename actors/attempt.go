@@ -16,10 +16,11 @@ type outcome struct {
 
 // attempt starts the command once and waits for it, terminating its process
 // group on timeout, lease loss (with on_lock_lost: kill) or shutdown kill
-// (SPEC.md §5). It blocks until the process group is gone.
+// (docs/architecture.md, "Processes"). It blocks until the process group is
+// gone.
 func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 	p, err := r.deps.Start(process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
-		Env: r.env(attempt), User: r.job.User, KillGrace: r.job.KillGrace,
+		Env: commandEnv(r.deps.Environ, r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
 		Log: r.log.With(zap.Int("attempt", attempt))})
 	if err != nil {
 		r.log.Error("run could not start", zap.Int("attempt", attempt), zap.Error(err))
@@ -27,8 +28,8 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 		return outcome{Result: process.Result{ExitCode: -1, Started: now, Finished: now, Err: err}, result: ResultError}
 	}
 	fields := []zap.Field{zap.Int("attempt", attempt), zap.Int("pid", p.Pid())}
-	if attempt == 1 && !r.slot.IsZero() {
-		delay := p.Started().Sub(r.slot)
+	if attempt == 1 && r.info.Trigger == TriggerSchedule {
+		delay := p.Started().Sub(r.info.Slot)
 		r.deps.Metrics.ObserveFireDelay(r.job.Name, delay)
 		fields = append(fields, zap.Int64("fire_delay_us", delay.Microseconds()))
 	}

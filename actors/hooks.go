@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,27 +11,28 @@ import (
 	"go.uber.org/zap"
 )
 
-// envTailSize is the output tail put in CRONLOCK_OUTPUT_TAIL and in
-// history records (SPEC.md §7, §8).
-const envTailSize = 4 << 10
-
-// HookRunner is the fan-in of run results (SPEC.md §10): it updates run
-// metrics and runs on_success / on_failure hooks on at most `workers`
-// goroutines, each hook bounded by hook_timeout. (The history record is
-// written by the run itself, together with the lease release, so that a run
-// costs one claim and one release round trip: SPEC.md §9.)
+// HookRunner is the fan-in of run results: it updates run metrics and runs
+// on_success / on_failure hooks on at most `workers` goroutines, each hook
+// bounded by hook_timeout. (The history record is written by the run
+// itself, together with the lease release, so that a winning run costs one
+// claim and one release round trip.)
 type HookRunner struct {
 	log     *zap.Logger
 	metrics *Metrics
 	environ []string
+	start   Starter
 	inbox   chan RunFinished
 	sem     chan struct{}
 	wg      sync.WaitGroup
 }
 
 // NewHookRunner returns a hook runner whose inbox holds up to queue results.
-func NewHookRunner(log *zap.Logger, metrics *Metrics, environ []string, queue, workers int) *HookRunner {
-	return &HookRunner{log: log, metrics: metrics, environ: environ,
+// start starts hook processes (nil = process.Start).
+func NewHookRunner(log *zap.Logger, metrics *Metrics, environ []string, start Starter, queue, workers int) *HookRunner {
+	if start == nil {
+		start = startProcess
+	}
+	return &HookRunner{log: log, metrics: metrics, environ: environ, start: start,
 		inbox: make(chan RunFinished, queue), sem: make(chan struct{}, workers)}
 }
 
@@ -55,11 +55,10 @@ func (h *HookRunner) Run(ctx context.Context) error {
 }
 
 func (h *HookRunner) handle(fin RunFinished) {
-	job := fin.Job.Name
-	h.metrics.RunFinished(job, fin.Result, fin.Finished.Sub(fin.Started), fin.Finished)
-	hook, cmd := "on_failure", fin.Job.OnFailure
+	h.metrics.RunFinished(fin.Job, fin.Result, fin.Finished.Sub(fin.Started), fin.Finished)
+	hook, cmd := "on_failure", fin.Cfg.OnFailure
 	if fin.Result == ResultSuccess {
-		hook, cmd = "on_success", fin.Job.OnSuccess
+		hook, cmd = "on_success", fin.Cfg.OnSuccess
 	}
 	if cmd == "" {
 		return
@@ -72,32 +71,35 @@ func (h *HookRunner) handle(fin RunFinished) {
 	}()
 }
 
-// runHook runs one hook through the job's shell in work_dir with the
-// environment of SPEC.md §7; failures and timeouts are logged with the
-// hook's output and counted, never silent.
+// runHook runs one hook through the job's shell in work_dir with the run's
+// environment plus the result variables; failures and timeouts are logged
+// with the hook's output and counted, never silent.
 func (h *HookRunner) runHook(fin RunFinished, hook, cmd string) {
-	log := h.log.With(zap.String("job", fin.Job.Name), zap.String("run_id", fin.RunID), zap.String("hook", hook))
+	log := h.log.With(zap.String("job", fin.Job), zap.String("run_id", fin.RunID), zap.String("hook", hook),
+		zap.String("trigger", string(fin.Trigger)))
 	file, cleanup := h.tailFile(fin, log)
 	defer cleanup()
-	p, err := process.Start(process.Spec{Shell: fin.Job.Shell, Command: cmd, Dir: fin.Job.WorkDir,
-		Env: h.env(fin, file), User: fin.Job.User, KillGrace: fin.Job.KillGrace, Log: log, TailSize: envTailSize})
+	tail := strings.ReplaceAll(string(lastBytes(fin.Tail, MaxOutputTail)), "\x00", "")
+	p, err := h.start(process.Spec{Shell: fin.Cfg.Shell, Command: cmd, Dir: fin.Cfg.WorkDir,
+		Env: hookEnv(h.environ, fin, tail, file), User: fin.Cfg.User, KillGrace: fin.Cfg.KillGrace,
+		Log: log, TailSize: MaxOutputTail})
 	if err != nil {
-		h.metrics.HookFailed(fin.Job.Name, hook)
+		h.metrics.HookFailed(fin.Job, hook)
 		log.Error("hook could not start", zap.Error(err))
 		return
 	}
-	t := time.NewTimer(fin.Job.HookTimeout)
+	t := time.NewTimer(fin.Cfg.HookTimeout)
 	defer t.Stop()
 	timedOut := false
 	select {
 	case <-p.Done():
 	case <-t.C:
 		timedOut = true
-		p.Terminate(fin.Job.KillGrace)
+		p.Terminate(fin.Cfg.KillGrace)
 	}
 	res := p.Wait()
 	if timedOut || res.ExitCode != 0 || res.Err != nil {
-		h.metrics.HookFailed(fin.Job.Name, hook)
+		h.metrics.HookFailed(fin.Job, hook)
 		log.Error("hook failed", zap.Bool("timed_out", timedOut), zap.Int("exit_code", res.ExitCode),
 			zap.ByteString("output", res.Tail), zap.Error(res.Err))
 		return
@@ -118,33 +120,4 @@ func (h *HookRunner) tailFile(fin RunFinished, log *zap.Logger) (string, func())
 		log.Warn("output file for hook not written", zap.Error(err))
 	}
 	return f.Name(), func() { _ = os.Remove(f.Name()) }
-}
-
-func (h *HookRunner) env(fin RunFinished, file string) []string {
-	env := make([]string, 0, len(h.environ)+len(fin.Job.Env)+14)
-	env = append(env, h.environ...)
-	for k, v := range fin.Job.Env {
-		env = append(env, k+"="+v)
-	}
-	sched := ""
-	if !fin.Slot.IsZero() {
-		sched = fin.Slot.UTC().Format(time.RFC3339)
-	}
-	tail := strings.ReplaceAll(string(lastBytes(fin.Tail, envTailSize)), "\x00", "")
-	return append(env, "CRONLOCK_JOB="+fin.Job.Name, "CRONLOCK_NODE_ID="+fin.Node,
-		"CRONLOCK_RUN_ID="+fin.RunID, "CRONLOCK_SCHEDULED_TIME="+sched,
-		"CRONLOCK_FENCING_TOKEN="+strconv.FormatInt(fin.Fence, 10),
-		"CRONLOCK_ATTEMPT="+strconv.Itoa(fin.Attempts),
-		"CRONLOCK_RESULT="+fin.Result, "CRONLOCK_EXIT_CODE="+strconv.Itoa(fin.ExitCode),
-		"CRONLOCK_DURATION_MS="+strconv.FormatInt(fin.Finished.Sub(fin.Started).Milliseconds(), 10),
-		"CRONLOCK_STARTED_AT="+fin.Started.UTC().Format(time.RFC3339Nano),
-		"CRONLOCK_FINISHED_AT="+fin.Finished.UTC().Format(time.RFC3339Nano),
-		"CRONLOCK_OUTPUT_TAIL="+tail, "CRONLOCK_OUTPUT_FILE="+file)
-}
-
-func lastBytes(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }

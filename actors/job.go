@@ -33,8 +33,9 @@ type JobDeps struct {
 	GracePeriod time.Duration
 	// ClaimTimeout bounds one claim round trip (default 2s).
 	ClaimTimeout time.Duration
-	// Offset is added to time.Now (test-only clock skew).
-	Offset time.Duration
+	// Now reads the wall clock for catch-up; nil = time.Now (tests pass a
+	// skewed clock).
+	Now func() time.Time
 	// Start starts one attempt's process; nil = process.Start. Tests in
 	// synctest bubbles substitute a fake driven by the bubble's clock.
 	Start Starter
@@ -55,8 +56,8 @@ type Starter func(process.Spec) (Proc, error)
 func startProcess(s process.Spec) (Proc, error) { return process.Start(s) }
 
 // Job is the actor of one job: it owns the job's overlap state and starts
-// one run goroutine per claimed slot (SPEC.md §10). Its inbox takes Fire,
-// Catchup, Reconfigure and RunNow.
+// one run goroutine per run, whatever its trigger (docs/architecture.md).
+// Its inbox takes Fire, Catchup, Reconfigure and RunNow.
 type Job struct {
 	deps  JobDeps
 	cfg   config.Job
@@ -75,6 +76,9 @@ const inboxSize = 16
 func NewJob(cfg config.Job, deps JobDeps) *Job {
 	if deps.Start == nil {
 		deps.Start = startProcess
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
 	}
 	if deps.ClaimTimeout <= 0 {
 		deps.ClaimTimeout = 2 * time.Second
@@ -110,8 +114,11 @@ func (j *Job) drain() {
 	for j.running > 0 {
 		select {
 		case m := <-j.inbox:
-			if f, ok := m.(Fire); ok {
-				j.skip(f.Slot, SkipShuttingDown)
+			switch m := m.(type) {
+			case Fire:
+				j.skip(m.Slot, SkipShuttingDown)
+			case RunNow:
+				m.Reply <- Ran{Skip: SkipShuttingDown}
 			}
 		case <-j.done:
 			j.running--
@@ -123,17 +130,17 @@ func (j *Job) drain() {
 func (j *Job) handle(ctx context.Context, m jobMsg) {
 	switch m := m.(type) {
 	case Fire:
-		j.onFire(ctx, m.Slot)
+		j.onFire(ctx, m.Slot, TriggerSchedule)
 	case Catchup:
 		j.onCatchup(ctx)
 	case Reconfigure:
 		j.cfg = m.Job
 	case RunNow:
-		j.start(ctx, time.Time{})
+		j.onRunNow(ctx, m)
 	}
 }
 
-func (j *Job) onFire(ctx context.Context, slot time.Time) {
+func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 	switch {
 	case !j.cfg.Enabled:
 		j.skip(slot, SkipDisabled)
@@ -142,19 +149,34 @@ func (j *Job) onFire(ctx context.Context, slot time.Time) {
 	case j.running > 0 && j.cfg.Overlap != config.OverlapAllow:
 		j.skip(slot, SkipOverlapLocal)
 	default:
-		j.start(ctx, slot)
+		j.start(ctx, &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}}, nil)
+	}
+}
+
+// onRunNow starts a manual run. A disabled job is refused unless forced;
+// pause and overlap are decided by the claim, as for any run.
+func (j *Job) onRunNow(ctx context.Context, m RunNow) {
+	switch {
+	case !j.cfg.Enabled && !m.Force:
+		j.deps.Log.Warn("manual run not started", zap.String("job", j.cfg.Name), zap.String("reason", SkipDisabled))
+		m.Reply <- Ran{Skip: SkipDisabled}
+	case ctx.Err() != nil:
+		m.Reply <- Ran{Skip: SkipShuttingDown}
+	default:
+		r := &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual}, force: m.Force}
+		j.start(ctx, r, m.Reply)
 	}
 }
 
 // onCatchup runs the latest slot S <= now with now−S <= catchup_window,
 // at most once per slot from this node; the claim makes it once in the
-// cluster (SPEC.md §4).
+// cluster.
 func (j *Job) onCatchup(ctx context.Context) {
 	w := j.cfg.CatchupWindow
 	if w <= 0 || !j.cfg.Enabled {
 		return
 	}
-	now := time.Now().Add(j.deps.Offset)
+	now := j.deps.Now()
 	var latest time.Time
 	for t := j.cfg.Sched.Next(now.Add(-w - time.Second)); !t.IsZero() && !t.After(now); t = j.cfg.Sched.Next(t) {
 		if now.Sub(t) <= w {
@@ -166,13 +188,14 @@ func (j *Job) onCatchup(ctx context.Context) {
 	}
 	j.lastCatchup = latest
 	j.deps.Log.Info("catch-up: claiming the latest missed slot", zap.String("job", j.cfg.Name), slotField(latest))
-	j.onFire(ctx, latest)
+	j.onFire(ctx, latest, TriggerCatchup)
 }
 
 func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name, slot, reason) }
 
 // skipSlot logs (info; debug for claimed_elsewhere and disabled, warn for
-// overlap_local) and counts one skipped slot (SPEC.md §6).
+// overlap_local) and counts one skipped slot (docs/protocol.md, "Skip
+// reasons").
 func skipSlot(deps *JobDeps, job string, slot time.Time, reason string) {
 	deps.Metrics.Skip(job, reason)
 	log := deps.Log.Info
@@ -185,14 +208,18 @@ func skipSlot(deps *JobDeps, job string, slot time.Time, reason string) {
 	log("slot skipped", zap.String("job", job), slotField(slot), zap.String("reason", reason))
 }
 
-// start launches a run goroutine; the actor waits for it in Run/drain.
-func (j *Job) start(ctx context.Context, slot time.Time) {
+// start launches r on a goroutine; the actor waits for it in Run/drain.
+// reply, when set, receives what happened (1-buffered: never blocks).
+func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 	j.running++
 	j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
-	r := &run{job: j.cfg, slot: slot, deps: &j.deps}
+	r.deps = &j.deps
 	go func() {
 		defer func() { j.done <- struct{}{} }()
-		r.execute(ctx)
+		ran := r.execute(ctx)
+		if reply != nil {
+			reply <- ran
+		}
 	}()
 }
 

@@ -1,4 +1,4 @@
-package actors
+package actors_test
 
 import (
 	"context"
@@ -8,10 +8,23 @@ import (
 	"testing/synctest"
 	"time"
 
+	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/internal/fakeproc"
+	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/schedule"
 	"go.uber.org/zap"
 )
+
+func mustSchedule(t *testing.T, expr string) *schedule.Schedule {
+	t.Helper()
+	s, err := schedule.Parse(expr, time.UTC)
+	if err != nil {
+		t.Fatalf("parse %q: %v", expr, err)
+	}
+	return s
+}
 
 func testJob(t *testing.T, name, command string) config.Job {
 	return config.Job{Name: name, Schedule: "* * * * * *", Command: command, Shell: "/bin/sh",
@@ -21,6 +34,7 @@ func testJob(t *testing.T, name, command string) config.Job {
 }
 
 type jobHarness struct {
+	name    string
 	job     *Job
 	metrics *Metrics
 	locker  *redislock.Memory
@@ -32,19 +46,23 @@ type jobHarness struct {
 
 func startJob(t *testing.T, cfg config.Job) *jobHarness {
 	t.Helper()
-	h := &jobHarness{metrics: NewMetrics(nil), locker: redislock.NewMemory(),
+	h := &jobHarness{name: cfg.Name, metrics: NewMetrics(nil), locker: redislock.NewMemory(),
 		results: make(chan RunFinished, 10), kill: make(chan struct{}), done: make(chan error, 1)}
 	h.metrics.InitJob(cfg.Name)
 	h.job = NewJob(cfg, JobDeps{Log: zap.NewNop(), Metrics: h.metrics, Locker: h.locker, NodeID: "n1",
-		Results: h.results, Phantoms: make(chan Phantom, 10), Kill: h.kill, Start: fakeStart})
+		Results: h.results, Phantoms: make(chan Phantom, 10), Kill: h.kill, Start: fakeproc.Start})
 	ctx, cancel := context.WithCancel(t.Context())
 	h.cancel = cancel
 	go func() { h.done <- h.job.Run(ctx) }()
 	return h
 }
 
-func (h *jobHarness) skips(reason string) float64 {
-	return h.metrics.Value(h.job.cfg.Name, "skips", reason)
+func (h *jobHarness) skips(t *testing.T, reason string) float64 {
+	return promtest.Value(t, h.metrics, "cronlock_skips_total", "job", h.name, "reason", reason)
+}
+
+func (h *jobHarness) running(t *testing.T) float64 {
+	return promtest.Value(t, h.metrics, "cronlock_job_running", "job", h.name)
 }
 
 // A slot that fires while the previous run is still going on this node is
@@ -56,8 +74,8 @@ func TestJob_SkipsWhileRunning(t *testing.T) {
 		time.Sleep(time.Second)
 		h.job.Inbox() <- Fire{Job: "long", Slot: slot}
 		h.job.Inbox() <- Fire{Job: "long", Slot: slot.Add(time.Second)}
-		waitFor(t, func() bool { return h.skips(SkipOverlapLocal) == 1 })
-		if got := h.metrics.Value("long", "running", ""); got != 1 {
+		waitFor(t, func() bool { return h.skips(t, SkipOverlapLocal) == 1 })
+		if got := h.running(t); got != 1 {
 			t.Errorf("job_running: got %v, want 1", got)
 		}
 		h.cancel()
@@ -78,7 +96,7 @@ func TestJob_ShutdownWaitsThenKills(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startJob(t, testJob(t, "j", "sleep 1000h"))
 		h.job.Inbox() <- Fire{Job: "j", Slot: time.Now()}
-		waitFor(t, func() bool { return h.metrics.Value("j", "running", "") == 1 })
+		waitFor(t, func() bool { return h.running(t) == 1 })
 		h.cancel()
 		time.Sleep(time.Hour) // fake time: the actor keeps waiting for the run
 		synctest.Wait()
@@ -106,12 +124,12 @@ func TestJob_SkipsSlotClaimedElsewhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startJob(t, testJob(t, "j", "true"))
 		slot := time.Now()
-		if _, err := h.locker.Claim(t.Context(), redislock.ClaimRequest{Job: "j", Slot: slot.Unix(),
+		if _, err := h.locker.Claim(t.Context(), ClaimRequest{Job: "j", Slot: slot.Unix(),
 			Owner: "other:1", TTL: time.Second, Lease: false}); err != nil {
 			t.Fatal(err)
 		}
 		h.job.Inbox() <- Fire{Job: "j", Slot: slot}
-		waitFor(t, func() bool { return h.skips(SkipClaimedElsewhere) == 1 })
+		waitFor(t, func() bool { return h.skips(t, SkipClaimedElsewhere) == 1 })
 		h.cancel()
 		<-h.done
 		select {
@@ -128,7 +146,7 @@ func TestJob_DisabledSkips(t *testing.T) {
 		cfg.Enabled = false
 		h := startJob(t, cfg)
 		h.job.Inbox() <- Fire{Job: "off", Slot: time.Now()}
-		waitFor(t, func() bool { return h.skips(SkipDisabled) == 1 })
+		waitFor(t, func() bool { return h.skips(t, SkipDisabled) == 1 })
 		h.cancel()
 		<-h.done
 	})
@@ -174,7 +192,7 @@ func (f *flakyLocker) Renew(ctx context.Context, job, owner string, ttl time.Dur
 	f.renewals.Add(1)
 	switch {
 	case f.notHeld.Load():
-		return redislock.ErrNotHeld
+		return ErrNotHeld
 	case f.fail.Load():
 		return errRenew
 	}

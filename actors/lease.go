@@ -6,49 +6,94 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
+
+// releaseTimeout bounds the release (with the history record) after a
+// run. It runs on a context detached from the (possibly cancelled) run
+// context: releasing a lease must not use a dead context.
+const releaseTimeout = 2 * time.Second
 
 // safetyMargin is how long before the server-side expiry a lease whose
 // renewals have failed is declared lost: TTL/5, at least 500 ms, at most
 // TTL/2. The run is killed within half of it, so its processes are dead
-// before another node can acquire the lease (SPEC.md §4).
+// before another node can acquire the lease (docs/protocol.md, "Lease").
 func safetyMargin(ttl time.Duration) time.Duration {
 	return min(max(ttl/5, 500*time.Millisecond), ttl/2)
 }
 
-// Lease is the actor that keeps one run's lease alive: it renews every
-// TTL/3 with compare-and-PEXPIRE and reports loss once on Lost (SPEC.md §4,
-// STYLE.md 10: the adapter is a plain call, the lease actor owns time).
+// Lease is the one owner of a claimed run's lease, like etcd's
+// concurrency.Session: Acquire returns it renewing, Lost reports its loss,
+// End releases it. A Lease of a claim that took no lease (overlap: allow)
+// only records history on End.
 //
-// The local deadline is the send time of the last successful renewal (or of
-// the claim) plus TTL minus the safety margin; it is measured on the
-// monotonic clock, so wall-clock steps cannot stretch it.
+// Renewal is compare-and-PEXPIRE every TTL/3 on a goroutine the Lease owns.
+// The local deadline is the send time of the last successful renewal (or
+// of the claim) plus TTL minus the safety margin, measured on the monotonic
+// clock, so wall-clock steps cannot stretch it.
 type Lease struct {
 	log      *zap.Logger
 	locker   Locker
 	job      string
-	owner    string
+	owner    string // "" when no lease is held
 	ttl      time.Duration
 	acquired time.Time // send time of the successful claim
 	lost     chan LeaseLost
+	stop     context.CancelFunc
+	done     chan struct{}
 }
 
-// NewLease returns a lease actor for a lease claimed at acquired (the
-// instant the claim request was sent). log should carry the job's name.
-func NewLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, acquired time.Time) *Lease {
-	return &Lease{log: log, locker: locker, job: job, owner: owner, ttl: ttl, acquired: acquired,
-		lost: make(chan LeaseLost, 1)}
+// Acquire sends req (one round trip, bounded by ctx) and, when the claim
+// succeeds, returns a Lease that already renews itself; otherwise the
+// Lease is nil and Claim says why. The renewals run until End, whatever
+// happens to ctx (a run outlives the start of a shutdown). log should carry
+// the job's name.
+func Acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest) (Claim, *Lease, error) {
+	sent := time.Now()
+	c, err := locker.Claim(ctx, req)
+	if err != nil || c.Outcome != Claimed {
+		return c, nil, err
+	}
+	l := &Lease{log: log, locker: locker, job: req.Job, ttl: req.TTL, acquired: sent,
+		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{})}
+	if !req.Lease {
+		close(l.done)
+		return c, l, nil
+	}
+	l.owner = req.Owner
+	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	l.stop = stop
+	go func() {
+		defer close(l.done)
+		l.keepAlive(kctx)
+	}()
+	return c, l, nil
 }
 
 // Lost delivers at most one LeaseLost, then nothing. It is never closed.
 func (l *Lease) Lost() <-chan LeaseLost { return l.lost }
 
-// Run renews until ctx ends (the run is over: the caller then releases the
-// lease) or the lease is lost. It returns nil in both cases; renewal errors
-// are handled here (logged, and decided by the local deadline).
-func (l *Lease) Run(ctx context.Context) error {
+// End stops the renewals (waiting for them), then releases the lease with
+// compare-and-DEL and appends rec to the job's history, in one round trip
+// on a fresh context bounded by releaseTimeout. It returns the backend's
+// error; the lease may then still be held and should be handed to the
+// janitor (Owner). Call it once.
+func (l *Lease) End(ctx context.Context, rec RunRecord) error {
+	l.stop()
+	<-l.done
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_, err := l.locker.Finish(rctx, l.job, l.owner, rec)
+	return err
+}
+
+// Owner is the lease value "nodeID:uuid", or "" when no lease is held.
+func (l *Lease) Owner() string { return l.owner }
+
+// keepAlive renews until ctx ends (End was called) or the lease is lost.
+// Renewal errors are handled here: logged, and decided by the local
+// deadline.
+func (l *Lease) keepAlive(ctx context.Context) {
 	margin := safetyMargin(l.ttl)
 	deadline := l.acquired.Add(l.ttl - margin)
 	expiry := time.NewTimer(time.Until(deadline))
@@ -58,21 +103,21 @@ func (l *Lease) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-expiry.C:
 			l.report(fmt.Errorf("lease %q: no renewal succeeded for %v", l.job, l.ttl-margin), margin/2)
-			return nil
+			return
 		case <-tick.C:
 			sent := time.Now()
 			switch err := l.renew(ctx, deadline); {
 			case err == nil:
 				deadline = sent.Add(l.ttl - margin)
 				expiry.Reset(time.Until(deadline))
-			case errors.Is(err, redislock.ErrNotHeld):
+			case errors.Is(err, ErrNotHeld):
 				l.report(err, margin/2)
-				return nil
+				return
 			case ctx.Err() != nil:
-				return nil
+				return
 			default:
 				l.log.Warn("lease renewal failed; retrying until the local deadline",
 					zap.Time("deadline", deadline), zap.Error(err))

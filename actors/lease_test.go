@@ -1,4 +1,4 @@
-package actors
+package actors_test
 
 import (
 	"context"
@@ -7,27 +7,28 @@ import (
 	"testing/synctest"
 	"time"
 
+	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
-func startLease(t *testing.T, l Locker, ttl time.Duration) (*Lease, func()) {
+// acquire claims slot 1 of job "j" for owner n1:x and returns the renewing
+// Lease; stop ends it (release and a history record).
+func acquire(t *testing.T, l Locker, ttl time.Duration) (*Lease, func()) {
 	t.Helper()
-	if _, err := l.Claim(t.Context(), redislock.ClaimRequest{Job: "j", Slot: 1, Owner: "n1:x", TTL: ttl, Lease: true}); err != nil {
-		t.Fatal(err)
+	c, lease, err := Acquire(t.Context(), zap.NewNop(), l,
+		ClaimRequest{Job: "j", Slot: 1, Owner: "n1:x", TTL: ttl, Lease: true})
+	if err != nil || c.Outcome != Claimed {
+		t.Fatalf("Acquire: got %v, %v, want claimed", c.Outcome, err)
 	}
-	lease := NewLease(zap.NewNop(), l, "j", "n1:x", ttl, time.Now())
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- lease.Run(ctx) }()
-	return lease, func() { cancel(); <-done }
+	return lease, func() { _ = lease.End(context.Background(), RunRecord{RunID: "x", Slot: 1}) }
 }
 
 // The lease is renewed every TTL/3 and outlives its TTL many times over.
 func TestLease_RenewsEveryThirdOfTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &flakyLocker{Memory: redislock.NewMemory()}
-		lease, stop := startLease(t, f, 3*time.Second)
+		lease, stop := acquire(t, f, 3*time.Second)
 		time.Sleep(10*time.Second + 500*time.Millisecond)
 		synctest.Wait()
 		if got := f.renewals.Load(); got != 10 {
@@ -54,11 +55,11 @@ func TestLease_LostBeforeServerExpiryWhenRenewalsFail(t *testing.T) {
 		f.fail.Store(true)
 		ttl := 6 * time.Second
 		start := time.Now()
-		lease, stop := startLease(t, f, ttl)
+		lease, stop := acquire(t, f, ttl)
 		defer stop()
 		l := <-lease.Lost()
 		at := time.Since(start)
-		if want := ttl - safetyMargin(ttl); at != want {
+		if want := 4800 * time.Millisecond; at != want { // TTL − margin (TTL/5)
 			t.Errorf("lost after %v, want %v (TTL − margin)", at, want)
 		}
 		if at+l.Grace >= ttl {
@@ -73,25 +74,30 @@ func TestLease_LostWhenNotHeld(t *testing.T) {
 		f := &flakyLocker{Memory: redislock.NewMemory()}
 		f.notHeld.Store(true)
 		start := time.Now()
-		lease, stop := startLease(t, f, 3*time.Second)
+		lease, stop := acquire(t, f, 3*time.Second)
 		defer stop()
 		l := <-lease.Lost()
 		if got := time.Since(start); got != time.Second {
 			t.Errorf("lost after %v, want 1s (first renewal)", got)
 		}
-		if !errors.Is(l.Err, redislock.ErrNotHeld) {
+		if !errors.Is(l.Err, ErrNotHeld) {
 			t.Errorf("got %v, want ErrNotHeld", l.Err)
 		}
 	})
 }
 
-func TestSafetyMargin(t *testing.T) {
-	for _, c := range []struct{ ttl, want time.Duration }{
-		{time.Second, 500 * time.Millisecond}, {6 * time.Second, 1200 * time.Millisecond},
-		{5 * time.Minute, time.Minute}, {600 * time.Millisecond, 300 * time.Millisecond},
-	} {
-		if got := safetyMargin(c.ttl); got != c.want {
-			t.Errorf("safetyMargin(%v): got %v, want %v", c.ttl, got, c.want)
+// End stops the renewals, then releases the lease and records the run in
+// one call: the lease is free and the history has the record.
+func TestLease_EndReleasesAndRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		lease, _ := acquire(t, mem, 3*time.Second)
+		if err := lease.End(t.Context(), RunRecord{RunID: "r1", Slot: 1, Trigger: TriggerManual}); err != nil {
+			t.Fatalf("End: %v", err)
 		}
-	}
+		st, _ := mem.State(t.Context(), "j")
+		if st.LeaseHolder != "" || st.Last == nil || st.Last.RunID != "r1" || st.Last.Trigger != TriggerManual {
+			t.Errorf("state after End: got holder %q last %+v, want no holder and last run r1 (manual)", st.LeaseHolder, st.Last)
+		}
+	})
 }

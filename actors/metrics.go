@@ -10,12 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics holds cronlock's Prometheus series (SPEC.md §8). Every job's
+// Metrics holds cronlock's Prometheus series. Every job's
 // series exist from InitJob on, so "never ran" can be alerted on.
 //
 // It is a custom prometheus.Collector over compact per-job counters rather
 // than *Vec types: a CounterVec child costs ~530 bytes, so the ~20 series
-// of each of 10,000 jobs would take over 100 MB (SPEC.md §9 asks < 100 MiB
+// of each of 10,000 jobs would take over 100 MB (the target is < 60 MiB
 // RSS for 10,000 jobs); here a job costs a few hundred bytes and the series
 // are built at scrape time. Safe for concurrent use.
 type Metrics struct {
@@ -33,12 +33,12 @@ var (
 )
 
 // Hook names, the values of the `hook` label.
-var hookNames = []string{"on_success", "on_failure"}
+var hookNames = [...]string{"on_success", "on_failure"}
 
 type jobSeries struct {
-	runs        [5]atomic.Uint64 // by Results index
-	skips       [7]atomic.Uint64 // by SkipReasons index
-	hookFails   [2]atomic.Uint64 // by hookNames index
+	runs        [len(results)]atomic.Uint64     // by results index
+	skips       [len(skipReasons)]atomic.Uint64 // by skipReasons index
+	hookFails   [len(hookNames)]atomic.Uint64   // by hookNames index
 	leaseLost   atomic.Uint64
 	dropped     atomic.Uint64
 	missed      atomic.Uint64
@@ -130,10 +130,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{job}, labels...)...)
 		}
-		for i, r := range Results {
+		for i, r := range results {
 			counter(descRuns, s.runs[i].Load(), r)
 		}
-		for i, r := range SkipReasons {
+		for i, r := range skipReasons {
 			counter(descSkips, s.skips[i].Load(), r)
 		}
 		for i, h := range hookNames {
@@ -179,7 +179,7 @@ func (m *Metrics) job(job string) *jobSeries {
 
 // Skip counts one skipped slot.
 func (m *Metrics) Skip(job, reason string) {
-	if i := slices.Index(SkipReasons, reason); i >= 0 {
+	if i := slices.Index(skipReasons[:], reason); i >= 0 {
 		m.job(job).skips[i].Add(1)
 	}
 }
@@ -188,7 +188,7 @@ func (m *Metrics) Skip(job, reason string) {
 // sets the last-success time.
 func (m *Metrics) RunFinished(job, result string, d time.Duration, finished time.Time) {
 	s := m.job(job)
-	if i := slices.Index(Results, result); i >= 0 {
+	if i := slices.Index(results[:], result); i >= 0 {
 		s.runs[i].Add(1)
 	}
 	s.duration.observe(durationBuckets, d.Seconds())
@@ -221,7 +221,7 @@ func (m *Metrics) TotalRunning() int64 {
 
 // HookFailed counts a failed or timed-out hook ("on_success"/"on_failure").
 func (m *Metrics) HookFailed(job, hook string) {
-	if i := slices.Index(hookNames, hook); i >= 0 {
+	if i := slices.Index(hookNames[:], hook); i >= 0 {
 		m.job(job).hookFails[i].Add(1)
 	}
 }
@@ -243,31 +243,6 @@ func (m *Metrics) SetRedisUp(up bool) {
 
 // SetClockSkew sets cronlock_clock_skew_seconds.
 func (m *Metrics) SetClockSkew(d time.Duration) { storeFloat(&m.clockSkew, d.Seconds()) }
-
-// Value returns a counter or gauge of a job by metric name and extra label
-// (result, reason or hook), for tests and status output; 0 if unknown.
-func (m *Metrics) Value(job, name, label string) float64 {
-	s := m.job(job)
-	switch name {
-	case "runs":
-		if i := slices.Index(Results, label); i >= 0 {
-			return float64(s.runs[i].Load())
-		}
-	case "skips":
-		if i := slices.Index(SkipReasons, label); i >= 0 {
-			return float64(s.skips[i].Load())
-		}
-	case "running":
-		return float64(s.running.Load())
-	case "dropped":
-		return float64(s.dropped.Load())
-	case "missed":
-		return float64(s.missed.Load())
-	case "lease_lost":
-		return float64(s.leaseLost.Load())
-	}
-	return 0
-}
 
 func loadFloat(v *atomic.Uint64) float64     { return math.Float64frombits(v.Load()) }
 func storeFloat(v *atomic.Uint64, f float64) { v.Store(math.Float64bits(f)) }

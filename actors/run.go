@@ -2,116 +2,107 @@ package actors
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 )
 
-// maxRetryBackoff caps the doubling retry delay (SPEC.md §2 retry_backoff).
+// maxRetryBackoff caps the doubling retry delay of retry_backoff.
 const maxRetryBackoff = 10 * time.Minute
 
-// releaseTimeout bounds the release after a run; it runs on a
-// context detached from the (possibly cancelled) run context (STYLE.md 7).
-const releaseTimeout = 2 * time.Second
-
-// run is one execution of a job for one slot: claim → lease → attempts →
-// grace period → release → result to the hook runner. It lives on a
-// goroutine owned by the job actor.
+// run is one execution of a job, whatever its trigger: claim → lease →
+// attempts (with retries) → grace period → release with the history record
+// → result to the hook runner. Scheduled, catch-up and manual runs all take
+// this path; the trigger is data. It lives on a goroutine owned by the job
+// actor.
 type run struct {
-	job  config.Job
-	slot time.Time // zero for a manual run
-	deps *JobDeps
+	job   config.Job
+	info  RunInfo // Job, Slot and Trigger set by the job actor
+	force bool    // a manual run that ignores pause (cronlock run -force)
+	deps  *JobDeps
 
-	id, owner string
-	fence     int64
-	log       *zap.Logger
-	lostErr   error // set once the lease is lost
+	lease   *Lease
+	log     *zap.Logger
+	lostErr error // set once the lease is lost
 }
 
-func (r *run) execute(ctx context.Context) {
-	r.id = uuid.NewString()
-	r.owner = r.deps.NodeID + ":" + r.id
-	r.log = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", r.id))
-	if !r.slot.IsZero() {
-		r.log = r.log.With(slotField(r.slot))
+// execute runs the job once and returns what happened: a skip reason, or
+// the final result (which has also been sent to the hook runner).
+func (r *run) execute(ctx context.Context) Ran {
+	r.info.RunID, r.info.Node = uuid.NewString(), r.deps.NodeID
+	r.log = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
+		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger)))
+	if !r.info.Slot.IsZero() {
+		r.log = r.log.With(slotField(r.info.Slot))
 	}
 	if ctx.Err() != nil {
-		r.skip(SkipShuttingDown)
-		return
+		return r.skip(SkipShuttingDown, nil)
 	}
-	useLease := r.job.Overlap != config.OverlapAllow || r.slot.IsZero()
-	sent := time.Now()
-	if !r.claim(ctx, useLease) {
-		return
+	if ran, ok := r.claim(ctx); !ok {
+		return ran
 	}
-	var lost <-chan LeaseLost
-	stopLease := func() {}
-	if useLease {
-		lease := NewLease(r.log, r.deps.Locker, r.job.Name, r.owner, r.job.LockTTL, sent)
-		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		done := make(chan struct{})
-		go func() { defer close(done); _ = lease.Run(lctx) }()
-		stopLease = func() { cancel(); <-done }
-		lost = lease.Lost()
-	}
-	fin := r.attempts(ctx, lost)
-	owner := ""
-	if useLease {
+	fin := r.attempts(ctx, r.lease.Lost())
+	if r.lease.Owner() != "" {
 		r.waitGrace()
-		stopLease()
-		owner = r.owner
 	}
-	r.end(ctx, owner, fin)
+	r.end(ctx, fin)
 	r.report(fin)
+	return Ran{Finished: fin}
 }
 
-func (r *run) skip(reason string) { skipSlot(r.deps, r.job.Name, r.slot, reason) }
+// skip logs and counts a slot that is not run (a manual run that is
+// refused is logged, not counted: it is no slot).
+func (r *run) skip(reason string, err error) Ran {
+	if r.info.Trigger == TriggerManual {
+		r.log.Warn("manual run not started", zap.String("reason", reason), zap.Error(err))
+	} else {
+		skipSlot(r.deps, r.job.Name, r.info.Slot, reason)
+	}
+	return Ran{Skip: reason, Err: err}
+}
 
-// claim runs the claim script (SPEC.md §4) and reports whether this node
-// may run the slot. A failed claim skips the slot (redis_error): fail-safe.
-// A claim in flight when shutdown begins is completed, not abandoned: a
-// slot that Redis gave us and nobody runs would be a silently missed run.
-func (r *run) claim(ctx context.Context, useLease bool) bool {
+// claim runs the claim step (docs/protocol.md, "Claim") and reports whether
+// this node may run. A failed claim skips the slot (redis_error):
+// fail-safe. A claim in flight when shutdown begins is completed, not
+// abandoned: a slot that Redis gave us and nobody runs would be a silently
+// missed run.
+func (r *run) claim(ctx context.Context) (Ran, bool) {
+	useLease := r.job.Overlap != config.OverlapAllow || r.info.Trigger == TriggerManual
+	req := ClaimRequest{Job: r.job.Name, Owner: r.info.Node + ":" + r.info.RunID, TTL: r.job.LockTTL,
+		Lease: useLease, IgnorePause: r.force}
+	if !r.info.Slot.IsZero() {
+		req.Slot = r.info.Slot.Unix()
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
-	var slot int64
-	if !r.slot.IsZero() {
-		slot = r.slot.Unix()
-	}
-	c, err := r.deps.Locker.Claim(cctx, redislock.ClaimRequest{Job: r.job.Name, Slot: slot,
-		Owner: r.owner, TTL: r.job.LockTTL, Lease: useLease})
+	c, lease, err := Acquire(cctx, r.log, r.deps.Locker, req)
 	if err != nil {
-		r.log.Warn("claim failed; slot not run", zap.Error(err))
-		r.skip(SkipRedisError)
+		r.log.Warn("claim failed; not run", zap.Error(err))
 		if useLease {
-			r.phantom()
+			r.phantom(req.Owner)
 		}
-		return false
+		return r.skip(SkipRedisError, err), false
 	}
 	switch c.Outcome {
-	case redislock.Claimed:
-		r.fence = c.Fence
+	case Claimed:
+		r.lease, r.info.Fence = lease, c.Fence
 		r.log = r.log.With(zap.Int64("fence", c.Fence))
-		return true
-	case redislock.Paused:
-		r.skip(SkipPaused)
-	case redislock.Overlap:
-		r.skip(SkipOverlap)
-	default:
-		r.skip(SkipClaimedElsewhere)
+		return Ran{}, true
+	case Paused:
+		return r.skip(SkipPaused, nil), false
+	case Overlap:
+		return r.skip(SkipOverlap, nil), false
 	}
-	return false
+	return r.skip(SkipClaimedElsewhere, nil), false
 }
 
-// phantom hands a lease whose claim outcome is unknown to the janitor, so
-// that a claim applied by Redis after our timeout never blocks the job for
-// lock_ttl (SPEC.md §4).
-func (r *run) phantom() {
-	p := Phantom{Job: r.job.Name, Owner: r.owner, Until: time.Now().Add(r.job.LockTTL)}
+// phantom hands a lease whose state is unknown to the janitor, so that a
+// claim applied by Redis after our timeout never blocks the job for
+// lock_ttl (docs/protocol.md, "Phantom leases").
+func (r *run) phantom(owner string) {
+	p := Phantom{Job: r.job.Name, Owner: owner, Until: time.Now().Add(r.job.LockTTL)}
 	select {
 	case r.deps.Phantoms <- p:
 	default:
@@ -119,9 +110,9 @@ func (r *run) phantom() {
 	}
 }
 
-// attempts runs the command up to 1+retries times (SPEC.md §2 retries).
+// attempts runs the command up to 1+retries times.
 func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
-	fin := RunFinished{Job: r.job, RunID: r.id, Node: r.deps.NodeID, Slot: r.slot, Fence: r.fence}
+	fin := RunFinished{RunInfo: r.info, Cfg: r.job}
 	backoff := r.job.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
@@ -129,7 +120,8 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
 		if attempt == 1 {
 			fin.Started = out.Started
 		}
-		fin.Result, fin.ExitCode, fin.Tail, fin.Finished = out.result, out.ExitCode, out.Tail, out.Finished
+		fin.Result, fin.ExitCode, fin.Signal = out.result, out.ExitCode, out.Signal
+		fin.Tail, fin.Finished = out.Tail, out.Finished
 		if fin.Result == ResultSuccess || r.lostErr != nil || attempt > r.job.Retries || ctx.Err() != nil {
 			return fin
 		}
@@ -180,28 +172,15 @@ func (r *run) waitGrace() {
 	}
 }
 
-// end releases the lease (owner "" = none held) and writes the history
-// record in one round trip, on a fresh context (STYLE.md 7).
-func (r *run) end(ctx context.Context, owner string, fin RunFinished) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	if _, err := r.deps.Locker.Finish(rctx, r.job.Name, owner, record(fin)); err != nil {
+// end releases the lease and writes the history record in one round trip;
+// a lease whose release failed goes to the janitor.
+func (r *run) end(ctx context.Context, fin RunFinished) {
+	if err := r.lease.End(ctx, fin.Record()); err != nil {
 		r.log.Warn("lease release and history record failed; the janitor retries the release", zap.Error(err))
-		if owner != "" {
-			r.phantom()
+		if owner := r.lease.Owner(); owner != "" {
+			r.phantom(owner)
 		}
 	}
-}
-
-// record is the history entry of a finished run (SPEC.md §8).
-func record(fin RunFinished) redislock.RunRecord {
-	var slot int64
-	if !fin.Slot.IsZero() {
-		slot = fin.Slot.Unix()
-	}
-	return redislock.RunRecord{RunID: fin.RunID, Slot: slot, Node: fin.Node, Start: fin.Started,
-		End: fin.Finished, Attempts: fin.Attempts, Result: fin.Result, ExitCode: fin.ExitCode,
-		Fence: fin.Fence, OutputTail: string(lastBytes(fin.Tail, envTailSize))}
 }
 
 // report hands the result to the hook runner. It never blocks forever: when
@@ -217,21 +196,4 @@ func (r *run) report(fin RunFinished) {
 	case <-r.deps.Kill:
 		r.log.Error("hook runner not accepting results; result dropped", zap.String("result", fin.Result))
 	}
-}
-
-// env is the child's environment: the daemon's, the job's env, then the
-// CRONLOCK_* variables of SPEC.md §5 (later entries win).
-func (r *run) env(attempt int) []string {
-	env := make([]string, 0, len(r.deps.Environ)+len(r.job.Env)+6)
-	env = append(env, r.deps.Environ...)
-	for k, v := range r.job.Env {
-		env = append(env, k+"="+v)
-	}
-	sched := ""
-	if !r.slot.IsZero() {
-		sched = r.slot.UTC().Format(time.RFC3339)
-	}
-	return append(env, "CRONLOCK_JOB="+r.job.Name, "CRONLOCK_NODE_ID="+r.deps.NodeID,
-		"CRONLOCK_RUN_ID="+r.id, "CRONLOCK_SCHEDULED_TIME="+sched,
-		"CRONLOCK_FENCING_TOKEN="+strconv.FormatInt(r.fence, 10), "CRONLOCK_ATTEMPT="+strconv.Itoa(attempt))
 }

@@ -46,17 +46,20 @@ func (probe) tickerMsg()      {}
 type Ticker struct {
 	log     *zap.Logger
 	metrics *Metrics
-	offset  time.Duration // test-only clock offset added to time.Now
+	now     func() time.Time
 	inbox   chan tickerMsg
 
 	heap  entryHeap
 	byJob map[string]*tickerItem
 }
 
-// NewTicker returns a ticker with no entries. offset is added to the local
-// clock (an internal option used by tests to simulate clock skew).
-func NewTicker(log *zap.Logger, metrics *Metrics, offset time.Duration) *Ticker {
-	return &Ticker{log: log, metrics: metrics, offset: offset, inbox: make(chan tickerMsg),
+// NewTicker returns a ticker with no entries. now reads the wall clock
+// (nil = time.Now; tests pass a skewed clock).
+func NewTicker(log *zap.Logger, metrics *Metrics, now func() time.Time) *Ticker {
+	if now == nil {
+		now = time.Now
+	}
+	return &Ticker{log: log, metrics: metrics, now: now, inbox: make(chan tickerMsg),
 		byJob: map[string]*tickerItem{}}
 }
 
@@ -100,8 +103,6 @@ func (t *Ticker) Run(ctx context.Context) error {
 		}
 	}
 }
-
-func (t *Ticker) now() time.Time { return time.Now().Add(t.offset) }
 
 func (t *Ticker) handle(m tickerMsg) {
 	switch m := m.(type) {
@@ -206,15 +207,14 @@ type tickerItem struct {
 	slot   time.Time
 	fireAt time.Time
 	parked bool
-	index  int
 }
 
 type entryHeap []*tickerItem
 
 func (h entryHeap) Len() int           { return len(h) }
 func (h entryHeap) Less(i, j int) bool { return h[i].fireAt.Before(h[j].fireAt) }
-func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *entryHeap) Push(x any)        { it := x.(*tickerItem); it.index = len(*h); *h = append(*h, it) }
+func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *entryHeap) Push(x any)        { *h = append(*h, x.(*tickerItem)) }
 func (h *entryHeap) Pop() any {
 	old := *h
 	it := old[len(old)-1]
@@ -222,7 +222,7 @@ func (h *entryHeap) Pop() any {
 	return it
 }
 
-// send delivers v on ch unless ctx ends first (STYLE.md 6).
+// send delivers v on ch unless ctx ends first: no send blocks forever.
 func send[T any](ctx context.Context, ch chan<- T, v T) error {
 	select {
 	case ch <- v:

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/schedule"
 	"go.uber.org/zap"
 )
@@ -23,7 +24,7 @@ func mustSchedule(t *testing.T, expr string) *schedule.Schedule {
 // that cancels it and waits for Run to return.
 func startTicker(t *testing.T, m *Metrics, entries ...TickerEntry) (*Ticker, func()) {
 	t.Helper()
-	tk := NewTicker(zap.NewNop(), m, 0)
+	tk := NewTicker(zap.NewNop(), m, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- tk.Run(ctx) }()
@@ -112,7 +113,7 @@ func TestTicker_NeverBlocksOnBusyJob(t *testing.T) {
 		if got := len(drainFires(free)); got != 5 {
 			t.Errorf("free job: got %d fires, want 5", got)
 		}
-		if got := m.Value("busy", "dropped", ""); got != 5 {
+		if got := promtest.Value(t, m, "cronlock_fires_dropped_total", "job", "busy"); got != 5 {
 			t.Errorf("busy job: got %v dropped fires, want 5", got)
 		}
 	})

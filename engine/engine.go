@@ -1,6 +1,7 @@
 // Package engine wires cronlock's actors from a config and supervises them
-// (SPEC.md §8, §10): signals, reload, ordered shutdown, systemd notify and
-// watchdog, the Redis health monitor, and the HTTP endpoints.
+// (docs/architecture.md): signals (received on a channel from main),
+// reload, ordered shutdown, systemd notify and watchdog, the Redis health
+// monitor, and the HTTP endpoints. It holds no run logic of its own.
 package engine
 
 import (
@@ -9,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
@@ -26,7 +26,9 @@ type Options struct {
 	Environ []string // the daemon's environment: passed to runs, read for WATCHDOG_USEC
 	// Notify sends one sd_notify state ("READY=1", …); nil = not under systemd.
 	Notify func(state string)
-	// Signals delivers SIGTERM/SIGINT (shutdown) and SIGHUP (reload).
+	// Signals delivers SIGTERM/SIGINT (shutdown) and SIGHUP (reload). It is
+	// the engine's only source of signals: main subscribes once and passes
+	// the channel in.
 	Signals <-chan os.Signal
 	// Reload loads the config file again for SIGHUP.
 	Reload func() (*config.Config, error)
@@ -34,8 +36,13 @@ type Options struct {
 	ExitNow func()
 	// Registry receives the metrics; nil = a fresh registry.
 	Registry *prometheus.Registry
-	// ClockOffset is added to the local clock: internal, for skew tests.
-	ClockOffset time.Duration
+	// Now reads the wall clock for slots and skew checks; nil = time.Now.
+	// Tests pass a skewed clock.
+	Now func() time.Time
+	// Start starts the processes of runs and hooks; nil = process.Start.
+	// Tests in testing/synctest bubbles pass a fake driven by the bubble's
+	// clock.
+	Start actors.Starter
 }
 
 // Engine is a configured daemon. Create it with New, then call Run once.
@@ -54,6 +61,11 @@ type Engine struct {
 	ready   atomic.Bool   // READY=1 sent; STATUS= updates may follow
 	kill    chan struct{} // closed after shutdown_timeout: terminate runs
 	killNow chan struct{} // closed on a second signal: SIGKILL runs now
+
+	// Supervisor state, owned by the Run goroutine.
+	shutdownCause string           // "" until the shutdown begins
+	killAfter     <-chan time.Time // fires shutdown_timeout after it began
+	signals       int              // SIGTERM/SIGINT received
 }
 
 // New builds the actors for cfg. It does no I/O beyond creating the Redis
@@ -66,6 +78,9 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	if opts.ExitNow == nil {
 		opts.ExitNow = func() { os.Exit(1) }
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	e := &Engine{opts: opts, cfg: cfg, log: opts.Log, reg: opts.Registry, kill: make(chan struct{}),
 		killNow: make(chan struct{})}
 	if e.reg == nil {
@@ -77,13 +92,14 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	e.backend = b
 	e.metrics = actors.NewMetrics(e.reg)
-	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.ClockOffset)
-	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, opts.Environ, 4096, 8)
+	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
+	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, opts.Environ, opts.Start, 4096, 8)
 	e.janitor = actors.NewJanitor(opts.Log, b.locker(), 1024)
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: b.locker(),
 		NodeID: cfg.Node.ID, Environ: opts.Environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
-		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Offset: opts.ClockOffset}, e.ticker)
-	e.health = newHealth(opts.Log, b, e.metrics, cfg.Node.MaxClockSkew, opts.ClockOffset, e.onRedisBack,
+		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start},
+		e.ticker)
+	e.health = newHealth(opts.Log, b, e.metrics, cfg.Node.MaxClockSkew, opts.Now, e.onRedisBack,
 		opts.Notify, e.status)
 	return e, nil
 }
@@ -97,10 +113,10 @@ const secondSignalWait = 5 * time.Second
 var errSecondSignal = errors.New("engine: second signal, exiting at once")
 
 // Run runs the daemon until a shutdown signal or ctx ends, then shuts down
-// in the order of STYLE.md 8: stop claiming → running jobs finish within
-// node.shutdown_timeout → kill what is left → release leases → drain hooks
-// → STOPPING=1. It returns nil after a clean shutdown, or the error of an
-// actor that stopped unexpectedly.
+// in order: stop claiming (STOPPING=1) → running jobs finish within
+// node.shutdown_timeout → kill what is left → release leases → drain
+// hooks. It returns nil after a clean shutdown, or the error of an actor
+// that stopped unexpectedly.
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.backend.close()
 	e.logStart()
@@ -126,8 +142,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	hooksDone := make(chan error, 1)
 	go func() { hooksDone <- e.hooks.Run(context.WithoutCancel(ctx)) }()
 
-	err := e.jobs.Apply(gctx, e.cfg.Jobs)
-	if err == nil {
+	if err := e.jobs.Apply(gctx, e.cfg.Jobs); err == nil {
 		e.jobs.Catchup(gctx)
 		e.ready.Store(true)
 		e.opts.Notify("READY=1\nSTATUS=" + e.status())
@@ -135,19 +150,20 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	groupDone := make(chan error, 1)
 	go func() { groupDone <- g.Wait() }()
-	err = e.supervise(gctx, stopClaiming, groupDone)
+	err := e.supervise(gctx, stopClaiming, groupDone)
 	if errors.Is(err, errSecondSignal) {
 		return err // ExitNow has run: hooks are not waited for
 	}
 	e.hooks.Close()
 	<-hooksDone
-	e.opts.Notify("STOPPING=1")
 	e.log.Info("shutdown complete")
 	return err
 }
 
 // goActor runs an actor in the group. An actor that returns while its
-// context is still live (even with nil) stops the daemon (STYLE.md 9).
+// context is still live (even with nil) stops the daemon: systemd restarts
+// the process and the lease TTL hands work to another node; job actors are
+// never restarted in-process (two copies of a job could run).
 func (e *Engine) goActor(g *errgroup.Group, ctx context.Context, name string, run func(context.Context) error) {
 	g.Go(func() error {
 		err := run(ctx)
@@ -159,82 +175,6 @@ func (e *Engine) goActor(g *errgroup.Group, ctx context.Context, name string, ru
 		}
 		return fmt.Errorf("%s stopped unexpectedly: %w", name, err)
 	})
-}
-
-// supervise handles signals until the actor group has stopped. The first
-// SIGTERM/SIGINT (or ctx ending, or an actor failing) begins the shutdown;
-// a second signal SIGKILLs running jobs, lets them release their leases
-// (at most secondSignalWait) and exits (ExitNow, exit code 1); SIGHUP
-// reloads.
-//
-// "Second" counts signals received here, not shutdowns begun: the caller's
-// ctx may end because of the very signal that is also delivered on
-// Signals (main cancels ctx on SIGTERM too), and whichever of the two
-// supervise sees first, one SIGTERM must not count as two.
-func (e *Engine) supervise(gctx context.Context, stopClaiming context.CancelFunc, groupDone <-chan error) error {
-	var killAfter <-chan time.Time
-	signalled := false // a SIGTERM/SIGINT has been received
-	shutdown := func(why string) {
-		if killAfter != nil {
-			return
-		}
-		e.log.Info("shutting down: no new claims; waiting for running jobs",
-			zap.String("cause", why), zap.Duration("shutdown_timeout", e.cfg.Node.ShutdownTimeout))
-		e.opts.Notify("STATUS=shutting down")
-		stopClaiming()
-		killAfter = time.After(e.cfg.Node.ShutdownTimeout)
-	}
-	gdone := gctx.Done()
-	for {
-		select {
-		case sig := <-e.opts.Signals:
-			switch {
-			case sig == syscall.SIGHUP && killAfter == nil:
-				e.reload(gctx)
-			case sig == syscall.SIGHUP:
-			case signalled:
-				e.log.Warn("second signal: killing running jobs at once, releasing their leases, exiting")
-				e.killRuns()
-				close(e.killNow)
-				select { // the runs release their leases (bounded); hooks are not waited for
-				case <-groupDone:
-					e.hooks.Close() // no sender is left; pending hooks are abandoned by ExitNow
-					e.opts.ExitNow()
-					return errSecondSignal
-				case <-time.After(secondSignalWait):
-					e.log.Error("runs not finished after the second signal; exiting anyway", zap.Duration("waited", secondSignalWait))
-					e.opts.ExitNow()
-					return fmt.Errorf("%w (runs still finishing)", errSecondSignal)
-				}
-			default:
-				signalled = true
-				shutdown(sig.String())
-			}
-		case <-gdone:
-			gdone = nil
-			shutdown(context.Cause(gctx).Error())
-		case <-killAfter:
-			e.log.Warn("shutdown_timeout passed; terminating running jobs")
-			e.killRuns()
-		case err := <-groupDone:
-			return err
-		}
-	}
-}
-
-func (e *Engine) killRuns() {
-	select {
-	case <-e.kill:
-	default:
-		close(e.kill)
-	}
-}
-
-// onRedisBack runs when Redis answers again: first release phantom leases
-// (claims that timed out may have been applied late), then catch up.
-func (e *Engine) onRedisBack(ctx context.Context) {
-	e.janitor.Sweep(ctx)
-	e.jobs.Catchup(ctx)
 }
 
 // status is the systemd STATUS= text: jobs, runs in progress, backend
@@ -249,6 +189,13 @@ func (e *Engine) status() string {
 	}
 	return fmt.Sprintf("%d jobs, %d running; %s backend %s", e.jobs.count.Load(), e.metrics.TotalRunning(),
 		e.backend.kind, state)
+}
+
+// onRedisBack runs when Redis answers again: first release phantom leases
+// (claims that timed out may have been applied late), then catch up.
+func (e *Engine) onRedisBack(ctx context.Context) {
+	e.janitor.Sweep(ctx)
+	e.jobs.Catchup(ctx)
 }
 
 func (e *Engine) logStart() {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -115,19 +116,19 @@ func (te *testEngine) stop(t *testing.T) {
 	}
 }
 
-func (te *testEngine) runs(job, result string) float64 {
-	return te.e.metrics.Value(job, "runs", result)
+func (te *testEngine) runs(t testing.TB, job, result string) float64 {
+	return promtest.Value(t, te.e.metrics, "cronlock_runs_total", "job", job, "result", result)
 }
 
 // waitRuns waits (bounded) until job has at least n successful runs.
 func (te *testEngine) waitRuns(t *testing.T, job string, n float64) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if te.runs(job, "success") >= n {
+		if te.runs(t, job, "success") >= n {
 			return
 		}
 	}
-	t.Fatalf("job %s: got %v successful runs within 10s, want >= %v", job, te.runs(job, "success"), n)
+	t.Fatalf("job %s: got %v successful runs within 10s, want >= %v", job, te.runs(t, job, "success"), n)
 }
 
 const oneJob = `
@@ -138,19 +139,36 @@ jobs:
     command: "true"
 `
 
-// The systemd notifications come in the order of SPEC.md §8 and STYLE.md 8:
-// READY=1 at start, STOPPING=1 last.
-func TestEngine_NotifyReadyThenStoppingLast(t *testing.T) {
-	te := startEngine(t, parseConfig(t, oneJob), nil)
-	te.waitRuns(t, "a", 1)
-	te.stop(t)
+// READY=1 comes first; STOPPING=1 is sent when the shutdown begins
+// (sd_notify(3)), while a run is still going, not when the process ends.
+func TestEngine_NotifyReadyFirstStoppingWhenShutdownBegins(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cfg := parseConfig(t, `
+node: {shutdown_timeout: 10s}
+jobs:
+  - name: a
+    schedule: "* * * * * *"
+    command: "echo $$ > `+pidFile+`; sleep 2"
+`)
+	te := launchEngine(t, context.Background(), cfg, Options{ExitNow: func() { t.Error("ExitNow called") }})
+	waitPIDFile(t, pidFile)
+	te.signals <- syscall.SIGTERM
+	te.notes.waitPrefix(t, "STOPPING=1")
+	select {
+	case <-te.done:
+		t.Fatal("Run returned before STOPPING=1 was seen; want STOPPING=1 while the run is still going")
+	default:
+	}
+	if err := <-te.done; err != nil {
+		t.Fatalf("Run: got %v, want nil", err)
+	}
+	if got := te.runs(t, "a", "success"); got != 1 {
+		t.Errorf("successful runs of a: got %v, want 1 (the shutdown waits for the run)", got)
+	}
 	te.notes.mu.Lock()
 	defer te.notes.mu.Unlock()
 	if first := te.notes.states[0]; !strings.HasPrefix(first, "READY=1") {
 		t.Errorf("first state: got %q, want READY=1", first)
-	}
-	if last := te.notes.states[len(te.notes.states)-1]; last != "STOPPING=1" {
-		t.Errorf("last state: got %q, want STOPPING=1", last)
 	}
 }
 
@@ -172,7 +190,7 @@ func TestEngine_ReloadKeepsOldConfigOnErrorAndAddsJobs(t *testing.T) {
 	te.signals <- syscall.SIGHUP
 	te.notes.waitPrefix(t, "RELOADING=1")
 	te.notes.waitPrefix(t, "READY=1")
-	before := te.runs("a", "success")
+	before := te.runs(t, "a", "success")
 	te.waitRuns(t, "a", before+2)
 
 	added := oneJob + "  - name: b\n    schedule: \"* * * * * *\"\n    command: \"true\"\n"
@@ -183,7 +201,7 @@ func TestEngine_ReloadKeepsOldConfigOnErrorAndAddsJobs(t *testing.T) {
 	te.notes.waitPrefix(t, "RELOADING=1")
 	te.notes.waitPrefix(t, "READY=1")
 	te.waitRuns(t, "b", 1)
-	te.waitRuns(t, "a", te.runs("a", "success")+1)
+	te.waitRuns(t, "a", te.runs(t, "a", "success")+1)
 }
 
 // Removing a job on reload stops its firing and drops its series.
@@ -195,7 +213,7 @@ func TestEngine_ReloadRemovesJob(t *testing.T) {
 	te.signals <- syscall.SIGHUP
 	te.notes.waitPrefix(t, "RELOADING=1")
 	te.notes.waitPrefix(t, "READY=1")
-	te.waitRuns(t, "a", te.runs("a", "success")+2)
+	te.waitRuns(t, "a", te.runs(t, "a", "success")+2)
 	mfs, err := te.reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -23,14 +23,14 @@ const (
 
 // health is the actor that watches the backend: up/down (cronlock_redis_up,
 // /readyz, STATUS=), and the clock skew against Redis TIME at connect and
-// every minute (SPEC.md §2 node.max_clock_skew). On a down→up transition
+// every minute (node.max_clock_skew). On a down→up transition
 // it calls onBack (catch-up).
 type health struct {
 	log     *zap.Logger
 	b       backend
 	metrics *actors.Metrics
 	maxSkew time.Duration
-	offset  time.Duration
+	now     func() time.Time // the wall clock slots are computed on
 	onBack  func(context.Context)
 	notify  func(string)
 	status  func() string // the STATUS= text; sent when it changes
@@ -41,9 +41,9 @@ type health struct {
 	lastSkew time.Time
 }
 
-func newHealth(log *zap.Logger, b backend, m *actors.Metrics, maxSkew, offset time.Duration,
+func newHealth(log *zap.Logger, b backend, m *actors.Metrics, maxSkew time.Duration, now func() time.Time,
 	onBack func(context.Context), notify func(string), status func() string) *health {
-	h := &health{log: log, b: b, metrics: m, maxSkew: maxSkew, offset: offset, onBack: onBack,
+	h := &health{log: log, b: b, metrics: m, maxSkew: maxSkew, now: now, onBack: onBack,
 		notify: notify, status: status}
 	if b.kind == "memory" {
 		h.up.Store(true)
@@ -114,20 +114,20 @@ func (h *health) check(ctx context.Context, first bool) {
 	}
 }
 
-// checkSkew compares the local clock (plus the test offset) with Redis
-// TIME, correcting for half the round trip.
+// checkSkew compares the local wall clock (h.now) with Redis TIME,
+// correcting for half the round trip.
 func (h *health) checkSkew(ctx context.Context) {
 	h.lastSkew = time.Now()
 	tctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
-	sent := time.Now()
+	sent, wall := time.Now(), h.now()
 	rt, err := h.b.Time(tctx)
 	if err != nil {
 		h.log.Warn("clock skew check failed", zap.Error(err))
 		return
 	}
 	rtt := time.Since(sent)
-	local := sent.Add(rtt / 2).Add(h.offset)
+	local := wall.Add(rtt / 2)
 	skew := local.Sub(rt)
 	h.metrics.SetClockSkew(skew)
 	if math.Abs(float64(skew)) > float64(h.maxSkew) {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/redislock"
 )
 
@@ -56,10 +57,10 @@ func (l *lazyRedis) client() (*redislock.Redis, error) {
 	return r, nil
 }
 
-func (l *lazyRedis) Claim(ctx context.Context, req redislock.ClaimRequest) (redislock.Claim, error) {
+func (l *lazyRedis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
 	r, err := l.client()
 	if err != nil {
-		return redislock.Claim{}, err
+		return actors.Claim{}, err
 	}
 	return r.Claim(ctx, req)
 }
@@ -80,7 +81,7 @@ func (l *lazyRedis) Release(ctx context.Context, job, owner string) (bool, error
 	return r.Release(ctx, job, owner)
 }
 
-func (l *lazyRedis) Finish(ctx context.Context, job, owner string, rec redislock.RunRecord) (bool, error) {
+func (l *lazyRedis) Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (bool, error) {
 	r, err := l.client()
 	if err != nil {
 		return false, err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
 )
@@ -29,7 +30,7 @@ func TestLazyRedis_UnreachableFailsFastAndBacksOff(t *testing.T) {
 		t.Fatalf("first Ping: got %v, want errNotConnected", err)
 	}
 	start := time.Now()
-	if _, err := l.Claim(ctx, redislock.ClaimRequest{Job: "j", Slot: 1}); !errors.Is(err, errNotConnected) {
+	if _, err := l.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1}); !errors.Is(err, errNotConnected) {
 		t.Fatalf("Claim during backoff: got %v, want errNotConnected", err)
 	}
 	if d := time.Since(start); d > 100*time.Millisecond {
@@ -47,8 +48,8 @@ func TestLazyRedis_ConnectsWhenReachable(t *testing.T) {
 	if err := l.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
-	c, err := l.Claim(ctx, redislock.ClaimRequest{Job: "j", Slot: 1, Owner: "n:1", TTL: time.Second, Lease: true})
-	if err != nil || c.Outcome != redislock.Claimed {
+	c, err := l.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1, Owner: "n:1", TTL: time.Second, Lease: true})
+	if err != nil || c.Outcome != actors.Claimed {
 		t.Fatalf("Claim: got %+v, %v; want claimed", c, err)
 	}
 }

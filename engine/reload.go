@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"reflect"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -9,7 +10,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// reload handles SIGHUP (SPEC.md §8): RELOADING=1, load and validate the
+// reload handles SIGHUP: RELOADING=1, load and validate the
 // file; on any problem keep the old config and log every problem; otherwise
 // apply added, removed and changed jobs without disturbing running runs;
 // then READY=1. Node, lock, redis, log and http settings need a restart:
@@ -20,7 +21,7 @@ func (e *Engine) reload(ctx context.Context) {
 	e.log.Info("reloading configuration", zap.String("path", e.cfg.Path))
 	cfg, err := e.opts.Reload()
 	if err != nil {
-		if ve, ok := err.(*config.ValidationError); ok {
+		if ve := (*config.ValidationError)(nil); errors.As(err, &ve) {
 			for _, p := range ve.Problems {
 				e.log.Error("reload rejected: config problem", zap.String("problem", p.String()))
 			}

@@ -12,15 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/redislock"
 )
 
-// One SIGTERM both ends the caller's ctx (main cancels its ctx on SIGTERM)
-// and arrives on Signals. Whichever the engine sees first, it is one
-// signal: the shutdown waits for the running run, Run returns nil and
-// ExitNow is not called. (Before the fix, a ctx seen first made the
-// signal count as a second one: exit 1 at once, run not waited for, lease
-// not released.)
+// A shutdown begun by the caller's ctx, then one SIGTERM: that is the
+// first signal, not a second one. The shutdown waits for the running run,
+// Run returns nil and ExitNow is not called.
 func TestEngine_CtxEndAndSignalAreOneSignal(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cfg := parseConfig(t, `
@@ -34,8 +32,8 @@ jobs:
 	te := launchEngine(t, ctx, cfg, Options{ExitNow: func() { t.Error("ExitNow called: one SIGTERM counted as two") }})
 	e, notes, signals, done := te.e, te.notes, te.signals, te.done
 	waitPIDFile(t, pidFile) // the run's process has started
-	cancel()                // ctx first: the order that used to be taken for two signals
-	notes.waitPrefix(t, "STATUS=shutting down")
+	cancel()                // the shutdown begins without a signal
+	notes.waitPrefix(t, "STOPPING=1")
 	signals <- syscall.SIGTERM
 	select {
 	case err := <-done:
@@ -45,7 +43,7 @@ jobs:
 	case <-time.After(15 * time.Second):
 		t.Fatal("Run did not return within 15s")
 	}
-	if got := e.metrics.Value("a", "runs", "success"); got != 1 {
+	if got := promtest.Value(t, e.metrics, "cronlock_runs_total", "job", "a", "result", "success"); got != 1 {
 		t.Errorf("successful runs of a: got %v, want 1 (the shutdown waits for the run)", got)
 	}
 }
@@ -67,7 +65,7 @@ jobs:
 	e, notes, signals, done := te.e, te.notes, te.signals, te.done
 	pid := waitPIDFile(t, pidFile)
 	signals <- syscall.SIGTERM
-	notes.waitPrefix(t, "STATUS=shutting down")
+	notes.waitPrefix(t, "STOPPING=1")
 	start := time.Now()
 	signals <- syscall.SIGTERM
 	select {

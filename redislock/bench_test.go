@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/actors"
 	"testing"
 	"time"
 
@@ -16,8 +17,8 @@ func benchClaims(b *testing.B, be backend) {
 	var slot int64
 	for b.Loop() {
 		slot++
-		c, err := be.Claim(ctx, ClaimRequest{Job: "bench", Slot: slot})
-		if err != nil || c.Outcome != Claimed {
+		c, err := be.Claim(ctx, actors.ClaimRequest{Job: "bench", Slot: slot})
+		if err != nil || c.Outcome != actors.Claimed {
 			b.Fatalf("claim slot %d: got %v, %v", slot, c.Outcome, err)
 		}
 	}

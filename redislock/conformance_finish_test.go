@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"github.com/cronlock/cronlock/actors"
 	"testing"
 	"time"
 )
@@ -10,7 +11,7 @@ import (
 func testFinish(t *testing.T, s store) {
 	b := s.newClient(t)
 	job := t.Name()
-	if _, err := b.Claim(ctxT(t), ClaimRequest{Job: job, Slot: 1, Owner: "n1:a", TTL: time.Minute, Lease: true}); err != nil {
+	if _, err := b.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: 1, Owner: "n1:a", TTL: time.Minute, Lease: true}); err != nil {
 		t.Fatal(err)
 	}
 	released, err := b.Finish(ctxT(t), job, "n2:b", sampleRecord(1))

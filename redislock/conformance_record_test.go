@@ -2,22 +2,23 @@ package redislock
 
 import (
 	"fmt"
+	"github.com/cronlock/cronlock/actors"
 	"strings"
 	"testing"
 	"time"
 )
 
-func sampleRecord(i int) RunRecord {
+func sampleRecord(i int) actors.RunRecord {
 	start := time.Date(2026, 3, 8, 6, 30, 0, 123456789, time.FixedZone("X", 3600)).Add(time.Duration(i) * time.Minute)
-	return RunRecord{
-		RunID: fmt.Sprintf("run-%d", i), Slot: 1_780_000_000 + int64(i)*60, Node: "node-a",
+	return actors.RunRecord{
+		RunID: fmt.Sprintf("run-%d", i), Slot: 1_780_000_000 + int64(i)*60, Trigger: actors.TriggerCatchup, Node: "node-a",
 		Start: start, End: start.Add(1500 * time.Millisecond), Attempts: 2,
 		Result: "failure", ExitCode: 3, Fence: int64(i), OutputTail: fmt.Sprintf("output %d\n", i),
 	}
 }
 
 // sameRecord compares records as stored: UTC, cut tail.
-func sameRecord(t *testing.T, what string, got, want RunRecord) {
+func sameRecord(t *testing.T, what string, got, want actors.RunRecord) {
 	t.Helper()
 	want.Start, want.End = want.Start.UTC(), want.End.UTC()
 	want.OutputTail = tail(want.OutputTail)
@@ -38,7 +39,7 @@ func testHistory(t *testing.T, s store) {
 	}
 	const n = DefaultHistoryLen + 5
 	for i := 1; i <= n; i++ {
-		if err := b.Record(ctxT(t), job, sampleRecord(i)); err != nil {
+		if _, err := b.Finish(ctxT(t), job, "", sampleRecord(i)); err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
 	}
@@ -58,16 +59,16 @@ func testHistory(t *testing.T, s store) {
 
 	// A long output tail keeps its last 4 KiB; State.Last mirrors the record.
 	long := sampleRecord(n + 1)
-	long.OutputTail = "é" + strings.Repeat("x", MaxOutputTail) + "END"
-	if err := b.Record(ctxT(t), job, long); err != nil {
+	long.OutputTail = "é" + strings.Repeat("x", actors.MaxOutputTail) + "END"
+	if _, err := b.Finish(ctxT(t), job, "", long); err != nil {
 		t.Fatal(err)
 	}
 	h, err = b.History(ctxT(t), job, 1)
 	if err != nil || len(h) != 1 {
 		t.Fatalf("History(1): got %d, %v", len(h), err)
 	}
-	if got := h[0].OutputTail; len(got) > MaxOutputTail || !strings.HasSuffix(got, "END") {
-		t.Fatalf("output tail: got %d bytes ending %q, want ≤ %d ending END", len(got), got[len(got)-3:], MaxOutputTail)
+	if got := h[0].OutputTail; len(got) > actors.MaxOutputTail || !strings.HasSuffix(got, "END") {
+		t.Fatalf("output tail: got %d bytes ending %q, want ≤ %d ending END", len(got), got[len(got)-3:], actors.MaxOutputTail)
 	}
 	sameRecord(t, "newest", h[0], long)
 	st := mustState(t, b, job)
@@ -101,7 +102,7 @@ func testTime(t *testing.T, s store) {
 
 func testInvalid(t *testing.T, s store) {
 	b := s.newClient(t)
-	bad := []ClaimRequest{
+	bad := []actors.ClaimRequest{
 		{Job: "", Slot: 1},
 		{Job: "j", Slot: -1},
 		{Job: "j", Slot: 1, Lease: true, TTL: time.Second},

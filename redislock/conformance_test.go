@@ -3,6 +3,7 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/actors"
 	"sort"
 	"sync"
 	"testing"
@@ -44,7 +45,7 @@ func TestConformance_Memory(t *testing.T) {
 	}
 }
 
-func mustClaim(t *testing.T, b backend, req ClaimRequest, want Outcome) Claim {
+func mustClaim(t *testing.T, b backend, req actors.ClaimRequest, want actors.Outcome) actors.Claim {
 	t.Helper()
 	c, err := b.Claim(ctxT(t), req)
 	if err != nil {
@@ -68,11 +69,11 @@ func mustState(t *testing.T, b backend, job string) JobState {
 // race runs claimers × slots claims in parallel; claimer i owns "node<i>:x".
 // With lease, a winner releases at once. It returns the outcome and fence of
 // every claim by slot.
-func race(t *testing.T, s store, job string, lease bool) map[int64][]Claim {
+func race(t *testing.T, s store, job string, lease bool) map[int64][]actors.Claim {
 	const claimers, slots = 3, 200
 	var (
 		mu    sync.Mutex
-		got   = map[int64][]Claim{}
+		got   = map[int64][]actors.Claim{}
 		wg    sync.WaitGroup
 		start = make(chan struct{})
 		ctx   = ctxT(t)
@@ -83,13 +84,13 @@ func race(t *testing.T, s store, job string, lease bool) map[int64][]Claim {
 		wg.Go(func() {
 			<-start
 			for slot := int64(1); slot <= slots; slot++ {
-				req := ClaimRequest{Job: job, Slot: slot, Owner: owner, TTL: 10 * time.Second, Lease: lease}
+				req := actors.ClaimRequest{Job: job, Slot: slot, Owner: owner, TTL: 10 * time.Second, Lease: lease}
 				c, err := b.Claim(ctx, req)
 				if err != nil {
 					t.Errorf("claim slot %d: %v", slot, err)
 					return
 				}
-				if c.Outcome == Claimed && lease {
+				if c.Outcome == actors.Claimed && lease {
 					if ok, err := b.Release(ctx, job, owner); err != nil || !ok {
 						t.Errorf("release slot %d: got %v, %v; want true, nil", slot, ok, err)
 						return
@@ -107,7 +108,7 @@ func race(t *testing.T, s store, job string, lease bool) map[int64][]Claim {
 }
 
 // checkFences checks that claimed fences strictly increase with the slot.
-func checkFences(t *testing.T, got map[int64][]Claim) (claimed int) {
+func checkFences(t *testing.T, got map[int64][]actors.Claim) (claimed int) {
 	t.Helper()
 	var slots []int64
 	for s := range got {
@@ -117,7 +118,7 @@ func checkFences(t *testing.T, got map[int64][]Claim) (claimed int) {
 	var prev int64
 	for _, s := range slots {
 		for _, c := range got[s] {
-			if c.Outcome != Claimed {
+			if c.Outcome != actors.Claimed {
 				continue
 			}
 			claimed++
@@ -136,10 +137,10 @@ func testClaimOncePerSlotLease(t *testing.T, s store) {
 		var claimed, decided int
 		for _, c := range got[slot] {
 			switch c.Outcome {
-			case Claimed:
+			case actors.Claimed:
 				claimed++
 				decided++
-			case Overlap:
+			case actors.Overlap:
 				decided++
 			}
 		}
@@ -157,9 +158,9 @@ func testClaimOncePerSlotAllow(t *testing.T, s store) {
 	for slot := int64(1); slot <= 200; slot++ {
 		n := 0
 		for _, c := range got[slot] {
-			if c.Outcome == Claimed {
+			if c.Outcome == actors.Claimed {
 				n++
-			} else if c.Outcome != ClaimedElsewhere {
+			} else if c.Outcome != actors.ClaimedElsewhere {
 				t.Errorf("slot %d: got %v, want claimed or claimed_elsewhere", slot, c.Outcome)
 			}
 		}
@@ -175,12 +176,12 @@ func testClaimOncePerSlotAllow(t *testing.T, s store) {
 func testClaimedElsewhere(t *testing.T, s store) {
 	a, b := s.newClient(t), s.newClient(t)
 	job := t.Name()
-	if c := mustClaim(t, a, ClaimRequest{Job: job, Slot: 100}, Claimed); c.Fence != 1 {
+	if c := mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 100}, actors.Claimed); c.Fence != 1 {
 		t.Fatalf("fence: got %d, want 1", c.Fence)
 	}
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 100}, ClaimedElsewhere)
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 99}, ClaimedElsewhere)
-	if c := mustClaim(t, b, ClaimRequest{Job: job, Slot: 101}, Claimed); c.Fence != 2 {
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 100}, actors.ClaimedElsewhere)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 99}, actors.ClaimedElsewhere)
+	if c := mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 101}, actors.Claimed); c.Fence != 2 {
 		t.Fatalf("fence: got %d, want 2", c.Fence)
 	}
 	if st := mustState(t, a, job); st.Slot != 101 || st.Fence != 2 {
@@ -191,18 +192,18 @@ func testClaimedElsewhere(t *testing.T, s store) {
 func testOverlap(t *testing.T, s store) {
 	a, b := s.newClient(t), s.newClient(t)
 	job := t.Name()
-	mustClaim(t, a, ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 2, Owner: "b:1", TTL: time.Minute, Lease: true}, Overlap)
+	mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 2, Owner: "b:1", TTL: time.Minute, Lease: true}, actors.Overlap)
 	if st := mustState(t, b, job); st.Slot != 2 || st.LeaseHolder != "a:1" || st.Fence != 1 {
 		t.Fatalf("state: got %+v, want slot 2, holder a:1, fence 1", st)
 	}
-	mustClaim(t, a, ClaimRequest{Job: job, Slot: 2, Owner: "a:2", TTL: time.Minute, Lease: true}, ClaimedElsewhere)
+	mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 2, Owner: "a:2", TTL: time.Minute, Lease: true}, actors.ClaimedElsewhere)
 	// overlap "allow" ignores the lease.
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 3}, Claimed)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 3}, actors.Claimed)
 	if ok, err := a.Release(ctxT(t), job, "a:1"); err != nil || !ok {
 		t.Fatalf("release: got %v, %v; want true, nil", ok, err)
 	}
-	if c := mustClaim(t, b, ClaimRequest{Job: job, Slot: 4, Owner: "b:4", TTL: time.Minute, Lease: true}, Claimed); c.Fence != 3 {
+	if c := mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 4, Owner: "b:4", TTL: time.Minute, Lease: true}, actors.Claimed); c.Fence != 3 {
 		t.Fatalf("fence: got %d, want 3", c.Fence)
 	}
 }
@@ -213,19 +214,25 @@ func testPaused(t *testing.T, s store) {
 	if err := b.Pause(ctxT(t), job); err != nil {
 		t.Fatal(err)
 	}
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 5, Owner: "a:1", TTL: time.Minute, Lease: true}, Paused)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 5, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Paused)
 	if st := mustState(t, b, job); !st.Paused || st.Slot != 5 || st.Fence != 0 || st.LeaseHolder != "" {
 		t.Fatalf("state: got %+v, want paused, slot 5, fence 0, no lease", st)
 	}
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 5}, ClaimedElsewhere) // step 1 before step 2
-	mustClaim(t, b, ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, Claimed)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 5}, actors.ClaimedElsewhere) // step 1 before step 2
+	// A manual run is refused while paused, and not recorded as a slot;
+	// forced, it claims.
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, actors.Paused)
+	if st := mustState(t, b, job); st.Slot != 5 || st.Fence != 0 || st.LeaseHolder != "" {
+		t.Fatalf("state after a refused manual run: got %+v, want slot 5, fence 0, no lease", st)
+	}
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true, IgnorePause: true}, actors.Claimed)
 	if _, err := b.Release(ctxT(t), job, "a:m"); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Resume(ctxT(t), job); err != nil {
 		t.Fatal(err)
 	}
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 6}, Claimed)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 6}, actors.Claimed)
 	if st := mustState(t, b, job); st.Paused {
 		t.Fatalf("state after Resume: got paused, want not paused")
 	}
@@ -234,24 +241,24 @@ func testPaused(t *testing.T, s store) {
 func testManual(t *testing.T, s store) {
 	b := s.newClient(t)
 	job := t.Name()
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 10, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
-	mustClaim(t, b, ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, Overlap)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 10, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, actors.Overlap)
 	if _, err := b.Release(ctxT(t), job, "a:1"); err != nil {
 		t.Fatal(err)
 	}
-	if c := mustClaim(t, b, ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, Claimed); c.Fence != 2 {
+	if c := mustClaim(t, b, actors.ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, actors.Claimed); c.Fence != 2 {
 		t.Fatalf("manual fence: got %d, want 2", c.Fence)
 	}
 	if st := mustState(t, b, job); st.Slot != 10 || st.LeaseHolder != "a:m" {
 		t.Fatalf("state: got %+v, want slot 10 (unchanged), holder a:m", st)
 	}
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 11, Owner: "a:2", TTL: time.Minute, Lease: true}, Overlap)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 11, Owner: "a:2", TTL: time.Minute, Lease: true}, actors.Overlap)
 }
 
 func testRenewExtends(t *testing.T, s store) {
 	b := s.newClient(t)
 	job := t.Name()
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
 	if st := mustState(t, b, job); st.LeaseTTL <= 0 || st.LeaseTTL > time.Minute {
 		t.Fatalf("lease ttl: got %v, want (0, 1m]", st.LeaseTTL)
 	}
@@ -266,12 +273,12 @@ func testRenewExtends(t *testing.T, s store) {
 func testRenewNonOwner(t *testing.T, s store) {
 	b := s.newClient(t)
 	job := t.Name()
-	if err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("renew without lease: got %v, want ErrNotHeld", err)
+	if err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, actors.ErrNotHeld) {
+		t.Fatalf("renew without lease: got %v, want actors.ErrNotHeld", err)
 	}
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
-	if err := b.Renew(ctxT(t), job, "b:1", time.Hour); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("renew by non-owner: got %v, want ErrNotHeld", err)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
+	if err := b.Renew(ctxT(t), job, "b:1", time.Hour); !errors.Is(err, actors.ErrNotHeld) {
+		t.Fatalf("renew by non-owner: got %v, want actors.ErrNotHeld", err)
 	}
 	if st := mustState(t, b, job); st.LeaseTTL > time.Minute || st.LeaseHolder != "a:1" {
 		t.Fatalf("after foreign renew: got ttl %v holder %q, want ≤1m, a:1", st.LeaseTTL, st.LeaseHolder)
@@ -281,7 +288,7 @@ func testRenewNonOwner(t *testing.T, s store) {
 func testReleaseNonOwner(t *testing.T, s store) {
 	b := s.newClient(t)
 	job := t.Name()
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
 	if ok, err := b.Release(ctxT(t), job, "b:1"); ok || err != nil {
 		t.Fatalf("release by non-owner: got %v, %v; want false, nil", ok, err)
 	}
@@ -305,15 +312,15 @@ func testReleaseNonOwner(t *testing.T, s store) {
 func testLeaseExpires(t *testing.T, s store) {
 	b := s.newClient(t)
 	job := t.Name()
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: 50 * time.Millisecond, Lease: true}, Claimed)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: 50 * time.Millisecond, Lease: true}, actors.Claimed)
 	for deadline := time.Now().Add(15 * time.Second); mustState(t, b, job).LeaseHolder != ""; {
 		if time.Now().After(deadline) {
 			t.Fatalf("lease with 50ms ttl still held after 15s")
 		}
 		time.Sleep(10 * time.Millisecond) // poll interval
 	}
-	if err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("renew after expiry: got %v, want ErrNotHeld", err)
+	if err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, actors.ErrNotHeld) {
+		t.Fatalf("renew after expiry: got %v, want actors.ErrNotHeld", err)
 	}
-	mustClaim(t, b, ClaimRequest{Job: job, Slot: 2, Owner: "b:1", TTL: time.Minute, Lease: true}, Claimed)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 2, Owner: "b:1", TTL: time.Minute, Lease: true}, actors.Claimed)
 }

@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/actors"
 	"strconv"
 )
 
-// Finish ends a run in ONE round trip (SPEC.md §9: a winner costs one claim
-// and one release): it releases the lease if it still holds owner
+// Finish ends a run in ONE round trip (a winning run costs one claim and
+// one release): it releases the lease if it still holds owner
 // (compare-and-DEL; owner "" = the run held no lease, overlap: allow) and
-// appends rec to the history exactly as Record does. released reports
+// appends rec to the capped history stream and copies its fields (but the
+// output tail) into the state hash as last_<field>. released reports
 // whether a lease was deleted. Use a fresh ctx with its own timeout, never
 // a run's cancelled one. On error nothing is known: the lease may or may not
 // have been released (retry the release alone).
-func (r *Redis) Finish(ctx context.Context, job, owner string, rec RunRecord) (released bool, err error) {
+func (r *Redis) Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (released bool, err error) {
 	if job == "" {
 		return false, errors.New("finish: empty job name")
 	}
@@ -31,7 +33,7 @@ func (r *Redis) Finish(ctx context.Context, job, owner string, rec RunRecord) (r
 
 // Finish releases the lease (if owner holds it) and records rec; see
 // Redis.Finish.
-func (m *Memory) Finish(ctx context.Context, job, owner string, rec RunRecord) (released bool, err error) {
+func (m *Memory) Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (released bool, err error) {
 	if job == "" {
 		return false, errors.New("finish: empty job name")
 	}
@@ -43,5 +45,5 @@ func (m *Memory) Finish(ctx context.Context, job, owner string, rec RunRecord) (
 			return false, err
 		}
 	}
-	return released, m.Record(ctx, job, rec)
+	return released, m.record(ctx, job, rec)
 }

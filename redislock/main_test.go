@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/actors"
 	"testing"
 	"time"
 
@@ -14,12 +15,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // backend is the method set both implementations share; the conformance
 // suite runs against it. (Consumers declare their own small interfaces.)
 type backend interface {
-	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
+	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
 	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Record(ctx context.Context, job string, rec RunRecord) error
-	Finish(ctx context.Context, job, owner string, rec RunRecord) (bool, error)
-	History(ctx context.Context, job string, n int) ([]RunRecord, error)
+	Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (bool, error)
+	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
 	State(ctx context.Context, job string) (JobState, error)
 	Pause(ctx context.Context, job string) error
 	Resume(ctx context.Context, job string) error

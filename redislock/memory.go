@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/actors"
 	"sync"
 	"time"
 )
@@ -28,8 +29,8 @@ type memJob struct {
 	paused      bool
 	owner       string    // lease holder, "" when none
 	expires     time.Time // lease expiry; valid when owner != ""
-	last        *RunRecord
-	history     []RunRecord // oldest first, at most historyLen
+	last        *actors.RunRecord
+	history     []actors.RunRecord // oldest first, at most historyLen
 }
 
 // NewMemory returns an empty Memory backend whose history keeps
@@ -53,28 +54,28 @@ func (m *Memory) job(name string) *memJob {
 }
 
 // Claim implements SPEC.md §4 steps 1–4 as Redis.Claim does.
-func (m *Memory) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
-	if err := errors.Join(validateClaim(req), ctx.Err()); err != nil {
-		return Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+	if err := errors.Join(req.Validate(), ctx.Err()); err != nil {
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(req.Job)
-	if req.Slot > 0 {
-		if j.slot >= req.Slot {
-			return Claim{Outcome: ClaimedElsewhere}, nil
-		}
-		if j.paused {
+	if req.Slot > 0 && j.slot >= req.Slot {
+		return actors.Claim{Outcome: actors.ClaimedElsewhere}, nil
+	}
+	if j.paused && !req.IgnorePause {
+		if req.Slot > 0 {
 			j.slot = req.Slot
-			return Claim{Outcome: Paused}, nil
 		}
+		return actors.Claim{Outcome: actors.Paused}, nil
 	}
 	if req.Lease {
 		if j.owner != "" {
 			if req.Slot > 0 {
 				j.slot = req.Slot
 			}
-			return Claim{Outcome: Overlap}, nil
+			return actors.Claim{Outcome: actors.Overlap}, nil
 		}
 		j.owner, j.expires = req.Owner, time.Now().Add(req.TTL.Truncate(time.Millisecond))
 	}
@@ -82,7 +83,7 @@ func (m *Memory) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		j.slot = req.Slot
 	}
 	j.fence++
-	return Claim{Outcome: Claimed, Fence: j.fence}, nil
+	return actors.Claim{Outcome: actors.Claimed, Fence: j.fence}, nil
 }
 
 // Renew resets the lease TTL if owner holds it; see Redis.Renew.
@@ -94,7 +95,7 @@ func (m *Memory) Renew(ctx context.Context, job, owner string, ttl time.Duration
 	defer m.mu.Unlock()
 	j := m.job(job)
 	if j.owner != owner {
-		return fmt.Errorf("renew %q: %w", job, ErrNotHeld)
+		return fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
 	}
 	j.expires = time.Now().Add(ttl.Truncate(time.Millisecond))
 	return nil
@@ -115,9 +116,9 @@ func (m *Memory) Release(ctx context.Context, job, owner string) (released bool,
 	return true, nil
 }
 
-// Record appends rec to the job's history (capped) and sets it as the last
-// run; see Redis.Record.
-func (m *Memory) Record(ctx context.Context, job string, rec RunRecord) error {
+// record appends rec to the job's history (capped) and sets it as the last
+// run, as Redis.Finish does after the release.
+func (m *Memory) record(ctx context.Context, job string, rec actors.RunRecord) error {
 	if job == "" {
 		return errors.New("record: empty job name")
 	}
@@ -130,7 +131,7 @@ func (m *Memory) Record(ctx context.Context, job string, rec RunRecord) error {
 	j := m.job(job)
 	j.history = append(j.history, rec)
 	if over := len(j.history) - m.historyLen; over > 0 {
-		j.history = append([]RunRecord(nil), j.history[over:]...)
+		j.history = append([]actors.RunRecord(nil), j.history[over:]...)
 	}
 	last := rec
 	last.OutputTail = ""
@@ -139,7 +140,7 @@ func (m *Memory) Record(ctx context.Context, job string, rec RunRecord) error {
 }
 
 // History returns up to n records, newest first; see Redis.History.
-func (m *Memory) History(ctx context.Context, job string, n int) ([]RunRecord, error) {
+func (m *Memory) History(ctx context.Context, job string, n int) ([]actors.RunRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("history %q: %w", job, err)
 	}
@@ -149,7 +150,7 @@ func (m *Memory) History(ctx context.Context, job string, n int) ([]RunRecord, e
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := m.job(job).history
-	out := make([]RunRecord, 0, min(n, len(h)))
+	out := make([]actors.RunRecord, 0, min(n, len(h)))
 	for i := len(h) - 1; i >= 0 && len(out) < n; i-- {
 		out = append(out, h[i])
 	}
@@ -216,7 +217,7 @@ func (m *Memory) Close() {}
 
 // normalise gives a record the form it has after a Redis round trip: UTC
 // times without monotonic readings and a cut output tail.
-func normalise(rec RunRecord) RunRecord {
+func normalise(rec actors.RunRecord) actors.RunRecord {
 	rec.Start = rec.Start.UTC().Round(0)
 	rec.End = rec.End.UTC().Round(0)
 	rec.OutputTail = tail(rec.OutputTail)

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/actors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,8 +15,8 @@ func TestMemory_LeaseExpiresAtTTLInBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := NewMemory()
 		ctx := context.Background()
-		req := ClaimRequest{Job: "j", Slot: 1, Owner: "a:1", TTL: time.Second, Lease: true}
-		if c, err := m.Claim(ctx, req); err != nil || c.Outcome != Claimed {
+		req := actors.ClaimRequest{Job: "j", Slot: 1, Owner: "a:1", TTL: time.Second, Lease: true}
+		if c, err := m.Claim(ctx, req); err != nil || c.Outcome != actors.Claimed {
 			t.Fatalf("claim: got %v, %v; want claimed", c.Outcome, err)
 		}
 		time.Sleep(999 * time.Millisecond)
@@ -26,11 +27,11 @@ func TestMemory_LeaseExpiresAtTTLInBubble(t *testing.T) {
 			t.Fatalf("renew at 999ms: got %v, want nil", err)
 		}
 		time.Sleep(time.Second)
-		if err := m.Renew(ctx, "j", "a:1", time.Second); !errors.Is(err, ErrNotHeld) {
-			t.Fatalf("renew after ttl: got %v, want ErrNotHeld", err)
+		if err := m.Renew(ctx, "j", "a:1", time.Second); !errors.Is(err, actors.ErrNotHeld) {
+			t.Fatalf("renew after ttl: got %v, want actors.ErrNotHeld", err)
 		}
 		req.Slot, req.Owner = 2, "b:1"
-		if c, err := m.Claim(ctx, req); err != nil || c.Outcome != Claimed || c.Fence != 2 {
+		if c, err := m.Claim(ctx, req); err != nil || c.Outcome != actors.Claimed || c.Fence != 2 {
 			t.Fatalf("claim after expiry: got %+v, %v; want claimed, fence 2", c, err)
 		}
 	})
@@ -40,19 +41,10 @@ func TestMemory_CancelledContext(t *testing.T) {
 	m := NewMemory()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := m.Claim(ctx, ClaimRequest{Job: "j", Slot: 1}); !errors.Is(err, context.Canceled) {
+	if _, err := m.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("claim with cancelled ctx: got %v, want context.Canceled", err)
 	}
 	if st, _ := m.State(context.Background(), "j"); st.Slot != 0 || st.Fence != 0 {
 		t.Fatalf("state after cancelled claim: got %+v, want nothing claimed", st)
-	}
-}
-
-func TestOutcome_String(t *testing.T) {
-	for o, want := range map[Outcome]string{Claimed: "claimed", ClaimedElsewhere: "claimed_elsewhere",
-		Paused: "paused", Overlap: "overlap", Outcome(9): "Outcome(9)"} {
-		if got := o.String(); got != want {
-			t.Errorf("Outcome(%d).String(): got %q, want %q", int(o), got, want)
-		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/actors"
 	"net"
 	"strconv"
 	"strings"
@@ -138,40 +139,45 @@ func (r *Redis) call(ctx context.Context) (context.Context, context.CancelFunc) 
 
 func (r *Redis) key(kind, job string) string { return r.prefix + kind + ":" + job }
 
-// Claim runs SPEC.md §4 steps 1–4 atomically in one Lua script (one EVALSHA;
+// flag is a script's boolean argument.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// Claim runs the claim step (docs/protocol.md, "Claim") atomically in one Lua script (one EVALSHA;
 // EVAL as well after a server restart). An error means the outcome is
 // unknown: the claim may have been applied, so the caller must not run the
 // slot and should later Release any lease under req.Owner.
-func (r *Redis) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
-	if err := validateClaim(req); err != nil {
-		return Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+	if err := req.Validate(); err != nil {
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	lease := "0"
-	if req.Lease {
-		lease = "1"
-	}
 	keys := []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job)}
-	args := []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10), lease}
+	args := []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
+		flag(req.Lease), flag(req.IgnorePause)}
 	vals, err := claimScript.Exec(ctx, r.c, keys, args).ToArray()
 	if err != nil {
-		return Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 	}
 	if len(vals) != 2 {
-		return Claim{}, fmt.Errorf("claim %q: script returned %d values, want 2", req.Job, len(vals))
+		return actors.Claim{}, fmt.Errorf("claim %q: script returned %d values, want 2", req.Job, len(vals))
 	}
 	o, err1 := vals[0].AsInt64()
 	fence, err2 := vals[1].AsInt64()
 	if err := errors.Join(err1, err2); err != nil {
-		return Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 	}
-	return Claim{Outcome: Outcome(o), Fence: fence}, nil
+	return actors.Claim{Outcome: actors.Outcome(o), Fence: fence}, nil
 }
 
 // Renew resets the lease TTL (whole milliseconds, at least 1ms) if the lease
 // still holds owner: compare-and-PEXPIRE. It returns nil when renewed, an
-// error wrapping ErrNotHeld when the lease is gone or held by someone else,
+// error wrapping actors.ErrNotHeld when the lease is gone or held by someone else,
 // and any other error when the result is unknown.
 func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
 	if err := validateLease(job, owner, ttl); err != nil {
@@ -185,7 +191,7 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 	case err != nil:
 		return fmt.Errorf("renew %q: %w", job, err)
 	case n == 0:
-		return fmt.Errorf("renew %q: %w", job, ErrNotHeld)
+		return fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
 	}
 	return nil
 }
@@ -207,23 +213,9 @@ func (r *Redis) Release(ctx context.Context, job, owner string) (released bool, 
 	return n == 1, nil
 }
 
-// Record appends rec to the job's history stream, capped at HistoryLen
-// entries (exact MAXLEN), and stores its facts as last_* fields of the state
-// hash, atomically in one script. OutputTail is cut to its last
-// MaxOutputTail bytes.
-func (r *Redis) Record(ctx context.Context, job string, rec RunRecord) error {
-	if job == "" {
-		return errors.New("record: empty job name")
-	}
-	if _, err := r.Finish(ctx, job, "", rec); err != nil {
-		return fmt.Errorf("record %q: %w", job, errors.Unwrap(err))
-	}
-	return nil
-}
-
 // History returns up to n of the job's most recent run records, newest
 // first (XREVRANGE). n <= 0 returns nil.
-func (r *Redis) History(ctx context.Context, job string, n int) ([]RunRecord, error) {
+func (r *Redis) History(ctx context.Context, job string, n int) ([]actors.RunRecord, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -234,7 +226,7 @@ func (r *Redis) History(ctx context.Context, job string, n int) ([]RunRecord, er
 	if err != nil {
 		return nil, fmt.Errorf("history %q: %w", job, err)
 	}
-	recs := make([]RunRecord, 0, len(entries))
+	recs := make([]actors.RunRecord, 0, len(entries))
 	for _, e := range entries {
 		rec, err := decodeRecord(e.FieldValues, "")
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/actors"
 	"strconv"
 	"time"
 
@@ -47,7 +48,7 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 		st.Fence, err = parseInt(h, "fence")
 	}
 	if err == nil && h["last_run_id"] != "" {
-		var last RunRecord
+		var last actors.RunRecord
 		last, err = decodeRecord(h, "last_")
 		st.Last = &last
 	}
@@ -112,10 +113,11 @@ func (r *Redis) Ping(ctx context.Context) error {
 
 // encodeRecord returns the history stream's field, value pairs. Times are
 // RFC 3339 with nanoseconds, UTC, readable with redis-cli.
-func encodeRecord(rec RunRecord) []string {
+func encodeRecord(rec actors.RunRecord) []string {
 	return []string{
 		"run_id", rec.RunID,
 		"slot", strconv.FormatInt(rec.Slot, 10),
+		"trigger", string(rec.Trigger),
 		"node", rec.Node,
 		"start", rec.Start.UTC().Format(time.RFC3339Nano),
 		"end", rec.End.UTC().Format(time.RFC3339Nano),
@@ -129,11 +131,12 @@ func encodeRecord(rec RunRecord) []string {
 
 // decodeRecord reads the fields written by encodeRecord, each name preceded
 // by prefix ("" for the stream, "last_" for the state hash).
-func decodeRecord(m map[string]string, prefix string) (RunRecord, error) {
-	rec := RunRecord{
+func decodeRecord(m map[string]string, prefix string) (actors.RunRecord, error) {
+	rec := actors.RunRecord{
 		RunID:      m[prefix+"run_id"],
 		Node:       m[prefix+"node"],
 		Result:     m[prefix+"result"],
+		Trigger:    actors.Trigger(m[prefix+"trigger"]),
 		OutputTail: m[prefix+"output_tail"],
 	}
 	var errs [6]error

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/actors"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,7 +68,7 @@ func waitPing(t testing.TB, r *Redis) {
 func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
-	mustClaim(t, r, ClaimRequest{Job: "j", Slot: 1}, Claimed) // loads the scripts (EVALSHA, NOSCRIPT, EVAL)
+	mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 1}, actors.Claimed) // loads the scripts (EVALSHA, NOSCRIPT, EVAL)
 	if _, err := r.Release(ctxT(t), "j", "a:1"); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 	}
 	const n = 50
 	for i := int64(2); i < 2+n; i++ {
-		mustClaim(t, r, ClaimRequest{Job: "j", Slot: i, Owner: "a:1", TTL: time.Minute, Lease: true}, Claimed)
+		mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: i, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
 		if ok, err := r.Release(ctxT(t), "j", "a:1"); err != nil || !ok {
 			t.Fatalf("release: %v %v", ok, err)
 		}
@@ -94,10 +95,10 @@ func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 func TestRedis_ScriptReloadedAfterRestart(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
-	mustClaim(t, r, ClaimRequest{Job: "j", Slot: 1}, Claimed)
+	mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 1}, actors.Claimed)
 	srv.Restart() // no persistence: state and scripts are gone
 	waitPing(t, r)
-	if c := mustClaim(t, r, ClaimRequest{Job: "j", Slot: 2}, Claimed); c.Fence != 1 {
+	if c := mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 2}, actors.Claimed); c.Fence != 1 {
 		t.Fatalf("fence after restart: got %d, want 1 (state lost)", c.Fence)
 	}
 	st := cmdstats(t, raw(t, srv.Addr()))
@@ -114,7 +115,7 @@ func TestRedis_ClaimFailsFastWhenDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := r.Claim(ctx, ClaimRequest{Job: "j", Slot: 1, Owner: "a:1", TTL: time.Second, Lease: true})
+	_, err := r.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1, Owner: "a:1", TTL: time.Second, Lease: true})
 	if err == nil {
 		t.Fatalf("claim against stopped server: got nil error")
 	}
@@ -141,7 +142,7 @@ func TestRedis_NewWhileDownConnectsLater(t *testing.T) {
 	}
 	srv.Restart()
 	waitPing(t, r)
-	mustClaim(t, r, ClaimRequest{Job: "j", Slot: 1}, Claimed)
+	mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 1}, actors.Claimed)
 }
 
 func TestRedis_NoDeadlineUsesCallTimeout(t *testing.T) {
@@ -155,7 +156,7 @@ func TestRedis_NoDeadlineUsesCallTimeout(t *testing.T) {
 		call func(context.Context) error
 	}{
 		{"claim", func(ctx context.Context) error {
-			_, err := r.Claim(ctx, ClaimRequest{Job: "j", Slot: 1})
+			_, err := r.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1})
 			return err
 		}},
 		{"state", func(ctx context.Context) error { _, err := r.State(ctx, "j"); return err }},
@@ -175,15 +176,15 @@ func TestRedis_PartitionTimesOutThenRecovers(t *testing.T) {
 	srv := redistest.Start(t)
 	p := redistest.NewProxy(t, srv.Addr())
 	r := newRedis(t, p.Addr(), Options{CallTimeout: 300 * time.Millisecond})
-	mustClaim(t, r, ClaimRequest{Job: "j", Slot: 1}, Claimed)
+	mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 1}, actors.Claimed)
 	p.Cut()
-	if _, err := r.Claim(context.Background(), ClaimRequest{Job: "j", Slot: 2}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := r.Claim(context.Background(), actors.ClaimRequest{Job: "j", Slot: 2}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("claim while cut off: got %v, want deadline exceeded", err)
 	}
 	p.Restore()
 	waitPing(t, r)
 	// The timed-out claim of slot 2 may or may not have been applied.
-	if c := mustClaim(t, r, ClaimRequest{Job: "j", Slot: 3}, Claimed); c.Fence < 2 {
+	if c := mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 3}, actors.Claimed); c.Fence < 2 {
 		t.Fatalf("fence after partition: got %d, want ≥ 2", c.Fence)
 	}
 }
@@ -191,9 +192,9 @@ func TestRedis_PartitionTimesOutThenRecovers(t *testing.T) {
 func TestRedis_KeysFollowSpec(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:", HistoryLen: 3})
-	mustClaim(t, r, ClaimRequest{Job: "backup", Slot: 1, Owner: "n1:u", TTL: time.Minute, Lease: true}, Claimed)
+	mustClaim(t, r, actors.ClaimRequest{Job: "backup", Slot: 1, Owner: "n1:u", TTL: time.Minute, Lease: true}, actors.Claimed)
 	for i := 1; i <= 5; i++ {
-		if err := r.Record(ctxT(t), "backup", sampleRecord(i)); err != nil {
+		if _, err := r.Finish(ctxT(t), "backup", "", sampleRecord(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,7 +226,7 @@ func TestRedis_ErrorsHidePassword(t *testing.T) {
 	r, err := New(Options{Addresses: []string{srv.Addr()}, Password: "wrong-s3cret"})
 	if err == nil {
 		defer r.Close()
-		_, err = r.Claim(ctxT(t), ClaimRequest{Job: "j", Slot: 1})
+		_, err = r.Claim(ctxT(t), actors.ClaimRequest{Job: "j", Slot: 1})
 	}
 	if err == nil {
 		t.Fatalf("wrong password: got nil error")

@@ -5,25 +5,26 @@ import "github.com/redis/rueidis"
 // Scripts run through rueidis.Lua.Exec: EVALSHA first, EVAL on NOSCRIPT
 // (after a restart, failover or SCRIPT FLUSH). They are not marked retryable:
 // claimScript increments the fence, and a timed-out call may already have
-// been applied (LIBRARY-NOTES.md §2.4, §2.5).
+// been applied (docs/protocol.md, "Redis calls").
 //
 // All keys of one script share the job's key prefix; in Cluster mode the
-// prefix carries a {hash tag} so they live in one slot (SPEC.md §8).
+// prefix carries a {hash tag} so they live in one slot.
 
-// claimScript is SPEC.md §4 steps 1–4.
+// claimScript is the claim step of docs/protocol.md ("Claim"), steps 1–4.
 //
 //	KEYS: 1 lease, 2 state, 3 paused
-//	ARGV: 1 slot (0 = manual), 2 owner, 3 ttl ms, 4 "1" = take the lease
-//	returns {outcome, fence}; outcome numbers are the Outcome constants.
+//	ARGV: 1 slot (0 = manual), 2 owner, 3 ttl ms, 4 "1" = take the lease,
+//	      5 "1" = ignore pause (a forced manual run)
+//	returns {outcome, fence}; outcome numbers are the actors.Outcome constants.
 var claimScript = rueidis.NewLuaScript(`
 local slot = tonumber(ARGV[1])
 if slot > 0 then
   local cur = redis.call("HGET", KEYS[2], "slot")
   if cur and tonumber(cur) >= slot then return {1, 0} end
-  if redis.call("EXISTS", KEYS[3]) == 1 then
-    redis.call("HSET", KEYS[2], "slot", ARGV[1])
-    return {2, 0}
-  end
+end
+if ARGV[5] ~= "1" and redis.call("EXISTS", KEYS[3]) == 1 then
+  if slot > 0 then redis.call("HSET", KEYS[2], "slot", ARGV[1]) end
+  return {2, 0}
 end
 if ARGV[4] == "1" then
   if not redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -26,6 +24,8 @@ type daemonOptions struct {
 	Version string
 	// Reload loads the config file again (SIGHUP).
 	Reload func() (*config.Config, error)
+	// Signals delivers SIGTERM, SIGINT and SIGHUP (from main).
+	Signals <-chan os.Signal
 }
 
 // clockOffsetEnv is an internal, test-only knob: a Go duration added to the
@@ -43,20 +43,17 @@ func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int 
 		return 1
 	}
 	defer func() { _ = log.Sync() }()
-	offset, err := clockOffset(opts.Environ)
+	now, err := clock(opts.Environ)
 	if err != nil {
 		fmt.Fprintf(opts.Stderr, "cronlock: %v\n", err)
 		return 1
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	for _, w := range cfg.Warnings {
 		log.Warn("config warning", zap.String("problem", w.String()))
 	}
 	log.Info("cronlock starting", zap.String("version", opts.Version), zap.String("config", cfg.Path))
-	e, err := engine.New(cfg, engine.Options{Log: log, Environ: opts.Environ, Signals: sigs,
-		Notify: sdNotify(log), Reload: opts.Reload, ClockOffset: offset,
+	e, err := engine.New(cfg, engine.Options{Log: log, Environ: opts.Environ, Signals: opts.Signals,
+		Notify: sdNotify(log), Reload: opts.Reload, Now: now,
 		ExitNow: func() { _ = log.Sync(); os.Exit(1) }})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -69,7 +66,8 @@ func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int 
 	return 0
 }
 
-// sdNotify sends sd_notify states; never unsets NOTIFY_SOCKET (LIBRARY-NOTES §4.1).
+// sdNotify sends sd_notify states. It never unsets NOTIFY_SOCKET: later
+// states (STATUS=, WATCHDOG=1, STOPPING=1) need it.
 func sdNotify(log *zap.Logger) func(string) {
 	return func(state string) {
 		if _, err := daemon.SdNotify(false, state); err != nil {
@@ -78,22 +76,24 @@ func sdNotify(log *zap.Logger) func(string) {
 	}
 }
 
-func clockOffset(environ []string) (time.Duration, error) {
+// clock is the daemon's wall clock: time.Now, shifted by clockOffsetEnv
+// when that is set.
+func clock(environ []string) (func() time.Time, error) {
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, clockOffsetEnv+"="); ok && v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil {
-				return 0, fmt.Errorf("%s: %w", clockOffsetEnv, err)
+				return nil, fmt.Errorf("%s: %w", clockOffsetEnv, err)
 			}
-			return d, nil
+			return func() time.Time { return time.Now().Add(d) }, nil
 		}
 	}
-	return 0, nil
+	return time.Now, nil
 }
 
 // newLogger builds the zap logger of log.level/log.format: console on a
 // terminal and json otherwise when format is empty; sampling off so no job
-// output line is dropped (LIBRARY-NOTES §5.2).
+// output line is dropped (zap's production config samples by default).
 func newLogger(lc config.Log, w io.Writer) (*zap.Logger, error) {
 	f, ok := w.(*os.File)
 	tty := ok && term.IsTerminal(int(f.Fd()))

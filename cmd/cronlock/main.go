@@ -1,5 +1,5 @@
-// Command cronlock is the cronlock daemon and its command-line tools
-// (SPEC.md §8). All flags use the standard flag package, so the seed's
+// Command cronlock is the cronlock daemon and its command-line tools (see
+// README.md). All flags use the standard flag package, so the seed's
 // `-config x`, `--config x` and `-config=x` forms all work.
 package main
 
@@ -23,10 +23,14 @@ var (
 	commit  string
 )
 
+// main is the program's only subscriber to signals: the daemon receives
+// them on a channel (shutdown, second signal, reload), the other commands
+// as the cancellation of their context.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
-	stop()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	code := run(context.Background(), os.Args[1:], os.Environ(), os.Stdout, os.Stderr, sigs)
+	signal.Stop(sigs)
 	os.Exit(code)
 }
 
@@ -47,11 +51,12 @@ func subcommands() map[string]subcommand {
 	}
 }
 
-// runEnv is what run hands to every mode: the process environment and
-// output streams (no globals).
+// runEnv is what run hands to every mode: the process environment, output
+// streams and signals (no globals).
 type runEnv struct {
 	environ        []string
 	stdout, stderr io.Writer
+	signals        <-chan os.Signal // nil: no signals (tests)
 }
 
 // loadOptions returns config options for purpose, from the process.
@@ -61,19 +66,47 @@ func (e *runEnv) loadOptions(purpose config.Purpose, flags map[string]string) co
 }
 
 // run is the whole program: args are the command-line arguments without the
-// program name, environ the KEY=VALUE environment. It returns the exit code
-// (0 success, 1 failure, 2 usage error).
-func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	env := &runEnv{environ: environ, stdout: stdout, stderr: stderr}
+// program name, environ the KEY=VALUE environment, sigs the process's
+// SIGTERM/SIGINT/SIGHUP (nil: none). It returns the exit code (0 success,
+// 1 failure, 2 usage error).
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
+	env := &runEnv{environ: environ, stdout: stdout, stderr: stderr, signals: sigs}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, ok := subcommands()[args[0]]
 		if !ok {
 			fmt.Fprintf(stderr, "cronlock: unknown command %q (commands: next, status, history, run, pause, resume; run cronlock -h for the daemon flags)\n", args[0])
 			return 2
 		}
+		ctx, stop := cancelOnSignal(ctx, sigs)
+		defer stop()
 		return sub(ctx, args[1:], env)
 	}
 	return runMain(ctx, args, env)
+}
+
+// cancelOnSignal returns a context cancelled by the first SIGTERM or SIGINT
+// on sigs (SIGHUP is ignored). stop ends the watch and waits for it.
+func cancelOnSignal(ctx context.Context, sigs <-chan os.Signal) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	if sigs == nil {
+		return ctx, cancel
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sig := <-sigs:
+				if sig != syscall.SIGHUP {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { cancel(); <-done }
 }
 
 // runMain handles the daemon form: cronlock [-config FILE] [-validate]
@@ -114,7 +147,8 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 		return code
 	}
 	reload := func() (*config.Config, error) { return config.Load(*path, env.loadOptions(config.ForStart, flags)) }
-	return runDaemon(ctx, cfg, daemonOptions{Environ: env.environ, Stdout: env.stdout, Stderr: env.stderr, Version: versionString(version, commit), Reload: reload})
+	return runDaemon(ctx, cfg, daemonOptions{Environ: env.environ, Stdout: env.stdout, Stderr: env.stderr,
+		Version: versionString(version, commit), Reload: reload, Signals: env.signals})
 }
 
 // usageExit maps a flag parse error to an exit code: 0 for -h, else 2 (the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/engine"
 	"github.com/cronlock/cronlock/redislock"
@@ -21,11 +22,11 @@ const opsCallTimeout = 5 * time.Second
 // opsBackend is what the operator commands need from a lock backend.
 // Implemented by *redislock.Redis and *redislock.Memory.
 type opsBackend interface {
-	Claim(ctx context.Context, req redislock.ClaimRequest) (redislock.Claim, error)
+	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
 	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Finish(ctx context.Context, job, owner string, rec redislock.RunRecord) (bool, error)
-	History(ctx context.Context, job string, n int) ([]redislock.RunRecord, error)
+	Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (bool, error)
+	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
 	State(ctx context.Context, job string) (redislock.JobState, error)
 	Pause(ctx context.Context, job string) error
 	Resume(ctx context.Context, job string) error

@@ -3,39 +3,39 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"syscall"
-	"time"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/redislock"
-	"github.com/google/uuid"
+	"github.com/cronlock/cronlock/engine"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
 // runUsage is the usage line of `cronlock run`, with the rules an operator
 // needs to know.
-const runUsage = `[-config FILE] JOB
+const runUsage = `[-config FILE] [-force] JOB
 
-Runs JOB now through the cluster lease: a manual run takes the lease but
-no slot (the schedule is unaffected) and ignores pause. If the lease is
-held (the job is running on some node) nothing starts and the exit code
-is 1. The command's output is copied to this terminal and the run is
-recorded in the job's history. The exit code is the command's (128+N when
-killed by signal N; 1 when it could not start).
+Runs JOB now, in this process, exactly like a scheduled run of the job:
+it takes the cluster lease (but no slot: the schedule is unaffected),
+runs the command as the job's user in its work_dir with its env, retries
+as configured, runs the on_success / on_failure hooks (they see
+CRONLOCK_TRIGGER=manual), and records the run in the job's history with
+trigger manual. The command's output is copied to this terminal.
 
-timeout, kill_grace, lock_ttl and on_lock_lost apply; retries,
-grace_period and hooks (on_success, on_failure) do not: hooks run only
-for scheduled runs. SIGINT/SIGTERM terminates the command's process group
-and releases the lease. With the memory backend the run is local to this
-process: a running daemon is not consulted.`
+A paused or disabled job is refused (exit 1) unless -force is given. If
+the lease is held (the job is running on some node) nothing starts and
+the exit code is 1. Otherwise the exit code is the command's (128+N when
+killed by signal N; 1 when it could not start). SIGINT/SIGTERM
+terminates the command's process group and releases the lease. With the
+memory backend the run is local to this process: a running daemon is not
+consulted.`
 
-// runManual implements `cronlock run [-config FILE] JOB`.
+// runManual implements `cronlock run [-config FILE] [-force] JOB`: it
+// parses flags, opens the backend, hands the run to engine.RunJob and
+// prints what happened.
 func runManual(ctx context.Context, args []string, env *runEnv) int {
 	f := newOpsFlags("run", runUsage, env)
+	force := f.fs.Bool("force", false, "run even if the job is paused or disabled")
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
@@ -62,204 +62,55 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 	if s.kind == "memory" {
 		log.Warn("memory backend: this run takes a lease local to this process; a running daemon is not consulted")
 	}
-	m := &manualRun{s: s, job: *job, environ: env.environ, id: uuid.NewString()}
-	m.owner = s.cfg.Node.ID + ":" + m.id
-	m.log = log.With(zap.String("job", job.Name), zap.String("run_id", m.id))
-	code, err = m.execute(ctx)
-	if err != nil {
-		return opsFail(env, "run", code, err)
+	ran := engine.RunJob(ctx, s.cfg, *job, engine.ManualOptions{Log: log, Environ: env.environ,
+		Locker: s.backend, Force: *force})
+	if ran.Skip != "" {
+		return opsFail(env, "run", 1, s.refusal(ctx, job.Name, ran))
 	}
-	return code
+	return exitCode(ran.Finished)
 }
 
-// manualRun is one `cronlock run JOB`: claim (slot 0) → lease renewed by an
-// actors.Lease → one attempt → release → history record.
-type manualRun struct {
-	s         *opsSession
-	job       config.Job
-	environ   []string
-	id, owner string
-	fence     int64
-	log       *zap.Logger
-	sig       syscall.Signal // the signal that killed the command, or 0
-}
-
-// execute runs the job once and returns the exit code, or exit code 1 and
-// an error when the run could not be started (lease held, Redis error).
-// Cancelling ctx (SIGINT/SIGTERM) terminates the run; release and record
-// still happen on a fresh context.
-func (m *manualRun) execute(ctx context.Context) (int, error) {
-	sent := time.Now()
-	if err := m.claim(ctx); err != nil {
-		return 1, err
+// refusal explains why a manual run did not start, with the fix.
+func (s *opsSession) refusal(ctx context.Context, job string, ran actors.Ran) error {
+	switch ran.Skip {
+	case actors.SkipPaused:
+		return fmt.Errorf("job %s is paused; not started (cronlock resume %s, or -force to run it anyway)", job, job)
+	case actors.SkipDisabled:
+		return fmt.Errorf("job %s is disabled (enabled: false); not started (-force runs it anyway)", job)
+	case actors.SkipOverlap:
+		return fmt.Errorf("job %s is running on %s (lease held); not started", job, s.holder(ctx, job))
+	case actors.SkipShuttingDown:
+		return fmt.Errorf("job %s: interrupted before it started; not started", job)
+	case actors.SkipRedisError:
+		return s.redisHint(ran.Err)
 	}
-	lease := actors.NewLease(m.log, m.s.backend, m.job.Name, m.owner, m.job.LockTTL, sent)
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() { defer close(done); _ = lease.Run(lctx) }()
-	rec := m.attempt(ctx, lease.Lost())
-	cancel()
-	<-done
-	m.end(ctx, rec)
-	m.log.Info("run finished", zap.String("result", rec.Result), zap.Int("exit_code", rec.ExitCode),
-		zap.Duration("duration", rec.End.Sub(rec.Start)))
-	return exitCode(rec, m.sig), nil
-}
-
-// claim takes the lease for a manual run. A held lease is an error naming
-// the node that holds it.
-func (m *manualRun) claim(ctx context.Context) error {
-	cctx, cancel := m.s.call(ctx)
-	defer cancel()
-	c, err := m.s.backend.Claim(cctx, redislock.ClaimRequest{Job: m.job.Name, Owner: m.owner,
-		TTL: m.job.LockTTL, Lease: true})
-	if err != nil {
-		// The outcome is unknown: drop a lease the claim may have set.
-		m.release(ctx)
-		if ctx.Err() != nil {
-			return fmt.Errorf("job %s: interrupted before it started; not started", m.job.Name)
-		}
-		return m.s.redisHint(err)
-	}
-	switch c.Outcome {
-	case redislock.Claimed:
-		m.fence = c.Fence
-		m.log = m.log.With(zap.Int64("fence", c.Fence))
-		return nil
-	case redislock.Overlap:
-		return fmt.Errorf("job %s is running on %s (lease held); not started", m.job.Name, m.holder(ctx))
-	}
-	return fmt.Errorf("job %s: unexpected claim outcome %v; not started", m.job.Name, c.Outcome)
+	return fmt.Errorf("job %s: not started (%s)", job, ran.Skip)
 }
 
 // holder names the node holding the job's lease, or "another node".
-func (m *manualRun) holder(ctx context.Context) string {
-	cctx, cancel := m.s.call(ctx)
+func (s *opsSession) holder(ctx context.Context, job string) string {
+	cctx, cancel := s.call(ctx)
 	defer cancel()
-	st, err := m.s.backend.State(cctx, m.job.Name)
+	st, err := s.backend.State(cctx, job)
 	if err != nil || st.LeaseHolder == "" {
 		return "another node"
 	}
 	return ownerNode(st.LeaseHolder)
 }
 
-// attempt starts the command and waits for it, terminating its process
-// group on timeout, lease loss (on_lock_lost: kill) or ctx cancellation
-// (SPEC.md §5). It blocks until the process group is gone.
-func (m *manualRun) attempt(ctx context.Context, lost <-chan actors.LeaseLost) redislock.RunRecord {
-	rec := redislock.RunRecord{RunID: m.id, Node: m.s.cfg.Node.ID, Attempts: 1, Fence: m.fence}
-	p, err := process.Start(process.Spec{Shell: m.job.Shell, Command: m.job.Command, Dir: m.job.WorkDir,
-		Env: m.env(), User: m.job.User, KillGrace: m.job.KillGrace, Log: m.log})
-	if err != nil {
-		m.log.Error("run could not start", zap.Error(err))
-		rec.Start, rec.End, rec.Result, rec.ExitCode = time.Now(), time.Now(), actors.ResultError, -1
-		return rec
-	}
-	m.log.Info("run started", zap.Int("pid", p.Pid()))
-	var timeout <-chan time.Time
-	if m.job.Timeout > 0 {
-		t := time.NewTimer(m.job.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	stop, result := ctx.Done(), ""
-	for {
-		select {
-		case <-p.Done():
-			return m.finish(rec, p.Wait(), result)
-		case <-timeout:
-			timeout, result = nil, actors.ResultTimeout
-			m.log.Warn("run timed out; terminating its process group", zap.Duration("timeout", m.job.Timeout))
-			p.Terminate(m.job.KillGrace)
-		case l := <-lost:
-			lost = nil
-			if m.job.OnLockLost == config.LockLostKill {
-				result = actors.ResultLockLost
-				m.log.Error("lease lost; terminating the run", zap.Error(l.Err))
-				p.Terminate(min(m.job.KillGrace, l.Grace))
-			} else {
-				m.log.Error("lease lost; on_lock_lost is continue, the run goes on", zap.Error(l.Err))
-			}
-		case <-stop:
-			stop = nil
-			if result == "" {
-				result = actors.ResultFailure
-			}
-			m.log.Warn("interrupted; terminating the run's process group", zap.Duration("kill_grace", m.job.KillGrace))
-			p.Terminate(m.job.KillGrace)
-		}
-	}
-}
-
-// finish fills rec from the process result; result, if set, wins.
-func (m *manualRun) finish(rec redislock.RunRecord, res process.Result, result string) redislock.RunRecord {
-	switch {
-	case result != "":
-	case res.Err != nil:
-		m.log.Warn("run ended with an error", zap.Error(res.Err))
-		result = actors.ResultError
-	case res.ExitCode == 0:
-		result = actors.ResultSuccess
-	default:
-		result = actors.ResultFailure
-	}
-	rec.Start, rec.End, rec.Result, rec.ExitCode = res.Started, res.Finished, result, res.ExitCode
-	m.sig = res.Signal
-	tail := res.Tail
-	if len(tail) > redislock.MaxOutputTail {
-		tail = tail[len(tail)-redislock.MaxOutputTail:]
-	}
-	rec.OutputTail = string(tail)
-	return rec
-}
-
 // exitCode is the process exit code for a finished manual run: the
 // command's exit code (128+N when killed by signal N, as shells report it),
 // 1 when it could not start or ended with exit code 0 but not as success.
-func exitCode(rec redislock.RunRecord, sig syscall.Signal) int {
+func exitCode(fin actors.RunFinished) int {
 	switch {
-	case sig != 0:
-		return 128 + int(sig)
-	case rec.ExitCode > 0:
-		return rec.ExitCode
-	case rec.Result != actors.ResultSuccess:
+	case fin.Signal != 0:
+		return 128 + int(fin.Signal)
+	case fin.ExitCode > 0:
+		return fin.ExitCode
+	case fin.Result != actors.ResultSuccess:
 		return 1
 	}
 	return 0
-}
-
-// release deletes the lease if it is still ours, on a fresh context
-// (STYLE.md 7: never the cancelled run context).
-func (m *manualRun) release(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opsCallTimeout)
-	defer cancel()
-	if _, err := m.s.backend.Release(rctx, m.job.Name, m.owner); err != nil {
-		m.log.Warn("lease release failed; it expires after lock_ttl", zap.Duration("lock_ttl", m.job.LockTTL), zap.Error(err))
-	}
-}
-
-// end releases the lease and appends the run to the job's history in
-// one round trip, on a fresh context (STYLE.md 7).
-func (m *manualRun) end(ctx context.Context, rec redislock.RunRecord) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opsCallTimeout)
-	defer cancel()
-	if _, err := m.s.backend.Finish(rctx, m.job.Name, m.owner, rec); err != nil {
-		m.log.Warn("lease release and history record failed; the lease expires after lock_ttl",
-			zap.Duration("lock_ttl", m.job.LockTTL), zap.Error(err))
-	}
-}
-
-// env is the child's environment as for scheduled runs (SPEC.md §5), with
-// an empty CRONLOCK_SCHEDULED_TIME: a manual run has no slot.
-func (m *manualRun) env() []string {
-	env := make([]string, 0, len(m.environ)+len(m.job.Env)+6)
-	env = append(env, m.environ...)
-	for k, v := range m.job.Env {
-		env = append(env, k+"="+v)
-	}
-	return append(env, "CRONLOCK_JOB="+m.job.Name, "CRONLOCK_NODE_ID="+m.s.cfg.Node.ID,
-		"CRONLOCK_RUN_ID="+m.id, "CRONLOCK_SCHEDULED_TIME=",
-		"CRONLOCK_FENCING_TOKEN="+strconv.FormatInt(m.fence, 10), "CRONLOCK_ATTEMPT=1")
 }
 
 // manualLogger logs cronlock's own lines to errw in console format at

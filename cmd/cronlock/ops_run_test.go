@@ -4,15 +4,17 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/redislock"
 )
 
-func history(t *testing.T, r *redislock.Redis, job string) []redislock.RunRecord {
+func history(t *testing.T, r *redislock.Redis, job string) []actors.RunRecord {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -58,8 +60,8 @@ func TestRun_LeaseHeldElsewhere(t *testing.T) {
 	cfg, r, addr := opsRedis(t, "echo should-not-run")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := r.Claim(ctx, redislock.ClaimRequest{Job: "backup", Slot: 100, Owner: "node-2:abc", TTL: time.Minute, Lease: true})
-	if err != nil || c.Outcome != redislock.Claimed {
+	c, err := r.Claim(ctx, actors.ClaimRequest{Job: "backup", Slot: 100, Owner: "node-2:abc", TTL: time.Minute, Lease: true})
+	if err != nil || c.Outcome != actors.Claimed {
 		t.Fatalf("claim: %v %v", c, err)
 	}
 	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
@@ -76,13 +78,62 @@ func TestRun_LeaseHeldElsewhere(t *testing.T) {
 	}
 }
 
-func TestRun_IgnoresPause(t *testing.T) {
-	cfg, _, _ := opsRedis(t, "echo ran")
+// A paused job is refused (exit 1, the message says it is paused and how
+// to run it anyway); -force runs it.
+func TestRun_RefusesPausedUnlessForced(t *testing.T) {
+	cfg, r, _ := opsRedis(t, "echo ran")
 	if code, _, errs := runCLI(t, nil, "pause", "-config", cfg, "backup"); code != 0 {
 		t.Fatalf("pause: %d %s", code, errs)
 	}
-	if code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup"); code != 0 || out != "ran\n" {
-		t.Errorf("run while paused: got exit %d, out %q, stderr %q; want 0, ran", code, out, errs)
+	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
+	if code != 1 || out != "" || !strings.Contains(errs, "job backup is paused") || !strings.Contains(errs, "-force") {
+		t.Errorf("run while paused: got exit %d, out %q, stderr %q; want 1 and a message that it is paused", code, out, errs)
+	}
+	if len(history(t, r, "backup")) != 0 {
+		t.Errorf("a refused run left a history record")
+	}
+	if code, out, errs := runCLI(t, nil, "run", "-config", cfg, "-force", "backup"); code != 0 || out != "ran\n" {
+		t.Errorf("run -force while paused: got exit %d, out %q, stderr %q; want 0, ran", code, out, errs)
+	}
+}
+
+// A disabled job is refused unless forced.
+func TestRun_RefusesDisabledUnlessForced(t *testing.T) {
+	cfg, _, _ := opsRedis(t, "echo ran")
+	writeFile(t, cfg, strings.Replace(readFile(t, cfg), "timeout: 30s", "timeout: 30s\n    enabled: false", 1))
+	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
+	if code != 1 || out != "" || !strings.Contains(errs, "job backup is disabled") {
+		t.Errorf("run while disabled: got exit %d, out %q, stderr %q; want 1 and a message that it is disabled", code, out, errs)
+	}
+	if code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup", "-force"); code != 0 || out != "ran\n" {
+		t.Errorf("run -force while disabled: got exit %d, out %q, stderr %q; want 0, ran", code, out, errs)
+	}
+}
+
+// A manual run is the job's run: retries apply, hooks run with
+// CRONLOCK_TRIGGER=manual, the history record carries trigger manual, and
+// the job's work_dir and env are used.
+func TestRun_RetriesHooksTriggerAndJobSettings(t *testing.T) {
+	dir := t.TempDir()
+	cfg, r, _ := opsRedis(t, `echo "$PWD $MYVAR $CRONLOCK_TRIGGER attempt=$CRONLOCK_ATTEMPT"; test "$CRONLOCK_ATTEMPT" = 2`)
+	hookOut := filepath.Join(dir, "hook")
+	writeFile(t, cfg, strings.Replace(readFile(t, cfg), "timeout: 30s", "timeout: 30s\n    retries: 1\n    retry_backoff: 100ms\n"+
+		"    work_dir: "+dir+"\n    env: {MYVAR: hello}\n"+
+		"    on_success: 'echo \"$CRONLOCK_TRIGGER $CRONLOCK_RESULT $CRONLOCK_ATTEMPT $MYVAR\" > "+hookOut+"'", 1))
+	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
+	want := dir + " hello manual attempt=1\n" + dir + " hello manual attempt=2\n"
+	if code != 0 || out != want {
+		t.Fatalf("got exit %d, out %q, stderr %q; want 0 and %q", code, out, errs, want)
+	}
+	if got := strings.TrimSpace(readFile(t, hookOut)); got != "manual success 2 hello" {
+		t.Errorf("on_success saw %q, want %q", got, "manual success 2 hello")
+	}
+	recs := history(t, r, "backup")
+	if len(recs) != 1 || recs[0].Trigger != actors.TriggerManual || recs[0].Attempts != 2 || recs[0].Result != "success" {
+		t.Errorf("got history %+v, want one successful manual run of 2 attempts", recs)
+	}
+	if code, out, _ := runCLI(t, nil, "history", "-config", cfg, "backup"); code != 0 || !strings.Contains(out, "manual") {
+		t.Errorf("cronlock history: got exit %d, out %q; want the run shown with trigger manual", code, out)
 	}
 }
 
@@ -132,7 +183,7 @@ func TestRun_InterruptTerminatesAndReleases(t *testing.T) {
 	defer cancel()
 	out := &onMarker{marker: "ready\n", do: cancel}
 	var errb bytes.Buffer
-	code := run(ctx, []string{"run", "-config", cfg, "backup"}, nil, out, &errb)
+	code := run(ctx, []string{"run", "-config", cfg, "backup"}, nil, out, &errb, nil)
 	if code != 128+15 {
 		t.Fatalf("got exit %d, want 143 (SIGTERM); stderr %q", code, errb.String())
 	}
@@ -149,7 +200,7 @@ func TestRun_InterruptedBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out, errb bytes.Buffer
-	code := run(ctx, []string{"run", "-config", cfg, "backup"}, nil, &out, &errb)
+	code := run(ctx, []string{"run", "-config", cfg, "backup"}, nil, &out, &errb, nil)
 	if code != 1 || out.Len() != 0 || !strings.Contains(errb.String(), "interrupted before it started") {
 		t.Errorf("got exit %d, out %q, stderr %q; want 1 and an interrupted message", code, out.String(), errb.String())
 	}
@@ -194,7 +245,7 @@ func TestRun_LeaseLostKillsTheRun(t *testing.T) {
 		}
 	}}
 	var errb bytes.Buffer
-	code := run(context.Background(), []string{"run", "-config", cfg, "backup"}, nil, out, &errb)
+	code := run(context.Background(), []string{"run", "-config", cfg, "backup"}, nil, out, &errb, nil)
 	if code != 128+15 || !strings.Contains(errb.String(), "lease lost") {
 		t.Fatalf("got exit %d, want 143 and a lease-lost log; stderr %q", code, errb.String())
 	}

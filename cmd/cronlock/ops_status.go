@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/redislock"
 )
 
 // tableTime is how the status table shows instants: in the job's zone with
@@ -46,6 +46,7 @@ type historyRow struct {
 	Node       string `json:"node"`
 	Slot       string `json:"slot"`
 	SlotUnix   int64  `json:"slot_unix"`
+	Trigger    string `json:"trigger"` // schedule | catchup | manual ("" for runs recorded before triggers were)
 	Attempts   int    `json:"attempts"`
 	Result     string `json:"result"`
 	ExitCode   int    `json:"exit_code"`
@@ -55,10 +56,10 @@ type historyRow struct {
 }
 
 // newHistoryRow converts a record; the output tail is kept only when tail.
-func newHistoryRow(r redislock.RunRecord, tail bool) *historyRow {
+func newHistoryRow(r actors.RunRecord, tail bool) *historyRow {
 	h := &historyRow{RunID: r.RunID, Start: r.Start.UTC().Format(time.RFC3339Nano),
 		End: r.End.UTC().Format(time.RFC3339Nano), DurationMs: r.End.Sub(r.Start).Milliseconds(),
-		Node: r.Node, SlotUnix: r.Slot, Attempts: r.Attempts, Result: r.Result, ExitCode: r.ExitCode,
+		Node: r.Node, SlotUnix: r.Slot, Trigger: string(r.Trigger), Attempts: r.Attempts, Result: r.Result, ExitCode: r.ExitCode,
 		Fence: r.Fence, start: r.Start, end: r.End}
 	if r.Slot != 0 {
 		h.Slot = time.Unix(r.Slot, 0).UTC().Format(time.RFC3339)
@@ -232,14 +233,17 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 // printHistoryTable prints runs as an aligned table; instants in UTC.
 func printHistoryTable(env *runEnv, rows []*historyRow) {
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "START\tEND\tDURATION\tNODE\tSLOT\tATTEMPTS\tRESULT\tEXIT\tFENCE\t")
+	fmt.Fprintln(tw, "START\tEND\tDURATION\tNODE\tSLOT\tTRIGGER\tATTEMPTS\tRESULT\tEXIT\tFENCE\t")
 	for _, r := range rows {
-		slot := r.Slot
+		slot, trigger := r.Slot, r.Trigger
 		if slot == "" {
-			slot = "manual"
+			slot = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%d\t%s\t%d\t%d\t\n", r.start.UTC().Format(time.RFC3339),
-			r.end.UTC().Format(time.RFC3339), r.end.Sub(r.start).Round(time.Millisecond), r.Node, slot,
+		if trigger == "" {
+			trigger = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t\n", r.start.UTC().Format(time.RFC3339),
+			r.end.UTC().Format(time.RFC3339), r.end.Sub(r.start).Round(time.Millisecond), r.Node, slot, trigger,
 			r.Attempts, r.Result, r.ExitCode, r.Fence)
 	}
 	_ = tw.Flush()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/redis/rueidis"
@@ -56,10 +57,10 @@ func record(t *testing.T, r *redislock.Redis, job, node string, start time.Time,
 	if exit != 0 {
 		result = "failure"
 	}
-	rec := redislock.RunRecord{RunID: node + start.Format("150405"), Slot: start.Truncate(time.Minute).Unix(),
+	rec := actors.RunRecord{RunID: node + start.Format("150405"), Slot: start.Truncate(time.Minute).Unix(),
 		Node: node, Start: start, End: start.Add(1500 * time.Millisecond), Attempts: 1, Result: result,
 		ExitCode: exit, Fence: 7, OutputTail: "out of " + node}
-	if err := r.Record(ctx, job, rec); err != nil {
+	if _, err := r.Finish(ctx, job, "", rec); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 func runCLI(t *testing.T, environ []string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, environ, &out, &errb)
+	code := run(context.Background(), args, environ, &out, &errb, nil)
 	return code, out.String(), errb.String()
 }
 
