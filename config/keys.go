@@ -79,8 +79,8 @@ func (c *Config) fields() []field {
 // no address is configured.
 const DefaultRedisAddress = "localhost:6379"
 
-// builtinDefaults are the defaults of the scalar keys (SPEC.md §2), given to
-// viper with SetDefault. redis.address is deliberately absent: its default
+// builtinDefaults are the defaults of the scalar keys, given to viper with
+// SetDefault. redis.address is deliberately absent: its default
 // applies only when the backend is explicitly redis (see resolveBackend).
 func builtinDefaults() map[string]any {
 	return map[string]any{
