@@ -23,15 +23,15 @@ type decoder struct {
 
 // describe renders a raw value for an error message.
 func describe(v any) string {
-	switch v.(type) {
+	switch x := v.(type) {
 	case map[string]any, map[any]any:
 		return "a mapping"
 	case []any:
 		return "a list"
 	case string:
-		return fmt.Sprintf("%q", v)
+		return fmt.Sprintf("%q", x)
 	case float64:
-		return formatNumber(v.(float64))
+		return formatNumber(x)
 	}
 	return fmt.Sprintf("%v", v)
 }

@@ -2,8 +2,8 @@ package config
 
 import "strings"
 
-// expander performs the `${VAR}` / `${VAR:-default}` expansion of SPEC.md §2
-// against an explicit environment (never os.Getenv).
+// expander performs the `${VAR}` / `${VAR:-default}` expansion of config
+// values against an explicit environment (never os.Getenv).
 //
 // Rules, applied left to right in one pass:
 //   - `${NAME}` becomes the value of NAME; NAME unset gives "" and a warning.

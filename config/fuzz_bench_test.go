@@ -43,7 +43,7 @@ func bigConfig(n int) []byte {
 	return []byte(b.String())
 }
 
-// BenchmarkLoad10k measures parsing and validating 10,000 jobs (SPEC.md §9:
+// BenchmarkLoad10k measures parsing and validating 10,000 jobs (target:
 // under 1 s).
 func BenchmarkLoad10k(b *testing.B) {
 	data := bigConfig(10000)

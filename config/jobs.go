@@ -61,8 +61,8 @@ func newJobDecoder(d *decoder) *jobDecoder {
 }
 
 // fields decodes the JobFields keys of m; prefix is prepended to each key
-// to form problem paths. Keys are visited in the documented order (SPEC.md
-// §2), then unknown keys (reported with a hint) sorted; "name" and
+// to form problem paths. Keys are visited in JobFields' order, then
+// unknown keys (reported with a hint) sorted; "name" and
 // "schedule" are left to the caller. bad holds the keys whose value could
 // not be decoded (already reported).
 func (jd *jobDecoder) fields(m map[string]any, prefix string, known []string) (jf JobFields, bad map[string]bool) {
@@ -135,8 +135,8 @@ func quoteShort(s string) string {
 	return fmt.Sprintf("%q… (%d characters)", string(r[:40]), len(r))
 }
 
-// sortProblems orders the problems of job i (path base) by key in the
-// documented order of SPEC.md §2 (name, schedule, timezone, command, …),
+// sortProblems orders the problems of job i (path base) by key: name,
+// schedule, then JobFields' order (timezone, command, …),
 // job-level problems first and unknown keys last; the sort is stable.
 func (jd *jobDecoder) sortProblems(list []Problem, i int, base string) {
 	rank := func(q Problem) int {
@@ -191,7 +191,8 @@ func (jd *jobDecoder) value(path string, typ reflect.Type, raw any) (reflect.Val
 	return p, true
 }
 
-// builtinJobDefaults are the job defaults of SPEC.md §2.
+// builtinJobDefaults are the built-in job defaults, under `defaults:` and a
+// job's own values.
 func builtinJobDefaults() JobFields {
 	return JobFields{
 		Shell:        ptr("/bin/sh"),

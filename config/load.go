@@ -186,7 +186,7 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// loadScalars fills every key of Config.fields with precedence
+// loadScalars fills every key of Config.fields (see keyTable) with precedence
 // flag > CRONLOCK_* environment > file > default, using viper's layers:
 // SetDefault for defaults, MergeConfigMap for the file, and Set for
 // environment then flags (Set is viper's top layer, so the later Set wins).
@@ -281,6 +281,8 @@ func setField(d *decoder, path string, ptr, val any) {
 		if x, ok := d.strings(path, val); ok {
 			*p = x
 		}
+	default:
+		panic(fmt.Sprintf("config: key %s has unsupported type %T", path, ptr)) // programming error: extend setField
 	}
 }
 
@@ -292,7 +294,7 @@ func checkTree(in map[string]any, prefix string, d *decoder, out map[string]any)
 	for _, k := range sortedKeys(in) {
 		val, full := in[k], prefix+k
 		switch {
-		case prefix == "" && (k == "jobs" || k == "defaults"):
+		case prefix == "" && slices.Contains(jobSections, k):
 			continue
 		case !slices.Contains(known, k):
 			if prefix == "" && slices.Contains(jobKeys(), k) {

@@ -194,25 +194,6 @@ func TestPrecedence(t *testing.T) {
 	}
 }
 
-func TestEnvOverrides_EveryScalarKey(t *testing.T) {
-	env := []string{
-		"CRONLOCK_REDIS_PASSWORD=s3cret", "CRONLOCK_REDIS_TLS_ENABLED=true", "CRONLOCK_REDIS_DIAL_TIMEOUT=2s",
-		"CRONLOCK_REDIS_ADDRESSES=a:1, b:2", "CRONLOCK_REDIS_KEY_PREFIX={x}:", "CRONLOCK_HTTP_LISTEN=127.0.0.1:9464",
-		"CRONLOCK_NODE_SHUTDOWN_TIMEOUT=1m", "CRONLOCK_LOG_FORMAT=json", "CRONLOCK_LOCK_BACKEND=redis",
-	}
-	cfg := mustParse(t, "", "yaml", Options{Environ: env})
-	r := cfg.Redis
-	if r.Password != "s3cret" || !r.TLS.Enabled || r.DialTimeout != 2*time.Second || len(r.Addresses) != 2 || r.Addresses[1] != "b:2" ||
-		cfg.HTTP.Listen != "127.0.0.1:9464" || cfg.Node.ShutdownTimeout != time.Minute || cfg.Log.Format != "json" || cfg.Lock.Backend != "redis" {
-		t.Errorf("got %+v", cfg)
-	}
-	for _, k := range Keys() {
-		if !strings.HasPrefix(EnvName(k), "CRONLOCK_") || strings.ContainsAny(EnvName(k), ".-") {
-			t.Errorf("EnvName(%q) = %q", k, EnvName(k))
-		}
-	}
-}
-
 func TestBackend(t *testing.T) {
 	tests := []struct {
 		name, file    string

@@ -13,7 +13,7 @@ import (
 // hashTag matches a Redis Cluster hash tag: a non-empty `{…}`.
 var hashTag = regexp.MustCompile(`\{[^{}]+\}`)
 
-// checkTop validates the keys outside `jobs` (SPEC.md §2) and fills
+// checkTop validates the keys outside `jobs` and `defaults` and fills
 // Node.Location and the default Node.ID.
 // src names the source of keys set by environment or flag (see
 // loadScalars).

@@ -1,5 +1,5 @@
-// Package config loads, expands and validates cronlock configuration files
-// (SPEC.md §2). Formats: YAML, TOML and JSON, chosen by file extension.
+// Package config loads, expands and validates cronlock configuration files.
+// Formats: YAML, TOML and JSON, chosen by file extension.
 package config
 
 import (
@@ -34,7 +34,8 @@ type Node struct {
 	// "<hostname>-<8 hex>".
 	ID string `mapstructure:"id"`
 	// GracePeriod is waited after a run before the lease is released
-	// (default 0s; the seed used 5s, see SPEC.md §12).
+	// (default 0s: slot claims, not a grace period, keep two nodes from
+	// running one slot; the original cronlock's example used 5s).
 	GracePeriod time.Duration `mapstructure:"grace_period"`
 	// Timezone is the default IANA zone of schedules; "" = host local zone.
 	Timezone string `mapstructure:"timezone"`
@@ -65,7 +66,9 @@ type TLS struct {
 	InsecureSkipVerify bool   `mapstructure:"insecure_skip_verify"`
 }
 
-// Redis configures the Redis connection (SPEC.md §2, §8).
+// Redis configures the Redis connection: one address; Sentinel (addresses
+// and sentinel_master); or Cluster (several addresses, no sentinel_master,
+// a key_prefix with a hash tag).
 type Redis struct {
 	Address        string        `mapstructure:"address"`
 	Addresses      []string      `mapstructure:"addresses"`
@@ -114,13 +117,15 @@ type JobFields struct {
 	HookTimeout   *time.Duration    `mapstructure:"hook_timeout"`
 }
 
-// Overlap policies (SPEC.md §4).
+// Overlap policies: when a job's previous run still holds its lease at the
+// next slot, skip that slot, or allow the runs side by side.
 const (
 	OverlapSkip  = "skip"
 	OverlapAllow = "allow"
 )
 
-// Lock-lost policies (SPEC.md §4).
+// Lock-lost policies: when a run's lease is lost, kill the run, or let it
+// continue.
 const (
 	LockLostKill     = "kill"
 	LockLostContinue = "continue"

@@ -9,8 +9,8 @@ import (
 	"github.com/cronlock/cronlock/schedule"
 )
 
-// namePattern is the job name rule of SPEC.md §2 (names go into Redis keys
-// and metric labels).
+// namePattern is the job name rule: 1-128 of A-Z a-z 0-9 . _ - (names go
+// into Redis keys and metric labels).
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
 // jobPath renders a job's path prefix: `jobs[2] "backup"` or `jobs[2]`.
@@ -66,7 +66,7 @@ type checker struct {
 }
 
 // loadJobs decodes `defaults:` and every job of `jobs:`, merges them with
-// the built-in defaults and validates each job (SPEC.md §2). Every problem
+// the built-in defaults and validates each job. Every problem
 // is recorded once: a value set in `defaults:` is checked under
 // `defaults.<key>`, not again in each job that inherits it. A bad job does
 // not stop the others from being checked.
