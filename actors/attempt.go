@@ -16,7 +16,7 @@ type outcome struct {
 
 // attempt starts the command once and waits for it, terminating its process
 // group on timeout, lease loss (with on_lock_lost: kill) or shutdown kill
-// (docs/architecture.md, "Processes"). It blocks until the process group is
+// (docs/architecture.md, "Processes and environment"). It blocks until the process group is
 // gone.
 func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 	p, err := r.deps.Start(process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,

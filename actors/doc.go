@@ -1,9 +1,12 @@
-// Package actors holds cronlock's actors (SPEC.md §10): the ticker (one
-// timer over a heap of next fire times), one job actor per job (owns its
-// overlap state), one lease actor per run (renews every TTL/3, reports
-// loss), the hook runner (fan-in of run results: metrics, history, hooks)
-// and the messages they exchange.
+// Package actors holds cronlock's actors (docs/architecture.md): the
+// ticker (one timer over a heap of next fire times), one job actor per job
+// (owns its overlap state and starts every run of the job, whatever its
+// trigger), the Lease handle of each claimed run (renews every TTL/3,
+// reports loss, releases), the hook runner (fan-in of run results:
+// metrics, hooks), the janitor (leases whose claim or release timed out),
+// the messages they exchange, and the types of the exactly-once protocol
+// beside the Locker interface the backends implement (protocol.go).
 //
 // Every actor has a Run(ctx) method that returns only when it has fully
-// stopped; constructors do no I/O and start no goroutines (STYLE.md 1–6).
+// stopped; constructors do no I/O and start no goroutines.
 package actors

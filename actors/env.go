@@ -8,7 +8,7 @@ import (
 )
 
 // This file builds the environment of a run's command and of its hooks, in
-// one place for both (docs/architecture.md, "Environment").
+// one place for both (docs/architecture.md, "Processes and environment").
 
 // commandEnv is the environment of one attempt: the daemon's environment,
 // then the job's env, then the run variables (later entries win).

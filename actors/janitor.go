@@ -9,14 +9,14 @@ import (
 
 // Phantom is a lease this node may hold without knowing it: a claim or a
 // release whose request failed may still have been applied by Redis
-// (LIBRARY-NOTES §2.5). Until is when the lease would expire by itself.
+// (docs/protocol.md, "Phantom leases and the janitor"). Until is when the lease would expire by itself.
 type Phantom struct {
 	Job, Owner string
 	Until      time.Time
 }
 
 // Janitor releases phantom leases once Redis answers again, so that a
-// phantom never blocks a job for lock_ttl (SPEC.md §4). It retries every
+// phantom never blocks a job for lock_ttl. It retries every
 // retryEvery until the release succeeds or the lease would have expired.
 type Janitor struct {
 	log     *zap.Logger

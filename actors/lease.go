@@ -17,7 +17,7 @@ const releaseTimeout = 2 * time.Second
 // safetyMargin is how long before the server-side expiry a lease whose
 // renewals have failed is declared lost: TTL/5, at least 500 ms, at most
 // TTL/2. The run is killed within half of it, so its processes are dead
-// before another node can acquire the lease (docs/protocol.md, "Lease").
+// before another node can acquire the lease (docs/protocol.md, "The lease").
 func safetyMargin(ttl time.Duration) time.Duration {
 	return min(max(ttl/5, 500*time.Millisecond), ttl/2)
 }

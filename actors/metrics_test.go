@@ -11,7 +11,7 @@ import (
 )
 
 // The collector exports every series of a job from InitJob on, with the
-// names and labels of SPEC.md §8, and the values recorded.
+// names and labels documented in README.md, and the values recorded.
 func TestMetrics_ExportsSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)

@@ -31,7 +31,7 @@ type Locker interface {
 	Finish(ctx context.Context, job, owner string, rec RunRecord) (bool, error)
 }
 
-// Outcome is the result of a Claim (docs/protocol.md, "Claim").
+// Outcome is the result of a Claim (docs/protocol.md, "claim").
 type Outcome int
 
 const (

@@ -63,7 +63,7 @@ func (r *run) skip(reason string, err error) Ran {
 	return Ran{Skip: reason, Err: err}
 }
 
-// claim runs the claim step (docs/protocol.md, "Claim") and reports whether
+// claim runs the claim step (docs/protocol.md, "claim") and reports whether
 // this node may run. A failed claim skips the slot (redis_error):
 // fail-safe. A claim in flight when shutdown begins is completed, not
 // abandoned: a slot that Redis gave us and nobody runs would be a silently
@@ -100,7 +100,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 
 // phantom hands a lease whose state is unknown to the janitor, so that a
 // claim applied by Redis after our timeout never blocks the job for
-// lock_ttl (docs/protocol.md, "Phantom leases").
+// lock_ttl (docs/protocol.md, "Phantom leases and the janitor").
 func (r *run) phantom(owner string) {
 	p := Phantom{Job: r.job.Name, Owner: owner, Until: time.Now().Add(r.job.LockTTL)}
 	select {

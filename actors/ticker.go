@@ -40,9 +40,9 @@ func (setEntries) tickerMsg() {}
 func (probe) tickerMsg()      {}
 
 // Ticker computes next fire times for all jobs with one timer over a heap
-// (SPEC.md §9, STYLE.md 16) and sends Fire messages to job actors. Next
+// (not one timer per job) and sends Fire messages to job actors. Next
 // slots are computed from the previous slot, never from "now", so nothing
-// drifts (STYLE.md 15).
+// drifts.
 type Ticker struct {
 	log     *zap.Logger
 	metrics *Metrics
@@ -137,7 +137,7 @@ func (t *Ticker) setEntries(entries []TickerEntry) {
 }
 
 // park takes a job whose next time cannot be computed off the heap, with one
-// error log: never a busy loop (SPEC.md §3).
+// error log: never a busy loop.
 func (t *Ticker) park(it *tickerItem) {
 	it.parked = true
 	t.log.Error("schedule yields no next fire time; job parked until reload", zap.String("job", it.Job))

@@ -40,7 +40,7 @@ func (b backend) locker() actors.Locker { return b.Backend }
 func (b backend) close()                { b.Close() }
 
 // newBackend builds the backend selected by lock.backend. A Redis client is
-// created without waiting for Redis (SPEC.md §12: an unreachable Redis at
+// created without waiting for Redis (an unreachable Redis at
 // start is not fatal).
 func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
 	if cfg.Lock.Backend != "redis" {

@@ -17,8 +17,8 @@ var errNotConnected = errors.New("engine: redis client not created yet")
 
 // lazyRedis creates its Redis client on first use and retries with backoff
 // (1 s doubling to 30 s) until it succeeds. Sentinel and Cluster clients
-// must reach a node to be created (LIBRARY-NOTES §2.1), and an unreachable
-// Redis at start must not stop the daemon (SPEC.md §12): until then every
+// must reach a node to be created, and an unreachable
+// Redis at start must not stop the daemon: until then every
 // call fails fast with errNotConnected, so slots are skipped (redis_error)
 // and /readyz says not ready. Safe for concurrent use; a call never waits
 // for another caller's connection attempt.

@@ -34,7 +34,7 @@ func watchdogInterval(environ []string) time.Duration {
 
 // watchdog sends WATCHDOG=1 every interval, but only after the scheduler
 // loop has answered a liveness probe: a stuck engine gets no ping and
-// systemd restarts it (SPEC.md §8).
+// systemd restarts it.
 func (e *Engine) watchdog(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()

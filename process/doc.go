@@ -1,5 +1,5 @@
 // Package process spawns and controls one job command on Linux
-// (SPEC.md §5): `<shell> -c <command>` in its own process group, with the
+// (docs/architecture.md, "Processes and environment"): `<shell> -c <command>` in its own process group, with the
 // caller's complete environment, optional work_dir and user.
 //
 // Every signal goes to the whole process group (kill(-pgid, sig)), so

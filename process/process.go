@@ -16,11 +16,11 @@ import (
 // Defaults applied by Start to zero Spec fields.
 const (
 	DefaultMaxLine      = 16 << 10        // bytes
-	DefaultTailSize     = 64 << 10        // bytes (SPEC.md §5)
+	DefaultTailSize     = 64 << 10        // bytes
 	DefaultDrainTimeout = 2 * time.Second // see Spec.DrainTimeout
 )
 
-// Spec describes one run of a job command (SPEC.md §5).
+// Spec describes one run of a job command.
 type Spec struct {
 	// Shell runs the command as `Shell -c Command`, e.g. "/bin/sh". A name
 	// without a slash is looked up in the daemon's PATH.
@@ -91,7 +91,7 @@ type Result struct {
 }
 
 // Start starts spec.Command through spec.Shell in a new process group whose
-// id is the child's pid (SPEC.md §5); stdin is /dev/null. It returns once
+// id is the child's pid; stdin is /dev/null. It returns once
 // exec has succeeded (Proc.Started is that instant), or an error
 // wrapping the cause (empty shell, unknown shell, bad Dir, unknown user,
 // pipe creation). On success the caller must eventually call Wait (or wait

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Terminate asks the whole process group to stop (SPEC.md §5): SIGTERM now,
+// Terminate asks the whole process group to stop: SIGTERM now,
 // unless already sent, and SIGKILL once grace has passed. grace <= 0 sends
 // SIGKILL now. A later call can only bring a pending SIGKILL forward, never
 // push it back. It never blocks, may be called from any goroutine any number

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// conformance lists the behaviours both backends must share (SPEC.md §4).
+// conformance lists the behaviours both backends must share (docs/protocol.md).
 var conformance = []struct {
 	name string
 	fn   func(t *testing.T, s store)

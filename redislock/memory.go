@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Memory is the process-local backend (SPEC.md §4 "memory backend"): the same
+// Memory is the process-local backend (docs/protocol.md, "The memory backend"): the same
 // protocol and method set as Redis, in a mutex-guarded map. It coordinates
 // the callers of ONE process only; on several nodes every node would run
 // every slot (the engine logs a startup warning).
@@ -53,7 +53,7 @@ func (m *Memory) job(name string) *memJob {
 	return j
 }
 
-// Claim implements SPEC.md §4 steps 1–4 as Redis.Claim does.
+// Claim runs the claim step (docs/protocol.md) as Redis.Claim does.
 func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
 	if err := errors.Join(req.Validate(), ctx.Err()); err != nil {
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)

@@ -37,7 +37,7 @@ type Options struct {
 	// DialTimeout bounds connecting and the HELLO/AUTH handshake.
 	DialTimeout time.Duration
 	// CallTimeout is the deadline applied to a call whose ctx has none
-	// (rueidis retries some reads forever without one; LIBRARY-NOTES.md §2.5).
+	// (rueidis retries some reads forever without one).
 	CallTimeout time.Duration
 	// HistoryLen caps each job's history stream, in entries.
 	HistoryLen int
@@ -48,7 +48,7 @@ type Options struct {
 // round trip, starts no goroutines of its own, and blocks until Redis answers
 // or the deadline passes: the caller's ctx deadline, or CallTimeout when ctx
 // has none. On a deadline error the command may still have been applied
-// (LIBRARY-NOTES.md §2.5); SPEC.md §4 says how callers recover.
+// (docs/protocol.md, "Redis calls", says how callers recover).
 type Redis struct {
 	c           rueidis.Client
 	prefix      string
@@ -58,7 +58,7 @@ type Redis struct {
 
 // New builds a client. A standalone client (one address, no SentinelMaster)
 // is returned even when Redis is unreachable, and connects lazily on the
-// first call that finds Redis up (SPEC.md §12: keep running, retry).
+// first call that finds Redis up (an unreachable Redis at start is not fatal: keep running, retry).
 // Sentinel and Cluster clients must reach a sentinel or seed node now.
 // Authentication failures are returned for every mode. It does not block
 // longer than DialTimeout per address tried.
@@ -92,7 +92,7 @@ func New(opts Options) (*Redis, error) {
 	return r, nil
 }
 
-// clientOption maps Options to rueidis (LIBRARY-NOTES.md §2.1): Sentinel when
+// clientOption maps Options to rueidis: Sentinel when
 // SentinelMaster is set, a forced single client for one address, otherwise
 // rueidis's auto mode, which with several addresses expects a Cluster.
 func clientOption(opts Options) rueidis.ClientOption {
@@ -147,7 +147,7 @@ func flag(b bool) string {
 	return "0"
 }
 
-// Claim runs the claim step (docs/protocol.md, "Claim") atomically in one Lua script (one EVALSHA;
+// Claim runs the claim step (docs/protocol.md, "claim") atomically in one Lua script (one EVALSHA;
 // EVAL as well after a server restart). An error means the outcome is
 // unknown: the claim may have been applied, so the caller must not run the
 // slot and should later Release any lease under req.Owner.
@@ -199,7 +199,7 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 // Release deletes the lease if it holds owner: compare-and-DEL. released
 // reports whether a lease was deleted; (false, nil) means it had already
 // expired or belongs to someone else, which is not an error. Use a fresh ctx
-// with its own timeout, never a run's cancelled one (SPEC.md §4).
+// with its own timeout, never a run's cancelled one.
 func (r *Redis) Release(ctx context.Context, job, owner string) (released bool, err error) {
 	if err := validateLease(job, owner, -1); err != nil {
 		return false, fmt.Errorf("release %q: %w", job, err)

@@ -1,16 +1,17 @@
-// Package redislock is the claim and lease adapter of the exactly-once
-// protocol (SPEC.md §4): Redis (through rueidis) for clusters, and Memory for
-// a single node.
+// Package redislock implements actors.Locker, the claim and lease adapter
+// of the exactly-once protocol (docs/protocol.md): Redis (through rueidis)
+// for clusters, and Memory for a single node. It depends on the protocol
+// types in package actors, never the reverse.
 //
 // Both backends are synchronous: each call is one Redis round trip (or one
-// mutex-guarded map access) and neither owns goroutines or timers (STYLE.md
-// rule 10). Renewing the lease every TTL/3 is the lease actor's job.
+// mutex-guarded map access) and neither owns goroutines or timers.
+// Renewing the lease every TTL/3 is the job of actors.Lease.
 //
 // Keys, with P the key prefix (default "cronlock:") and J the job name:
 //
 //	P+"job:"+J      string, PX ttl   the lease; value "nodeID:uuid" of the holder
 //	P+"state:"+J    hash             slot, fence, last_* facts of the last run
-//	P+"history:"+J  stream, capped   run records (SPEC.md §8)
+//	P+"history:"+J  stream, capped   run records (docs/protocol.md, "History records")
 //	P+"paused:"+J   string           present ⇒ job paused cluster-wide
 package redislock
 
@@ -65,3 +66,9 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// Both backends implement the actors' Locker.
+var (
+	_ actors.Locker = (*Redis)(nil)
+	_ actors.Locker = (*Memory)(nil)
+)

@@ -16,7 +16,7 @@ import (
 
 // opsCallTimeout bounds every backend call of the operator commands
 // (status, history, run, pause, resume): rueidis retries forever without a
-// deadline (SPEC.md §4).
+// deadline.
 const opsCallTimeout = 5 * time.Second
 
 // opsBackend is what the operator commands need from a lock backend.

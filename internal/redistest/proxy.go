@@ -8,7 +8,7 @@ import (
 
 // Proxy is an in-test TCP proxy between one client and a Redis server, used to
 // cut that client off (a network partition) without touching the server or
-// other clients (SPEC.md §11).
+// other clients.
 //
 // While cut, the proxy keeps reading from both sides and drops the bytes:
 // connections stay open, so clients see timeouts, not resets. All goroutines

@@ -1,5 +1,5 @@
 // Package redistest starts real redis-server processes and a fault-injecting
-// TCP proxy for tests (SPEC.md §11: the Redis protocol is tested against real
+// TCP proxy for tests (the Redis protocol is tested against real
 // servers on free loopback ports, no build tag).
 //
 // Everything here is for tests only and reports failures through testing.TB.
