@@ -181,34 +181,30 @@ func (s *Schedule) macro(body string) (string, error) {
 	return fields, nil
 }
 
-// compile checks the six fields (second first), fixes what cronexpr gets
-// wrong, and builds the cronexpr expressions.
+// compile parses the six fields (second first) with cronlock's parser,
+// then has cronexpr check the same syntax.
 func (s *Schedule) compile(f []string) error {
 	for i, field := range f {
 		if strings.ContainsAny(field, "@") {
 			return fieldError(i, field, "macros must stand alone, e.g. @daily")
 		}
-		if i < 5 {
-			if err := checkRanges(i, field); err != nil {
-				return err
-			}
-		}
 	}
-	dow, err := rewriteDOW(f[5])
+	m, err := newMatcher(f)
 	if err != nil {
 		return err
 	}
-	s.fixed = !isStar(f[1]) && !isStar(f[2])
-	if err := cronValidate(f[0], f[1], f[2], f[3], f[4], dow); err != nil {
+	if err := cronValidate(f[0], f[1], f[2], f[3], f[4], m.cronexprDOW(f[5])); err != nil {
 		return err
 	}
-	s.m, err = newMatcher(f, dow)
-	return err
+	s.m, s.fixed = m, !isStar(f[fMinute]) && !isStar(f[fHour])
+	return nil
 }
 
 // cronValidate checks the syntax with cronexpr in its 7-field form (sec min
-// hour dom month dow year), under recover. Next does not use cronexpr (see
-// matcher).
+// hour dom month dow year), under recover. cronlock's parser rejects
+// everything cronexpr rejects (diff_test.go), so this only fails if they
+// drift apart, for example after a cronexpr upgrade. cronexpr's result is
+// not used: Next runs on the matcher.
 func cronValidate(fields ...string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
