@@ -69,6 +69,10 @@ func TestParse_Errors(t *testing.T) {
 		{"0 0 * * 1/9", "step", false},
 		{"0 0 * * mon-", `range "mon-" wants a value on each side`, false},
 		{"0 0 * * 5#6", `day-of-week field "5#6": "5#6": the week after # must be 1-5`, false},
+		{"0\u00a00 * * * *", "U+00A0 is not a field separator: separate fields with spaces or tabs", false},
+		{"0 0 * * *\u2003", "U+2003 is not a field separator", false},
+		{"0\v0 * * * *", "U+000B is not a field separator", false},
+		{"CRON_TZ=UTC\u00850 0 * * *", "U+0085 is not a field separator", false},
 		{"abc * * * *", `minute field "abc": "abc" is not a minute`, false},
 	}
 	for _, tc := range tests {

@@ -7,6 +7,7 @@ import (
 	"time"
 	_ "time/tzdata" // SPEC.md §3: the tz database is embedded, nodes agree on zones.
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/cronexpr"
 )
@@ -86,6 +87,10 @@ func parse(expr string, loc *time.Location) (*Schedule, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
+	if i := strings.IndexFunc(expr, isOtherSpace); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(expr[i:])
+		return nil, fmt.Errorf("%U is not a field separator: separate fields with spaces or tabs", r)
+	}
 	body, loc, err := stripZone(strings.TrimSpace(expr), loc)
 	if err != nil {
 		return nil, err
@@ -118,6 +123,14 @@ func parse(expr string, loc *time.Location) (*Schedule, error) {
 		return nil, ErrNeverFires // Parse renders it with the expression
 	}
 	return s, nil
+}
+
+// isOtherSpace reports whether r is white space that cronexpr does not
+// split fields on (it splits on space, \t, \n, \r and \f): \v, U+0085 and
+// the Unicode spaces such as U+00A0, which slip in when an expression is
+// pasted from a web page.
+func isOtherSpace(r rune) bool {
+	return unicode.IsSpace(r) && !strings.ContainsRune(" \t\n\r\f", r)
 }
 
 // stripZone removes a CRON_TZ= or TZ= prefix and returns the zone it names.
