@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	_ "time/tzdata" // SPEC.md §3: the tz database is embedded, nodes agree on zones.
+	_ "time/tzdata" // the tz database is embedded, so all nodes agree on zones
 	"unicode"
 	"unicode/utf8"
 
@@ -41,11 +41,14 @@ var macros = map[string]string{
 const fieldHelp = "fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31 (or L, LW, 15W), " +
 	"month 1-12 or JAN-DEC, day-of-week 0-7 or SUN-SAT (0 and 7 are Sunday; 5L, 1#2)"
 
-// Parse parses a schedule expression as described in SPEC.md §3:
+// Parse parses a schedule expression:
 //
-//   - 5 fields "min hour dom month dow", or 6 fields with leading seconds;
-//   - names, ranges, steps, lists, ?, and L, W, # where cronexpr supports them;
-//     day-of-week 0-7 with 0 and 7 both Sunday in every form;
+//   - 5 fields "min hour dom month dow", or 6 fields with leading seconds,
+//     separated by spaces or tabs (or \n, \r, \f, as cronexpr allows);
+//   - in cronexpr's field syntax: numbers of one or two digits, names,
+//     ranges, steps up to the field's maximum, lists, ?, and L, LW, 15W in
+//     day-of-month, 5L and 1#2 in day-of-week; day-of-week 0-7 with 0 and 7
+//     both Sunday in every form (5-7, SAT-SUN, */7);
 //   - day-of-month and day-of-week are ANDed if either field starts with "*"
 //     and ORed otherwise, as cronie does (crontab(5), cronie entry.c);
 //   - @yearly @annually @monthly @weekly @daily @midnight @hourly
