@@ -137,8 +137,8 @@ func TestParse_Accessors(t *testing.T) {
 		if s.Location().String() != tc.zone {
 			t.Errorf("%q: Location() = %v, want %s", tc.expr, s.Location(), tc.zone)
 		}
-		if s.Every() != tc.every {
-			t.Errorf("%q: Every() = %v, want %v", tc.expr, s.Every(), tc.every)
+		if s.every != tc.every {
+			t.Errorf("%q: every = %v, want %v", tc.expr, s.every, tc.every)
 		}
 	}
 }

@@ -246,6 +246,3 @@ func (s *Schedule) Location() *time.Location { return s.loc }
 
 // String returns the expression exactly as given to Parse.
 func (s *Schedule) String() string { return s.expr }
-
-// Every returns the interval of an "@every D" schedule, or 0 for any other.
-func (s *Schedule) Every() time.Duration { return s.every }
