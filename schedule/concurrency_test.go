@@ -7,8 +7,9 @@ import (
 )
 
 // Many goroutines share one Schedule, as the ticker and the run actors do;
-// under -race this checks that cronexpr's mutating Next is guarded, and
-// every goroutine must see the same sequence as a sequential walk.
+// under -race this checks that Next shares no mutable state (cronexpr's
+// Next would race), and every goroutine must see the same sequence as a
+// sequential walk.
 func TestNext_Concurrent(t *testing.T) {
 	ny := mustZone(t, "America/New_York")
 	for _, expr := range []string{"*/5 * * * *", "0 0 */2 * 1", "30 1 * * *", "@every 10s"} {

@@ -1,16 +1,29 @@
-// Package schedule is cronlock's cron layer over hashicorp/cronexpr
-// (SPEC.md §3): 5- and 6-field expressions, macros, @every aligned to the
-// Unix epoch, CRON_TZ=/TZ= prefixes, and Debian/cronie DST rules.
+// Package schedule parses cronlock's schedule expressions and computes
+// their fire times: 5- and 6-field cron expressions (a 6th field is leading
+// seconds, not a trailing year), the crontab(5) macros, "@every D" aligned
+// to the Unix epoch, CRON_TZ=/TZ= prefixes, and the DST rules of Debian
+// cron(8) and cronie (see Next).
 //
-// cronexpr does the field parsing; this package fixes what it gets wrong
-// (LIBRARY-NOTES §1): a 6th field is read as leading seconds, not a year;
-// 7 is Sunday in ranges (5-7, SAT-SUN, 1-7/2); reversed ranges are errors
-// instead of panics; day-of-month and day-of-week are ANDed when either
-// starts with "*", as cronie does; expressions that never fire are
-// rejected; and DST follows Debian cron(8) rather than cronexpr's
-// skip-and-double-fire. cronexpr only validates syntax (under recover):
-// Next runs on an immutable bit-set matcher, so it is lock-free,
-// allocation-free and not limited to cronexpr's 1970-2099 years.
+// The field parser and the matcher Next runs on are cronlock's own, not
+// github.com/hashicorp/cronexpr's, because of cronexpr's defects:
+//
+//   - Expression.Next mutates the expression, a data race when several
+//     goroutines share a schedule, and allocates on every call;
+//   - Next finds nothing after 2099;
+//   - 7 is not Sunday at the end of a range: 5-7 and SAT-SUN miss Sunday,
+//     and a day-of-week step of 7 is rejected;
+//   - day-of-month and day-of-week are always ORed, where cronie ANDs them
+//     if either field starts with "*" (crontab(5), cronie entry.c);
+//   - a reversed range (30-10, dec-jan) parses, then never fires or panics
+//     in Next.
+//
+// cronlock rejects reversed ranges, and expressions that never fire, at
+// parse time. Otherwise its field syntax is cronexpr's, and cronexpr keeps
+// two honest roles: Parse runs it after cronlock's parser as a syntax gate
+// (its result is thrown away), and diff_test.go uses it as the test oracle,
+// for the syntax (the field parser accepts what cronexpr accepts, item by
+// item, apart from the differences listed there) and for fire times where
+// cronexpr is right.
 //
 // Next is a pure function of an instant and the schedule's zone; callers
 // compute the next slot from the previous slot, not from "now".

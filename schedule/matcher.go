@@ -13,9 +13,10 @@ import (
 const horizonDays = 400 * 366
 
 // matcher is the compiled form of a cron expression that Next evaluates in
-// civil time. It is immutable after Parse, so Next needs no lock. cronexpr
-// only validates the syntax: its Next allocates on every call, stops at
-// 2099 and mutates the expression (LIBRARY-NOTES §1.9, §1.10).
+// civil time. It is immutable after Parse, so Next needs no lock. It is
+// cronlock's own rather than cronexpr's Expression.Next, which mutates the
+// expression (a data race between concurrent callers), allocates on every
+// call and stops at 2099.
 type matcher struct {
 	sec, min uint64 // bits 0-59
 	hour     uint64 // bits 0-23
@@ -33,121 +34,71 @@ type matcher struct {
 	domAny, dowAny, and bool
 }
 
-// newMatcher builds a matcher from six fields (second first); dow is the
-// rewritten day-of-week field (see rewriteDOW).
-func newMatcher(f []string, dow string) (*matcher, error) {
-	m := &matcher{domAny: isAny(f[3]), dowAny: isAny(f[5])}
-	m.and = isStar(f[3]) || isStar(f[5])
-	var err error
-	for _, p := range []struct {
-		set  *uint64
-		idx  int
-		lo   int
-		hi   int
-		text string
-	}{{&m.sec, 0, 0, 59, f[0]}, {&m.min, 1, 0, 59, f[1]}, {&m.hour, 2, 0, 23, f[2]}, {&m.month, 4, 1, 12, f[4]}} {
-		if *p.set, err = parseSet(p.idx, p.text, p.lo, p.hi); err != nil {
+// newMatcher parses six fields (second first). Its errors name the field
+// and the fix.
+func newMatcher(f []string) (*matcher, error) {
+	m := &matcher{domAny: isAny(f[fDOM]), dowAny: isAny(f[fDOW])}
+	m.and = isStar(f[fDOM]) || isStar(f[fDOW])
+	for idx, set := range [...]*uint64{&m.sec, &m.min, &m.hour, &m.dom, &m.month, &m.dow} {
+		if err := m.parseField(idx, f[idx], set); err != nil {
 			return nil, err
 		}
 	}
-	if err = m.parseDOM(f[3]); err != nil {
-		return nil, err
+	if m.dow&(1<<7) != 0 { // 7 is Sunday
+		m.dow = m.dow&^(1<<7) | 1
 	}
-	return m, m.parseDOW(dow)
+	return m, nil
 }
 
-// parseSet reads a list of "*", "?", "N", "A-B", "N/S", "A-B/S", "*/S" into a
-// bit set; "N/S" runs from N to hi, as in cronexpr.
-func parseSet(idx int, field string, lo, hi int) (uint64, error) {
-	var set uint64
+// parseField reads a comma-separated list into set; day-of-month and
+// day-of-week items that are not plain (L, W, #) go to their own fields.
+func (m *matcher) parseField(idx int, field string, set *uint64) error {
 	for _, item := range strings.Split(strings.ToLower(field), ",") {
-		base, stepStr, hasStep := strings.Cut(item, "/")
-		step := 1
-		if hasStep {
-			n, err := strconv.Atoi(stepStr)
-			if err != nil || n < 1 {
-				return 0, fieldError(idx, field, "bad step %q", stepStr)
-			}
-			step = n
+		var special bool
+		var err error
+		switch idx {
+		case fDOM:
+			special, err = m.parseDOMItem(field, item)
+		case fDOW:
+			special, err = m.parseDOWItem(field, item)
 		}
-		a, b := lo, hi
-		if !isAny(base) {
-			as, bs, isRange := strings.Cut(base, "-")
-			var okA, okB bool
-			a, okA = fieldValue(idx, as)
-			b, okB = a, true
-			if isRange {
-				b, okB = fieldValue(idx, bs)
-			} else if hasStep {
-				b = hi
-			}
-			if !okA || !okB || a < lo || b > hi || a > b {
-				return 0, fieldError(idx, field, "bad item %q", item)
-			}
+		if err != nil {
+			return err
 		}
-		for v := a; v <= b; v += step {
-			set |= 1 << v
+		if special {
+			continue
 		}
-	}
-	return set, nil
-}
-
-// parseDOM reads the day-of-month field: numbers, ranges and steps plus
-// cronexpr's L, LW and NW.
-func (m *matcher) parseDOM(field string) error {
-	var plain []string
-	for _, item := range strings.Split(strings.ToLower(field), ",") {
-		switch {
-		case item == "l":
-			m.domL = true
-		case item == "lw":
-			m.domLW = true
-		case strings.HasSuffix(item, "w"):
-			n, ok := fieldValue(3, strings.TrimSuffix(item, "w"))
-			if !ok || n < 1 || n > 31 {
-				return fieldError(3, field, "bad item %q", item)
-			}
-			m.domW |= 1 << n
-		default:
-			plain = append(plain, item)
+		sp, err := parseSpan(idx, field, item)
+		if err != nil {
+			return err
 		}
-	}
-	if len(plain) == 0 {
-		return nil
-	}
-	var err error
-	m.dom, err = parseSet(3, strings.Join(plain, ","), 1, 31)
-	return err
-}
-
-// parseDOW reads a rewritten day-of-week field: days 0-6, "*", "?", and
-// cronexpr's "NL" and "N#K" (N 0-7, K 1-5).
-func (m *matcher) parseDOW(field string) error {
-	if isAny(field) {
-		m.dow = 0x7f
-		return nil
-	}
-	for _, item := range strings.Split(field, ",") {
-		day, nth, isNth := strings.Cut(item, "#")
-		last := !isNth && strings.HasSuffix(day, "l")
-		n, ok := fieldValue(5, strings.TrimSuffix(day, "l"))
-		k, okK := 0, true
-		if isNth {
-			k, okK = fieldValue(0, nth)
-		}
-		if !ok || n < 0 || n > 7 || !okK || k < 0 || k > 5 || (isNth && k == 0) {
-			return fieldError(5, field, "bad item %q", item)
-		}
-		switch n %= 7; {
-		case isNth:
-			m.dowNth[n] |= 1 << k
-		case last:
-			m.dowL |= 1 << n
-		default:
-			m.dow |= 1 << n
-		}
+		*set |= sp.bits()
 	}
 	return nil
+}
+
+// cronexprDOW renders the day-of-week field as the days m read from it
+// ("0,5,6", "5L", "1#2"), for the cronexpr syntax check: cronexpr reads 7
+// at the end of a range as Saturday and rejects a step of 7.
+func (m *matcher) cronexprDOW(field string) string {
+	if isAny(field) {
+		return field
+	}
+	var items []string
+	for d := range 7 {
+		if m.dow&(1<<uint(d)) != 0 {
+			items = append(items, strconv.Itoa(d))
+		}
+		if m.dowL&(1<<uint(d)) != 0 {
+			items = append(items, strconv.Itoa(d)+"L")
+		}
+		for k := 1; k <= 5; k++ {
+			if m.dowNth[d]&(1<<uint(k)) != 0 {
+				items = append(items, strconv.Itoa(d)+"#"+strconv.Itoa(k))
+			}
+		}
+	}
+	return strings.Join(items, ",")
 }
 
 // next returns the first civil time strictly after from (after rounding it

@@ -47,19 +47,33 @@ func TestParse_Errors(t *testing.T) {
 		{"50-10 0 0 * * *", `second field "50-10"`, false},
 		{"0 0 * * fri-mon", "runs backwards", false},
 		{"0 0 * * 5-0", "runs backwards", false},
-		{"60 * * * *", "syntax error in minute field", false},
-		{"0 24 * * *", "syntax error in hour field", false},
-		{"0 0 0 * *", "syntax error in day-of-month field", false},
-		{"0 0 32 * *", "syntax error in day-of-month field", false},
-		{"0 0 * 13 *", "syntax error in month field", false},
+		{"60 * * * *", `minute field "60": "60" is not a minute: use 0-59`, false},
+		{"0 24 * * *", `hour field "24": "24" is not an hour: use 0-23`, false},
+		{"0 0 0 * *", `day-of-month field "0": "0" is not a day of the month`, false},
+		{"0 0 32 * *", `day-of-month field "32": "32" is not a day of the month`, false},
+		{"0 0 * 13 *", `month field "13": "13" is not a month: use 1-12 or JAN-DEC`, false},
 		{"0 0 * * 8", `"8" is not a day`, false},
-		{"61 0 0 * * *", "syntax error in second field", false},
-		{"*/60 * * * *", "invalid interval", false},
+		{"61 0 0 * * *", `second field "61": "61" is not a second`, false},
+		{"*/60 * * * *", `schedule "*/60 * * * *": minute field "*/60": step 60 is larger than the field's range 0-59`, false},
+		{"0 */24 * * *", `hour field "*/24": step 24 is larger than the field's range 0-23`, false},
+		{"0 0 */32 * *", `day-of-month field "*/32": step 32 is larger than the field's range 1-31`, false},
+		{"0 0 1 */13 *", `month field "*/13": step 13 is larger`, false},
+		{"*/0 * * * *", "step 0 never advances", false},
+		{"007 * * * *", `"007" has too many digits: write 7`, false},
+		{"*/+5 * * * *", `step "+5" is not a number`, false},
+		{"?/5 * * * *", `"?" takes no step`, false},
+		{"1,,2 * * * *", "empty list item", false},
+		{"*,61 * * * *", `"61" is not a minute`, false},
+		{"0 0 * * 1#01", "the week after # must be 1-5", false},
 		{"0 0 * * */0", "step", false},
 		{"0 0 * * 1/9", "step", false},
-		{"0 0 * * mon-", "is not a day", false},
-		{"0 0 * * 5#6", "syntax error in day-of-week field", false},
-		{"abc * * * *", "syntax error in minute field", false},
+		{"0 0 * * mon-", `range "mon-" wants a value on each side`, false},
+		{"0 0 * * 5#6", `day-of-week field "5#6": "5#6": the week after # must be 1-5`, false},
+		{"0\u00a00 * * * *", "U+00A0 is not a field separator: separate fields with spaces or tabs", false},
+		{"0 0 * * *\u2003", "U+2003 is not a field separator", false},
+		{"0\v0 * * * *", "U+000B is not a field separator", false},
+		{"CRON_TZ=UTC\u00850 0 * * *", "U+0085 is not a field separator", false},
+		{"abc * * * *", `minute field "abc": "abc" is not a minute`, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.expr, func(t *testing.T) {
@@ -123,8 +137,8 @@ func TestParse_Accessors(t *testing.T) {
 		if s.Location().String() != tc.zone {
 			t.Errorf("%q: Location() = %v, want %s", tc.expr, s.Location(), tc.zone)
 		}
-		if s.Every() != tc.every {
-			t.Errorf("%q: Every() = %v, want %v", tc.expr, s.Every(), tc.every)
+		if s.every != tc.every {
+			t.Errorf("%q: every = %v, want %v", tc.expr, s.every, tc.every)
 		}
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	_ "time/tzdata" // SPEC.md §3: the tz database is embedded, nodes agree on zones.
+	_ "time/tzdata" // the tz database is embedded, so all nodes agree on zones
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/cronexpr"
 )
@@ -40,11 +41,14 @@ var macros = map[string]string{
 const fieldHelp = "fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31 (or L, LW, 15W), " +
 	"month 1-12 or JAN-DEC, day-of-week 0-7 or SUN-SAT (0 and 7 are Sunday; 5L, 1#2)"
 
-// Parse parses a schedule expression as described in SPEC.md §3:
+// Parse parses a schedule expression:
 //
-//   - 5 fields "min hour dom month dow", or 6 fields with leading seconds;
-//   - names, ranges, steps, lists, ?, and L, W, # where cronexpr supports them;
-//     day-of-week 0-7 with 0 and 7 both Sunday in every form;
+//   - 5 fields "min hour dom month dow", or 6 fields with leading seconds,
+//     separated by spaces or tabs (or \n, \r, \f, as cronexpr allows);
+//   - in cronexpr's field syntax: numbers of one or two digits, names,
+//     ranges, steps up to the field's maximum, lists, ?, and L, LW, 15W in
+//     day-of-month, 5L and 1#2 in day-of-week; day-of-week 0-7 with 0 and 7
+//     both Sunday in every form (5-7, SAT-SUN, */7);
 //   - day-of-month and day-of-week are ANDed if either field starts with "*"
 //     and ORed otherwise, as cronie does (crontab(5), cronie entry.c);
 //   - @yearly @annually @monthly @weekly @daily @midnight @hourly
@@ -86,6 +90,10 @@ func parse(expr string, loc *time.Location) (*Schedule, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
+	if i := strings.IndexFunc(expr, isOtherSpace); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(expr[i:])
+		return nil, fmt.Errorf("%U is not a field separator: separate fields with spaces or tabs", r)
+	}
 	body, loc, err := stripZone(strings.TrimSpace(expr), loc)
 	if err != nil {
 		return nil, err
@@ -118,6 +126,14 @@ func parse(expr string, loc *time.Location) (*Schedule, error) {
 		return nil, ErrNeverFires // Parse renders it with the expression
 	}
 	return s, nil
+}
+
+// isOtherSpace reports whether r is white space that cronexpr does not
+// split fields on (it splits on space, \t, \n, \r and \f): \v, U+0085 and
+// the Unicode spaces such as U+00A0, which slip in when an expression is
+// pasted from a web page.
+func isOtherSpace(r rune) bool {
+	return unicode.IsSpace(r) && !strings.ContainsRune(" \t\n\r\f", r)
 }
 
 // stripZone removes a CRON_TZ= or TZ= prefix and returns the zone it names.
@@ -181,34 +197,30 @@ func (s *Schedule) macro(body string) (string, error) {
 	return fields, nil
 }
 
-// compile checks the six fields (second first), fixes what cronexpr gets
-// wrong, and builds the cronexpr expressions.
+// compile parses the six fields (second first) with cronlock's parser,
+// then has cronexpr check the same syntax.
 func (s *Schedule) compile(f []string) error {
 	for i, field := range f {
 		if strings.ContainsAny(field, "@") {
 			return fieldError(i, field, "macros must stand alone, e.g. @daily")
 		}
-		if i < 5 {
-			if err := checkRanges(i, field); err != nil {
-				return err
-			}
-		}
 	}
-	dow, err := rewriteDOW(f[5])
+	m, err := newMatcher(f)
 	if err != nil {
 		return err
 	}
-	s.fixed = !isStar(f[1]) && !isStar(f[2])
-	if err := cronValidate(f[0], f[1], f[2], f[3], f[4], dow); err != nil {
+	if err := cronValidate(f[0], f[1], f[2], f[3], f[4], m.cronexprDOW(f[5])); err != nil {
 		return err
 	}
-	s.m, err = newMatcher(f, dow)
-	return err
+	s.m, s.fixed = m, !isStar(f[fMinute]) && !isStar(f[fHour])
+	return nil
 }
 
 // cronValidate checks the syntax with cronexpr in its 7-field form (sec min
-// hour dom month dow year), under recover. Next does not use cronexpr (see
-// matcher).
+// hour dom month dow year), under recover. cronlock's parser rejects
+// everything cronexpr rejects (diff_test.go), so this only fails if they
+// drift apart, for example after a cronexpr upgrade. cronexpr's result is
+// not used: Next runs on the matcher.
 func cronValidate(fields ...string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -234,6 +246,3 @@ func (s *Schedule) Location() *time.Location { return s.loc }
 
 // String returns the expression exactly as given to Parse.
 func (s *Schedule) String() string { return s.expr }
-
-// Every returns the interval of an "@every D" schedule, or 0 for any other.
-func (s *Schedule) Every() time.Duration { return s.every }
