@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"os/user"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -10,8 +12,37 @@ import (
 // This file builds the environment of a run's command and of its hooks, in
 // one place for both (docs/architecture.md, "Processes and environment").
 
-// commandEnv is the environment of one attempt: the daemon's environment,
-// then the job's env, then the run variables (later entries win).
+// daemonVars are variables of the daemon's own that never reach a job or a
+// hook: systemd's notify, watchdog and socket-activation interface (a job
+// could otherwise send STATUS= or WATCHDOG=1 for the daemon), its per-unit
+// internals, and its credentials directory.
+var daemonVars = map[string]bool{
+	"NOTIFY_SOCKET": true, "WATCHDOG_USEC": true, "WATCHDOG_PID": true,
+	"LISTEN_FDS": true, "LISTEN_PID": true, "LISTEN_FDNAMES": true,
+	"INVOCATION_ID": true, "JOURNAL_STREAM": true, "SYSTEMD_EXEC_PID": true,
+	"MAINPID": true, "MANAGERPID": true, "CREDENTIALS_DIRECTORY": true,
+	"MEMORY_PRESSURE_WATCH": true, "MEMORY_PRESSURE_WRITE": true,
+}
+
+// JobEnviron returns the part of the daemon's environment jobs and hooks
+// inherit: everything but daemonVars and every CRONLOCK_* variable (the
+// daemon's own configuration, e.g. CRONLOCK_REDIS_PASSWORD; a job sees only
+// the CRONLOCK_* run variables it is given). It returns a new slice.
+func JobEnviron(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if daemonVars[name] || strings.HasPrefix(name, "CRONLOCK_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// commandEnv is the environment of one attempt: the inherited (or minimal)
+// environment, the run user's identity, the job's env, then the run
+// variables (later entries win).
 func commandEnv(environ []string, job config.Job, info RunInfo, attempt int) []string {
 	return appendRunVars(baseEnv(environ, job, 7), info, attempt)
 }
@@ -28,14 +59,47 @@ func hookEnv(environ []string, fin RunFinished, tail, file string) []string {
 		"CRONLOCK_OUTPUT_TAIL="+tail, "CRONLOCK_OUTPUT_FILE="+file)
 }
 
-// baseEnv is environ plus the job's env, with room for extra more entries.
+// baseEnv is the start of a run's environment, with room for extra more
+// entries: environ (already filtered by jobEnviron), or cron's minimal
+// environment when inherit_env is false (PATH=/usr/bin:/bin, HOME, USER,
+// LOGNAME, SHELL, and LANG and TZ when the daemon has them, as cron(8)
+// sets them); then, for a job with a user, that user's HOME, USER,
+// LOGNAME and SHELL (the job's shell, as cron sets SHELL to the shell it
+// runs); then the job's env.
 func baseEnv(environ []string, job config.Job, extra int) []string {
-	env := make([]string, 0, len(environ)+len(job.Env)+extra)
-	env = append(env, environ...)
+	env := make([]string, 0, len(environ)+len(job.Env)+6+extra)
+	if job.InheritEnv {
+		env = append(env, environ...)
+	} else {
+		env = append(env, "PATH=/usr/bin:/bin", "SHELL="+job.Shell)
+		for _, kv := range environ {
+			name, _, _ := strings.Cut(kv, "=")
+			switch name {
+			case "HOME", "USER", "LOGNAME", "LANG", "TZ":
+				env = append(env, kv)
+			}
+		}
+	}
+	if job.User != "" {
+		env = append(env, userVars(job.User, job.Shell)...)
+	}
 	for k, v := range job.Env {
 		env = append(env, k+"="+v)
 	}
 	return env
+}
+
+// userVars are HOME, USER, LOGNAME and SHELL for a run as name (a user name
+// or numeric uid). An unknown user yields none: the start then fails with
+// the lookup error (process.Start).
+func userVars(name, shell string) []string {
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return nil
+		}
+	}
+	return []string{"HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username, "SHELL=" + shell}
 }
 
 // appendRunVars appends the CRONLOCK_* run variables. A manual run has no

@@ -32,7 +32,7 @@ func NewHookRunner(log *zap.Logger, metrics *Metrics, environ []string, start St
 	if start == nil {
 		start = startProcess
 	}
-	return &HookRunner{log: log, metrics: metrics, environ: environ, start: start,
+	return &HookRunner{log: log, metrics: metrics, environ: JobEnviron(environ), start: start,
 		inbox: make(chan RunFinished, queue), sem: make(chan struct{}, workers)}
 }
 

@@ -16,7 +16,9 @@ type JobDeps struct {
 	Metrics *Metrics
 	Locker  Locker
 	NodeID  string
-	Environ []string // the daemon's environment, passed to every run
+	// Environ is what runs inherit: the daemon's environment filtered by
+	// JobEnviron (once, by the caller: it is shared by every job actor).
+	Environ []string
 	// Results receives every finished run (the hook runner's inbox).
 	Results chan<- RunFinished
 	// Phantoms receives owners of claims whose outcome is unknown (the

@@ -202,6 +202,7 @@ func builtinJobDefaults() JobFields {
 		OnLockLost:   ptr(LockLostKill),
 		RetryBackoff: ptr(10 * time.Second),
 		HookTimeout:  ptr(time.Minute),
+		InheritEnv:   ptr(true),
 	}
 }
 

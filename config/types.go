@@ -115,6 +115,7 @@ type JobFields struct {
 	OnSuccess     *string           `mapstructure:"on_success"`
 	OnFailure     *string           `mapstructure:"on_failure"`
 	HookTimeout   *time.Duration    `mapstructure:"hook_timeout"`
+	InheritEnv    *bool             `mapstructure:"inherit_env"`
 }
 
 // Overlap policies: when a job's previous run still holds its lease at the
@@ -154,6 +155,10 @@ type Job struct {
 	OnSuccess     string
 	OnFailure     string
 	HookTimeout   time.Duration // default 1m
+	// InheritEnv (default true) starts a run's environment from the
+	// daemon's (less its systemd and CRONLOCK_* variables); false starts
+	// from cron's minimal environment. The job's env is added either way.
+	InheritEnv bool
 
 	// Location is the schedule's zone: CRON_TZ=/TZ= prefix > timezone >
 	// node.timezone > host local.

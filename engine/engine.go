@@ -96,7 +96,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, opts.Environ, opts.Start, 4096, 8)
 	e.janitor = actors.NewJanitor(opts.Log, b.locker(), 1024)
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: b.locker(),
-		NodeID: cfg.Node.ID, Environ: opts.Environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
+		NodeID: cfg.Node.ID, Environ: actors.JobEnviron(opts.Environ), Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start},
 		e.ticker)
 	e.health = newHealth(opts.Log, b, e.metrics, cfg.Node.MaxClockSkew, opts.Now, e.onRedisBack,

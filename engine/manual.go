@@ -34,7 +34,7 @@ func RunJob(ctx context.Context, cfg *config.Config, job config.Job, o ManualOpt
 	janitor := actors.NewJanitor(o.Log, o.Locker, 16)
 	kill := make(chan struct{})
 	a := actors.NewJob(job, actors.JobDeps{Log: o.Log, Metrics: metrics, Locker: o.Locker, NodeID: cfg.Node.ID,
-		Environ: o.Environ, Results: hooks.Inbox(), Phantoms: janitor.Inbox(), Kill: kill,
+		Environ: actors.JobEnviron(o.Environ), Results: hooks.Inbox(), Phantoms: janitor.Inbox(), Kill: kill,
 		GracePeriod: cfg.Node.GracePeriod, Start: o.Start})
 
 	// The actors outlive ctx: an interrupted run is terminated through

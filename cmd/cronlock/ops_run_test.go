@@ -256,3 +256,29 @@ func TestRun_LeaseLostKillsTheRun(t *testing.T) {
 		t.Errorf("lease exists after the run")
 	}
 }
+
+// The caller's systemd variables and CRONLOCK_* configuration reach neither
+// the command nor its hook; ordinary variables do.
+func TestRun_EnvironmentHygiene(t *testing.T) {
+	dir := t.TempDir()
+	hookOut := filepath.Join(dir, "hook-env")
+	cfg, _, _ := opsRedis(t, "env")
+	writeFile(t, cfg, strings.Replace(readFile(t, cfg), "timeout: 30s", "timeout: 30s\n    on_success: 'env > "+hookOut+"'", 1))
+	environ := []string{"PATH=/usr/bin:/bin", "KEEP_ME=1", "NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=30000000",
+		"WATCHDOG_PID=1", "LISTEN_FDS=3", "LISTEN_PID=1", "INVOCATION_ID=abc", "CRONLOCK_REDIS_PASSWORD=hunter2"}
+	code, out, errs := runCLI(t, environ, "run", "-config", cfg, "backup")
+	if code != 0 {
+		t.Fatalf("got exit %d, stderr %q", code, errs)
+	}
+	for what, env := range map[string]string{"command": out, "hook": readFile(t, hookOut)} {
+		for _, bad := range []string{"NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=", "LISTEN_FDS=", "LISTEN_PID=",
+			"INVOCATION_ID=", "CRONLOCK_REDIS_PASSWORD=", "hunter2"} {
+			if strings.Contains(env, bad) {
+				t.Errorf("%s environment contains %q, want it dropped", what, bad)
+			}
+		}
+		if !strings.Contains(env, "KEEP_ME=1") || !strings.Contains(env, "CRONLOCK_JOB=backup") {
+			t.Errorf("%s environment lacks KEEP_ME=1 or CRONLOCK_JOB=backup:\n%s", what, env)
+		}
+	}
+}

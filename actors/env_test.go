@@ -1,0 +1,85 @@
+package actors
+
+import (
+	"os/user"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+)
+
+// envMap reads a KEY=VALUE list the way exec does: the last entry wins.
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// The daemon's systemd interface and its own CRONLOCK_* configuration never
+// reach a job; everything else does, and the run variables are set.
+func TestCommandEnv_DropsDaemonVariables(t *testing.T) {
+	daemon := []string{"PATH=/x", "HOME=/root", "NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=30000000",
+		"WATCHDOG_PID=1", "LISTEN_FDS=1", "LISTEN_PID=1", "LISTEN_FDNAMES=x", "INVOCATION_ID=abc",
+		"CRONLOCK_REDIS_PASSWORD=secret", "CRONLOCK_NODE_ID=n", "CRONLOCK_INTERNAL_CLOCK_OFFSET=1s", "KEEP=1"}
+	job := config.Job{Name: "j", Shell: "/bin/sh", InheritEnv: true, Env: map[string]string{"A": "b"}}
+	info := RunInfo{Job: "j", RunID: "r", Node: "n1", Slot: time.Unix(60, 0), Trigger: TriggerSchedule, Fence: 3}
+	env := envMap(commandEnv(JobEnviron(daemon), job, info, 2))
+	for _, k := range []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
+		"LISTEN_FDNAMES", "INVOCATION_ID", "CRONLOCK_REDIS_PASSWORD", "CRONLOCK_INTERNAL_CLOCK_OFFSET"} {
+		if v, ok := env[k]; ok {
+			t.Errorf("%s=%q reached the job, want it dropped", k, v)
+		}
+	}
+	want := map[string]string{"PATH": "/x", "HOME": "/root", "KEEP": "1", "A": "b", "CRONLOCK_JOB": "j",
+		"CRONLOCK_NODE_ID": "n1", "CRONLOCK_RUN_ID": "r", "CRONLOCK_SCHEDULED_TIME": "1970-01-01T00:01:00Z",
+		"CRONLOCK_FENCING_TOKEN": "3", "CRONLOCK_ATTEMPT": "2", "CRONLOCK_TRIGGER": "schedule"}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s: got %q, want %q", k, env[k], v)
+		}
+	}
+}
+
+// inherit_env: false starts from cron's minimal environment plus env.
+func TestCommandEnv_MinimalWithoutInherit(t *testing.T) {
+	daemon := []string{"PATH=/opt/bin", "HOME=/root", "USER=root", "LOGNAME=root", "LANG=C.UTF-8", "TZ=UTC", "EDITOR=vi"}
+	job := config.Job{Name: "j", Shell: "/bin/bash", Env: map[string]string{"A": "b"}}
+	got := commandEnv(JobEnviron(daemon), job, RunInfo{Job: "j", Trigger: TriggerManual}, 1)
+	var names []string
+	for k := range envMap(got) {
+		if !strings.HasPrefix(k, "CRONLOCK_") {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"A", "HOME", "LANG", "LOGNAME", "PATH", "SHELL", "TZ", "USER"}; !slices.Equal(names, want) {
+		t.Errorf("variables: got %v, want %v", names, want)
+	}
+	if m := envMap(got); m["PATH"] != "/usr/bin:/bin" || m["SHELL"] != "/bin/bash" || m["CRONLOCK_SCHEDULED_TIME"] != "" {
+		t.Errorf("got PATH %q SHELL %q scheduled %q, want /usr/bin:/bin, /bin/bash, empty", m["PATH"], m["SHELL"], m["CRONLOCK_SCHEDULED_TIME"])
+	}
+}
+
+// A job with a user gets that user's HOME, USER and LOGNAME (not the
+// daemon's); the job's env still wins.
+func TestCommandEnv_UserIdentity(t *testing.T) {
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("no user nobody on this machine: %v", err)
+	}
+	daemon := []string{"HOME=/root", "USER=root", "LOGNAME=root"}
+	job := config.Job{Name: "j", Shell: "/bin/sh", User: "nobody", InheritEnv: true}
+	m := envMap(commandEnv(JobEnviron(daemon), job, RunInfo{Job: "j"}, 1))
+	if m["HOME"] != u.HomeDir || m["USER"] != "nobody" || m["LOGNAME"] != "nobody" || m["SHELL"] != "/bin/sh" {
+		t.Errorf("got HOME %q USER %q LOGNAME %q SHELL %q, want %q nobody nobody /bin/sh", m["HOME"], m["USER"], m["LOGNAME"], m["SHELL"], u.HomeDir)
+	}
+	job.Env = map[string]string{"HOME": "/srv"}
+	if m := envMap(commandEnv(nil, job, RunInfo{Job: "j"}, 1)); m["HOME"] != "/srv" {
+		t.Errorf("job env HOME: got %q, want /srv (env wins)", m["HOME"])
+	}
+}
