@@ -10,9 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/redislock"
 )
 
@@ -20,37 +20,50 @@ import (
 // first signal, not a second one. The shutdown waits for the running run,
 // Run returns nil and ExitNow is not called.
 func TestEngine_CtxEndAndSignalAreOneSignal(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	cfg := parseConfig(t, `
+	synctest.Test(t, func(t *testing.T) {
+		cfg := parseConfig(t, `
 node: {shutdown_timeout: 10s}
 jobs:
   - name: a
     schedule: "* * * * * *"
-    command: "echo $$ > `+pidFile+`; sleep 1"
+    command: "sleep 1s"
 `)
-	ctx, cancel := context.WithCancel(context.Background())
-	te := launchEngine(t, ctx, cfg, Options{ExitNow: func() { t.Error("ExitNow called: one SIGTERM counted as two") }})
-	e, notes, signals, done := te.e, te.notes, te.signals, te.done
-	waitPIDFile(t, pidFile) // the run's process has started
-	cancel()                // the shutdown begins without a signal
-	notes.waitPrefix(t, "STOPPING=1")
-	signals <- syscall.SIGTERM
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run: got %v, want nil", err)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		te := startInBubble(t, ctx, cfg, Options{ExitNow: func() { t.Error("ExitNow called: one SIGTERM counted as two") }})
+		advance(1250 * time.Millisecond) // the slot at 1s started a run that lasts until 2s
+		if got := te.running(t, "a"); got != 1 {
+			t.Fatalf("job_running of a at 1.25s: got %v, want 1", got)
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not return within 15s")
-	}
-	if got := promtest.Value(t, e.metrics, "cronlock_runs_total", "job", "a", "result", "success"); got != 1 {
-		t.Errorf("successful runs of a: got %v, want 1 (the shutdown waits for the run)", got)
-	}
+		cancel() // the shutdown begins without a signal
+		synctest.Wait()
+		if got := te.notes.count("STOPPING=1\nSTATUS=shutting down"); got != 1 {
+			t.Fatalf("STOPPING=1 sent %d times once ctx ended, want 1", got)
+		}
+		te.signals <- syscall.SIGTERM
+		synctest.Wait()
+		if te.returned() {
+			t.Fatal("Run returned on the SIGTERM while the run was going: it was taken as a second signal")
+		}
+		advance(time.Second) // 2.25s: the run ended at 2s
+		if !te.returned() {
+			t.Fatal("Run had not returned 0.25s after the run ended")
+		}
+		if te.err != nil {
+			t.Errorf("Run: got %v, want nil", te.err)
+		}
+		te.wantRuns(t, "a", 1, "the shutdown waits for the run")
+		if got := te.notes.count("STOPPING=1\nSTATUS=shutting down"); got != 1 {
+			t.Errorf("STOPPING=1 sent %d times in all, want 1", got)
+		}
+	})
 }
 
 // A second SIGTERM kills the running job at once (SIGKILL, even if it
 // ignores SIGTERM), releases its lease, and exits through ExitNow — it does
-// not wait for shutdown_timeout and leaves nothing behind.
+// not wait for shutdown_timeout and leaves nothing behind. This test stays
+// on real processes: what it checks is that a real process group that
+// ignores SIGTERM is SIGKILLed, which a fake process cannot show.
 func TestEngine_SecondSignalKillsRunsAndReleasesLeases(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cfg := parseConfig(t, `
@@ -62,7 +75,7 @@ jobs:
 `)
 	exited := make(chan struct{})
 	te := launchEngine(t, context.Background(), cfg, Options{ExitNow: func() { close(exited) }})
-	e, notes, signals, done := te.e, te.notes, te.signals, te.done
+	e, notes, signals := te.e, te.notes, te.signals
 	pid := waitPIDFile(t, pidFile)
 	signals <- syscall.SIGTERM
 	notes.waitPrefix(t, "STOPPING=1")
@@ -73,8 +86,9 @@ jobs:
 	case <-time.After(10 * time.Second):
 		t.Fatal("ExitNow not called within 10s of the second signal")
 	}
-	if err := <-done; !errors.Is(err, errSecondSignal) {
-		t.Errorf("Run: got %v, want errSecondSignal", err)
+	<-te.done
+	if !errors.Is(te.err, errSecondSignal) {
+		t.Errorf("Run: got %v, want errSecondSignal", te.err)
 	}
 	if took := time.Since(start); took > secondSignalWait {
 		t.Errorf("exit took %v after the second signal, want < %v", took, secondSignalWait)

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/internal/fakeproc"
+)
+
+// Tests that need no real process and no Redis run inside a testing/synctest
+// bubble: the memory backend, fakeproc as the starter (its "sleep D" runs on
+// the bubble's clock), no http.listen (real network I/O does not count as
+// durably blocked). The bubble's clock starts at midnight, so with
+// "* * * * * *" jobs the slots are whole seconds after the engine started;
+// the tests look at the engine at quarter seconds, never at an instant where
+// an engine timer is due, so the order in which goroutines woken at one
+// instant run never matters.
+
+// startInBubble runs an engine on cfg inside the current bubble (Start
+// defaults to fakeproc.Start, ExitNow to failing the test) until ctx ends or
+// a signal stops it. It checks that READY=1 is the first state sent once
+// the bubble is idle. A cleanup stops the engine and waits for Run, so that
+// a failed test does not leave the bubble's goroutines blocked.
+func startInBubble(t *testing.T, ctx context.Context, cfg *config.Config, opts Options) *testEngine {
+	t.Helper()
+	if cfg.Lock.Backend != "memory" || cfg.HTTP.Listen != "" {
+		t.Fatalf("bubble test config: lock.backend %q, http.listen %q; want memory and none",
+			cfg.Lock.Backend, cfg.HTTP.Listen)
+	}
+	if opts.Start == nil {
+		opts.Start = fakeproc.Start
+	}
+	if opts.ExitNow == nil {
+		opts.ExitNow = func() { t.Error("ExitNow called") }
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	te := runEngine(t, ctx, cfg, opts)
+	t.Cleanup(func() {
+		cancel()
+		<-te.done
+	})
+	synctest.Wait()
+	if states := te.notes.snapshot(); len(states) == 0 || !strings.HasPrefix(states[0], "READY=1") {
+		t.Fatalf("states once the engine is idle: got %q, want READY=1 first", states)
+	}
+	return te
+}
+
+// advance moves the bubble's clock on by d, then waits until every
+// goroutine of the bubble is durably blocked: whatever was due by then has
+// happened.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+// returned reports whether Run has returned.
+func (te *testEngine) returned() bool {
+	select {
+	case <-te.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// reloadFromFile is an Options.Reload that loads path like main does.
+func reloadFromFile(path string) func() (*config.Config, error) {
+	return func() (*config.Config, error) {
+		return config.Load(path, config.Options{Purpose: config.ForStart, Hostname: "test", Euid: os.Geteuid()})
+	}
+}
