@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -65,18 +66,18 @@ jobs:
 // on real processes: what it checks is that a real process group that
 // ignores SIGTERM is SIGKILLed, which a fake process cannot show.
 func TestEngine_SecondSignalKillsRunsAndReleasesLeases(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "pid")
+	pipe, waitPID := pidPipe(t)
 	cfg := parseConfig(t, `
 node: {shutdown_timeout: 1h}
 jobs:
   - name: stubborn
     schedule: "* * * * * *"
-    command: "trap '' TERM; echo $$ > `+pidFile+`; sleep 1000"
+    command: "trap '' TERM; echo $$ > `+pipe+`; sleep 1000"
 `)
 	exited := make(chan struct{})
 	te := launchEngine(t, context.Background(), cfg, Options{ExitNow: func() { close(exited) }})
 	e, notes, signals := te.e, te.notes, te.signals
-	pid := waitPIDFile(t, pidFile)
+	pid := waitPID()
 	signals <- syscall.SIGTERM
 	notes.waitPrefix(t, "STOPPING=1")
 	start := time.Now()
@@ -104,16 +105,35 @@ jobs:
 	}
 }
 
-// waitPIDFile waits (bounded) until a job wrote its shell's pid to path.
-func waitPIDFile(t *testing.T, path string) int {
+// pidPipe makes a FIFO that a job writes its shell's pid to, and returns
+// its path and a function that waits (bounded) for the pid. The test holds
+// the FIFO open for reading and writing: the job's open never blocks, and
+// the read waits for the line (it never sees end of file) instead of
+// polling a file.
+func pidPipe(t *testing.T) (string, func() int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		data, _ := os.ReadFile(path)
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
-			return pid
+	path := filepath.Join(t.TempDir(), "pid")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return path, func() int {
+		t.Helper()
+		if err := f.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pid in %s within 10s: the job did not start", path)
+		line, err := bufio.NewReader(f).ReadString('\n')
+		if err != nil {
+			t.Fatalf("no pid from the job within 10s (%v): the job did not start", err)
 		}
+		pid, err := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil {
+			t.Fatalf("pid from the job: %v", err)
+		}
+		return pid
 	}
 }
