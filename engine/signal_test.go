@@ -105,6 +105,54 @@ jobs:
 	}
 }
 
+// The engine side of the second signal on the bubble's clock: the first
+// SIGTERM waits for the run (shutdown_timeout is 1h), the second kills it
+// and exits through ExitNow at once, with the lease released.
+func TestEngine_SecondSignalExitsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := parseConfig(t, `
+node: {shutdown_timeout: 1h}
+jobs:
+  - name: stubborn
+    schedule: "* * * * * *"
+    command: "sleep 1000h"
+`)
+		exited := make(chan struct{})
+		te := startInBubble(t, context.Background(), cfg, Options{ExitNow: func() { close(exited) }})
+		advance(1250 * time.Millisecond)
+		if got := te.running(t, "stubborn"); got != 1 {
+			t.Fatalf("job_running at 1.25s: got %v, want 1", got)
+		}
+		te.signals <- syscall.SIGTERM
+		advance(time.Minute)
+		if te.returned() || te.running(t, "stubborn") != 1 {
+			t.Fatalf("a minute after the first SIGTERM: returned %v, job_running %v; want the run still going",
+				te.returned(), te.running(t, "stubborn"))
+		}
+		start := time.Now()
+		te.signals <- syscall.SIGTERM
+		synctest.Wait()
+		select {
+		case <-exited:
+		default:
+			t.Fatal("ExitNow not called once the bubble was idle after the second signal")
+		}
+		if !te.returned() {
+			t.Fatal("Run had not returned once the bubble was idle after the second signal")
+		}
+		if !errors.Is(te.err, errSecondSignal) {
+			t.Errorf("Run: got %v, want errSecondSignal", te.err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("exit took %v of the bubble's clock after the second signal, want 0", took)
+		}
+		st, err := te.e.backend.Backend.(*redislock.Memory).State(context.Background(), "stubborn")
+		if err != nil || st.LeaseHolder != "" {
+			t.Errorf("lease after the second signal: holder %q (err %v), want released", st.LeaseHolder, err)
+		}
+	})
+}
+
 // pidPipe makes a FIFO that a job writes its shell's pid to, and returns
 // its path and a function that waits (bounded) for the pid. The test holds
 // the FIFO open for reading and writing: the job's open never blocks, and
