@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -67,6 +68,56 @@ func (te *testEngine) returned() bool {
 	default:
 		return false
 	}
+}
+
+// stuckClock is an Options.Now that can be made to hang: while stuck, each
+// call blocks on a channel (durably blocked, for synctest.Wait) until
+// unstick. With the memory backend and no catch-up window only the ticker
+// loop reads Options.Now, so sticking the clock sticks the ticker loop the
+// next time it wakes, with no test hook in the engine.
+type stuckClock struct {
+	mu      sync.Mutex
+	gate    chan struct{} // nil: not stuck; closed by unstick
+	waiting int           // calls blocked on gate
+}
+
+func (c *stuckClock) now() time.Time {
+	c.mu.Lock()
+	gate := c.gate
+	if gate != nil {
+		c.waiting++
+	}
+	c.mu.Unlock()
+	if gate != nil {
+		<-gate
+		c.mu.Lock()
+		c.waiting--
+		c.mu.Unlock()
+	}
+	return time.Now()
+}
+
+func (c *stuckClock) stick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gate == nil {
+		c.gate = make(chan struct{})
+	}
+}
+
+func (c *stuckClock) unstick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gate != nil {
+		close(c.gate)
+		c.gate = nil
+	}
+}
+
+func (c *stuckClock) blocked() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiting
 }
 
 // reloadFromFile is an Options.Reload that loads path like main does.

@@ -327,6 +327,57 @@ func TestEngine_WatchdogPingsWhileSchedulerAlive(t *testing.T) {
 	})
 }
 
+// While the ticker loop is stuck, the watchdog's probes go unanswered: no
+// WATCHDOG=1 is sent (each miss is logged), so systemd would restart the
+// daemon. Once the loop runs again, the pings resume. The loop is stuck
+// through Options.Now, which only the ticker reads here (stuckClock).
+func TestEngine_WatchdogWithholdsPingWhileTickerStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const withheld = "scheduler loop did not answer the liveness probe; withholding watchdog ping"
+		clock := &stuckClock{}
+		// WATCHDOG_USEC=2.6s: a probe every 1.3s with a 650ms timeout, so
+		// no probe is due at a whole second, when the ticker wakes.
+		te := startInBubble(t, context.Background(), parseConfig(t, oneJob),
+			Options{Now: clock.now, Environ: []string{"WATCHDOG_USEC=2600000"}})
+		t.Cleanup(clock.unstick) // runs before the engine's cleanup
+		advance(1500 * time.Millisecond)
+		if got := te.notes.count("WATCHDOG=1"); got != 1 {
+			t.Fatalf("WATCHDOG=1 sent %d times by 1.5s, want 1 (the probe at 1.3s)", got)
+		}
+		te.wantRuns(t, "a", 1, "the slot at 1s")
+
+		clock.stick()
+		advance(time.Second) // 2.5s: the ticker woke for the slot at 2s and hangs reading the clock
+		if got := clock.blocked(); got != 1 {
+			t.Fatalf("callers blocked on the stuck clock at 2.5s: got %d, want 1 (the ticker loop)", got)
+		}
+		advance(3900 * time.Millisecond) // 6.4s: probes at 2.6s, 3.9s and 5.2s timed out
+		if got := te.notes.count("WATCHDOG=1"); got != 1 {
+			t.Errorf("WATCHDOG=1 sent %d times by 6.4s, want still 1: none while the ticker is stuck", got)
+		}
+		if got := te.logged(withheld); got != 3 {
+			t.Errorf("withheld pings logged by 6.4s: got %d, want 3 (probes at 2.6s, 3.9s, 5.2s)", got)
+		}
+		te.wantRuns(t, "a", 1, "no slot fires while the ticker is stuck")
+
+		clock.unstick()
+		synctest.Wait()
+		te.wantRuns(t, "a", 2, "the ticker resumes and fires the latest due slot, 6s")
+		advance(time.Second) // 7.4s: the probe at 6.5s was answered
+		if got := te.notes.count("WATCHDOG=1"); got != 2 {
+			t.Errorf("WATCHDOG=1 sent %d times by 7.4s, want 2: pings resume once the ticker runs", got)
+		}
+		advance(1300 * time.Millisecond) // 8.7s: and the probe at 7.8s
+		if got := te.notes.count("WATCHDOG=1"); got != 3 {
+			t.Errorf("WATCHDOG=1 sent %d times by 8.7s, want 3", got)
+		}
+		if got := te.logged(withheld); got != 3 {
+			t.Errorf("withheld pings logged by 8.7s: got %d, want still 3", got)
+		}
+		te.stop(t)
+	})
+}
+
 func TestWatchdogInterval(t *testing.T) {
 	for _, c := range []struct {
 		env  []string
