@@ -17,10 +17,10 @@ import (
 // bubble: the memory backend, fakeproc as the starter (its "sleep D" runs on
 // the bubble's clock), no http.listen (real network I/O does not count as
 // durably blocked). The bubble's clock starts at midnight, so with
-// "* * * * * *" jobs the slots are whole seconds after the engine started;
-// the tests look at the engine at quarter seconds, never at an instant where
-// an engine timer is due, so the order in which goroutines woken at one
-// instant run never matters.
+// "* * * * * *" jobs the slots are whole seconds after the engine started.
+// The tests look at the engine only at instants where no engine timer is
+// due (a quarter second past a slot, or between watchdog probes), so the
+// order in which goroutines woken at one instant run never matters.
 
 // startInBubble runs an engine on cfg inside the current bubble (Start
 // defaults to fakeproc.Start, ExitNow to failing the test) until ctx ends or
