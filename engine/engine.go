@@ -144,8 +144,10 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	if err := e.jobs.Apply(gctx, e.cfg.Jobs); err == nil {
 		e.jobs.Catchup(gctx)
+		// READY=1 goes out before ready is set: the health monitor sends
+		// STATUS= only once ready, so no STATUS= can precede READY=1.
+		e.opts.Notify("READY=1\nSTATUS=" + e.statusText())
 		e.ready.Store(true)
-		e.opts.Notify("READY=1\nSTATUS=" + e.status())
 		e.log.Info("engine running", zap.Int("jobs", len(e.cfg.Jobs)))
 	}
 	groupDone := make(chan error, 1)
@@ -183,6 +185,11 @@ func (e *Engine) status() string {
 	if !e.ready.Load() {
 		return ""
 	}
+	return e.statusText()
+}
+
+// statusText is the STATUS= text, whether or not READY=1 was sent.
+func (e *Engine) statusText() string {
 	state := e.health.state()
 	if state != "up" {
 		state += ", not claiming"
