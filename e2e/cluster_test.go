@@ -207,7 +207,8 @@ func TestCluster_OverlapSkipped(t *testing.T) {
 	// every node: the node running the job skips it locally
 	// (overlap_local); of the other two, the first to claim finds the lease
 	// held and records the slot as skipped (overlap), so the second finds it
-	// already decided (claimed_elsewhere) — SPEC.md §4 steps 1 and 3.
+	// already decided (claimed_elsewhere). The claim checks state.slot ≥ slot
+	// (claimed_elsewhere) before the lease (overlap); see docs/protocol.md.
 	checked := 0
 	for _, r := range runs {
 		for slot := r.Slot + 1; time.Unix(slot, 0).Before(r.End); slot++ {

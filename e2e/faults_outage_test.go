@@ -28,7 +28,7 @@ import (
 //   - every slot from the one after all nodes ran up to D (fired before the
 //     outage) and from U+1 up to the one before SIGTERM runs exactly once:
 //     no margin is needed around the outage;
-//   - catch-up (SPEC.md §4) runs exactly one slot of the outage: on
+//   - catch-up (docs/protocol.md) runs exactly one slot of the outage: on
 //     reconnect a node claims the latest slot S ≤ now within the window,
 //     unless state.slot ≥ S. The health monitor pings every 250 ms while
 //     Redis is down, so the first node sees Redis back within second U, and
@@ -55,12 +55,13 @@ func TestOutage_RedisStopped5s(t *testing.T) {
 // (SIGSTOP) for 5 s. The requests sent meanwhile wait in its socket buffers
 // and are executed at the resume, after their clients gave up: claims whose
 // callers skipped the slot (redis_error) are applied by Redis, and leave
-// phantom leases until the claiming node's janitor releases them (SPEC.md
-// §4). Everything of the other outage tests is asserted except the
-// catch-up, which is only logged: at the resume the catch-up claims race
-// with those phantom leases (released within the janitor's 250 ms period),
-// and a catch-up claim that finds one is recorded as an overlap skip, so
-// the latest missed slot may not run (known issue, reported with issue 4).
+// phantom leases until the claiming node's janitor releases them
+// (docs/protocol.md). Everything of the other outage tests is asserted
+// except the catch-up, which is only logged: at the resume the catch-up
+// claims race with those phantom leases (released within the janitor's
+// 250 ms period), and a catch-up claim that finds one is recorded as an
+// overlap skip, so the latest missed slot may not run (known issue,
+// reported with issue 4).
 func TestOutage_RedisHung5s(t *testing.T) {
 	srv := redistest.Start(t)
 	testOutage(t, srv.Addr(), srv.Pause, srv.Resume, false)

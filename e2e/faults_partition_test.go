@@ -11,7 +11,8 @@ import (
 // TestPartition_CutNodeKilledBeforeLeaseExpires is issue 4, item 1: node A
 // runs a 20 s job and is then cut off from Redis (a proxy blackholes its
 // connections) with lock_ttl 6s. A must declare the lease lost at its local
-// deadline (last successful renewal + TTL − margin, SPEC.md §4) and kill
+// deadline (send time of the last successful renewal + TTL − margin, the
+// margin being TTL/5 clamped to [500 ms, TTL/2]; docs/protocol.md) and kill
 // the run; the lease then expires on the server and only after that does
 // another node claim a slot. The job records its own intervals, which must
 // never overlap.
