@@ -107,6 +107,7 @@ func redisConfig(addr string, jobs ...map[string]any) map[string]any {
 }
 
 func TestCluster_ThreeNodesTenJobsEverySecond(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	var jobs []map[string]any
@@ -138,6 +139,7 @@ func TestCluster_ThreeNodesTenJobsEverySecond(t *testing.T) {
 }
 
 func TestCluster_EveryStartedAtDifferentMoments(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	job := map[string]any{"name": "every5", "schedule": "@every 5s", "command": ledgerCommand(ledger, ""), "timeout": "10s"}
@@ -180,6 +182,7 @@ func TestCluster_EveryStartedAtDifferentMoments(t *testing.T) {
 }
 
 func TestCluster_OverlapSkipped(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	job := map[string]any{"name": "slow", "schedule": "* * * * * *", "command": ledgerCommand(ledger, "sleep 3.5"), "timeout": "20s"}
