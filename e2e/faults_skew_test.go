@@ -23,6 +23,7 @@ const skewWarning = "clock skew against redis exceeds node.max_clock_skew; slot 
 // nodes start). The two skewed nodes warn, with the skew they measured
 // against Redis TIME; the exact node does not (node.max_clock_skew: 1s).
 func TestClockSkew_ThreeOffsetsExactlyOnce(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ledger := newLedger(t)
 	jobs, names := everySecondJobs(ledger, "job", 10, nil)
