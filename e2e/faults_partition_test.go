@@ -16,6 +16,11 @@ import (
 // the run; the lease then expires on the server and only after that does
 // another node claim a slot. The job records its own intervals, which must
 // never overlap.
+//
+// Not parallel: A's run must be dead before the lease expires on the
+// server, and the time for that is the margin, 1.2 s here, in which A must
+// kill the run's group and log it and the test's lease poll must still
+// see the lease held; CPU load from parallel tests eats into both.
 func TestPartition_CutNodeKilledBeforeLeaseExpires(t *testing.T) {
 	srv := redistest.Start(t)
 	px := redistest.NewProxy(t, srv.Addr())
