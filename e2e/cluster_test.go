@@ -107,6 +107,7 @@ func redisConfig(addr string, jobs ...map[string]any) map[string]any {
 }
 
 func TestCluster_ThreeNodesTenJobsEverySecond(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	var jobs []map[string]any
@@ -138,6 +139,7 @@ func TestCluster_ThreeNodesTenJobsEverySecond(t *testing.T) {
 }
 
 func TestCluster_EveryStartedAtDifferentMoments(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	job := map[string]any{"name": "every5", "schedule": "@every 5s", "command": ledgerCommand(ledger, ""), "timeout": "10s"}
@@ -180,6 +182,7 @@ func TestCluster_EveryStartedAtDifferentMoments(t *testing.T) {
 }
 
 func TestCluster_OverlapSkipped(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	job := map[string]any{"name": "slow", "schedule": "* * * * * *", "command": ledgerCommand(ledger, "sleep 3.5"), "timeout": "20s"}
@@ -207,7 +210,8 @@ func TestCluster_OverlapSkipped(t *testing.T) {
 	// every node: the node running the job skips it locally
 	// (overlap_local); of the other two, the first to claim finds the lease
 	// held and records the slot as skipped (overlap), so the second finds it
-	// already decided (claimed_elsewhere) — SPEC.md §4 steps 1 and 3.
+	// already decided (claimed_elsewhere). The claim checks state.slot ≥ slot
+	// (claimed_elsewhere) before the lease (overlap); see docs/protocol.md.
 	checked := 0
 	for _, r := range runs {
 		for slot := r.Slot + 1; time.Unix(slot, 0).Before(r.End); slot++ {

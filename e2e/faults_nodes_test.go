@@ -30,6 +30,12 @@ type kill struct {
 // lock_ttl after the kill. A job's processes outlive a SIGKILLed daemon
 // (their own process groups), so a run started before the kill still
 // completes and is in the ledger.
+//
+// Not parallel: the exemption assumes that a slot's claim, run and release
+// (a few ms) are over 0.5 s after the slot. CPU load from the parallel
+// tests (the 200 MB output, the 10-job clusters) stretches them, and a
+// kill later than 0.5 s into a slot could then cost one that is not
+// exempt.
 func TestNodeChurn_SIGKILLEveryFewSeconds(t *testing.T) {
 	srv := redistest.Start(t)
 	ledger := newLedger(t)
@@ -107,6 +113,11 @@ func killExemptSlots(kills []kill, ttl time.Duration) map[int64]bool {
 // test does the same right after the SIGKILL. Without that, the orphaned
 // run would overlap the survivor's; exactly-once holds per slot, not for
 // processes a dead daemon can no longer kill.
+//
+// Not parallel: the lease timing is checked with 200–300 ms of slack (held
+// at least 2/3 TTL − 200 ms, which needs the renewals on time; gone within
+// TTL + 300 ms, which needs the test's 20 ms poll not to stall), too little
+// under the CPU load of the parallel tests.
 func TestNodeDeath_LeaseExpiresSurvivorRuns(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redisClient(t, srv.Addr())

@@ -28,7 +28,7 @@ import (
 //   - every slot from the one after all nodes ran up to D (fired before the
 //     outage) and from U+1 up to the one before SIGTERM runs exactly once:
 //     no margin is needed around the outage;
-//   - catch-up (SPEC.md §4) runs exactly one slot of the outage: on
+//   - catch-up (docs/protocol.md) runs exactly one slot of the outage: on
 //     reconnect a node claims the latest slot S ≤ now within the window,
 //     unless state.slot ≥ S. The health monitor pings every 250 ms while
 //     Redis is down, so the first node sees Redis back within second U, and
@@ -40,6 +40,13 @@ import (
 //   - every node reports the outage: /readyz 503 and cronlock_redis_up 0
 //     during it, 200 and 1 before and after; "redis unreachable" and
 //     "redis reachable" (within 1 s of the end) logged; redis_error skips.
+//
+// None of the three outage tests is parallel: the outage starts 400 ms into
+// second D and must end within second D+5 (600 ms for the test to wake and
+// restore Redis), the catch-up of slot U needs a node to see Redis back
+// before U+1 (about 350 ms of slack past the 250 ms ping period), and
+// "redis reachable" must be logged within 1 s. Run in parallel with all
+// the other tests, the last failed (1.0002 s).
 func TestOutage_RedisUnreachable5s(t *testing.T) {
 	srv := redistest.Start(t)
 	px := redistest.NewProxy(t, srv.Addr())
@@ -55,12 +62,13 @@ func TestOutage_RedisStopped5s(t *testing.T) {
 // (SIGSTOP) for 5 s. The requests sent meanwhile wait in its socket buffers
 // and are executed at the resume, after their clients gave up: claims whose
 // callers skipped the slot (redis_error) are applied by Redis, and leave
-// phantom leases until the claiming node's janitor releases them (SPEC.md
-// §4). Everything of the other outage tests is asserted except the
-// catch-up, which is only logged: at the resume the catch-up claims race
-// with those phantom leases (released within the janitor's 250 ms period),
-// and a catch-up claim that finds one is recorded as an overlap skip, so
-// the latest missed slot may not run (known issue, reported with issue 4).
+// phantom leases until the claiming node's janitor releases them
+// (docs/protocol.md). Everything of the other outage tests is asserted
+// except the catch-up, which is only logged: at the resume the catch-up
+// claims race with those phantom leases (released within the janitor's
+// 250 ms period), and a catch-up claim that finds one is recorded as an
+// overlap skip, so the latest missed slot may not run (known issue,
+// reported with issue 4).
 func TestOutage_RedisHung5s(t *testing.T) {
 	srv := redistest.Start(t)
 	testOutage(t, srv.Addr(), srv.Pause, srv.Resume, false)

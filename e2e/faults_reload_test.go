@@ -11,12 +11,12 @@ import (
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
-// TestReload_BrokenConfigKeepsJobsNewJobFires is issue 4, item 5 (SPEC.md
-// §8): SIGHUP with a config that fails validation, then with one that is
-// not even JSON, keeps the daemon running its jobs on the old config (every
-// problem logged); SIGHUP with a valid config that adds a job makes that job
-// fire. Throughout, the existing job runs every slot exactly once: reloads
-// never disturb it.
+// TestReload_BrokenConfigKeepsJobsNewJobFires is issue 4, item 5: SIGHUP
+// with a config that fails validation, then with one that is not even JSON,
+// keeps the daemon running its jobs on the old config (every problem
+// logged); SIGHUP with a valid config that adds a job makes that job fire.
+// Throughout, the existing job runs every slot exactly once: reloads never
+// disturb it.
 func TestReload_BrokenConfigKeepsJobsNewJobFires(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)

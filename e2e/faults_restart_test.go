@@ -23,6 +23,7 @@ import (
 // (appendfsync always) or a replica that survives the restart. A slot whose
 // claims all hit the dead server is skipped (redis_error) on every node.
 func TestOutage_RedisRestartedEmptyUnderLoad(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ledger := newLedger(t)
 	jobs, names := everySecondJobs(ledger, "job", 10, nil)

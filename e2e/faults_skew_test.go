@@ -18,11 +18,12 @@ const skewWarning = "clock skew against redis exceeds node.max_clock_skew; slot 
 // whose clocks are offset by −1.5 s, 0 and +1.5 s (the internal
 // CRONLOCK_INTERNAL_CLOCK_OFFSET) run 10 jobs every second for 10 s.
 // Slot claims keep every slot to at most one run whatever the skew, and to
-// exactly one once the fast node runs (SPEC.md §4: it claims first, the
-// others find the slot taken; see below for the slots lost while the
-// nodes start). The two skewed nodes warn, with the skew they measured against Redis TIME;
-// the exact node does not (node.max_clock_skew: 1s).
+// exactly one once the fast node runs (it claims first, the others find the
+// slot taken: docs/protocol.md; see below for the slots lost while the
+// nodes start). The two skewed nodes warn, with the skew they measured
+// against Redis TIME; the exact node does not (node.max_clock_skew: 1s).
 func TestClockSkew_ThreeOffsetsExactlyOnce(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ledger := newLedger(t)
 	jobs, names := everySecondJobs(ledger, "job", 10, nil)
@@ -43,9 +44,9 @@ func TestClockSkew_ThreeOffsetsExactlyOnce(t *testing.T) {
 	// a job, at slot F, it runs every slot of it and the others find them
 	// claimed. Slots just before F are lost while the three start together:
 	// the fast node claims F before the exact node fires F−1 and the slow
-	// node F−2 (a claim below state.slot is refused, SPEC.md §4 step 1: the
-	// high-water mark that makes claims exactly-once cannot take slots out
-	// of order), and the slow node's first (late) run of an unclaimed older
+	// node F−2 (a claim of a slot ≤ state.slot is refused as
+	// claimed_elsewhere, docs/protocol.md: the high-water mark that makes
+	// claims exactly-once cannot take slots out of order), and the slow node's first (late) run of an unclaimed older
 	// slot can coincide with the fast node's claim, which then finds the
 	// lease held and records its slot as an overlap skip. Those startup
 	// losses are logged, not asserted. Asserted: no slot runs twice, and
