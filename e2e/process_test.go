@@ -21,6 +21,13 @@ func memoryConfig(jobs ...map[string]any) map[string]any {
 	}
 }
 
+// pidWritten reports whether path holds a whole line (a pid written with
+// echo).
+func pidWritten(path string) bool {
+	data, err := os.ReadFile(path)
+	return err == nil && strings.HasSuffix(string(data), "\n")
+}
+
 // readPID reads a pid written by a job; the test fails if it is missing.
 func readPID(t *testing.T, path string) int {
 	t.Helper()
@@ -50,11 +57,9 @@ func TestTimeout_KillsGrandchildren(t *testing.T) {
 
 	started := n.WaitLog(10*time.Second, `"run started"`, func(e logEntry) bool { return e.is("run started", "stuck") })
 	pgid := int(started.Int("pid"))
-	waitFor(t, 5*time.Second, "pid files", func() bool {
-		_, err1 := os.Stat(plain)
-		_, err2 := os.Stat(deaf)
-		return err1 == nil && err2 == nil
-	})
+	// `echo $! > f` creates f before it writes the pid: wait for the
+	// newline, not for the file.
+	waitFor(t, 5*time.Second, "pid files", func() bool { return pidWritten(plain) && pidWritten(deaf) })
 	pids := map[string]int{"sleep": readPID(t, plain), "sleep ignoring SIGTERM": readPID(t, deaf)}
 	t.Cleanup(func() {
 		for _, pid := range pids {
