@@ -21,9 +21,9 @@ func memoryConfig(jobs ...map[string]any) map[string]any {
 	}
 }
 
-// pidWritten reports whether path holds a whole line (a pid written with
-// echo).
-func pidWritten(path string) bool {
+// lineWritten reports whether path holds a whole line. A job's
+// `echo … > f` creates f before it writes: the file alone is not enough.
+func lineWritten(path string) bool {
 	data, err := os.ReadFile(path)
 	return err == nil && strings.HasSuffix(string(data), "\n")
 }
@@ -57,9 +57,7 @@ func TestTimeout_KillsGrandchildren(t *testing.T) {
 
 	started := n.WaitLog(10*time.Second, `"run started"`, func(e logEntry) bool { return e.is("run started", "stuck") })
 	pgid := int(started.Int("pid"))
-	// `echo $! > f` creates f before it writes the pid: wait for the
-	// newline, not for the file.
-	waitFor(t, 5*time.Second, "pid files", func() bool { return pidWritten(plain) && pidWritten(deaf) })
+	waitFor(t, 5*time.Second, "pid files", func() bool { return lineWritten(plain) && lineWritten(deaf) })
 	pids := map[string]int{"sleep": readPID(t, plain), "sleep ignoring SIGTERM": readPID(t, deaf)}
 	t.Cleanup(func() {
 		for _, pid := range pids {
@@ -122,7 +120,7 @@ func TestOutput_200MBBoundedRSS(t *testing.T) {
 	n := startNode(t, writeConfig(t, cfg), withStderrDiscarded())
 
 	// Sample until the hook, which runs after the whole output was read,
-	// has written its marker.
+	// has written its marker line.
 	var maxRSS int64
 	samples := 0
 	deadline := time.Now().Add(90 * time.Second)
@@ -132,7 +130,7 @@ func TestOutput_200MBBoundedRSS(t *testing.T) {
 			t.Fatalf("daemon RSS: %v (daemon exited?)", err)
 		}
 		maxRSS, samples = max(maxRSS, rss), samples+1
-		if _, err := os.Stat(marker); err == nil {
+		if lineWritten(marker) {
 			break
 		}
 		if time.Now().After(deadline) {
