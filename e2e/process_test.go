@@ -21,6 +21,13 @@ func memoryConfig(jobs ...map[string]any) map[string]any {
 	}
 }
 
+// lineWritten reports whether path holds a whole line. A job's
+// `echo … > f` creates f before it writes: the file alone is not enough.
+func lineWritten(path string) bool {
+	data, err := os.ReadFile(path)
+	return err == nil && strings.HasSuffix(string(data), "\n")
+}
+
 // readPID reads a pid written by a job; the test fails if it is missing.
 func readPID(t *testing.T, path string) int {
 	t.Helper()
@@ -50,11 +57,7 @@ func TestTimeout_KillsGrandchildren(t *testing.T) {
 
 	started := n.WaitLog(10*time.Second, `"run started"`, func(e logEntry) bool { return e.is("run started", "stuck") })
 	pgid := int(started.Int("pid"))
-	waitFor(t, 5*time.Second, "pid files", func() bool {
-		_, err1 := os.Stat(plain)
-		_, err2 := os.Stat(deaf)
-		return err1 == nil && err2 == nil
-	})
+	waitFor(t, 5*time.Second, "pid files", func() bool { return lineWritten(plain) && lineWritten(deaf) })
 	pids := map[string]int{"sleep": readPID(t, plain), "sleep ignoring SIGTERM": readPID(t, deaf)}
 	t.Cleanup(func() {
 		for _, pid := range pids {
@@ -117,7 +120,7 @@ func TestOutput_200MBBoundedRSS(t *testing.T) {
 	n := startNode(t, writeConfig(t, cfg), withStderrDiscarded())
 
 	// Sample until the hook, which runs after the whole output was read,
-	// has written its marker.
+	// has written its marker line.
 	var maxRSS int64
 	samples := 0
 	deadline := time.Now().Add(90 * time.Second)
@@ -127,7 +130,7 @@ func TestOutput_200MBBoundedRSS(t *testing.T) {
 			t.Fatalf("daemon RSS: %v (daemon exited?)", err)
 		}
 		maxRSS, samples = max(maxRSS, rss), samples+1
-		if _, err := os.Stat(marker); err == nil {
+		if lineWritten(marker) {
 			break
 		}
 		if time.Now().After(deadline) {
