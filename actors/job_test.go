@@ -13,24 +13,14 @@ import (
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/schedule"
 	"go.uber.org/zap"
 )
-
-func mustSchedule(t *testing.T, expr string) *schedule.Schedule {
-	t.Helper()
-	s, err := schedule.Parse(expr, time.UTC)
-	if err != nil {
-		t.Fatalf("parse %q: %v", expr, err)
-	}
-	return s
-}
 
 func testJob(t *testing.T, name, command string) config.Job {
 	return config.Job{Name: name, Schedule: "* * * * * *", Command: command, Shell: "/bin/sh",
 		KillGrace: 2 * time.Second, LockTTL: 30 * time.Second, Enabled: true, Overlap: config.OverlapSkip,
 		OnLockLost: config.LockLostKill, RetryBackoff: time.Second, HookTimeout: time.Minute,
-		Location: time.UTC, Sched: mustSchedule(t, "* * * * * *")}
+		Location: time.UTC, Sched: MustSchedule(t, "* * * * * *")}
 }
 
 type jobHarness struct {
