@@ -26,8 +26,10 @@ test-cover: ensure-redis
 	$(GO) test -race -count=1 -parallel 8 -timeout 280s -coverprofile=coverage.out ./...
 	$(GO) tool cover -func=coverage.out | tail -n 1
 
+# The state directory (node.state_dir) goes under the checkout, so that
+# `make run` works without root.
 run: build
-	./$(BIN) -config testdata/example.yaml
+	CRONLOCK_NODE_STATE_DIR=$(CURDIR)/.state ./$(BIN) -config testdata/example.yaml
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

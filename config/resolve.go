@@ -5,9 +5,12 @@ import (
 	"encoding/hex"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/cronlock/cronlock/statedir"
 )
 
 // hashTag matches a Redis Cluster hash tag: a non-empty `{…}`.
@@ -26,6 +29,10 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 	}
 	if cfg.Node.ID == "" {
 		cfg.Node.ID = defaultNodeID(opts.Hostname)
+	}
+	cfg.Node.StateDir = statedir.Resolve(cfg.Node.StateDir, opts.Environ)
+	if !filepath.IsAbs(cfg.Node.StateDir) {
+		p.err(path("node.state_dir"), "%q is not an absolute path; e.g. /var/lib/cronlock", cfg.Node.StateDir)
 	}
 	oneOf(p, path("lock.backend"), cfg.Lock.Backend, "redis", "memory")
 	oneOf(p, path("log.level"), cfg.Log.Level, "debug", "info", "warn", "error")

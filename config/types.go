@@ -43,6 +43,11 @@ type Node struct {
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 	// MaxClockSkew: |local clock − Redis TIME| above it is warned about (2s).
 	MaxClockSkew time.Duration `mapstructure:"max_clock_skew"`
+	// StateDir holds what the node keeps across its restarts (package
+	// statedir). After Load it is never empty: the configured absolute
+	// path, else $STATE_DIRECTORY (systemd StateDirectory=), else
+	// /var/lib/cronlock.
+	StateDir string `mapstructure:"state_dir"`
 
 	// Location is Timezone resolved; when empty, the host zone under its
 	// IANA name if it can be found (TZ, /etc/localtime), else time.Local.

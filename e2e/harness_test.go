@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -60,6 +61,9 @@ func startNode(t *testing.T, cfgFile string, opts ...nodeOption) *node {
 	n := &node{t: t, name: nodeName(o.env), done: make(chan struct{})}
 	n.cmd = exec.Command(binary, "-config", cfgFile, "-log-format", "json")
 	n.cmd.Env = append(os.Environ(), o.env...)
+	if !hasEnv(o.env, "CRONLOCK_NODE_STATE_DIR") {
+		n.cmd.Env = append(n.cmd.Env, "CRONLOCK_NODE_STATE_DIR="+stateDir(t, n.name))
+	}
 	if o.discardStderr {
 		n.cmd.Stderr = nil // os/exec connects nil to /dev/null
 	} else {
@@ -81,6 +85,30 @@ func startNode(t *testing.T, cfgFile string, opts ...nodeOption) *node {
 	}()
 	t.Cleanup(n.cleanup)
 	return n
+}
+
+// stateDirs holds each test's root of node state directories (package
+// statedir): one per node name, so that a node restarted under the same
+// name finds what its previous incarnation left.
+var stateDirs sync.Map // *testing.T → string
+
+// stateDir returns the state directory of the test's node called name.
+func stateDir(t *testing.T, name string) string {
+	root, ok := stateDirs.Load(t)
+	if !ok {
+		root, _ = stateDirs.LoadOrStore(t, t.TempDir())
+		t.Cleanup(func() { stateDirs.Delete(t) })
+	}
+	return filepath.Join(root.(string), name)
+}
+
+func hasEnv(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 func nodeName(env []string) string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/statedir"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -43,6 +44,10 @@ type Options struct {
 	// Tests in testing/synctest bubbles pass a fake driven by the bubble's
 	// clock.
 	Start actors.Starter
+	// State is the node's open state directory (node.state_dir); the
+	// daemon always passes one. nil (tests of the engine alone) = nothing
+	// is kept across restarts.
+	State *statedir.Dir
 }
 
 // Engine is a configured daemon. Create it with New, then call Run once.

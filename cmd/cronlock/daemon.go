@@ -11,6 +11,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/engine"
+	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
@@ -52,8 +53,14 @@ func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int 
 		log.Warn("config warning", zap.String("problem", w.String()))
 	}
 	log.Info("cronlock starting", zap.String("version", opts.Version), zap.String("config", cfg.Path))
+	state, err := statedir.Open(cfg.Node.StateDir)
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	defer state.Close()
 	e, err := engine.New(cfg, engine.Options{Log: log, Environ: opts.Environ, Signals: opts.Signals,
-		Notify: sdNotify(log), Reload: opts.Reload, Now: now,
+		Notify: sdNotify(log), Reload: opts.Reload, Now: now, State: state,
 		ExitNow: func() { _ = log.Sync(); os.Exit(1) }})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
