@@ -115,11 +115,16 @@ func (p *Proxy) serve(c net.Conn) {
 		pp.upstream = up
 	}
 	p.mu.Lock()
-	if p.closed {
+	// Cut or Restore may have run since cut was read: a blackholed pipe
+	// accepted before a Restore would stay blackholed forever, so it is
+	// closed (the client reconnects); a forwarding pipe accepted before a
+	// Cut is registered cut.
+	if p.closed || (pp.upstream == nil && !p.cut) {
 		p.mu.Unlock()
 		pp.closeConns()
 		return
 	}
+	pp.cut = p.cut
 	p.pipes[pp] = struct{}{}
 	p.wg.Add(1)
 	go p.copy(pp, pp.client, pp.upstream)
