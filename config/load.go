@@ -200,6 +200,9 @@ func syntaxError(data []byte, format string, err error) error {
 	msg := oneLine(err.Error())
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	msg = strings.TrimPrefix(msg, "toml: ")
+	if name == "YAML" {
+		msg += quoteHint(data, msg)
+	}
 	return fmt.Errorf("invalid %s: %s", name, msg)
 }
 
