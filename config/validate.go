@@ -112,13 +112,7 @@ func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones
 // hostProblem reports msg (from hostChecks) as a warning at -validate and
 // as an error at start: the daemon must not start and then fail every run.
 func (c *checker) hostProblem(path, msg string) {
-	switch {
-	case msg == "":
-	case c.opts.Purpose == ForStart:
-		c.p.err(path, "%s", msg)
-	default:
-		c.p.warn(path, msg+"; the daemon will refuse to start")
-	}
+	hostProblem(c.p, c.opts.Purpose, path, msg)
 }
 
 // fields checks the values set in f, a job's own fields or `defaults:`;
