@@ -235,7 +235,8 @@ func oneLine(s string) string {
 // flag > CRONLOCK_* environment > file > default, using viper's layers:
 // SetDefault for defaults, MergeConfigMap for the file, and Set for
 // environment then flags (Set is viper's top layer, so the later Set wins).
-// Unknown keys in the file are reported with a hint.
+// Unknown keys in the file, and CRONLOCK_* variables that are not
+// overrides, are reported with a hint.
 //
 // It returns, for keys set by environment or flag, a suffix naming the
 // source for problem paths, e.g. " (from CRONLOCK_REDIS_DB)".
@@ -259,6 +260,7 @@ func loadScalars(cfg *Config, raw map[string]any, d *decoder, opts Options) map[
 			src[k] = " (from " + name + ")"
 		}
 	}
+	unknownOverrides(d.probs, opts.Environ, envKeys)
 	for _, k := range sortedKeys(opts.Flags) {
 		if !slices.Contains(Keys(), k) {
 			d.probs.err("flag", "unknown config key %q", k)
