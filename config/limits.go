@@ -42,14 +42,17 @@ func tooDeep(line int) string {
 		"(top level, jobs, a job, its env)", maxDepth, at)
 }
 
-// decodeYAML parses data into yaml.v3's node tree (its scanner stops at
-// 10,000 levels), checks its depth (yamlTooDeep), then decodes the first document into a map as viper's
+// decodeYAML parses data into yaml.v3's node tree, checks its depth
+// (yamlTooDeep), then decodes the first document into a map as viper's
 // YAML codec does. A file with only comments is an empty config.
 func decodeYAML(data []byte) (map[string]any, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
+		// yaml.v3's scanner stops at 10,000 levels with an untyped error
+		// ("yaml: exceeded max depth of 10000", scannerc.go) and no line;
+		// its text is the only way to tell it from a syntax error.
 		if strings.Contains(err.Error(), "exceeded max depth of") {
-			return nil, inputError(tooDeep(0)) // yaml.v3's own limit (10,000 levels), without a line
+			return nil, inputError(tooDeep(0))
 		}
 		return nil, err
 	}
