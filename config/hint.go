@@ -2,7 +2,10 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // problems collects validation findings in the order they are found.
@@ -75,4 +78,53 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// yamlErrLine finds the line of a yaml.v3 error message ("yaml: line 3:
+// …"); unknownAnchor its alias name ("unknown anchor 'x' referenced", which
+// has no line).
+var (
+	yamlErrLine   = regexp.MustCompile(`^(?:yaml: )?line (\d+):`)
+	unknownAnchor = regexp.MustCompile(`unknown anchor '([^']*)' referenced`)
+	// plainStar matches `key: *…` or `key: @…` in block or flow style: a
+	// plain value that starts with * (a YAML alias) or @ (reserved).
+	plainStar = regexp.MustCompile(`(?:^|[\s{,?-])([A-Za-z0-9_.-]+)\s*:\s+([*@][^,}\]#\n]*)`)
+)
+
+// quoteHint returns the fix for a YAML error caused by an unquoted value
+// starting with * or @, such as `schedule: */5 * * * *` or `schedule:
+// @daily`: "; quote the schedule: schedule: \"*/5 * * * *\" (…)". It looks
+// at the error's line, or for an unknown anchor at the lines that use it;
+// "" when no such value is there.
+func quoteHint(data []byte, msg string) string {
+	lines := strings.Split(string(data), "\n")
+	var cands []string
+	if m := yamlErrLine.FindStringSubmatch(msg); m != nil {
+		if n, _ := strconv.Atoi(m[1]); n >= 1 && n <= len(lines) {
+			cands = append(cands, lines[n-1])
+		}
+	} else if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
+		for _, l := range lines {
+			if strings.Contains(l, "*"+m[1]) {
+				cands = append(cands, l)
+			}
+		}
+	}
+	for _, l := range cands {
+		m := plainStar.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		key, val := m[1], strings.TrimSpace(m[2])
+		why := "an unquoted * starts a YAML alias"
+		if val[0] == '@' {
+			why = "YAML reserves @ at the start of a plain value"
+		}
+		what := "the value"
+		if key == "schedule" {
+			what = "the schedule"
+		}
+		return fmt.Sprintf("; quote %s: %s: %q (%s)", what, key, val, why)
+	}
+	return ""
 }

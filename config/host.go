@@ -1,8 +1,11 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -92,4 +95,86 @@ func (h *hostChecks) user(name string) string {
 		}
 		return ""
 	})
+}
+
+// hostProblem reports msg (a host lookup's finding, "" = none) as a warning
+// at -validate and as an error at start: the file, directory or user may
+// exist only on the host the daemon runs on, but the daemon must not start
+// and then fail.
+func hostProblem(p *problems, purpose Purpose, path, msg string) {
+	switch {
+	case msg == "":
+	case purpose == ForStart:
+		p.err(path, "%s", msg)
+	default:
+		p.warn(path, msg+"; the daemon will refuse to start")
+	}
+}
+
+// checkTLSFiles checks the TLS files as the daemon loads them at start
+// (engine.RedisOptions): ca_file must hold a PEM certificate, cert_file and
+// key_file must form a key pair. They are used only with lock.backend
+// redis and redis.tls.enabled; files given without enabled are a warning,
+// as they would be ignored.
+func checkTLSFiles(backend string, t TLS, p *problems, purpose Purpose, path func(string) string) {
+	files := map[string]string{"redis.tls.ca_file": t.CAFile, "redis.tls.cert_file": t.CertFile, "redis.tls.key_file": t.KeyFile}
+	if !t.Enabled {
+		for _, k := range sortedKeys(files) {
+			if files[k] != "" {
+				p.warn(path(k), fmt.Sprintf("%q is given but redis.tls.enabled is false, so TLS is off and the file is not used; "+
+					"set redis.tls.enabled: true or remove it", files[k]))
+			}
+		}
+		return
+	}
+	if backend != "redis" {
+		return
+	}
+	if t.CAFile != "" {
+		hostProblem(p, purpose, path("redis.tls.ca_file"), caFileProblem(t.CAFile))
+	}
+	if t.CertFile == "" || t.KeyFile == "" {
+		return // one without the other is reported by checkRedis
+	}
+	certMsg, keyMsg := readProblem(t.CertFile), readProblem(t.KeyFile)
+	hostProblem(p, purpose, path("redis.tls.cert_file"), certMsg)
+	hostProblem(p, purpose, path("redis.tls.key_file"), keyMsg)
+	if certMsg == "" && keyMsg == "" {
+		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			hostProblem(p, purpose, "redis.tls", fmt.Sprintf("cert_file %q and key_file %q are not a usable key pair: %v", t.CertFile, t.KeyFile, err))
+		}
+	}
+}
+
+// readProblem reports a file that cannot be read.
+func readProblem(file string) string {
+	_, err := os.ReadFile(file)
+	return fileError(file, err)
+}
+
+// fileError words a failed read of file ("" for a nil err).
+func fileError(file string, err error) string {
+	var pe *fs.PathError
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("file %q does not exist on this host", file)
+	case errors.As(err, &pe):
+		return fmt.Sprintf("cannot read %q: %v", file, pe.Err)
+	}
+	return fmt.Sprintf("cannot read %q: %v", file, err)
+}
+
+// caFileProblem reports a CA file that cannot be read or holds no PEM
+// certificate.
+func caFileProblem(file string) string {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return fileError(file, err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		return fmt.Sprintf("%q holds no PEM certificate", file)
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,9 +73,12 @@ func Load(path string, opts Options) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
+	data, size, err := readLimited(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if size > maxFileBytes {
+		return nil, &ValidationError{File: path, Problems: []Problem{{Msg: tooLarge(size)}}}
 	}
 	cfg, err := Parse(data, format, opts)
 	if cfg != nil {
@@ -85,6 +89,23 @@ func Load(path string, opts Options) (*Config, error) {
 		ve.File = path
 	}
 	return cfg, err
+}
+
+// readLimited reads at most maxFileBytes+1 bytes of path, so that a huge
+// file (or /dev/zero) is never read whole. size is the file's size: its
+// length when it was read whole, else its stat size (at least what was read).
+func readLimited(path string) (data []byte, size int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	data, err = io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	size = int64(len(data))
+	if fi, serr := f.Stat(); serr == nil && size > maxFileBytes && fi.Mode().IsRegular() {
+		size = max(size, fi.Size())
+	}
+	return data, size, err
 }
 
 // Parse is Load without the file: data is the file content in format
@@ -110,14 +131,19 @@ func Parse(data []byte, format string, opts Options) (*Config, error) {
 	return cfg, nil
 }
 
-// decodeRaw parses data with viper's codec for format, keeping key case
+// decodeRaw parses data with viper's codec for format (yaml.v3 directly
+// for YAML, so that its node tree can be measured first), keeping key case
 // (viper itself lower-cases every key, which would corrupt job env names).
-// Invalid UTF-8 is rejected in every format (with its byte offset); an
-// empty or blank file is an empty config in every format.
+// Size and nesting depth are checked before decoding (limits.go); invalid
+// UTF-8 is rejected in every format (with its byte offset); an empty or
+// blank file is an empty config in every format.
 func decodeRaw(data []byte, format string) (map[string]any, error) {
 	dec, err := viper.NewCodecRegistry().Decoder(format)
 	if err != nil || !slices.Contains([]string{"yaml", "yml", "toml", "json"}, format) {
 		return nil, fmt.Errorf("unsupported config format %q; use yaml, toml or json", format)
+	}
+	if len(data) > maxFileBytes {
+		return nil, inputError(tooLarge(int64(len(data))))
 	}
 	if !utf8.Valid(data) {
 		off := invalidUTF8(data)
@@ -128,7 +154,20 @@ func decodeRaw(data []byte, format string) (map[string]any, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return raw, nil
 	}
-	if err := dec.Decode(data, raw); err != nil {
+	switch format {
+	case "yaml", "yml":
+		raw, err = decodeYAML(data)
+	case "toml":
+		if line := tomlTooDeep(data); line > 0 {
+			return nil, inputError(tooDeep(line))
+		}
+		err = dec.Decode(data, raw)
+	case "json":
+		if err = checkJSON(data); err == nil {
+			err = dec.Decode(data, raw)
+		}
+	}
+	if err != nil {
 		return nil, syntaxError(data, format, err)
 	}
 	return raw, nil
@@ -144,7 +183,10 @@ func syntaxError(data []byte, format string, err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	var pe interface{ Position() (row, column int) } // go-toml/v2's DecodeError
+	var le inputError
 	switch {
+	case errors.As(err, &le):
+		return le
 	case errors.As(err, &pe):
 		row, col := pe.Position()
 		return fmt.Errorf("invalid %s at line %d, column %d: %s", name, row, col, strings.TrimPrefix(oneLine(err.Error()), "toml: "))
@@ -158,6 +200,9 @@ func syntaxError(data []byte, format string, err error) error {
 	msg := oneLine(err.Error())
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	msg = strings.TrimPrefix(msg, "toml: ")
+	if name == "YAML" {
+		msg += quoteHint(data, msg)
+	}
 	return fmt.Errorf("invalid %s: %s", name, msg)
 }
 
@@ -190,7 +235,8 @@ func oneLine(s string) string {
 // flag > CRONLOCK_* environment > file > default, using viper's layers:
 // SetDefault for defaults, MergeConfigMap for the file, and Set for
 // environment then flags (Set is viper's top layer, so the later Set wins).
-// Unknown keys in the file are reported with a hint.
+// Unknown keys in the file, and CRONLOCK_* variables that are not
+// overrides, are reported with a hint.
 //
 // It returns, for keys set by environment or flag, a suffix naming the
 // source for problem paths, e.g. " (from CRONLOCK_REDIS_DB)".
@@ -214,6 +260,7 @@ func loadScalars(cfg *Config, raw map[string]any, d *decoder, opts Options) map[
 			src[k] = " (from " + name + ")"
 		}
 	}
+	unknownOverrides(d.probs, opts.Environ, envKeys)
 	for _, k := range sortedKeys(opts.Flags) {
 		if !slices.Contains(Keys(), k) {
 			d.probs.err("flag", "unknown config key %q", k)

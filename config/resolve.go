@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,10 +41,29 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 		oneOf(p, path("log.format"), cfg.Log.Format, "json", "console")
 	}
 	checkRedis(&cfg.Redis, p, path)
-	if l := cfg.HTTP.Listen; l != "" {
-		if _, _, err := net.SplitHostPort(l); err != nil {
-			p.err(path("http.listen"), "%q is not host:port; e.g. 127.0.0.1:9464", l)
-		}
+	checkTLSFiles(cfg.Lock.Backend, cfg.Redis.TLS, p, opts.Purpose, path)
+	checkListen(cfg.HTTP.Listen, p, path("http.listen"))
+}
+
+// checkListen checks http.listen as net.Listen("tcp", l) will read it at
+// start (engine/http.go): host:port, the port a number 0..65535 or a
+// service name this host knows (/etc/services). Port 0 or none is legal
+// but picks a new random port at every start, so it is a warning.
+func checkListen(l string, p *problems, path string) {
+	if l == "" {
+		return
+	}
+	_, port, err := net.SplitHostPort(l)
+	if err != nil {
+		p.err(path, "%q is not host:port; e.g. 127.0.0.1:9464", l)
+		return
+	}
+	n, err := net.LookupPort("tcp", port)
+	switch {
+	case err != nil:
+		p.err(path, "%q: port %q is neither a number 0..65535 nor a service name known to this host (/etc/services); e.g. 127.0.0.1:9464", l, port)
+	case n == 0:
+		p.warn(path, fmt.Sprintf("%q listens on a random free port, a new one at every start; give a fixed port, e.g. 127.0.0.1:9464", l))
 	}
 }
 

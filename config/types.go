@@ -159,7 +159,7 @@ type Job struct {
 	RetryBackoff  time.Duration // default 10s; doubles, capped at 10m
 	OnSuccess     string
 	OnFailure     string
-	HookTimeout   time.Duration // default 1m
+	HookTimeout   time.Duration // default 1m; 0 = no limit, as for Timeout
 	// InheritEnv (default true) starts a run's environment from the
 	// daemon's (less its systemd and CRONLOCK_* variables); false starts
 	// from cron's minimal environment. The job's env is added either way.

@@ -63,6 +63,10 @@ type checker struct {
 	z      zones
 	scheds schedCache
 	host   *hostChecks
+	// argSpace is exec's argument space on this host (argSpace()).
+	argSpace int
+	// inherited caches inheritedEnv; -1 until computed.
+	inherited int
 }
 
 // loadJobs decodes `defaults:` and every job of `jobs:`, merges them with
@@ -71,7 +75,8 @@ type checker struct {
 // `defaults.<key>`, not again in each job that inherits it. A bad job does
 // not stop the others from being checked.
 func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones) {
-	c := &checker{cfg: cfg, p: d.probs, opts: opts, z: z, scheds: schedCache{}, host: newHostChecks(d.exp.env["PATH"])}
+	c := &checker{cfg: cfg, p: d.probs, opts: opts, z: z, scheds: schedCache{}, host: newHostChecks(d.exp.env["PATH"]),
+		argSpace: argSpace(), inherited: -1}
 	jd := newJobDecoder(d)
 	var dbad map[string]bool
 	if rd, ok := raw["defaults"]; ok && rd != nil {
@@ -112,13 +117,7 @@ func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones
 // hostProblem reports msg (from hostChecks) as a warning at -validate and
 // as an error at start: the daemon must not start and then fail every run.
 func (c *checker) hostProblem(path, msg string) {
-	switch {
-	case msg == "":
-	case c.opts.Purpose == ForStart:
-		c.p.err(path, "%s", msg)
-	default:
-		c.p.warn(path, msg+"; the daemon will refuse to start")
-	}
+	hostProblem(c.p, c.opts.Purpose, path, msg)
 }
 
 // fields checks the values set in f, a job's own fields or `defaults:`;
@@ -139,6 +138,7 @@ func (c *checker) fields(prefix string, f JobFields) {
 	if f.LockTTL != nil {
 		minOneSecond(p, prefix+"lock_ttl", *f.LockTTL)
 	}
+	argStrings(p, prefix, f)
 	if f.WorkDir != nil && *f.WorkDir != "" {
 		c.hostProblem(prefix+"work_dir", c.host.workDir(*f.WorkDir))
 	}
@@ -183,6 +183,7 @@ func (c *checker) checkJob(job *Job, base string, own JobFields, bad map[string]
 	if !bad["command"] && strings.TrimSpace(job.Command) == "" {
 		c.p.err(prefix+"command", "missing command; give the shell command to run")
 	}
+	c.argLimits(prefix, job)
 	if job.LockTTL == 0 {
 		job.LockTTL = 5 * time.Minute
 		if job.Timeout > 0 {

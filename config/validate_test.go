@@ -159,3 +159,13 @@ func TestSuggest(t *testing.T) {
 		}
 	}
 }
+
+// TestHookTimeoutZero: hook_timeout: 0 is accepted and means no limit.
+func TestHookTimeoutZero(t *testing.T) {
+	for _, v := range []string{"0", "0s"} {
+		cfg := mustParse(t, job("  hook_timeout: "+v+"\n"), "yaml", Options{})
+		if cfg.Jobs[0].HookTimeout != 0 || len(cfg.Warnings) != 0 {
+			t.Errorf("hook_timeout: %s: got %v, warnings %q; want 0 (no limit), none", v, cfg.Jobs[0].HookTimeout, render(cfg.Warnings))
+		}
+	}
+}

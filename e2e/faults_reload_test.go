@@ -60,25 +60,28 @@ func TestReload_BrokenConfigKeepsJobsNewJobFires(t *testing.T) {
 	t.Logf("tick ran %d slots, tock %d (added at %s)", len(byJob["tick"]), len(byJob["tock"]), reloaded.Format("15:04:05.000"))
 }
 
-// rejectedReload sends SIGHUP and waits for the rejection; it checks that
-// at least problems problems were logged for it and that the daemon lives.
-func rejectedReload(t *testing.T, n *node, problems int) {
+// rejectedReload sends SIGHUP and waits for the rejection, logged as one
+// error line that lists every problem; it checks that the line lists at
+// least problems problems and that the daemon lives, and returns them.
+func rejectedReload(t *testing.T, n *node, problems int) []string {
 	t.Helper()
-	before := len(logsOf(n, "reload rejected; keeping the running configuration", ""))
-	beforeProblems := len(logsOf(n, "reload rejected: config problem", ""))
+	const rejected = "reload rejected; keeping the running configuration"
+	before := len(logsOf(n, rejected, ""))
 	n.Signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, `"reload rejected"`, func() bool {
-		return len(logsOf(n, "reload rejected; keeping the running configuration", "")) > before
-	})
-	var got []string
-	for _, e := range logsOf(n, "reload rejected: config problem", "")[beforeProblems:] {
-		got = append(got, e.Str("problem"))
+	waitFor(t, 5*time.Second, `"reload rejected"`, func() bool { return len(logsOf(n, rejected, "")) > before })
+	e := logsOf(n, rejected, "")[before]
+	list, _ := e["problems"].([]any)
+	got := make([]string, 0, len(list))
+	for _, p := range list {
+		s, _ := p.(string)
+		got = append(got, s)
 	}
-	if len(got) < problems {
-		t.Errorf("problems logged for the rejected reload: got %q, want at least %d", got, problems)
+	if len(got) < problems || e.Str("level") != "error" {
+		t.Errorf("rejected reload logged at %q with problems %q, want error with at least %d", e.Str("level"), got, problems)
 	}
 	t.Logf("reload rejected; problems: %s", strings.Join(got, "; "))
 	checkNotExited(t, "after a rejected reload", n)
+	return got
 }
 
 // waitLedgerSlotAfter waits until job has run a slot later than after.

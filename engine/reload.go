@@ -10,10 +10,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// reload handles SIGHUP: RELOADING=1, load and validate the
-// file; on any problem keep the old config and log every problem; otherwise
-// apply added, removed and changed jobs without disturbing running runs;
-// then READY=1. Node, lock, redis, log and http settings need a restart:
+// reload handles SIGHUP: RELOADING=1, load and validate the file; on any
+// problem keep the old config and log one line with every problem;
+// otherwise apply added, removed and changed jobs without disturbing
+// running runs; then READY=1. Node, lock, redis, log and http settings need a restart:
 // a change there is logged and ignored.
 func (e *Engine) reload(ctx context.Context) {
 	e.opts.Notify(daemon.SdNotifyReloading + "\n" + daemon.SdNotifyMonotonicUsec())
@@ -21,12 +21,7 @@ func (e *Engine) reload(ctx context.Context) {
 	e.log.Info("reloading configuration", zap.String("path", e.cfg.Path))
 	cfg, err := e.opts.Reload()
 	if err != nil {
-		if ve := (*config.ValidationError)(nil); errors.As(err, &ve) {
-			for _, p := range ve.Problems {
-				e.log.Error("reload rejected: config problem", zap.String("problem", p.String()))
-			}
-		}
-		e.log.Error("reload rejected; keeping the running configuration", zap.Error(err))
+		e.logRejected(err)
 		return
 	}
 	for _, w := range cfg.Warnings {
@@ -39,6 +34,24 @@ func (e *Engine) reload(ctx context.Context) {
 	}
 	e.cfg.Jobs = cfg.Jobs
 	e.log.Info("configuration reloaded", zap.Int("jobs", len(cfg.Jobs)))
+}
+
+// logRejected logs a rejected reload as one error line: every problem of
+// a *config.ValidationError in the field problems (one string each,
+// warnings included), any other error (the file could not be read) in
+// error.
+func (e *Engine) logRejected(err error) {
+	const msg = "reload rejected; keeping the running configuration"
+	var ve *config.ValidationError
+	if !errors.As(err, &ve) {
+		e.log.Error(msg, zap.Error(err))
+		return
+	}
+	problems := make([]string, len(ve.Problems))
+	for i, p := range ve.Problems {
+		problems[i] = p.String()
+	}
+	e.log.Error(msg, zap.String("file", ve.File), zap.Strings("problems", problems))
 }
 
 func (e *Engine) warnRestartOnly(cfg *config.Config) {

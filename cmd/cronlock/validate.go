@@ -10,11 +10,15 @@ import (
 
 // loadConfig loads path and prints its warnings. When the config cannot be
 // used it prints every problem to stderr (one per line) and returns nil and
-// exit code 1.
+// exit code 1. A file that could not be decoded at all (syntax, size or
+// nesting limit) has one problem without a path; it is printed on one line.
 func loadConfig(path string, purpose config.Purpose, flags map[string]string, env *runEnv) (*config.Config, int) {
 	cfg, err := config.Load(path, env.loadOptions(purpose, flags))
 	var ve *config.ValidationError
 	switch {
+	case errors.As(err, &ve) && len(ve.Problems) == 1 && ve.Problems[0].Path == "" && !ve.Problems[0].Warning:
+		fmt.Fprintf(env.stderr, "Configuration invalid: %s: %s\n", path, ve.Problems[0].Msg)
+		return nil, 1
 	case errors.As(err, &ve):
 		n := 0
 		for _, p := range ve.Problems {
