@@ -77,6 +77,7 @@ completion: build
 # (CGO_ENABLED=0), man pages, completions and a changelog, packed by nfpm
 # from packaging/nfpm.yaml.
 package: man completion
+	@rm -f $(DIST)/cronlock_*.deb
 	@for arch in $(ARCHES); do \
 		echo "build linux/$$arch"; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(PKG_LDFLAGS)' \
@@ -93,7 +94,7 @@ package: man completion
 # The slow packaging checks on the .debs that `make package` built:
 # dpkg-deb contents and metadata, lintian, installing into a scratch root.
 package-test: package
-	CRONLOCK_DEB_DIR=$(CURDIR)/$(DIST) $(GO) test -count=1 -run 'TestDeb' -v ./packaging/
+	CRONLOCK_DEB_DIR=$(CURDIR)/$(DIST) $(GO) test -count=1 -run 'TestDeb|TestDockerfile' -v ./packaging/
 
 clean:
 	rm -rf bin coverage.out $(DIST)
