@@ -77,8 +77,8 @@ func unknownCommand(w io.Writer, name string) {
 }
 
 // nearestCommand returns the subcommand name closest to name by edit
-// distance (Levenshtein, as git's "did you mean"), or "" when none is
-// within a third of the name's length (at least 1, at most 2 edits).
+// distance (editDistance), or "" when none is within a third of the name's
+// length (at least 1, at most 2 edits).
 func nearestCommand(name string) string {
 	limit := min(max(len(name)/3, 1), 2)
 	best, bestDist := "", limit+1
@@ -90,25 +90,31 @@ func nearestCommand(name string) string {
 	return best
 }
 
-// editDistance is the Levenshtein distance between a and b in bytes.
+// editDistance is the optimal-string-alignment distance between a and b
+// in bytes: Levenshtein plus the swap of two adjacent bytes as one edit
+// (git's "did you mean" counts a swap as one edit too).
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return d[len(a)][len(b)]
 }
 
 // flagLine matches a flag in the flag package's PrintDefaults output.
