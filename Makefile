@@ -94,6 +94,7 @@ package: man completion
 # The slow packaging checks on the .debs that `make package` built:
 # dpkg-deb contents and metadata, lintian, installing into a scratch root.
 package-test: package
+	@bash scripts/ensure-packaging-tools.sh
 	CRONLOCK_DEB_DIR=$(CURDIR)/$(DIST) $(GO) test -count=1 -run 'TestDeb|TestDockerfile' -v ./packaging/
 
 clean:
