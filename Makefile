@@ -77,6 +77,8 @@ completion: build
 # (CGO_ENABLED=0), man pages, completions and a changelog, packed by nfpm
 # from packaging/nfpm.yaml.
 package: man completion
+	@case '$(PKG_VERSION)' in *~git.* | '') \
+		echo "make package: no git tag or commit to take the version from; run it in a git checkout or set PKG_VERSION=1.2.3" >&2; exit 2;; esac
 	@rm -f $(DIST)/cronlock_*.deb
 	@for arch in $(ARCHES); do \
 		echo "build linux/$$arch"; \
