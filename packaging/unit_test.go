@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -132,7 +133,12 @@ func TestUnit_SystemdAnalyzeVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	code, out := runCmd(t, "", []string{"MANPATH=" + manpath}, nil, tool, "verify", unit)
+	args := []string{"verify", unit}
+	if _, err := exec.LookPath("man"); err != nil {
+		t.Log("man not installed (Debian package man-db): verify --man=no, Documentation=man:… not checked")
+		args = []string{"verify", "--man=no", unit}
+	}
+	code, out := runCmd(t, "", []string{"MANPATH=" + manpath}, nil, tool, args...)
 	// Without a running systemd, verify may print problems of other units
 	// and still exit 0: any line about ours is a failure.
 	if code != 0 || strings.Contains(out, "cronlock.service") {
