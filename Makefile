@@ -94,10 +94,12 @@ package: man completion
 	done
 
 # The slow packaging checks on the .debs that `make package` built:
-# dpkg-deb contents and metadata, lintian, installing into a scratch root.
+# dpkg-deb contents and metadata, lintian, installing into a scratch root,
+# the Dockerfile's build stage; the unit's verify and security score again, with
+# -v so that the score is printed.
 package-test: package
 	@bash scripts/ensure-packaging-tools.sh
-	CRONLOCK_DEB_DIR=$(CURDIR)/$(DIST) $(GO) test -count=1 -run 'TestDeb|TestDockerfile' -v ./packaging/
+	CRONLOCK_DEB_DIR=$(CURDIR)/$(DIST) $(GO) test -count=1 -run 'TestDeb|TestDockerfile|TestUnit_Security|TestUnit_SystemdAnalyze' -v ./packaging/
 
 clean:
 	rm -rf bin coverage.out $(DIST)
