@@ -12,7 +12,7 @@ import (
 // "chrootless", with DPKG_ROOT set to the root) and a running systemd
 // ($DPKG_ROOT/run/systemd/system).
 type dpkgRoot struct {
-	t                 *testing.T
+	t                  *testing.T
 	root, stubs, calls string
 }
 
