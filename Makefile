@@ -57,12 +57,14 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# Man pages from docs/man/*.md → $(BUILD_DIR)/man/*.gz.
+# Man pages from docs/man/*.md → $(BUILD_DIR)/man/*.gz, dated by the commit
+# (the "" in each page's title line).
+MAN_DATE = $(shell git log -1 --format=%cd --date=format:'%B %Y' 2>/dev/null)
 man:
 	@mkdir -p $(BUILD_DIR)/man
 	@for md in docs/man/*.md; do \
 		page=$$(basename $$md .md); \
-		$(MD2MAN) -in $$md -out $(BUILD_DIR)/man/$$page && \
+		sed '1s/""/"$(MAN_DATE)"/' $$md | $(MD2MAN) -out $(BUILD_DIR)/man/$$page && \
 		gzip -9nf $(BUILD_DIR)/man/$$page || exit 1; \
 	done
 	@ls $(BUILD_DIR)/man
