@@ -1,50 +1,76 @@
 #!/usr/bin/env bash
-# Install cronlock from a source checkout as a systemd service:
-#   sudo packaging/install.sh            # build, install, create user, install unit
-#   packaging/install.sh --dry-run       # print the steps, change nothing
-#   sudo packaging/install.sh --no-build # use an existing bin/cronlock (e.g. when
-#                                        # root has no Go toolchain: run `make build` first)
+# Install cronlock from a source checkout, for machines without the Debian
+# package (`make package`). It installs the same files as the package:
+#   sudo packaging/install.sh                     # build, install under /usr/local, create the user
+#   packaging/install.sh --dry-run                # print the steps, change nothing
+#   DESTDIR=/tmp/stage packaging/install.sh       # stage into a root (no user, no systemctl)
+#   sudo packaging/install.sh --uninstall         # remove it; keeps config and state
+#   sudo packaging/install.sh --uninstall --purge # also delete config and state
+# Options:
+#   --prefix DIR  binary, man pages, completions and docs under DIR (default /usr/local);
+#                 the unit goes to /etc/systemd/system, the config to /etc/cronlock
+#   --from DIR    take DIR/cronlock, DIR/man/*.gz and DIR/completion/* instead of
+#                 building them (`make build man completion`), e.g. when root has no Go
 #
-# Idempotent: safe to run again after `git pull` to upgrade. It never
-# overwrites an existing /etc/cronlock/cronlock.yaml, and it does not enable
-# or start the service (it prints how).
+# Idempotent: a second run changes nothing (files are written only when their
+# content differs). An existing /etc/cronlock/cronlock.yaml or
+# /etc/default/cronlock is never overwritten: when the shipped one differs it
+# is put beside it as *.dist. It enables nothing and starts nothing (it
+# prints how).
 set -euo pipefail
 
-BIN_DIR=/usr/local/bin
-CONF_DIR=/etc/cronlock
-CONF="$CONF_DIR/cronlock.yaml"
-UNIT_DIR=/etc/systemd/system
-USER_NAME=cronlock
-STATE_DIR=/var/lib/cronlock
-
+prefix=/usr/local
+from=""
 dry_run=0
-build=1
+uninstall=0
+purge=0
+destdir="${DESTDIR:-}"
+destdir="${destdir%/}"
+USER_NAME=cronlock
 
 usage() {
-	sed -n '2,10s/^# \{0,1\}//p' "$0"
+	sed -n '2,21s/^# \{0,1\}//p' "$0"
 }
 
-for arg in "$@"; do
-	case "$arg" in
+while [[ $# -gt 0 ]]; do
+	case "$1" in
+	--prefix) [[ $# -ge 2 ]] || { echo "install.sh: --prefix needs a directory" >&2; exit 2; }; prefix="$2"; shift ;;
+	--prefix=*) prefix="${1#--prefix=}" ;;
+	--from) [[ $# -ge 2 ]] || { echo "install.sh: --from needs a directory" >&2; exit 2; }; from="$2"; shift ;;
+	--from=*) from="${1#--from=}" ;;
 	--dry-run | -n) dry_run=1 ;;
-	--no-build) build=0 ;;
-	-h | --help)
-		usage
-		exit 0
-		;;
-	*)
-		echo "install.sh: unknown argument '$arg' (try --help)" >&2
-		exit 2
-		;;
+	--uninstall) uninstall=1 ;;
+	--purge) purge=1 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "install.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
 	esac
+	shift
 done
+if [[ $purge -eq 1 && $uninstall -eq 0 ]]; then
+	echo "install.sh: --purge goes with --uninstall" >&2
+	exit 2
+fi
+if [[ $prefix != /* ]]; then
+	echo "install.sh: --prefix '$prefix' is not an absolute path" >&2
+	exit 2
+fi
+prefix="${prefix%/}"
 
 # The checkout root is the parent of this script's directory.
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [[ ! -f "$src/Makefile" || ! -d "$src/cmd/cronlock" ]]; then
-	echo "install.sh: $src is not a cronlock source checkout (no Makefile or cmd/cronlock)" >&2
-	exit 1
-fi
+
+# Installed paths (without DESTDIR) → the package's paths in comments.
+BIN="$prefix/bin/cronlock"                                  # /usr/bin/cronlock
+UNIT=/etc/systemd/system/cronlock.service                   # /lib/systemd/system/cronlock.service
+CONF_DIR=/etc/cronlock
+CONF="$CONF_DIR/cronlock.yaml"                              # conffile
+DEFAULTS=/etc/default/cronlock                              # conffile
+MAN1="$prefix/share/man/man1/cronlock.1.gz"
+MAN5="$prefix/share/man/man5/cronlock.yaml.5.gz"
+BASH_COMP="$prefix/share/bash-completion/completions/cronlock"
+ZSH_COMP="$prefix/share/zsh/site-functions/_cronlock"       # /usr/share/zsh/vendor-completions/_cronlock
+DOC="$prefix/share/doc/cronlock/copyright"
+STATE_DIR=/var/lib/cronlock
 
 # step prints a command and, unless --dry-run, runs it.
 step() {
@@ -61,34 +87,113 @@ note() {
 	echo "# $*"
 }
 
+# put SRC MODE DEST installs SRC as $destdir/DEST unless it has that content
+# and mode already.
+put() {
+	local from_file="$1" mode="$2" to="$destdir$3"
+	if [[ -f $to ]] && cmp -s "$from_file" "$to" && [[ $(stat -c %a "$to") == "${mode#0}" ]]; then
+		note "$3 is up to date"
+		return
+	fi
+	step install -D -m "$mode" "$from_file" "$to"
+}
+
+# put_conffile SRC MODE DEST installs a configuration file only when DEST
+# does not exist; an existing one is kept and a differing shipped version
+# goes beside it as DEST.dist.
+put_conffile() {
+	local from_file="$1" mode="$2" to="$destdir$3"
+	if [[ ! -e $to ]]; then
+		step install -D -m "$mode" "$from_file" "$to"
+	elif cmp -s "$from_file" "$to"; then
+		note "$3 is up to date"
+	else
+		note "$3 exists and differs from the shipped one: kept unchanged"
+		put "$from_file" "$mode" "$3.dist"
+	fi
+}
+
+systemd_running() {
+	[[ -z $destdir && -d /run/systemd/system ]]
+}
+
 if [[ $dry_run -eq 1 ]]; then
 	note "dry run: printing the steps only; nothing is changed"
-elif [[ $(id -u) -ne 0 ]]; then
-	echo "install.sh: must run as root (it writes $BIN_DIR, $CONF_DIR and $UNIT_DIR and creates the '$USER_NAME' user)." >&2
-	echo "Run: sudo $0   (or $0 --dry-run to see the steps)" >&2
+elif [[ -z $destdir && $(id -u) -ne 0 ]]; then
+	echo "install.sh: must run as root (it writes $prefix, /etc and creates the '$USER_NAME' user)." >&2
+	echo "Run: sudo $0   (or $0 --dry-run to see the steps, or set DESTDIR to stage into a directory)" >&2
 	exit 1
 fi
 
-# 1. Build.
-if [[ $build -eq 1 ]]; then
+if [[ $uninstall -eq 1 ]]; then
+	if systemd_running; then
+		step systemctl disable --now cronlock.service
+	fi
+	for f in "$BIN" "$UNIT" "$MAN1" "$MAN5" "$BASH_COMP" "$ZSH_COMP" "$DOC"; do
+		if [[ -e $destdir$f ]]; then
+			step rm -f "$destdir$f"
+		fi
+	done
+	if [[ -d $destdir$prefix/share/doc/cronlock ]]; then
+		step rmdir --ignore-fail-on-non-empty "$destdir$prefix/share/doc/cronlock"
+	fi
+	if systemd_running; then
+		step systemctl daemon-reload
+	fi
+	if [[ $purge -eq 1 ]]; then
+		step rm -rf "$destdir$CONF_DIR" "$destdir$DEFAULTS" "$destdir$STATE_DIR"
+		note "the '$USER_NAME' user is kept (files elsewhere may belong to it): userdel $USER_NAME"
+	else
+		note "kept $CONF_DIR, $DEFAULTS and $STATE_DIR (--uninstall --purge deletes them)"
+	fi
+	note "done"
+	exit 0
+fi
+
+# 1. Build (or take the files from --from).
+if [[ -n $from ]]; then
+	note "--from: using $from/cronlock, $from/man and $from/completion"
+	bin_src="$from/cronlock" man_src="$from/man" comp_src="$from/completion"
+else
 	if [[ $dry_run -eq 0 ]] && ! command -v "${GO:-go}" >/dev/null 2>&1; then
-		echo "install.sh: 'go' not found on root's PATH: run 'make build' as yourself, then 'sudo $0 --no-build'" >&2
+		echo "install.sh: 'go' not found on PATH: run 'make build man completion' as yourself, then '$0 --from $src/dist/build' with dist/build/cronlock copied from bin/cronlock" >&2
 		exit 1
 	fi
-	step make -C "$src" build
+	step make -C "$src" build man completion
+	bin_src="$src/bin/cronlock" man_src="$src/dist/build/man" comp_src="$src/dist/build/completion"
+fi
+if [[ $dry_run -eq 0 ]]; then
+	for f in "$bin_src" "$man_src/cronlock.1.gz" "$man_src/cronlock.yaml.5.gz" "$comp_src/cronlock.bash" "$comp_src/_cronlock"; do
+		if [[ ! -f $f ]]; then
+			echo "install.sh: $f is missing (make build man completion builds it)" >&2
+			exit 1
+		fi
+	done
+fi
+
+# 2. The files (the same set as the Debian package).
+if [[ $dry_run -eq 1 ]]; then
+	note "install $bin_src as $BIN and the rest of the package's files"
 else
-	note "--no-build: using the existing $src/bin/cronlock"
-fi
-if [[ $dry_run -eq 0 && ! -x "$src/bin/cronlock" ]]; then
-	echo "install.sh: $src/bin/cronlock is missing: run 'make build' first" >&2
-	exit 1
+	unit_tmp="$(mktemp)"
+	trap 'rm -f "$unit_tmp"' EXIT
+	sed "s#^ExecStart=/usr/bin/cronlock #ExecStart=$BIN #" "$src/packaging/cronlock.service" >"$unit_tmp"
+	put "$bin_src" 0755 "$BIN"
+	put "$unit_tmp" 0644 "$UNIT"
+	put "$man_src/cronlock.1.gz" 0644 "$MAN1"
+	put "$man_src/cronlock.yaml.5.gz" 0644 "$MAN5"
+	put "$comp_src/cronlock.bash" 0644 "$BASH_COMP"
+	put "$comp_src/_cronlock" 0644 "$ZSH_COMP"
+	put "$src/packaging/copyright" 0644 "$DOC"
+	put_conffile "$src/packaging/cronlock.yaml" 0644 "$CONF"
+	put_conffile "$src/packaging/default" 0600 "$DEFAULTS"
 fi
 
-# 2. Binary.
-step install -D -m 0755 "$src/bin/cronlock" "$BIN_DIR/cronlock"
-
-# 3. System user (no login shell, no home directory of its own).
-if getent passwd "$USER_NAME" >/dev/null 2>&1; then
+# 3. System user (no login shell; its home is the state directory, which
+# systemd creates from StateDirectory=).
+if [[ -n $destdir ]]; then
+	note "DESTDIR is set: not creating the '$USER_NAME' user (create it on the target: useradd --system --user-group --no-create-home --home-dir $STATE_DIR --shell /usr/sbin/nologin $USER_NAME)"
+elif getent passwd "$USER_NAME" >/dev/null 2>&1; then
 	note "user '$USER_NAME' exists"
 else
 	nologin="$(command -v nologin || echo /usr/sbin/nologin)"
@@ -96,29 +201,19 @@ else
 		--shell "$nologin" --comment "cronlock daemon" "$USER_NAME"
 fi
 
-# 4. Configuration: never overwrite an existing file.
-step install -d -m 0750 -o root -g "$USER_NAME" "$CONF_DIR"
-if [[ -e "$CONF" ]]; then
-	note "$CONF exists: kept unchanged"
-else
-	step install -m 0640 -o root -g "$USER_NAME" "$src/testdata/example-redis.yaml" "$CONF"
-	note "edit $CONF: set redis.address (or REDIS_ADDRESS) and your jobs"
-fi
-
-# 5. Validate the configuration with the installed binary.
-echo "+ $BIN_DIR/cronlock -validate -config $CONF"
-if [[ $dry_run -eq 0 ]] && ! "$BIN_DIR/cronlock" -validate -config "$CONF"; then
+# 4. Validate the configuration with the installed binary.
+echo "+ $destdir$BIN -validate -config $destdir$CONF"
+if [[ $dry_run -eq 0 ]] && ! "$destdir$BIN" -validate -config "$destdir$CONF"; then
 	echo "install.sh: $CONF is invalid (problems above): fix it, then run: systemctl restart cronlock" >&2
 	exit 1
 fi
 
-# 6. systemd unit.
-step install -D -m 0644 "$src/packaging/cronlock.service" "$UNIT_DIR/cronlock.service"
-if [[ -d /run/systemd/system ]]; then
+# 5. systemd.
+if systemd_running; then
 	step systemctl daemon-reload
 	note "enable and start with: systemctl enable --now cronlock"
 	note "after a config change: systemctl reload cronlock"
 else
-	note "systemd is not running on this machine: skipped 'systemctl daemon-reload'"
+	note "not reloading systemd (DESTDIR set or systemd not running)"
 fi
 note "done"

@@ -60,7 +60,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int 
 	}
 	defer state.Close()
 	e, err := engine.New(cfg, engine.Options{Log: log, Environ: opts.Environ, Signals: opts.Signals,
-		Notify: sdNotify(log), Reload: opts.Reload, Now: now, State: state,
+		Notify: sdNotify(log), Reload: opts.Reload, Now: now, State: state, Registry: newRegistry(currentBuild()),
 		ExitNow: func() { _ = log.Sync(); os.Exit(1) }})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

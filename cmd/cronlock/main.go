@@ -42,12 +42,14 @@ type subcommand func(ctx context.Context, args []string, env *runEnv) int
 // one entry here.
 func subcommands() map[string]subcommand {
 	return map[string]subcommand{
-		"next":    runNext,
-		"status":  runStatus,
-		"history": runHistory,
-		"run":     runManual,
-		"pause":   runPause,
-		"resume":  runResume,
+		"next":       runNext,
+		"status":     runStatus,
+		"history":    runHistory,
+		"run":        runManual,
+		"pause":      runPause,
+		"resume":     runResume,
+		"completion": runCompletion,
+		"help":       runHelp,
 	}
 }
 
@@ -74,7 +76,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, ok := subcommands()[args[0]]
 		if !ok {
-			fmt.Fprintf(stderr, "cronlock: unknown command %q (commands: next, status, history, run, pause, resume; run cronlock -h for the daemon flags)\n", args[0])
+			unknownCommand(stderr, args[0])
 			return 2
 		}
 		ctx, stop := cancelOnSignal(ctx, sigs)
@@ -109,26 +111,53 @@ func cancelOnSignal(ctx context.Context, sigs <-chan os.Signal) (context.Context
 	return ctx, func() { cancel(); <-done }
 }
 
-// runMain handles the daemon form: cronlock [-config FILE] [-validate]
-// [-version] [-log-level L] [-log-format F].
-func runMain(ctx context.Context, args []string, env *runEnv) int {
+// mainFlags are the daemon form's flags.
+type mainFlags struct {
+	fs                            *flag.FlagSet
+	path                          *string
+	validate, showVersion, asJSON *bool
+}
+
+// newMainFlags returns the daemon form's flag set, printing to w. Its
+// Usage is silent: runMain prints the overview for -h and a hint for an
+// error (the flag package has printed the error itself).
+func newMainFlags(w io.Writer) *mainFlags {
 	fs := flag.NewFlagSet("cronlock", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	path := fs.String("config", "cronlock.yaml", "path to the configuration file (.yaml, .yml, .toml or .json)")
-	validate := fs.Bool("validate", false, "validate the configuration and exit (0 valid, 1 invalid)")
-	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.SetOutput(w)
+	fs.Usage = func() {}
+	f := &mainFlags{fs: fs}
+	f.path = fs.String("config", "cronlock.yaml", "path to the configuration file (.yaml, .yml, .toml or .json)")
+	f.validate = fs.Bool("validate", false, "validate the configuration and exit (0 valid, 1 invalid)")
+	f.showVersion = fs.Bool("version", false, "print the version and exit")
+	f.asJSON = fs.Bool("json", false, "with -version: print {\"version\", \"commit\", \"go_version\"} as JSON")
 	fs.String("log-level", "", "log level: debug, info, warn or error (overrides log.level)")
 	fs.String("log-format", "", "log format: json or console (overrides log.format)")
+	return f
+}
+
+// runMain handles the daemon form: cronlock [-config FILE] [-validate]
+// [-version [-json]] [-log-level L] [-log-format F].
+func runMain(ctx context.Context, args []string, env *runEnv) int {
+	mf := newMainFlags(env.stderr)
+	fs, path, validate := mf.fs, mf.path, mf.validate
 	if err := fs.Parse(args); err != nil {
-		return usageExit(err)
+		if errors.Is(err, flag.ErrHelp) {
+			printOverview(env.stdout, func(w io.Writer) { newMainFlags(w).fs.PrintDefaults() })
+			return 0
+		}
+		fmt.Fprintln(env.stderr, "Run 'cronlock -h' for the flags and commands.")
+		return 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(env.stderr, "cronlock: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *showVersion {
-		fmt.Fprintln(env.stdout, versionString(version, commit))
-		return 0
+	if *mf.asJSON && !*mf.showVersion {
+		fmt.Fprintln(env.stderr, "cronlock: -json goes with -version (e.g. cronlock -version -json)")
+		return 2
+	}
+	if *mf.showVersion {
+		return printVersion(env.stdout, *mf.asJSON)
 	}
 	flags := map[string]string{}
 	fs.Visit(func(f *flag.Flag) {
@@ -148,7 +177,7 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 	}
 	reload := func() (*config.Config, error) { return config.Load(*path, env.loadOptions(config.ForStart, flags)) }
 	return runDaemon(ctx, cfg, daemonOptions{Environ: env.environ, Stdout: env.stdout, Stderr: env.stderr,
-		Version: versionString(version, commit), Reload: reload, Signals: env.signals})
+		Version: versionString(currentBuild().Version, currentBuild().Commit), Reload: reload, Signals: env.signals})
 }
 
 // usageExit maps a flag parse error to an exit code: 0 for -h, else 2 (the
