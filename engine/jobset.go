@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
@@ -113,12 +114,62 @@ func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
 		s.apply(ctx, m.jobs)
 		m.reply <- struct{}{}
 	case catchupAll:
-		for _, h := range s.jobs {
-			if err := h.actor.Send(ctx, actors.Catchup{}); err != nil {
+		missed := s.missedSlots(ctx)
+		for name, h := range s.jobs {
+			if err := h.actor.Send(ctx, actors.Catchup{Missed: missed[name]}); err != nil {
 				return
 			}
 		}
 	}
+}
+
+// missedReporter is the backend's missed-slot report (redislock.Redis,
+// redislock.Memory, lazyRedis).
+type missedReporter interface {
+	ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error)
+}
+
+// missedTimeout bounds the missed-slot report of all jobs (one pipelined
+// round trip per 1000 jobs).
+const missedTimeout = 3 * time.Second
+
+// missedSlots runs the missed-slot report of every job (docs/protocol.md,
+// "Missed slots") and returns, by job, the slots this node reports. A
+// failed report is logged and returns nil: nothing is reported this time.
+// It blocks for at most missedTimeout.
+func (s *jobSet) missedSlots(ctx context.Context) map[string]*actors.MissedSlots {
+	rep, ok := s.deps.Locker.(missedReporter)
+	if !ok {
+		return nil
+	}
+	now := time.Now
+	if s.deps.Now != nil {
+		now = s.deps.Now
+	}
+	at := now()
+	var checks []actors.MissedCheck
+	for _, h := range s.jobs {
+		if c, ok := actors.MissedCheckFor(h.cfg, h.actor.SeenSlot(), at, actors.DefaultClaimTimeout); ok {
+			checks = append(checks, c)
+		}
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, missedTimeout)
+	defer cancel()
+	reports, err := rep.ReportMissed(rctx, checks)
+	if err != nil {
+		s.log.Warn("missed-slot check failed: slots that no node claimed are not reported this time", zap.Error(err))
+		return nil
+	}
+	out := make(map[string]*actors.MissedSlots)
+	for i, r := range reports {
+		if r.Reported {
+			out[checks[i].Job] = &actors.MissedSlots{After: r.After, Last: checks[i].Latest}
+		}
+	}
+	return out
 }
 
 func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
