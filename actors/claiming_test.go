@@ -21,9 +21,10 @@ import (
 // error when the delay outlasts it. The Memory can be swapped for an empty
 // one: Redis restarted without persistence.
 type slowLocker struct {
-	mem    atomic.Pointer[redislock.Memory]
-	delay  atomic.Int64 // time.Duration
-	claims atomic.Int32
+	mem         atomic.Pointer[redislock.Memory]
+	delay       atomic.Int64 // time.Duration, of each claim
+	finishDelay atomic.Int64 // time.Duration, of each finish (release and record)
+	claims      atomic.Int32
 }
 
 func newSlowLocker() *slowLocker {
@@ -50,13 +51,21 @@ func (l *slowLocker) Release(ctx context.Context, job, owner string) (bool, erro
 	return l.mem.Load().Release(ctx, job, owner)
 }
 func (l *slowLocker) Finish(ctx context.Context, job, owner string, rec RunRecord) (bool, error) {
-	return l.mem.Load().Finish(ctx, job, owner, rec)
+	t := time.NewTimer(time.Duration(l.finishDelay.Load()))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return l.mem.Load().Finish(ctx, job, owner, rec)
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
 }
 
 // logHarness is a job actor on l whose log is observed.
 type logHarness struct {
 	*jobHarness
-	logs *observer.ObservedLogs
+	logs     *observer.ObservedLogs
+	phantoms chan Phantom
 }
 
 func startJobOn(t *testing.T, name, command string, l Locker) *logHarness {
@@ -65,12 +74,13 @@ func startJobOn(t *testing.T, name, command string, l Locker) *logHarness {
 	h := &jobHarness{name: name, metrics: NewMetrics(nil), results: make(chan RunFinished, 10),
 		kill: make(chan struct{}), done: make(chan error, 1)}
 	h.metrics.InitJob(name)
+	phantoms := make(chan Phantom, 10)
 	h.job = NewJob(testJob(t, name, command), JobDeps{Log: zap.New(core), Metrics: h.metrics, Locker: l,
-		NodeID: "n1", Results: h.results, Phantoms: make(chan Phantom, 10), Kill: h.kill, Start: fakeproc.Start})
+		NodeID: "n1", Results: h.results, Phantoms: phantoms, Kill: h.kill, Start: fakeproc.Start})
 	ctx, cancel := context.WithCancel(t.Context())
 	h.cancel = cancel
 	go func() { h.done <- h.job.Run(ctx) }()
-	return &logHarness{jobHarness: h, logs: logs}
+	return &logHarness{jobHarness: h, logs: logs, phantoms: phantoms}
 }
 
 // stop cancels the actor, kills its runs and waits for it.
@@ -119,6 +129,46 @@ func TestJob_FireDuringFailingClaimIsRedisError(t *testing.T) {
 		}
 		if n := l.claims.Load(); n != 1 {
 			t.Errorf("claims sent: got %d, want 1 (the held slot is not claimed)", n)
+		}
+		h.stop(t)
+	})
+}
+
+// A fire that arrives while the previous run's release hangs (Redis froze
+// after the run) is held too: the release fails, so it is skipped
+// redis_error, not overlap_local; once Redis answers, the next slot runs.
+func TestJob_FireDuringFailingReleaseIsRedisError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newSlowLocker()
+		l.finishDelay.Store(int64(time.Hour)) // hung after the claim
+		h := startJobOn(t, "j", "sleep 100ms", l)
+		s := time.Now().Truncate(time.Second)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s}
+		time.Sleep(time.Second) // the run ended at +100 ms; its release hangs until +2.1 s
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)}
+		synctest.Wait()
+		if got := h.skipped(); len(got) != 0 {
+			t.Fatalf("while the release is pending: got skips %v, want none (the fire is held)", got)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if got := h.skipped(); len(got) != 1 || got[s.Unix()+1] != SkipRedisError {
+			t.Errorf("got skips %v, want slot %d redis_error", got, s.Unix()+1)
+		}
+		if fin := <-h.results; !fin.Slot.Equal(s) || fin.Result != ResultSuccess {
+			t.Errorf("first run: got slot %v result %q, want %v success", fin.Slot, fin.Result, s)
+		}
+		l.finishDelay.Store(0)
+		p := <-h.phantoms // what the janitor would release
+		if ok, err := l.Release(t.Context(), p.Job, p.Owner); !ok || err != nil {
+			t.Fatalf("release of the phantom lease: got %v, %v; want true, nil", ok, err)
+		}
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(3 * time.Second)}
+		if fin := <-h.results; !fin.Slot.Equal(s.Add(3 * time.Second)) {
+			t.Errorf("after Redis answers: got run of slot %v, want %v", fin.Slot, s.Add(3*time.Second))
+		}
+		if n := h.skips(t, SkipOverlapLocal); n != 0 {
+			t.Errorf("overlap_local skips: got %v, want 0", n)
 		}
 		h.stop(t)
 	})

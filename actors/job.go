@@ -66,41 +66,52 @@ const DefaultClaimTimeout = 2 * time.Second
 // one run goroutine per run, whatever its trigger (docs/architecture.md).
 // Its inbox takes Fire, Catchup, Reconfigure and RunNow.
 //
-// It tells a run that is still claiming from one that runs: with overlap
-// "skip", a fire that arrives while this node's claim of an earlier slot is
-// in flight is held and decided when that claim has its answer
-// (docs/protocol.md, "Skip reasons").
+// It tells a run that is claiming or releasing its lease from one that
+// runs: with overlap "skip", a fire that arrives while this node's claim of
+// an earlier slot, or the release after its run, is in flight is held and
+// decided when that call has its answer (docs/protocol.md, "Skip reasons").
 type Job struct {
 	deps   JobDeps
 	cfg    config.Job
 	inbox  chan jobMsg
-	claims chan claimResolved // one per run goroutine, once its claim has an answer
-	done   chan bool          // one per finished run goroutine: whether it had won its claim
+	events chan runEvent // from the run goroutines: claim answered, releasing, ended
 
-	running  int          // run goroutines
-	claiming int          // of them, claims not answered yet
-	active   int          // of them, claims won: the job runs on this node
-	held     []heldFire   // fires waiting for the pending claim's answer
-	lastSeen [2]int64     // the highest slot and fence seen in claim answers
-	seenSlot atomic.Int64 // lastSeen[0], for SeenSlot
+	running   int          // run goroutines
+	claiming  int          // of them, claims not answered yet
+	active    int          // of them, claims won and attempts not over: the job runs here
+	releasing int          // of them, releases (with the history record) in flight
+	held      []heldFire   // fires waiting for the pending claim's or release's answer
+	lastSeen  [2]int64     // the highest slot and fence seen in claim answers
+	seenSlot  atomic.Int64 // lastSeen[0], for SeenSlot
 
 	lastCatchup time.Time
 }
 
-// heldFire is a fire that came while a claim was pending.
+// heldFire is a fire that came while a claim or release was pending.
 type heldFire struct {
 	slot    time.Time
 	trigger Trigger
 }
 
-// claimResolved is what a run tells its job actor once its claim has an
-// answer: won (the run goes on to its attempts), failed (the call failed:
-// redis_error), or neither (skipped by the claim's answer).
-type claimResolved struct {
+// runEvent is what a run goroutine tells its job actor, in this order:
+// evClaimed once its claim has an answer (won: it goes on to its attempts;
+// failed: the call failed, redis_error), evReleasing when a won run's
+// attempts are over and its release begins, evEnded when the goroutine
+// ends (failed: the release failed).
+type runEvent struct {
+	kind        runEventKind
 	won, failed bool
 	slot        time.Time // the run's slot (zero for a manual run)
-	claim       Claim     // the answer, when not failed
+	claim       Claim     // evClaimed: the answer, when not failed
 }
+
+type runEventKind int
+
+const (
+	evClaimed runEventKind = iota
+	evReleasing
+	evEnded
+)
 
 // inboxSize bounds queued messages per job; the ticker drops (and counts)
 // fires beyond it rather than block.
@@ -117,8 +128,7 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 	if deps.ClaimTimeout <= 0 {
 		deps.ClaimTimeout = DefaultClaimTimeout
 	}
-	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), claims: make(chan claimResolved),
-		done: make(chan bool)}
+	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
 }
 
 // SeenSlot is the highest slot (Unix seconds) this node has seen in the
@@ -142,10 +152,8 @@ func (j *Job) Run(ctx context.Context) error {
 			return nil
 		case m := <-j.inbox:
 			j.handle(ctx, m)
-		case res := <-j.claims:
-			j.onClaimResolved(ctx, res)
-		case won := <-j.done:
-			j.ended(won)
+		case ev := <-j.events:
+			j.onRunEvent(ctx, ev)
 		}
 	}
 }
@@ -160,21 +168,37 @@ func (j *Job) drain(ctx context.Context) {
 			case RunNow:
 				m.Reply <- Ran{Skip: SkipShuttingDown}
 			}
-		case res := <-j.claims:
-			j.onClaimResolved(ctx, res) // held fires: redis_error or shutting_down
-		case won := <-j.done:
-			j.ended(won)
+		case ev := <-j.events:
+			j.onRunEvent(ctx, ev) // held fires: redis_error or shutting_down
 		}
 	}
 	j.deps.Metrics.SetRunning(j.cfg.Name, 0)
 }
 
-func (j *Job) ended(won bool) {
-	j.running--
-	if won {
+// onRunEvent keeps the counts of runs by phase and decides the held fires
+// once no claim or release is pending.
+func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
+	switch ev.kind {
+	case evClaimed:
+		j.claiming--
+		if ev.won {
+			j.active++
+		}
+		if !ev.failed {
+			j.see(ev.claim)
+		}
+		j.decideHeld(ctx, ev.failed, ev.slot)
+	case evReleasing:
 		j.active--
+		j.releasing++
+	case evEnded:
+		j.running--
+		j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
+		if ev.won {
+			j.releasing--
+			j.decideHeld(ctx, ev.failed, ev.slot)
+		}
 	}
-	j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 }
 
 func (j *Job) handle(ctx context.Context, m jobMsg) {
@@ -201,32 +225,25 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 		j.skip(slot, SkipShuttingDown)
 	case exclusive && j.active > 0:
 		j.skip(slot, SkipOverlapLocal)
-	case exclusive && j.claiming > 0:
+	case exclusive && (j.claiming > 0 || j.releasing > 0):
 		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
 	default:
 		j.start(ctx, &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}}, nil)
 	}
 }
 
-// onClaimResolved records what the claim answer says about the job's state
-// and decides the fires held for it: a failed claim skips them redis_error
-// (the slot is not run, fail-safe); otherwise each is decided again, so a
-// won claim makes them overlap_local and a skipped one lets the first of
-// them claim.
-func (j *Job) onClaimResolved(ctx context.Context, res claimResolved) {
-	j.claiming--
-	if res.won {
-		j.active++
-	}
-	if !res.failed {
-		j.see(res.claim)
-	}
+// decideHeld decides the fires held for a claim or release that has its
+// answer: when that call failed they are skipped redis_error (the slot is
+// not run, fail-safe: Redis did not answer); otherwise each is decided
+// again, so a won claim makes them overlap_local and a skipped claim or a
+// completed release lets the first of them claim. pending is the slot of
+// the run whose call answered.
+func (j *Job) decideHeld(ctx context.Context, failed bool, pending time.Time) {
 	held := j.held
 	j.held = nil
 	for _, f := range held {
-		if res.failed {
-			skipSlot(&j.deps, j.cfg.Name, f.slot, SkipRedisError,
-				zap.Int64("pending_claim_slot", unixOrZero(res.slot)))
+		if failed {
+			skipSlot(&j.deps, j.cfg.Name, f.slot, SkipRedisError, zap.Int64("pending_call_slot", unixOrZero(pending)))
 			continue
 		}
 		j.onFire(ctx, f.slot, f.trigger)
@@ -310,9 +327,9 @@ func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 	j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 	r.deps = &j.deps
 	r.minSlot, r.minFence = j.lastSeen[0], j.lastSeen[1]
-	r.resolved = func(res claimResolved) { j.claims <- res } // the actor receives until running == 0
+	r.events = j.events // the actor receives until running == 0
 	go func() {
-		defer func() { j.done <- r.won }()
+		defer func() { j.events <- runEvent{kind: evEnded, won: r.won, failed: r.releaseFailed, slot: r.info.Slot} }()
 		ran := r.execute(ctx)
 		if reply != nil {
 			reply <- ran

@@ -25,9 +25,11 @@ type run struct {
 	// minSlot, minFence: the highest slot and fence the job actor has seen,
 	// sent with the claim (state repair).
 	minSlot, minFence int64
-	// resolved tells the job actor, once, that the claim has its answer.
-	resolved func(claimResolved)
-	won      bool // the claim was won: the run goes on to its attempts
+	// events tells the job actor that the claim has its answer and that
+	// the release begins (runEvent).
+	events        chan<- runEvent
+	won           bool // the claim was won: the run goes on to its attempts
+	releaseFailed bool // the release with the history record failed
 
 	lease   *Lease
 	log     *zap.Logger
@@ -44,7 +46,7 @@ func (r *run) execute(ctx context.Context) Ran {
 		r.log = r.log.With(slotField(r.info.Slot))
 	}
 	if ctx.Err() != nil {
-		r.resolved(claimResolved{slot: r.info.Slot})
+		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
 	}
 	if ran, ok := r.claim(ctx); !ok {
@@ -54,6 +56,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	if r.lease.Owner() != "" {
 		r.waitGrace()
 	}
+	r.events <- runEvent{kind: evReleasing, slot: r.info.Slot}
 	r.end(ctx, fin)
 	r.report(fin)
 	return Ran{Finished: fin}
@@ -86,7 +89,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	defer cancel()
 	c, lease, err := Acquire(cctx, r.log, r.deps.Locker, req)
 	r.won = err == nil && c.Outcome == Claimed
-	r.resolved(claimResolved{won: r.won, failed: err != nil, slot: r.info.Slot, claim: c})
+	r.events <- runEvent{kind: evClaimed, won: r.won, failed: err != nil, slot: r.info.Slot, claim: c}
 	if err != nil {
 		r.log.Warn("claim failed; not run", zap.Error(err))
 		if useLease {
@@ -198,6 +201,7 @@ func (r *run) waitGrace() {
 // a lease whose release failed goes to the janitor.
 func (r *run) end(ctx context.Context, fin RunFinished) {
 	if err := r.lease.End(ctx, fin.Record()); err != nil {
+		r.releaseFailed = true
 		r.log.Warn("lease release and history record failed; the janitor retries the release", zap.Error(err))
 		if owner := r.lease.Owner(); owner != "" {
 			r.phantom(owner)

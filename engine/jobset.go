@@ -26,6 +26,11 @@ type jobSet struct {
 	count atomic.Int64 // configured jobs, readable from any goroutine
 
 	applied bool // a first Apply happened: later ones are reloads and logged
+	// firstApply is when the first Apply had set the ticker's entries: the
+	// first missed-slot check looks at the slots due by then (later ones are
+	// the ticker's). checked: that first check was made.
+	firstApply time.Time
+	checked    bool
 }
 
 type jobHandle struct {
@@ -134,19 +139,21 @@ type missedReporter interface {
 const missedTimeout = 3 * time.Second
 
 // missedSlots runs the missed-slot report of every job (docs/protocol.md,
-// "Missed slots") and returns, by job, the slots this node reports. A
-// failed report is logged and returns nil: nothing is reported this time.
-// It blocks for at most missedTimeout.
+// "Missed slots") and returns, by job, the slots this node reports. The
+// first check (at start) looks at the slots due when the ticker took over,
+// later ones (Redis back) at the slots due now. A failed report is logged
+// and returns nil: nothing is reported this time. It blocks for at most
+// missedTimeout.
 func (s *jobSet) missedSlots(ctx context.Context) map[string]*actors.MissedSlots {
 	rep, ok := s.deps.Locker.(missedReporter)
 	if !ok {
 		return nil
 	}
-	now := time.Now
-	if s.deps.Now != nil {
-		now = s.deps.Now
+	at := s.now()
+	if !s.checked && !s.firstApply.IsZero() {
+		at = s.firstApply // at start: slots due before the ticker took over
 	}
-	at := now()
+	s.checked = true
 	var checks []actors.MissedCheck
 	for _, h := range s.jobs {
 		if c, ok := actors.MissedCheckFor(h.cfg, h.actor.SeenSlot(), at, actors.DefaultClaimTimeout); ok {
@@ -207,6 +214,9 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 	if err := s.ticker.SetEntries(ctx, entries); err != nil {
 		return
 	}
+	if !s.applied {
+		s.firstApply = s.now()
+	}
 	s.count.Store(int64(len(jobs)))
 	names := make([]string, 0, len(removed))
 	for _, h := range removed {
@@ -219,6 +229,14 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 			zap.Int("kept", len(jobs)-len(added)))
 	}
 	s.applied = true
+}
+
+// now reads the wall clock slots are computed on (JobDeps.Now).
+func (s *jobSet) now() time.Time {
+	if s.deps.Now != nil {
+		return s.deps.Now()
+	}
+	return time.Now()
 }
 
 func (s *jobSet) startJob(ctx context.Context, j config.Job) *jobHandle {
