@@ -65,7 +65,7 @@ func TestSkipReasons_RedisFrozenIsRedisError(t *testing.T) {
 		}
 	}
 	checkOncePerSlot(t, nodes, "tick", ran, slotsBetween(ceilSecond(resumedAt.Add(1500*time.Millisecond)), stopAt.Unix()-1, 1))
-	for s := resumedAt.Add(-2 * time.Second).Unix() + 1; s < ceilSecond(resumedAt.Add(1500*time.Millisecond)); s++ {
+	for s := resumedAt.Add(-2*time.Second).Unix() + 1; s < ceilSecond(resumedAt.Add(1500*time.Millisecond)); s++ {
 		t.Logf("slot %d (claim pending at the resume): skip reasons %v, runs %v", s, reasons[s], ran[s])
 	}
 	if len(certain) < 7 {
