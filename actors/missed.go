@@ -56,18 +56,34 @@ func latestFired(sched Nexter, job string, jitter time.Duration, at time.Time) t
 
 // latestSlot is the latest slot of sched not after at, or the zero time
 // when there is none within maxLookback. Nexter only goes forward, so it
-// doubles the look-back until a slot is found, then bisects down to one
-// second (slots are whole seconds): O(log) Next calls whatever the gap.
+// looks back by the schedule's interval after at (doubling until a slot is
+// found), walks forward a few slots, and bisects down to one second (slots
+// are whole seconds) when the walk is not enough: a handful of Next calls
+// for a regular schedule, O(log) for any.
 func latestSlot(sched Nexter, at time.Time) time.Time {
 	fired := func(from time.Time) bool { n := sched.Next(from); return !n.IsZero() && !n.After(at) }
+	step := time.Second
+	if n1 := sched.Next(at); !n1.IsZero() {
+		if n2 := sched.Next(n1); !n2.IsZero() {
+			step = max(n2.Sub(n1), time.Second)
+		}
+	}
 	hi := at // invariant: no slot in (hi, at]
-	for d := time.Second; d <= maxLookback; d *= 2 {
+	for d := step; d <= maxLookback; d *= 2 {
 		lo := at.Add(-d)
 		if !fired(lo) {
 			hi = lo
 			continue
 		}
-		for hi.Sub(lo) > time.Second { // invariant: a slot in (lo, hi]
+		s := sched.Next(lo)
+		for range 8 {
+			n := sched.Next(s)
+			if n.IsZero() || n.After(at) {
+				return s
+			}
+			s = n
+		}
+		for lo = s.Add(-time.Nanosecond); hi.Sub(lo) > time.Second; { // invariant: a slot in (lo, hi]
 			if mid := lo.Add(hi.Sub(lo) / 2); fired(mid) {
 				lo = mid
 			} else {

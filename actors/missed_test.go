@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -23,6 +24,8 @@ func TestLatestSlot(t *testing.T) {
 		{"0 0 29 2 *", time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC)},
 		{"* * 3 * * *", time.Date(2026, 3, 7, 3, 59, 59, 0, time.UTC)}, // dense, long ago
 		{"* * * 1 * *", time.Date(2026, 3, 1, 23, 59, 59, 0, time.UTC)},
+		{"0-8 0 12 * * *", time.Date(2026, 3, 7, 12, 0, 8, 0, time.UTC)}, // the walk ends on the answer
+		{"0-9 0 12 * * *", time.Date(2026, 3, 7, 12, 0, 9, 0, time.UTC)},
 		{"@every 7s", time.Unix(at.Unix()/7*7, 0)},
 	} {
 		got := latestSlot(mustSchedule(t, c.expr), at)
@@ -76,5 +79,42 @@ func TestMissedCheckFor(t *testing.T) {
 	job.Enabled = false
 	if _, ok := MissedCheckFor(job, 5, now, 0); ok {
 		t.Error("disabled job: got a check, want none")
+	}
+}
+
+// BenchmarkMissedCheckFor_Yearly is the start-up cost per job of the
+// missed-slot check for a schedule whose latest slot is months back (the
+// look-back is longest): 10,000 such jobs cost 10,000 times this.
+func BenchmarkMissedCheckFor_Yearly(b *testing.B) {
+	job := config.Job{Name: "j", Enabled: true, Sched: mustSchedule(&testing.T{}, "17 5 1 1 *")}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for b.Loop() {
+		if _, ok := MissedCheckFor(job, 0, now, 2*time.Second); !ok {
+			b.Fatal("no check")
+		}
+	}
+}
+
+// latestSlot agrees with a forward walk over many instants and schedules.
+func TestLatestSlot_AgreesWithWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	for _, c := range []struct {
+		expr   string
+		window time.Duration // longer than the schedule's longest gap
+	}{{"* * * * * *", time.Minute}, {"*/7 * * * * *", time.Minute}, {"0-9 0 12 * * *", 2 * day},
+		{"*/15 * * * *", time.Hour}, {"0 9-17 * * 1-5", 4 * day}, {"@every 13s", time.Minute}, {"30 2 * * 0", 8 * day}} {
+		sched := mustSchedule(t, c.expr)
+		for range 200 {
+			at := base.Add(time.Duration(rng.Int64N(int64(20 * day))))
+			var want time.Time
+			for s := sched.Next(at.Add(-c.window)); !s.After(at); s = sched.Next(s) {
+				want = s
+			}
+			if got := latestSlot(sched, at); !got.Equal(want) {
+				t.Fatalf("%q at %v: got %v, want %v", c.expr, at, got, want)
+			}
+		}
 	}
 }
