@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -33,7 +34,7 @@ type JobDeps struct {
 	KillNow <-chan struct{}
 	// GracePeriod is waited after a run before its lease is released.
 	GracePeriod time.Duration
-	// ClaimTimeout bounds one claim round trip (default 2s).
+	// ClaimTimeout bounds one claim round trip (default DefaultClaimTimeout).
 	ClaimTimeout time.Duration
 	// Now reads the wall clock for catch-up; nil = time.Now (tests pass a
 	// skewed clock).
@@ -57,18 +58,60 @@ type Starter func(process.Spec) (Proc, error)
 
 func startProcess(s process.Spec) (Proc, error) { return process.Start(s) }
 
+// DefaultClaimTimeout bounds one claim round trip when JobDeps.ClaimTimeout
+// is 0.
+const DefaultClaimTimeout = 2 * time.Second
+
 // Job is the actor of one job: it owns the job's overlap state and starts
 // one run goroutine per run, whatever its trigger (docs/architecture.md).
 // Its inbox takes Fire, Catchup, Reconfigure and RunNow.
+//
+// It tells a run that is claiming or releasing its lease from one that
+// runs: with overlap "skip", a fire that arrives while this node's claim of
+// an earlier slot, or the release after its run, is in flight is held and
+// decided when that call has its answer (docs/protocol.md, "Skip reasons").
 type Job struct {
-	deps  JobDeps
-	cfg   config.Job
-	inbox chan jobMsg
-	done  chan struct{} // one value per finished run goroutine
+	deps   JobDeps
+	cfg    config.Job
+	inbox  chan jobMsg
+	events chan runEvent // from the run goroutines: claim answered, releasing, ended
 
-	running     int
+	running   int          // run goroutines
+	claiming  int          // of them, claims not answered yet
+	active    int          // of them, claims won and attempts not over: the job runs here
+	releasing int          // of them, releases (with the history record) in flight
+	held      []heldFire   // fires waiting for the pending claim's or release's answer
+	lastSeen  [2]int64     // the highest slot and fence seen in claim answers
+	seenSlot  atomic.Int64 // lastSeen[0], for SeenSlot
+
 	lastCatchup time.Time
 }
+
+// heldFire is a fire that came while a claim or release was pending.
+type heldFire struct {
+	slot    time.Time
+	trigger Trigger
+}
+
+// runEvent is what a run goroutine tells its job actor, in this order:
+// evClaimed once its claim has an answer (won: it goes on to its attempts;
+// failed: the call failed, redis_error), evReleasing when a won run's
+// attempts are over and its release begins, evEnded when the goroutine
+// ends (failed: the release failed).
+type runEvent struct {
+	kind        runEventKind
+	won, failed bool
+	slot        time.Time // the run's slot (zero for a manual run)
+	claim       Claim     // evClaimed: the answer, when not failed
+}
+
+type runEventKind int
+
+const (
+	evClaimed runEventKind = iota
+	evReleasing
+	evEnded
+)
 
 // inboxSize bounds queued messages per job; the ticker drops (and counts)
 // fires beyond it rather than block.
@@ -83,10 +126,14 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 		deps.Now = time.Now
 	}
 	if deps.ClaimTimeout <= 0 {
-		deps.ClaimTimeout = 2 * time.Second
+		deps.ClaimTimeout = DefaultClaimTimeout
 	}
-	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), done: make(chan struct{})}
+	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
 }
+
+// SeenSlot is the highest slot (Unix seconds) this node has seen in the
+// job's claim answers, 0 before the first. Safe from any goroutine.
+func (j *Job) SeenSlot() int64 { return j.seenSlot.Load() }
 
 // Inbox is where the ticker sends Fire messages.
 func (j *Job) Inbox() chan<- jobMsg { return j.inbox }
@@ -101,18 +148,17 @@ func (j *Job) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			j.drain()
+			j.drain(ctx)
 			return nil
 		case m := <-j.inbox:
 			j.handle(ctx, m)
-		case <-j.done:
-			j.running--
-			j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
+		case ev := <-j.events:
+			j.onRunEvent(ctx, ev)
 		}
 	}
 }
 
-func (j *Job) drain() {
+func (j *Job) drain(ctx context.Context) {
 	for j.running > 0 {
 		select {
 		case m := <-j.inbox:
@@ -122,11 +168,37 @@ func (j *Job) drain() {
 			case RunNow:
 				m.Reply <- Ran{Skip: SkipShuttingDown}
 			}
-		case <-j.done:
-			j.running--
+		case ev := <-j.events:
+			j.onRunEvent(ctx, ev) // held fires: redis_error or shutting_down
 		}
 	}
 	j.deps.Metrics.SetRunning(j.cfg.Name, 0)
+}
+
+// onRunEvent keeps the counts of runs by phase and decides the held fires
+// once no claim or release is pending.
+func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
+	switch ev.kind {
+	case evClaimed:
+		j.claiming--
+		if ev.won {
+			j.active++
+		}
+		if !ev.failed {
+			j.see(ev.claim)
+		}
+		j.decideHeld(ctx, ev.failed, ev.slot)
+	case evReleasing:
+		j.active--
+		j.releasing++
+	case evEnded:
+		j.running--
+		j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
+		if ev.won {
+			j.releasing--
+			j.decideHeld(ctx, ev.failed, ev.slot)
+		}
+	}
 }
 
 func (j *Job) handle(ctx context.Context, m jobMsg) {
@@ -134,7 +206,7 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 	case Fire:
 		j.onFire(ctx, m.Slot, TriggerSchedule)
 	case Catchup:
-		j.onCatchup(ctx)
+		j.onCatchup(ctx, m)
 	case Reconfigure:
 		j.cfg = m.Job
 	case RunNow:
@@ -142,17 +214,49 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 	}
 }
 
+// onFire decides a due slot: skipped locally, held while this node's claim
+// of an earlier slot is pending (overlap ≠ allow), or started.
 func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
+	exclusive := j.cfg.Overlap != config.OverlapAllow
 	switch {
 	case !j.cfg.Enabled:
 		j.skip(slot, SkipDisabled)
 	case ctx.Err() != nil:
 		j.skip(slot, SkipShuttingDown)
-	case j.running > 0 && j.cfg.Overlap != config.OverlapAllow:
+	case exclusive && j.active > 0:
 		j.skip(slot, SkipOverlapLocal)
+	case exclusive && (j.claiming > 0 || j.releasing > 0):
+		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
 	default:
 		j.start(ctx, &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}}, nil)
 	}
+}
+
+// decideHeld decides the fires held for a claim or release that has its
+// answer: when that call failed they are skipped redis_error (the slot is
+// not run, fail-safe: Redis did not answer); otherwise each is decided
+// again, so a won claim makes them overlap_local and a skipped claim or a
+// completed release lets the first of them claim. pending is the slot of
+// the run whose call answered.
+func (j *Job) decideHeld(ctx context.Context, failed bool, pending time.Time) {
+	held := j.held
+	j.held = nil
+	for _, f := range held {
+		if failed {
+			skipSlot(&j.deps, j.cfg.Name, f.slot, SkipRedisError, zap.Int64("pending_call_slot", unixOrZero(pending)))
+			continue
+		}
+		j.onFire(ctx, f.slot, f.trigger)
+	}
+}
+
+// see raises the highest slot and fence seen to a claim answer's state.
+func (j *Job) see(c Claim) {
+	if c.StateSlot > j.lastSeen[0] {
+		j.lastSeen[0] = c.StateSlot
+		j.seenSlot.Store(c.StateSlot)
+	}
+	j.lastSeen[1] = max(j.lastSeen[1], c.StateFence)
 }
 
 // onRunNow starts a manual run. A disabled job is refused unless forced;
@@ -170,10 +274,14 @@ func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 	}
 }
 
-// onCatchup runs the latest slot S <= now with now−S <= catchup_window,
+// onCatchup reports the job's missed slots when m carries this node's
+// report, then runs the latest slot S <= now with now−S <= catchup_window,
 // at most once per slot from this node; the claim makes it once in the
 // cluster.
-func (j *Job) onCatchup(ctx context.Context) {
+func (j *Job) onCatchup(ctx context.Context, m Catchup) {
+	if m.Missed != nil {
+		j.reportMissed(*m.Missed)
+	}
 	w := j.cfg.CatchupWindow
 	if w <= 0 || !j.cfg.Enabled {
 		return
@@ -197,8 +305,8 @@ func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name
 
 // skipSlot logs (info; debug for claimed_elsewhere and disabled, warn for
 // overlap_local) and counts one skipped slot (docs/protocol.md, "Skip
-// reasons").
-func skipSlot(deps *JobDeps, job string, slot time.Time, reason string) {
+// reasons"). fields say more about the cause.
+func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields ...zap.Field) {
 	deps.Metrics.Skip(job, reason)
 	log := deps.Log.Info
 	switch reason {
@@ -207,17 +315,21 @@ func skipSlot(deps *JobDeps, job string, slot time.Time, reason string) {
 	case SkipOverlapLocal:
 		log = deps.Log.Warn
 	}
-	log("slot skipped", zap.String("job", job), slotField(slot), zap.String("reason", reason))
+	log("slot skipped", append([]zap.Field{zap.String("job", job), slotField(slot), zap.String("reason", reason)}, fields...)...)
 }
 
 // start launches r on a goroutine; the actor waits for it in Run/drain.
-// reply, when set, receives what happened (1-buffered: never blocks).
+// reply, when set, receives what happened (1-buffered: never blocks). The
+// claim carries the highest slot and fence seen (state repair).
 func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 	j.running++
+	j.claiming++
 	j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 	r.deps = &j.deps
+	r.minSlot, r.minFence = j.lastSeen[0], j.lastSeen[1]
+	r.events = j.events // the actor receives until running == 0
 	go func() {
-		defer func() { j.done <- struct{}{} }()
+		defer func() { j.events <- runEvent{kind: evEnded, won: r.won, failed: r.releaseFailed, slot: r.info.Slot} }()
 		ran := r.execute(ctx)
 		if reply != nil {
 			reply <- ran

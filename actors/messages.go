@@ -48,8 +48,14 @@ type Fire struct {
 }
 
 // Catchup asks a job actor to claim and run its latest missed slot if it
-// lies within the job's catch-up window (trigger catchup).
-type Catchup struct{}
+// lies within the job's catch-up window (trigger catchup). Missed, when
+// set, is this node's report of slots no node claimed: the actor logs one
+// warning and counts them first (docs/protocol.md, "Missed slots").
+type Catchup struct{ Missed *MissedSlots }
+
+// MissedSlots are the slots of a job after After up to and including Last
+// (Unix seconds) that came due and that no node claimed.
+type MissedSlots struct{ After, Last int64 }
 
 // Reconfigure replaces a job's configuration for runs started after it.
 type Reconfigure struct{ Job config.Job }
@@ -122,11 +128,14 @@ func (f RunFinished) Record() RunRecord {
 		OutputTail: string(lastBytes(f.Tail, MaxOutputTail))}
 }
 
+// unixOrZero is a slot's Unix second, 0 for the zero time (a manual run).
+func unixOrZero(slot time.Time) int64 {
+	if slot.IsZero() {
+		return 0
+	}
+	return slot.Unix()
+}
+
 // slotField logs a slot as its Unix second (slots are never identified by
 // wall-clock text); 0 for a manual run.
-func slotField(slot time.Time) zap.Field {
-	if slot.IsZero() {
-		return zap.Int64("slot", 0)
-	}
-	return zap.Int64("slot", slot.Unix())
-}
+func slotField(slot time.Time) zap.Field { return zap.Int64("slot", unixOrZero(slot)) }

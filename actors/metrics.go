@@ -42,6 +42,7 @@ type jobSeries struct {
 	leaseLost   atomic.Uint64
 	dropped     atomic.Uint64
 	missed      atomic.Uint64
+	repairs     atomic.Uint64
 	running     atomic.Int64
 	lastSuccess atomic.Uint64 // float64 bits
 	duration    histogram
@@ -109,13 +110,17 @@ var (
 	descDropped = prometheus.NewDesc("cronlock_fires_dropped_total",
 		"Fire messages the ticker dropped because a job actor's inbox was full.", []string{"job"}, nil)
 	descMissed = prometheus.NewDesc("cronlock_missed_slots_total",
-		"Slots passed over because the ticker woke up after a newer slot was already due.", []string{"job"}, nil)
+		"Slots not run that no skip reason covers: passed over by a ticker that woke late, or found unclaimed in the cluster at start or when Redis returned.",
+		[]string{"job"}, nil)
+	descRepairs = prometheus.NewDesc("cronlock_state_repairs_total",
+		"Claims that had to raise the job's claimed slot or fencing token in Redis to what this node had seen (Redis lost data).",
+		[]string{"job"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRuns, descDur, descFire, descSkips, descLost, descLast,
-		descRunning, descUp, descSkew, descHooks, descDropped, descMissed} {
+		descRunning, descUp, descSkew, descHooks, descDropped, descMissed, descRepairs} {
 		ch <- d
 	}
 }
@@ -142,6 +147,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descLost, s.leaseLost.Load())
 		counter(descDropped, s.dropped.Load())
 		counter(descMissed, s.missed.Load())
+		counter(descRepairs, s.repairs.Load())
 		ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(s.running.Load()), job)
 		ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, loadFloat(&s.lastSuccess), job)
 		ch <- s.duration.metric(descDur, durationBuckets, job)
@@ -229,8 +235,12 @@ func (m *Metrics) HookFailed(job, hook string) {
 // FireDropped counts a fire the ticker could not deliver.
 func (m *Metrics) FireDropped(job string) { m.job(job).dropped.Add(1) }
 
-// SlotsMissed counts slots the ticker passed over.
+// SlotsMissed counts missed slots: passed over by the ticker, or found
+// unclaimed at start or when Redis returned.
 func (m *Metrics) SlotsMissed(job string, n int) { m.job(job).missed.Add(uint64(n)) }
+
+// StateRepaired counts a claim that repaired the job's state in Redis.
+func (m *Metrics) StateRepaired(job string) { m.job(job).repairs.Add(1) }
 
 // SetRedisUp sets cronlock_redis_up.
 func (m *Metrics) SetRedisUp(up bool) {

@@ -83,6 +83,13 @@ type ClaimRequest struct {
 	// IgnorePause claims even while the job is paused; only a forced manual
 	// run sets it (`cronlock run -force`).
 	IgnorePause bool
+	// MinSlot and MinFence are the highest slot (Unix seconds) and fencing
+	// token this node has seen for the job (0 = none). Before it decides,
+	// the claim raises state.slot and state.fence to at least these values,
+	// so that a state Redis lost (restart without persistence, eviction,
+	// failover) never lets a slot run again or a fence go back while one
+	// node that saw it stays up (docs/protocol.md, "State repair").
+	MinSlot, MinFence int64
 }
 
 // Validate reports a malformed request; both backends call it first.
@@ -92,6 +99,8 @@ func (req ClaimRequest) Validate() error {
 		return errors.New("empty job name")
 	case req.Slot < 0:
 		return fmt.Errorf("negative slot %d", req.Slot)
+	case req.MinSlot < 0 || req.MinFence < 0:
+		return fmt.Errorf("negative minimum slot %d or fence %d", req.MinSlot, req.MinFence)
 	case req.Lease && req.Owner == "":
 		return errors.New("empty lease owner")
 	case req.Lease && req.TTL < time.Millisecond:
@@ -105,6 +114,40 @@ func (req ClaimRequest) Validate() error {
 type Claim struct {
 	Outcome Outcome
 	Fence   int64
+	// StateSlot and StateFence are state.slot and state.fence as the claim
+	// left them (for every outcome): what the node remembers and passes as
+	// MinSlot/MinFence next time.
+	StateSlot, StateFence int64
+	// Repaired says the claim had to raise state.slot or state.fence to the
+	// request's MinSlot/MinFence: Redis lost the job's state. FoundSlot and
+	// FoundFence are the values it found (0 = absent).
+	Repaired              bool
+	FoundSlot, FoundFence int64
+	// Holder is the lease value ("nodeID:runID") that made the claim an
+	// Overlap; "" otherwise.
+	Holder string
+}
+
+// MissedCheck asks a backend to report, once in the cluster, the slots of
+// a job that came due and that no node claimed (docs/protocol.md, "Missed
+// slots"). Slots are Unix seconds.
+type MissedCheck struct {
+	Job string
+	// Seen is the highest slot this node has seen for the job (0 = none).
+	Seen int64
+	// Certain is the latest slot whose fire time lies at least the claim
+	// timeout in the past: a live node's claim of it has been answered.
+	// Latest is the latest slot whose fire time has passed (>= Certain).
+	Certain, Latest int64
+}
+
+// MissedReport answers a MissedCheck. Reported is true when this call is
+// the one that reports the job's missed slots: the last slot decided in the
+// cluster (state.slot, an earlier report, or Seen) was older than Certain.
+// The missed slots are then those after After up to the check's Latest.
+type MissedReport struct {
+	Reported bool
+	After    int64
 }
 
 // ErrNotHeld means the lease key does not hold the caller's owner value (it

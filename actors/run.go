@@ -22,6 +22,14 @@ type run struct {
 	info  RunInfo // Job, Slot and Trigger set by the job actor
 	force bool    // a manual run that ignores pause (cronlock run -force)
 	deps  *JobDeps
+	// minSlot, minFence: the highest slot and fence the job actor has seen,
+	// sent with the claim (state repair).
+	minSlot, minFence int64
+	// events tells the job actor that the claim has its answer and that
+	// the release begins (runEvent).
+	events        chan<- runEvent
+	won           bool // the claim was won: the run goes on to its attempts
+	releaseFailed bool // the release with the history record failed
 
 	lease   *Lease
 	log     *zap.Logger
@@ -38,6 +46,7 @@ func (r *run) execute(ctx context.Context) Ran {
 		r.log = r.log.With(slotField(r.info.Slot))
 	}
 	if ctx.Err() != nil {
+		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
 	}
 	if ran, ok := r.claim(ctx); !ok {
@@ -47,6 +56,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	if r.lease.Owner() != "" {
 		r.waitGrace()
 	}
+	r.events <- runEvent{kind: evReleasing, slot: r.info.Slot}
 	r.end(ctx, fin)
 	r.report(fin)
 	return Ran{Finished: fin}
@@ -54,11 +64,11 @@ func (r *run) execute(ctx context.Context) Ran {
 
 // skip logs and counts a slot that is not run (a manual run that is
 // refused is logged, not counted: it is no slot).
-func (r *run) skip(reason string, err error) Ran {
+func (r *run) skip(reason string, err error, fields ...zap.Field) Ran {
 	if r.info.Trigger == TriggerManual {
-		r.log.Warn("manual run not started", zap.String("reason", reason), zap.Error(err))
+		r.log.Warn("manual run not started", append(fields, zap.String("reason", reason), zap.Error(err))...)
 	} else {
-		skipSlot(r.deps, r.job.Name, r.info.Slot, reason)
+		skipSlot(r.deps, r.job.Name, r.info.Slot, reason, fields...)
 	}
 	return Ran{Skip: reason, Err: err}
 }
@@ -71,19 +81,24 @@ func (r *run) skip(reason string, err error) Ran {
 func (r *run) claim(ctx context.Context) (Ran, bool) {
 	useLease := r.job.Overlap != config.OverlapAllow || r.info.Trigger == TriggerManual
 	req := ClaimRequest{Job: r.job.Name, Owner: r.info.Node + ":" + r.info.RunID, TTL: r.job.LockTTL,
-		Lease: useLease, IgnorePause: r.force}
+		Lease: useLease, IgnorePause: r.force, MinSlot: r.minSlot, MinFence: r.minFence}
 	if !r.info.Slot.IsZero() {
 		req.Slot = r.info.Slot.Unix()
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
 	c, lease, err := Acquire(cctx, r.log, r.deps.Locker, req)
+	r.won = err == nil && c.Outcome == Claimed
+	r.events <- runEvent{kind: evClaimed, won: r.won, failed: err != nil, slot: r.info.Slot, claim: c}
 	if err != nil {
 		r.log.Warn("claim failed; not run", zap.Error(err))
 		if useLease {
 			r.phantom(req.Owner)
 		}
 		return r.skip(SkipRedisError, err), false
+	}
+	if c.Repaired {
+		r.stateRepaired(c)
 	}
 	switch c.Outcome {
 	case Claimed:
@@ -93,9 +108,19 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	case Paused:
 		return r.skip(SkipPaused, nil), false
 	case Overlap:
-		return r.skip(SkipOverlap, nil), false
+		return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder)), false
 	}
 	return r.skip(SkipClaimedElsewhere, nil), false
+}
+
+// stateRepaired reports a claim that had to raise the job's state to what
+// this node had seen: Redis lost data (docs/protocol.md, "State repair").
+func (r *run) stateRepaired(c Claim) {
+	r.deps.Metrics.StateRepaired(r.job.Name)
+	r.log.Warn("claim state repaired: redis had lost the job's claimed slot or fencing token "+
+		"(restart without persistence, eviction or failover); raised to what this node had seen",
+		zap.Int64("found_slot", c.FoundSlot), zap.Int64("found_fence", c.FoundFence),
+		zap.Int64("state_slot", c.StateSlot), zap.Int64("state_fence", c.StateFence))
 }
 
 // phantom hands a lease whose state is unknown to the janitor, so that a
@@ -176,6 +201,7 @@ func (r *run) waitGrace() {
 // a lease whose release failed goes to the janitor.
 func (r *run) end(ctx context.Context, fin RunFinished) {
 	if err := r.lease.End(ctx, fin.Record()); err != nil {
+		r.releaseFailed = true
 		r.log.Warn("lease release and history record failed; the janitor retries the release", zap.Error(err))
 		if owner := r.lease.Owner(); owner != "" {
 			r.phantom(owner)

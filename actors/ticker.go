@@ -64,9 +64,12 @@ func NewTicker(log *zap.Logger, metrics *Metrics, now func() time.Time) *Ticker 
 }
 
 // SetEntries replaces the ticker's jobs. A job whose schedule is unchanged
-// (same Nexter value and jitter) keeps its pending slot; new jobs start at
-// their first slot after now. Blocks until the ticker took the message or
-// ctx ends.
+// (same Nexter value) keeps its pending slot, whatever else changed; a job
+// whose schedule changed keeps a pending slot that was already due or in
+// its jitter wait (a reload never drops a slot) and takes its later slots
+// from the new schedule. Its fire time follows the new jitter. New jobs
+// start at their first slot whose fire time is after now. Blocks until the
+// ticker took the message or ctx ends.
 func (t *Ticker) SetEntries(ctx context.Context, entries []TickerEntry) error {
 	return send(ctx, t.inbox, tickerMsg(setEntries{entries}))
 }
@@ -120,10 +123,10 @@ func (t *Ticker) setEntries(entries []TickerEntry) {
 	t.heap = t.heap[:0]
 	for _, e := range entries {
 		it := &tickerItem{TickerEntry: e}
-		if prev, ok := old[e.Job]; ok && prev.Sched == e.Sched && prev.Jitter == e.Jitter && !prev.parked {
+		if prev, ok := old[e.Job]; ok && !prev.parked && (prev.Sched == e.Sched || !prev.slot.After(now)) {
 			it.slot = prev.slot
 		} else {
-			it.slot = e.Sched.Next(now)
+			it.slot = firstUnfired(e, now)
 		}
 		t.byJob[e.Job] = it
 		if it.slot.IsZero() {
@@ -134,6 +137,20 @@ func (t *Ticker) setEntries(entries []TickerEntry) {
 		t.heap = append(t.heap, it)
 	}
 	heap.Init(&t.heap)
+}
+
+// firstUnfired is e's first slot whose fire time (slot + jitter) is after
+// now: a slot still in its jitter wait is pending, as on every other node.
+// Zero when the schedule yields none.
+func firstUnfired(e TickerEntry, now time.Time) time.Time {
+	s := e.Sched.Next(now.Add(-e.Jitter))
+	for range maxMissedCount { // jitter longer than the interval: a bounded walk
+		if s.IsZero() || s.Add(jitterFor(e.Job, s, e.Jitter)).After(now) {
+			return s
+		}
+		s = e.Sched.Next(s)
+	}
+	return e.Sched.Next(now)
 }
 
 // park takes a job whose next time cannot be computed off the heap, with one

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -172,6 +173,115 @@ func TestTicker_ProbeAnswers(t *testing.T) {
 		defer cancel()
 		if err := tk.Probe(ctx); err == nil {
 			t.Error("Probe on a stopped ticker: got nil, want an error")
+		}
+	})
+}
+
+// jitteryJob returns a job name whose jitter for slot, out of max, is at
+// least min.
+func jitteryJob(t *testing.T, slot time.Time, maxJitter, atLeast time.Duration) (string, time.Duration) {
+	t.Helper()
+	for i := range 1000 {
+		name := "j" + strconv.Itoa(i)
+		if j := jitterFor(name, slot, maxJitter); j >= atLeast {
+			return name, j
+		}
+	}
+	t.Fatal("no job name with enough jitter")
+	return "", 0
+}
+
+// drainEarlier drains the fires so far, which must all be of slots before
+// slot (the bubble starts at a slot instant: that slot is in its jitter
+// wait at the ticker's start and fires).
+func drainEarlier(t *testing.T, inbox chan jobMsg, slot time.Time) {
+	t.Helper()
+	for _, f := range drainFires(inbox) {
+		if !f.Slot.Before(slot) {
+			t.Fatalf("fire of slot %v before its fire time", f.Slot)
+		}
+	}
+}
+
+// Issue 9: a reload that changes only the jitter while a slot is in its
+// jitter wait keeps that slot: it fires once, at the slot plus the new
+// jitter (at once when that has passed), and the next slot follows.
+func TestTicker_ReloadJitterInJitterWaitKeepsSlot(t *testing.T) {
+	for _, newJitter := range []time.Duration{0, 2 * time.Second, 9 * time.Second} {
+		t.Run(newJitter.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				slot := time.Now().Add(10 * time.Second)
+				name, j := jitteryJob(t, slot, 8*time.Second, 4*time.Second)
+				inbox := make(chan jobMsg, 10)
+				sched := mustSchedule(t, "*/10 * * * * *")
+				tk, stop := startTicker(t, NewMetrics(nil), TickerEntry{Job: name, Sched: sched, Jitter: 8 * time.Second, Inbox: inbox})
+				defer stop()
+				time.Sleep(10*time.Second + j/2) // in the jitter wait
+				synctest.Wait()
+				drainEarlier(t, inbox, slot)
+				if err := tk.SetEntries(t.Context(), []TickerEntry{{Job: name, Sched: sched, Jitter: newJitter, Inbox: inbox}}); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				fireAt := slot.Add(jitterFor(name, slot, newJitter))
+				if now := time.Now(); fireAt.Before(now) {
+					fireAt = now // passed already: fired at the reload
+				}
+				time.Sleep(time.Until(fireAt))
+				synctest.Wait()
+				if got := drainFires(inbox); len(got) != 1 || !got[0].Slot.Equal(slot) || !time.Now().Equal(fireAt) {
+					t.Fatalf("got fires %v at %v, want one of slot %v at %v", got, time.Now(), slot, fireAt)
+				}
+				next := slot.Add(10 * time.Second)
+				time.Sleep(time.Until(next.Add(jitterFor(name, next, newJitter))))
+				synctest.Wait()
+				if got := drainFires(inbox); len(got) != 1 || !got[0].Slot.Equal(next) {
+					t.Errorf("next slot: got %v, want one fire of %v", got, next)
+				}
+			})
+		})
+	}
+}
+
+// A reload that changes the schedule keeps a slot in its jitter wait too,
+// and takes the later slots from the new schedule.
+func TestTicker_ReloadScheduleInJitterWaitKeepsSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slot := time.Now().Add(10 * time.Second)
+		name, j := jitteryJob(t, slot, 8*time.Second, 4*time.Second)
+		inbox := make(chan jobMsg, 10)
+		tk, stop := startTicker(t, NewMetrics(nil), TickerEntry{Job: name, Sched: mustSchedule(t, "*/10 * * * * *"),
+			Jitter: 8 * time.Second, Inbox: inbox})
+		defer stop()
+		time.Sleep(10*time.Second + j/2)
+		synctest.Wait()
+		drainEarlier(t, inbox, slot)
+		if err := tk.SetEntries(t.Context(), []TickerEntry{{Job: name, Sched: mustSchedule(t, "*/30 * * * * *"), Inbox: inbox}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(slot.Add(25 * time.Second)))
+		synctest.Wait()
+		if got := drainFires(inbox); len(got) != 2 || !got[0].Slot.Equal(slot) || !got[1].Slot.Equal(slot.Add(20*time.Second)) {
+			t.Errorf("got %v, want the kept slot %v, then %v of the new schedule", got, slot, slot.Add(20*time.Second))
+		}
+	})
+}
+
+// A job added (or a daemon started) while a slot is in its jitter wait
+// fires that slot, as every other node does.
+func TestTicker_NewEntryInJitterWaitFiresSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slot := time.Now().Add(10 * time.Second)
+		name, j := jitteryJob(t, slot, 8*time.Second, 4*time.Second)
+		time.Sleep(10*time.Second + j/2)
+		inbox := make(chan jobMsg, 10)
+		_, stop := startTicker(t, NewMetrics(nil), TickerEntry{Job: name, Sched: mustSchedule(t, "*/10 * * * * *"),
+			Jitter: 8 * time.Second, Inbox: inbox})
+		defer stop()
+		time.Sleep(time.Until(slot.Add(j)))
+		synctest.Wait()
+		if got := drainFires(inbox); len(got) != 1 || !got[0].Slot.Equal(slot) {
+			t.Errorf("got %v, want one fire of %v at %v", got, slot, slot.Add(j))
 		}
 	})
 }

@@ -11,7 +11,7 @@
 // slots, so run the package with -parallel 8 or more (the default,
 // GOMAXPROCS, runs only two at a time on two cores). The fault tests whose
 // checks have margins well under a second (node churn and death, the three
-// outages, the partition) do not: go test runs them first, one at a time,
+// outages, the partition, the empty-Redis restart of state repair) do not: go test runs them first, one at a time,
 // and each says why. The first, TestNodeChurn_SIGKILLEveryFewSeconds, is
 // the least tight; it absorbs the load of the other packages' tests, which
 // `go test ./...` runs alongside this package at its start.

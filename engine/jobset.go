@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
@@ -25,6 +26,11 @@ type jobSet struct {
 	count atomic.Int64 // configured jobs, readable from any goroutine
 
 	applied bool // a first Apply happened: later ones are reloads and logged
+	// firstApply is when the first Apply had set the ticker's entries: the
+	// first missed-slot check looks at the slots due by then (later ones are
+	// the ticker's). checked: that first check was made.
+	firstApply time.Time
+	checked    bool
 }
 
 type jobHandle struct {
@@ -113,12 +119,64 @@ func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
 		s.apply(ctx, m.jobs)
 		m.reply <- struct{}{}
 	case catchupAll:
-		for _, h := range s.jobs {
-			if err := h.actor.Send(ctx, actors.Catchup{}); err != nil {
+		missed := s.missedSlots(ctx)
+		for name, h := range s.jobs {
+			if err := h.actor.Send(ctx, actors.Catchup{Missed: missed[name]}); err != nil {
 				return
 			}
 		}
 	}
+}
+
+// missedReporter is the backend's missed-slot report (redislock.Redis,
+// redislock.Memory, lazyRedis).
+type missedReporter interface {
+	ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error)
+}
+
+// missedTimeout bounds the missed-slot report of all jobs (one pipelined
+// round trip per 1000 jobs).
+const missedTimeout = 3 * time.Second
+
+// missedSlots runs the missed-slot report of every job (docs/protocol.md,
+// "Missed slots") and returns, by job, the slots this node reports. The
+// first check (at start) looks at the slots due when the ticker took over,
+// later ones (Redis back) at the slots due now. A failed report is logged
+// and returns nil: nothing is reported this time. It blocks for at most
+// missedTimeout.
+func (s *jobSet) missedSlots(ctx context.Context) map[string]*actors.MissedSlots {
+	rep, ok := s.deps.Locker.(missedReporter)
+	if !ok {
+		return nil
+	}
+	at := s.now()
+	if !s.checked && !s.firstApply.IsZero() {
+		at = s.firstApply // at start: slots due before the ticker took over
+	}
+	s.checked = true
+	var checks []actors.MissedCheck
+	for _, h := range s.jobs {
+		if c, ok := actors.MissedCheckFor(h.cfg, h.actor.SeenSlot(), at, actors.DefaultClaimTimeout); ok {
+			checks = append(checks, c)
+		}
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, missedTimeout)
+	defer cancel()
+	reports, err := rep.ReportMissed(rctx, checks)
+	if err != nil {
+		s.log.Warn("missed-slot check failed: slots that no node claimed are not reported this time", zap.Error(err))
+		return nil
+	}
+	out := make(map[string]*actors.MissedSlots)
+	for i, r := range reports {
+		if r.Reported {
+			out[checks[i].Job] = &actors.MissedSlots{After: r.After, Last: checks[i].Latest}
+		}
+	}
+	return out
 }
 
 func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
@@ -156,6 +214,9 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 	if err := s.ticker.SetEntries(ctx, entries); err != nil {
 		return
 	}
+	if !s.applied {
+		s.firstApply = s.now()
+	}
 	s.count.Store(int64(len(jobs)))
 	names := make([]string, 0, len(removed))
 	for _, h := range removed {
@@ -168,6 +229,14 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 			zap.Int("kept", len(jobs)-len(added)))
 	}
 	s.applied = true
+}
+
+// now reads the wall clock slots are computed on (JobDeps.Now).
+func (s *jobSet) now() time.Time {
+	if s.deps.Now != nil {
+		return s.deps.Now()
+	}
+	return time.Now()
 }
 
 func (s *jobSet) startJob(ctx context.Context, j config.Job) *jobHandle {

@@ -105,6 +105,8 @@ func testInvalid(t *testing.T, s store) {
 	bad := []actors.ClaimRequest{
 		{Job: "", Slot: 1},
 		{Job: "j", Slot: -1},
+		{Job: "j", Slot: 1, MinSlot: -1},
+		{Job: "j", Slot: 1, MinFence: -1},
 		{Job: "j", Slot: 1, Lease: true, TTL: time.Second},
 		{Job: "j", Slot: 1, Lease: true, Owner: "a:1", TTL: 999 * time.Microsecond},
 	}

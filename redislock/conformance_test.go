@@ -30,6 +30,11 @@ var conformance = []struct {
 	{"StateOfNewJob", testStateEmpty},
 	{"Time", testTime},
 	{"InvalidRequests", testInvalid},
+	{"StateRepairAfterLoss", testStateRepair},
+	{"StateRepairOnSkips", testStateRepairSkips},
+	{"MissedSlotsReportedOnce", testMissedReport},
+	{"MissedSlotsSeenAfterLoss", testMissedSeen},
+	{"MissedSlotsInBatches", testMissedBatches},
 }
 
 func TestConformance_Redis(t *testing.T) {

@@ -25,6 +25,7 @@ type backend interface {
 	Resume(ctx context.Context, job string) error
 	Time(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error
+	ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error)
 	Close()
 }
 
@@ -49,16 +50,32 @@ func newRedis(t testing.TB, addr string, opts Options) *Redis {
 type store struct {
 	name      string
 	newClient func(t testing.TB) backend
+	// loseState deletes a job's state (slot, fence, last run) as an
+	// eviction or a restart without persistence would.
+	loseState func(t testing.TB, job string)
 }
 
 func redisStore(t testing.TB) store {
 	srv := redistest.Start(t)
-	return store{name: "redis", newClient: func(t testing.TB) backend { return newRedis(t, srv.Addr(), Options{}) }}
+	return store{name: "redis", newClient: func(t testing.TB) backend { return newRedis(t, srv.Addr(), Options{}) },
+		loseState: func(t testing.TB, job string) {
+			r := newRedis(t, srv.Addr(), Options{})
+			if err := r.c.Do(ctxT(t), r.c.B().Del().Key(r.key("state", job)).Build()).Error(); err != nil {
+				t.Fatalf("DEL state of %q: %v", job, err)
+			}
+		}}
 }
 
 func memoryStore(testing.TB) store {
 	m := NewMemory()
-	return store{name: "memory", newClient: func(testing.TB) backend { return m }}
+	return store{name: "memory", newClient: func(testing.TB) backend { return m },
+		loseState: func(_ testing.TB, job string) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if j := m.jobs[job]; j != nil {
+				j.slot, j.fence, j.missedTo, j.last = 0, 0, 0, nil
+			}
+		}}
 }
 
 // ctxT returns a context that ends with the test and has a deadline, as

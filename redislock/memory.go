@@ -26,6 +26,7 @@ type Memory struct {
 
 type memJob struct {
 	slot, fence int64
+	missedTo    int64 // the latest slot reported missed (ReportMissed)
 	paused      bool
 	owner       string    // lease holder, "" when none
 	expires     time.Time // lease expiry; valid when owner != ""
@@ -53,7 +54,8 @@ func (m *Memory) job(name string) *memJob {
 	return j
 }
 
-// Claim runs the claim step (docs/protocol.md) as Redis.Claim does.
+// Claim runs the claim step (docs/protocol.md) as Redis.Claim does: the
+// state repair from req.MinSlot/MinFence first, then steps 1–4.
 func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
 	if err := errors.Join(req.Validate(), ctx.Err()); err != nil {
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
@@ -61,29 +63,44 @@ func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(req.Job)
+	c := actors.Claim{FoundSlot: j.slot, FoundFence: j.fence}
+	if req.MinSlot > j.slot {
+		j.slot, c.Repaired = req.MinSlot, true
+	}
+	if req.MinFence > j.fence {
+		j.fence, c.Repaired = req.MinFence, true
+	}
+	c.Outcome = m.decide(j, req)
+	if c.Outcome == actors.Claimed {
+		j.fence++
+		c.Fence = j.fence
+	}
+	if c.Outcome == actors.Overlap {
+		c.Holder = j.owner
+	}
+	c.StateSlot, c.StateFence = j.slot, j.fence
+	return c, nil
+}
+
+// decide is claim steps 1–3 and the slot record of step 4 (the caller
+// increments the fence of a claimed slot). m.mu must be held.
+func (m *Memory) decide(j *memJob, req actors.ClaimRequest) actors.Outcome {
 	if req.Slot > 0 && j.slot >= req.Slot {
-		return actors.Claim{Outcome: actors.ClaimedElsewhere}, nil
+		return actors.ClaimedElsewhere
 	}
-	if j.paused && !req.IgnorePause {
-		if req.Slot > 0 {
-			j.slot = req.Slot
-		}
-		return actors.Claim{Outcome: actors.Paused}, nil
-	}
-	if req.Lease {
-		if j.owner != "" {
-			if req.Slot > 0 {
-				j.slot = req.Slot
-			}
-			return actors.Claim{Outcome: actors.Overlap}, nil
-		}
+	outcome := actors.Claimed
+	switch {
+	case j.paused && !req.IgnorePause:
+		outcome = actors.Paused
+	case req.Lease && j.owner != "":
+		outcome = actors.Overlap
+	case req.Lease:
 		j.owner, j.expires = req.Owner, time.Now().Add(req.TTL.Truncate(time.Millisecond))
 	}
 	if req.Slot > 0 {
 		j.slot = req.Slot
 	}
-	j.fence++
-	return actors.Claim{Outcome: actors.Claimed, Fence: j.fence}, nil
+	return outcome
 }
 
 // Renew resets the lease TTL if owner holds it; see Redis.Renew.

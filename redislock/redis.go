@@ -159,20 +159,36 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	defer cancel()
 	keys := []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job)}
 	args := []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
-		flag(req.Lease), flag(req.IgnorePause)}
+		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10)}
 	vals, err := claimScript.Exec(ctx, r.c, keys, args).ToArray()
 	if err != nil {
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 	}
-	if len(vals) != 2 {
-		return actors.Claim{}, fmt.Errorf("claim %q: script returned %d values, want 2", req.Job, len(vals))
-	}
-	o, err1 := vals[0].AsInt64()
-	fence, err2 := vals[1].AsInt64()
-	if err := errors.Join(err1, err2); err != nil {
+	c, err := decodeClaim(vals)
+	if err != nil {
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 	}
-	return actors.Claim{Outcome: actors.Outcome(o), Fence: fence}, nil
+	return c, nil
+}
+
+// decodeClaim reads claimScript's reply.
+func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
+	if len(vals) != 8 {
+		return actors.Claim{}, fmt.Errorf("script returned %d values, want 8", len(vals))
+	}
+	var n [7]int64
+	var errs []error
+	for i := range n {
+		var err error
+		n[i], err = vals[i].AsInt64()
+		errs = append(errs, err)
+	}
+	holder, err := vals[7].ToString()
+	if err := errors.Join(append(errs, err)...); err != nil {
+		return actors.Claim{}, err
+	}
+	return actors.Claim{Outcome: actors.Outcome(n[0]), Fence: n[1], StateSlot: n[2], StateFence: n[3],
+		Repaired: n[4] == 1, FoundSlot: n[5], FoundFence: n[6], Holder: holder}, nil
 }
 
 // Renew resets the lease TTL (whole milliseconds, at least 1ms) if the lease

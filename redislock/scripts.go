@@ -10,30 +10,67 @@ import "github.com/redis/rueidis"
 // All keys of one script share the job's key prefix; in Cluster mode the
 // prefix carries a {hash tag} so they live in one slot.
 
-// claimScript is the claim step of docs/protocol.md ("Claim"), steps 1–4.
+// claimScript is the claim step of docs/protocol.md ("Claim"): the state
+// repair (step 0), then steps 1–4.
 //
 //	KEYS: 1 lease, 2 state, 3 paused
 //	ARGV: 1 slot (0 = manual), 2 owner, 3 ttl ms, 4 "1" = take the lease,
-//	      5 "1" = ignore pause (a forced manual run)
-//	returns {outcome, fence}; outcome numbers are the actors.Outcome constants.
+//	      5 "1" = ignore pause (a forced manual run), 6 min slot, 7 min fence
+//	returns {outcome, fence, state slot, state fence, repaired (0|1),
+//	         found slot, found fence, lease holder ("" unless overlap)};
+//	outcome numbers are the actors.Outcome constants.
 var claimScript = rueidis.NewLuaScript(`
 local slot = tonumber(ARGV[1])
-if slot > 0 then
-  local cur = redis.call("HGET", KEYS[2], "slot")
-  if cur and tonumber(cur) >= slot then return {1, 0} end
+local h = redis.call("HMGET", KEYS[2], "slot", "fence")
+local found_slot, found_fence = tonumber(h[1] or "0"), tonumber(h[2] or "0")
+local cur, fence, repaired = found_slot, found_fence, 0
+if tonumber(ARGV[6]) > cur then
+  cur, repaired = tonumber(ARGV[6]), 1
+  redis.call("HSET", KEYS[2], "slot", ARGV[6])
 end
+if tonumber(ARGV[7]) > fence then
+  fence, repaired = tonumber(ARGV[7]), 1
+  redis.call("HSET", KEYS[2], "fence", ARGV[7])
+end
+local function reply(outcome, f, holder)
+  return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder}
+end
+local function record()
+  if slot > 0 then
+    cur = slot
+    redis.call("HSET", KEYS[2], "slot", ARGV[1])
+  end
+end
+if slot > 0 and cur >= slot then return reply(1, 0, "") end
 if ARGV[5] ~= "1" and redis.call("EXISTS", KEYS[3]) == 1 then
-  if slot > 0 then redis.call("HSET", KEYS[2], "slot", ARGV[1]) end
-  return {2, 0}
+  record()
+  return reply(2, 0, "")
 end
 if ARGV[4] == "1" then
   if not redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then
-    if slot > 0 then redis.call("HSET", KEYS[2], "slot", ARGV[1]) end
-    return {3, 0}
+    record()
+    return reply(3, 0, redis.call("GET", KEYS[1]) or "")
   end
 end
-if slot > 0 then redis.call("HSET", KEYS[2], "slot", ARGV[1]) end
-return {0, redis.call("HINCRBY", KEYS[2], "fence", 1)}
+record()
+fence = redis.call("HINCRBY", KEYS[2], "fence", 1)
+return reply(0, fence, "")
+`)
+
+// missedScript is the missed-slot report of docs/protocol.md ("Missed
+// slots"): the last decided slot is the highest of state.slot, an earlier
+// report (state.missed_to) and the caller's seen slot; when it is older
+// than the certain slot, it records missed_to = latest and returns the last
+// decided slot (this caller reports), else -1. 0 everywhere = a job never
+// run: nothing to report.
+//
+//	KEYS: 1 state; ARGV: 1 seen slot, 2 certain slot, 3 latest slot
+var missedScript = rueidis.NewLuaScript(`
+local h = redis.call("HMGET", KEYS[1], "slot", "missed_to")
+local last = math.max(tonumber(h[1] or "0"), tonumber(h[2] or "0"), tonumber(ARGV[1]))
+if last == 0 or last >= tonumber(ARGV[2]) then return -1 end
+redis.call("HSET", KEYS[1], "missed_to", ARGV[3])
+return last
 `)
 
 // renewScript is compare-and-PEXPIRE: 1 renewed, 0 not ours.

@@ -1,0 +1,311 @@
+package actors_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/internal/fakeproc"
+	"github.com/cronlock/cronlock/internal/promtest"
+	"github.com/cronlock/cronlock/redislock"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// slowLocker delays every claim by delay (a slow or hung Redis) and then
+// answers from the Memory it points to, or fails with the claim context's
+// error when the delay outlasts it. The Memory can be swapped for an empty
+// one: Redis restarted without persistence.
+type slowLocker struct {
+	mem         atomic.Pointer[redislock.Memory]
+	delay       atomic.Int64 // time.Duration, of each claim
+	finishDelay atomic.Int64 // time.Duration, of each finish (release and record)
+	claims      atomic.Int32
+}
+
+func newSlowLocker() *slowLocker {
+	l := &slowLocker{}
+	l.mem.Store(redislock.NewMemory())
+	return l
+}
+
+func (l *slowLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+	l.claims.Add(1)
+	t := time.NewTimer(time.Duration(l.delay.Load()))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return l.mem.Load().Claim(ctx, req)
+	case <-ctx.Done():
+		return Claim{}, ctx.Err()
+	}
+}
+func (l *slowLocker) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+	return l.mem.Load().Renew(ctx, job, owner, ttl)
+}
+func (l *slowLocker) Release(ctx context.Context, job, owner string) (bool, error) {
+	return l.mem.Load().Release(ctx, job, owner)
+}
+func (l *slowLocker) Finish(ctx context.Context, job, owner string, rec RunRecord) (bool, error) {
+	t := time.NewTimer(time.Duration(l.finishDelay.Load()))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return l.mem.Load().Finish(ctx, job, owner, rec)
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// logHarness is a job actor on l whose log is observed.
+type logHarness struct {
+	*jobHarness
+	logs     *observer.ObservedLogs
+	phantoms chan Phantom
+}
+
+func startJobOn(t *testing.T, name, command string, l Locker) *logHarness {
+	t.Helper()
+	core, logs := observer.New(zapcore.DebugLevel)
+	h := &jobHarness{name: name, metrics: NewMetrics(nil), results: make(chan RunFinished, 10),
+		kill: make(chan struct{}), done: make(chan error, 1)}
+	h.metrics.InitJob(name)
+	phantoms := make(chan Phantom, 10)
+	h.job = NewJob(testJob(t, name, command), JobDeps{Log: zap.New(core), Metrics: h.metrics, Locker: l,
+		NodeID: "n1", Results: h.results, Phantoms: phantoms, Kill: h.kill, Start: fakeproc.Start})
+	ctx, cancel := context.WithCancel(t.Context())
+	h.cancel = cancel
+	go func() { h.done <- h.job.Run(ctx) }()
+	return &logHarness{jobHarness: h, logs: logs, phantoms: phantoms}
+}
+
+// stop cancels the actor, kills its runs and waits for it.
+func (h *logHarness) stop(t *testing.T) {
+	h.cancel()
+	close(h.kill)
+	if err := <-h.done; err != nil {
+		t.Errorf("Run: got %v, want nil", err)
+	}
+}
+
+// skipped returns the skip reason logged for each slot (Unix seconds).
+func (h *logHarness) skipped() map[int64]string {
+	out := map[int64]string{}
+	for _, e := range h.logs.FilterMessage("slot skipped").All() {
+		out[e.ContextMap()["slot"].(int64)] = e.ContextMap()["reason"].(string)
+	}
+	return out
+}
+
+// Issue 9: while this node's claim of slot S hangs (claim timeout 2 s), the
+// fire of S+1 is held, and when the claim fails both slots are skipped
+// redis_error — never overlap_local, which would say this node runs the
+// job.
+func TestJob_FireDuringFailingClaimIsRedisError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newSlowLocker()
+		l.delay.Store(int64(time.Hour)) // hung
+		h := startJobOn(t, "j", "exit 0", l)
+		s := time.Now().Truncate(time.Second)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s}
+		time.Sleep(time.Second)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)}
+		synctest.Wait()
+		if got := h.skipped(); len(got) != 0 {
+			t.Fatalf("while the claim is pending: got skips %v, want none (the fire is held)", got)
+		}
+		time.Sleep(1500 * time.Millisecond) // the claim of S times out at +2 s
+		synctest.Wait()
+		want := map[int64]string{s.Unix(): SkipRedisError, s.Unix() + 1: SkipRedisError}
+		if got := h.skipped(); len(got) != 2 || got[s.Unix()] != want[s.Unix()] || got[s.Unix()+1] != want[s.Unix()+1] {
+			t.Errorf("got skips %v, want %v", got, want)
+		}
+		if n := h.skips(t, SkipOverlapLocal); n != 0 {
+			t.Errorf("overlap_local skips: got %v, want 0", n)
+		}
+		if n := l.claims.Load(); n != 1 {
+			t.Errorf("claims sent: got %d, want 1 (the held slot is not claimed)", n)
+		}
+		h.stop(t)
+	})
+}
+
+// A fire that arrives while the previous run's release hangs (Redis froze
+// after the run) is held too: the release fails, so it is skipped
+// redis_error, not overlap_local; once Redis answers, the next slot runs.
+func TestJob_FireDuringFailingReleaseIsRedisError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newSlowLocker()
+		l.finishDelay.Store(int64(time.Hour)) // hung after the claim
+		h := startJobOn(t, "j", "sleep 100ms", l)
+		s := time.Now().Truncate(time.Second)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s}
+		time.Sleep(time.Second) // the run ended at +100 ms; its release hangs until +2.1 s
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)}
+		synctest.Wait()
+		if got := h.skipped(); len(got) != 0 {
+			t.Fatalf("while the release is pending: got skips %v, want none (the fire is held)", got)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if got := h.skipped(); len(got) != 1 || got[s.Unix()+1] != SkipRedisError {
+			t.Errorf("got skips %v, want slot %d redis_error", got, s.Unix()+1)
+		}
+		if fin := <-h.results; !fin.Slot.Equal(s) || fin.Result != ResultSuccess {
+			t.Errorf("first run: got slot %v result %q, want %v success", fin.Slot, fin.Result, s)
+		}
+		l.finishDelay.Store(0)
+		p := <-h.phantoms // what the janitor would release
+		if ok, err := l.Release(t.Context(), p.Job, p.Owner); !ok || err != nil {
+			t.Fatalf("release of the phantom lease: got %v, %v; want true, nil", ok, err)
+		}
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(3 * time.Second)}
+		if fin := <-h.results; !fin.Slot.Equal(s.Add(3 * time.Second)) {
+			t.Errorf("after Redis answers: got run of slot %v, want %v", fin.Slot, s.Add(3*time.Second))
+		}
+		if n := h.skips(t, SkipOverlapLocal); n != 0 {
+			t.Errorf("overlap_local skips: got %v, want 0", n)
+		}
+		h.stop(t)
+	})
+}
+
+// A fire held during a claim that is then won is skipped overlap_local: the
+// node now runs the job.
+func TestJob_FireDuringWinningClaimIsOverlapLocal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newSlowLocker()
+		l.delay.Store(int64(1500 * time.Millisecond)) // slow, within the 2 s claim timeout
+		h := startJobOn(t, "j", "sleep 10s", l)
+		s := time.Now().Truncate(time.Second)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s}
+		time.Sleep(time.Second)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := h.skipped(); len(got) != 1 || got[s.Unix()+1] != SkipOverlapLocal {
+			t.Errorf("got skips %v, want slot %d overlap_local", got, s.Unix()+1)
+		}
+		if got := h.running(t); got != 1 {
+			t.Errorf("job_running: got %v, want 1", got)
+		}
+		h.stop(t)
+		if fin := <-h.results; !fin.Slot.Equal(s) {
+			t.Errorf("run of slot %v, want %v", fin.Slot, s)
+		}
+	})
+}
+
+// A fire held during a claim that is answered without a run (the slot was
+// claimed elsewhere) is claimed normally when the answer comes.
+func TestJob_FireDuringLosingClaimIsClaimed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newSlowLocker()
+		s := time.Now().Truncate(time.Second)
+		if _, err := l.mem.Load().Claim(t.Context(), ClaimRequest{Job: "j", Slot: s.Unix()}); err != nil {
+			t.Fatal(err)
+		}
+		l.delay.Store(int64(1500 * time.Millisecond))
+		h := startJobOn(t, "j", "exit 0", l)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s}
+		time.Sleep(time.Second)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)}
+		fin := <-h.results
+		if !fin.Slot.Equal(s.Add(time.Second)) || fin.Result != ResultSuccess {
+			t.Errorf("got run of slot %v result %q, want slot %v success", fin.Slot, fin.Result, s.Add(time.Second))
+		}
+		if got := h.skipped(); len(got) != 1 || got[s.Unix()] != SkipClaimedElsewhere {
+			t.Errorf("got skips %v, want only slot %d claimed_elsewhere", got, s.Unix())
+		}
+		h.stop(t)
+	})
+}
+
+// Redis restarted empty: the node's next claims carry the slot and fence it
+// saw, so the claimed slot does not run again (a catch-up of it is
+// claimed_elsewhere), the fence goes on from where it was, the repair is
+// logged as a warning naming the values and counted once.
+func TestJob_RepairsStateRedisLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newSlowLocker()
+		h := startJobOn(t, "j", "exit 0", l)
+		s := time.Now().Truncate(time.Second)
+		for i := range 3 {
+			h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Duration(i) * time.Second)}
+			if fin := <-h.results; fin.Fence != int64(i+1) {
+				t.Fatalf("run %d: got fence %d, want %d", i, fin.Fence, i+1)
+			}
+		}
+		l.mem.Store(redislock.NewMemory())                            // restarted empty
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(2 * time.Second)} // the last run slot, again (catch-up)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(3 * time.Second)}
+		if fin := <-h.results; !fin.Slot.Equal(s.Add(3*time.Second)) || fin.Fence != 4 {
+			t.Errorf("after the loss: got run of slot %v fence %d, want slot %v fence 4", fin.Slot, fin.Fence, s.Add(3*time.Second))
+		}
+		synctest.Wait()
+		if got := h.skipped(); got[s.Unix()+2] != SkipClaimedElsewhere {
+			t.Errorf("slot %d again after the loss: got skips %v, want claimed_elsewhere", s.Unix()+2, got)
+		}
+		repairs := h.logs.FilterMessageSnippet("claim state repaired").All()
+		if len(repairs) != 1 || repairs[0].Level != zapcore.WarnLevel {
+			t.Fatalf("repair logs: got %v, want one warning", repairs)
+		}
+		f := repairs[0].ContextMap()
+		if f["job"] != "j" || f["found_slot"] != int64(0) || f["state_slot"] != s.Unix()+2 || f["state_fence"] != int64(3) {
+			t.Errorf("repair log fields: got %v, want job j, found_slot 0, state_slot %d, state_fence 3", f, s.Unix()+2)
+		}
+		if got := promtest.Value(t, h.metrics, "cronlock_state_repairs_total", "job", "j"); got != 1 {
+			t.Errorf("cronlock_state_repairs_total: got %v, want 1", got)
+		}
+		if got := h.job.SeenSlot(); got != s.Unix()+3 {
+			t.Errorf("SeenSlot: got %d, want %d", got, s.Unix()+3)
+		}
+		h.stop(t)
+	})
+}
+
+// A Catchup carrying a missed-slot report logs one warning with the count
+// and range, and counts the slots in cronlock_missed_slots_total.
+func TestJob_ReportsMissedSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startJobOn(t, "j", "exit 0", redislock.NewMemory())
+		s := time.Now().Truncate(time.Second).Unix()
+		h.job.Inbox() <- Catchup{Missed: &MissedSlots{After: s - 4, Last: s - 1}}
+		synctest.Wait()
+		logs := h.logs.FilterMessageSnippet("slots missed").All()
+		if len(logs) != 1 || logs[0].Level != zapcore.WarnLevel {
+			t.Fatalf("missed-slot logs: got %v, want one warning", logs)
+		}
+		f := logs[0].ContextMap()
+		if f["missed"] != int64(3) || f["first_slot"] != s-3 || f["last_slot"] != s-1 {
+			t.Errorf("fields: got %v, want missed 3, first_slot %d, last_slot %d", f, s-3, s-1)
+		}
+		if got := promtest.Value(t, h.metrics, "cronlock_missed_slots_total", "job", "j"); got != 3 {
+			t.Errorf("cronlock_missed_slots_total: got %v, want 3", got)
+		}
+		h.stop(t)
+	})
+}
+
+// A per-second job unclaimed for a day is counted up to the cap, and the
+// warning says "at least".
+func TestJob_MissedSlotsCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startJobOn(t, "j", "exit 0", redislock.NewMemory())
+		s := time.Now().Truncate(time.Second).Unix()
+		h.job.Inbox() <- Catchup{Missed: &MissedSlots{After: s - 86400, Last: s}}
+		synctest.Wait()
+		logs := h.logs.FilterMessageSnippet("at least").All()
+		if len(logs) != 1 || logs[0].ContextMap()["missed"] != int64(10_000) {
+			t.Fatalf("got %v, want one \"at least\" warning with missed 10000", logs)
+		}
+		if got := promtest.Value(t, h.metrics, "cronlock_missed_slots_total", "job", "j"); got != 10_000 {
+			t.Errorf("cronlock_missed_slots_total: got %v, want 10000", got)
+		}
+		h.stop(t)
+	})
+}
