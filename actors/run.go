@@ -79,12 +79,16 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	defer cancel()
 	c, lease, err := Acquire(cctx, r.log, r.deps.Locker, req)
 	if err != nil {
-		r.log.Warn("claim failed; not run", zap.Error(err))
+		r.deps.repeats.Log(repeatClaimFailed, func(extra ...zap.Field) {
+			r.log.Warn("claim failed; not run", append(extra, zap.Error(err))...)
+		})
 		if useLease {
 			r.phantom(req.Owner)
 		}
 		return r.skip(SkipRedisError, err), false
 	}
+	r.deps.repeats.End(repeatClaimFailed) // Redis answers again
+	r.deps.repeats.End(SkipRedisError)
 	switch c.Outcome {
 	case Claimed:
 		r.lease, r.info.Fence = lease, c.Fence
@@ -116,7 +120,10 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
 	backoff := r.job.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
+		base := r.log
+		r.log = base.With(zap.Int("attempt", attempt)) // every line of the attempt carries it
 		out := r.attempt(attempt, lost)
+		r.log = base
 		if attempt == 1 {
 			fin.Started = out.Started
 		}
@@ -183,9 +190,12 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	}
 }
 
-// report hands the result to the hook runner. It never blocks forever: when
-// the hook runner's inbox is full it waits until it has room or Kill closes.
+// report records the run's metrics (cronlock_runs_total, duration, last
+// success) here, where the run ends, so that no hook can delay them, then
+// hands the result to the hook runner. It never blocks forever: when the
+// hook runner's inbox is full it waits until it has room or Kill closes.
 func (r *run) report(fin RunFinished) {
+	r.deps.Metrics.RunFinished(fin.Job, fin.Result, fin.Finished.Sub(fin.Started), fin.Finished)
 	select {
 	case r.deps.Results <- fin:
 		return

@@ -98,7 +98,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.backend = b
 	e.metrics = actors.NewMetrics(e.reg)
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
-	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, opts.Environ, opts.Start, 4096, 8)
+	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, opts.Environ, opts.Start, e.kill, e.killNow)
 	e.janitor = actors.NewJanitor(opts.Log, b.locker(), 1024)
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: b.locker(),
 		NodeID: cfg.Node.ID, Environ: actors.JobEnviron(opts.Environ), Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
