@@ -212,7 +212,8 @@ func skipSlot(deps *JobDeps, job string, slot time.Time, reason string) {
 		log = deps.Log.Warn
 	}
 	write := func(extra ...zap.Field) {
-		log("slot skipped", append([]zap.Field{zap.String("job", job), slotField(slot), zap.String("reason", reason)}, extra...)...)
+		log("slot skipped", append([]zap.Field{zap.String("job", job), zap.String("node_id", deps.NodeID), slotField(slot),
+			zap.String("reason", reason)}, extra...)...)
 	}
 	if reason == SkipOverlapLocal || reason == SkipRedisError {
 		deps.repeats.Log(reason, write)

@@ -118,12 +118,11 @@ func (r *run) phantom(owner string) {
 func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
 	fin := RunFinished{RunInfo: r.info, Cfg: r.job}
 	backoff := r.job.RetryBackoff
+	base := r.log
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
-		base := r.log
-		r.log = base.With(zap.Int("attempt", attempt)) // every line of the attempt carries it
+		r.log = base.With(zap.Int("attempt", attempt)) // every later line of the run carries it
 		out := r.attempt(attempt, lost)
-		r.log = base
 		if attempt == 1 {
 			fin.Started = out.Started
 		}
@@ -132,7 +131,7 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
 		if fin.Result == ResultSuccess || r.lostErr != nil || attempt > r.job.Retries || ctx.Err() != nil {
 			return fin
 		}
-		r.log.Info("attempt failed; retrying", zap.Int("attempt", attempt), zap.String("result", fin.Result),
+		r.log.Info("attempt failed; retrying", zap.String("result", fin.Result),
 			zap.Duration("backoff", backoff))
 		if !r.sleep(ctx, backoff, lost) {
 			if r.lostErr != nil {
