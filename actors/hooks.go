@@ -106,9 +106,10 @@ func (h *HookRunner) accept(fin RunFinished) {
 	default:
 		if d := h.jobs[t.run.Job].push(t); d != nil {
 			h.metrics.HookFailed(d.run.Job, d.hook, HookFailDropped)
+			fields := append(d.fields(), zap.Int("queue", hookQueueSize)) // not d: the summary may keep it a minute
 			h.repeats.Log(d.run.Job, func(extra ...zap.Field) {
 				h.log.Warn("hook dropped: the job's hook queue is full; its oldest waiting hook is not run",
-					append(append(d.fields(), zap.Int("queue", hookQueueSize)), extra...)...)
+					append(fields, extra...)...)
 			})
 		}
 	}

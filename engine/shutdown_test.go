@@ -288,3 +288,36 @@ func holdConnections(ln net.Listener) {
 		conns = append(conns, c)
 	}
 }
+
+// A second signal while runs go on never logs "shutdown timeout passed":
+// Kill and KillNow are both closed then, and each run acts on KillNow.
+// Which of two ready channels a select takes is random, so the shutdown
+// is repeated 20 times, each with 3 runs going.
+func TestEngine_SecondSignalNeverSaysShutdownTimeoutPassed(t *testing.T) {
+	for i := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := parseConfig(t, `
+node: {shutdown_timeout: 1h}
+jobs:
+  - {name: a, schedule: "* * * * * *", command: "sleep 1h"}
+  - {name: b, schedule: "* * * * * *", command: "sleep 1h"}
+  - {name: c, schedule: "* * * * * *", command: "sleep 1h"}
+`)
+			te := startInBubble(t, context.Background(), cfg, Options{ExitNow: func() {}})
+			advance(1250 * time.Millisecond)
+			te.signals <- syscall.SIGTERM
+			synctest.Wait()
+			te.signals <- syscall.SIGTERM
+			synctest.Wait()
+			if !te.returned() || !errors.Is(te.err, errSecondSignal) {
+				t.Fatalf("round %d: returned %v, err %v; want errSecondSignal", i, te.returned(), te.err)
+			}
+			if got := te.logged("second signal: killing the run at once"); got != 3 {
+				t.Errorf("round %d: runs killed at once: got %d lines, want 3", i, got)
+			}
+			if got := te.logged("shutdown timeout passed; terminating the run"); got != 0 {
+				t.Errorf("round %d: 'shutdown timeout passed; terminating the run' logged %d times, want 0", i, got)
+			}
+		})
+	}
+}
