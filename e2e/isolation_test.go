@@ -115,10 +115,13 @@ func TestHooks_HangingHookDelaysOnlyItsJob(t *testing.T) {
 		}
 		if bad > 0 {
 			var skips []string
-			for _, r := range []string{"overlap_local", "shutting_down", "redis_error"} {
+			for _, r := range []string{"claimed_elsewhere", "overlap_local", "shutting_down", "redis_error"} {
 				skips = append(skips, fmt.Sprintf("%s %v", r, metricValue(mfs, "cronlock_skips_total", "job", name, "reason", r)))
 			}
-			t.Logf("%s: skips by reason at the end: %v", name, skips)
+			t.Logf("%s: at the end, skips by reason %v, fires dropped %v, slots missed %v, failed runs %v", name, skips,
+				metricValue(mfs, "cronlock_fires_dropped_total", "job", name),
+				metricValue(mfs, "cronlock_missed_slots_total", "job", name),
+				metricValue(mfs, "cronlock_runs_total", "job", name, "result", "failure"))
 		}
 	}
 	failed := metricValue(mfs, "cronlock_runs_total", "job", "hang", "result", "failure")
