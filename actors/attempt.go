@@ -6,6 +6,7 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // outcome is the result of one attempt.
@@ -21,13 +22,13 @@ type outcome struct {
 func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 	p, err := r.deps.Start(process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
 		Env: commandEnv(r.deps.Environ, r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
-		Log: r.log.With(zap.Int("attempt", attempt))})
+		Log: r.log})
 	if err != nil {
-		r.log.Error("run could not start", zap.Int("attempt", attempt), zap.Error(err))
+		r.log.Error("run could not start", zap.Error(err))
 		now := time.Now()
 		return outcome{Result: process.Result{ExitCode: -1, Started: now, Finished: now, Err: err}, result: ResultError}
 	}
-	fields := []zap.Field{zap.Int("attempt", attempt), zap.Int("pid", p.Pid())}
+	fields := []zap.Field{zap.Int("pid", p.Pid())}
 	if attempt == 1 && r.info.Trigger == TriggerSchedule {
 		delay := p.Started().Sub(r.info.Slot)
 		r.deps.Metrics.ObserveFireDelay(r.job.Name, delay)
@@ -44,7 +45,7 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 	for {
 		select {
 		case <-p.Done():
-			return r.finish(p.Wait(), result, attempt)
+			return r.finish(p.Wait(), result)
 		case <-timeout:
 			timeout, result = nil, ResultTimeout
 			r.log.Warn("run timed out; terminating its process group", zap.Duration("timeout", r.job.Timeout))
@@ -69,6 +70,9 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 			p.Terminate(0)
 		case <-kill:
 			kill = nil
+			if isClosed(killNow) {
+				continue // a second signal: the killNow case handles it
+			}
 			if result == "" {
 				result = ResultFailure
 			}
@@ -78,7 +82,7 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 	}
 }
 
-func (r *run) finish(res process.Result, result string, attempt int) outcome {
+func (r *run) finish(res process.Result, result string) outcome {
 	switch {
 	case r.lostErr != nil:
 		result = ResultLockLost
@@ -90,7 +94,20 @@ func (r *run) finish(res process.Result, result string, attempt int) outcome {
 	default:
 		result = ResultFailure
 	}
-	r.log.Info("run finished", zap.Int("attempt", attempt), zap.String("result", result),
+	r.log.Log(finishedLevel(result), "run finished", zap.String("result", result),
 		zap.Int("exit_code", res.ExitCode), zap.Duration("duration", res.Finished.Sub(res.Started)))
 	return outcome{Result: res, result: result}
+}
+
+// finishedLevel is the level of a "run finished" line: info for success,
+// error for an error result (the command could not run as configured),
+// warn for any other failure.
+func finishedLevel(result string) zapcore.Level {
+	switch result {
+	case ResultSuccess:
+		return zapcore.InfoLevel
+	case ResultError:
+		return zapcore.ErrorLevel
+	}
+	return zapcore.WarnLevel
 }

@@ -40,22 +40,35 @@ func JobEnviron(environ []string) []string {
 	return out
 }
 
+// envSpec is what of a job's configuration its environment is built
+// from: inherit_env, shell, user and env (the map is the job's, shared and
+// never modified).
+type envSpec struct {
+	inherit     bool
+	shell, user string
+	env         map[string]string
+}
+
+func envSpecOf(job config.Job) envSpec {
+	return envSpec{inherit: job.InheritEnv, shell: job.Shell, user: job.User, env: job.Env}
+}
+
 // commandEnv is the environment of one attempt: the inherited (or minimal)
 // environment, the run user's identity, the job's env, then the run
 // variables (later entries win).
 func commandEnv(environ []string, job config.Job, info RunInfo, attempt int) []string {
-	return appendRunVars(baseEnv(environ, job, 7), info, attempt)
+	return appendRunVars(baseEnv(environ, envSpecOf(job), 7), info, attempt)
 }
 
 // hookEnv is the environment of a hook: the command's environment of the
 // final attempt plus the result variables. file is the path of the output
 // tail file ("" when it could not be written).
-func hookEnv(environ []string, fin RunFinished, tail, file string) []string {
-	env := appendRunVars(baseEnv(environ, fin.Cfg, 7+7), fin.RunInfo, fin.Attempts)
-	return append(env, "CRONLOCK_RESULT="+fin.Result, "CRONLOCK_EXIT_CODE="+strconv.Itoa(fin.ExitCode),
-		"CRONLOCK_DURATION_MS="+strconv.FormatInt(fin.Finished.Sub(fin.Started).Milliseconds(), 10),
-		"CRONLOCK_STARTED_AT="+fin.Started.UTC().Format(time.RFC3339Nano),
-		"CRONLOCK_FINISHED_AT="+fin.Finished.UTC().Format(time.RFC3339Nano),
+func hookEnv(environ []string, t *hookTask, tail, file string) []string {
+	env := appendRunVars(baseEnv(environ, t.env, 7+7), t.run, t.attempts)
+	return append(env, "CRONLOCK_RESULT="+t.result, "CRONLOCK_EXIT_CODE="+strconv.Itoa(t.exitCode),
+		"CRONLOCK_DURATION_MS="+strconv.FormatInt(t.finished.Sub(t.started).Milliseconds(), 10),
+		"CRONLOCK_STARTED_AT="+t.started.UTC().Format(time.RFC3339Nano),
+		"CRONLOCK_FINISHED_AT="+t.finished.UTC().Format(time.RFC3339Nano),
 		"CRONLOCK_OUTPUT_TAIL="+tail, "CRONLOCK_OUTPUT_FILE="+file)
 }
 
@@ -66,12 +79,12 @@ func hookEnv(environ []string, fin RunFinished, tail, file string) []string {
 // sets them); then, for a job with a user, that user's HOME, USER,
 // LOGNAME and SHELL (the job's shell, as cron sets SHELL to the shell it
 // runs); then the job's env.
-func baseEnv(environ []string, job config.Job, extra int) []string {
-	env := make([]string, 0, len(environ)+len(job.Env)+6+extra)
-	if job.InheritEnv {
+func baseEnv(environ []string, job envSpec, extra int) []string {
+	env := make([]string, 0, len(environ)+len(job.env)+6+extra)
+	if job.inherit {
 		env = append(env, environ...)
 	} else {
-		env = append(env, "PATH=/usr/bin:/bin", "SHELL="+job.Shell)
+		env = append(env, "PATH=/usr/bin:/bin", "SHELL="+job.shell)
 		for _, kv := range environ {
 			name, _, _ := strings.Cut(kv, "=")
 			switch name {
@@ -80,10 +93,10 @@ func baseEnv(environ []string, job config.Job, extra int) []string {
 			}
 		}
 	}
-	if job.User != "" {
-		env = append(env, userVars(job.User, job.Shell)...)
+	if job.user != "" {
+		env = append(env, userVars(job.user, job.shell)...)
 	}
-	for k, v := range job.Env {
+	for k, v := range job.env {
 		env = append(env, k+"="+v)
 	}
 	return env

@@ -1,39 +1,62 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
 )
 
-// HookRunner is the fan-in of run results: it updates run metrics and runs
-// on_success / on_failure hooks on at most `workers` goroutines, each hook
-// bounded by hook_timeout. (The history record is written by the run
-// itself, together with the lease release, so that a winning run costs one
-// claim and one release round trip.)
+// hookInboxSize bounds results waiting for the hook runner's loop, which
+// never blocks on a hook: it only queues them.
+const hookInboxSize = 256
+
+// HookRunner runs the on_success / on_failure hooks of finished runs, each
+// job in isolation (README.md, "Hooks"): a job runs at most one hook at a
+// time, up to hookQueueSize more wait in that job's queue, and when it is
+// full the oldest waiting hook of that job is dropped (logged, counted in
+// cronlock_hook_failures_total{reason="dropped"}). So a job whose hooks
+// hang delays only its own hooks, never another job's runs, hooks or
+// metrics (run metrics are recorded by the run itself). Each hook is
+// bounded by its hook_timeout (0 = no limit).
+//
+// Shutdown: once Kill is closed (shutdown_timeout has passed) no hook
+// starts any more — waiting and later ones are logged and counted
+// (reason="shutdown") — and running hooks are terminated (SIGTERM,
+// SIGKILL after kill_grace); KillNow SIGKILLs them at once.
 type HookRunner struct {
 	log     *zap.Logger
 	metrics *Metrics
 	environ []string
 	start   Starter
 	inbox   chan RunFinished
-	sem     chan struct{}
-	wg      sync.WaitGroup
+	kill    <-chan struct{}
+	killNow <-chan struct{}
+	repeats *repeatLog
+
+	// Owned by Run.
+	jobs map[string]*hookQueue // jobs with a hook running; their waiting hooks
+	done chan string           // the job of a hook goroutine that ended
+	cut  bool                  // Kill or KillNow closed: nothing starts any more
 }
 
-// NewHookRunner returns a hook runner whose inbox holds up to queue results.
-// start starts hook processes (nil = process.Start).
-func NewHookRunner(log *zap.Logger, metrics *Metrics, environ []string, start Starter, queue, workers int) *HookRunner {
+// NewHookRunner returns a hook runner. environ is the daemon's environment
+// (filtered with JobEnviron here); start starts hook processes (nil =
+// process.Start); kill and killNow are closed when running hooks must be
+// terminated (SIGTERM then SIGKILL after kill_grace; SIGKILL now). nil
+// channels are never closed.
+func NewHookRunner(log *zap.Logger, metrics *Metrics, environ []string, start Starter,
+	kill, killNow <-chan struct{}) *HookRunner {
 	if start == nil {
 		start = startProcess
 	}
 	return &HookRunner{log: log, metrics: metrics, environ: JobEnviron(environ), start: start,
-		inbox: make(chan RunFinished, queue), sem: make(chan struct{}, workers)}
+		inbox: make(chan RunFinished, hookInboxSize), kill: kill, killNow: killNow,
+		repeats: newRepeatLog(repeatEvery), jobs: map[string]*hookQueue{}, done: make(chan string)}
 }
 
 // Inbox is where runs send their results.
@@ -43,80 +66,177 @@ func (h *HookRunner) Inbox() chan<- RunFinished { return h.inbox }
 // sender is left (all job actors have returned).
 func (h *HookRunner) Close() { close(h.inbox) }
 
-// Run handles results until the inbox is closed and drained, waits for
-// running hooks, and returns nil. Hooks already started finish (bounded by
-// their hook_timeout) even after ctx ends.
+// Run queues hooks of the results it receives and runs them until the
+// inbox is closed and every hook has ended (or, after Kill, been
+// terminated), then returns nil. ctx does not stop it: hooks already
+// queued still run after ctx ends; Kill and KillNow cut them short.
 func (h *HookRunner) Run(ctx context.Context) error {
-	for fin := range h.inbox {
-		h.handle(fin)
+	inbox, kill, killNow := (<-chan RunFinished)(h.inbox), h.kill, h.killNow
+	for inbox != nil || len(h.jobs) > 0 {
+		select {
+		case fin, ok := <-inbox:
+			if !ok {
+				inbox = nil
+				continue
+			}
+			h.accept(fin)
+		case job := <-h.done:
+			h.next(job)
+		case <-kill:
+			kill = nil
+			h.stopStarting()
+		case <-killNow:
+			killNow = nil
+			h.stopStarting()
+		}
 	}
-	h.wg.Wait()
 	return nil
 }
 
-func (h *HookRunner) handle(fin RunFinished) {
-	h.metrics.RunFinished(fin.Job, fin.Result, fin.Finished.Sub(fin.Started), fin.Finished)
-	hook, cmd := "on_failure", fin.Cfg.OnFailure
-	if fin.Result == ResultSuccess {
-		hook, cmd = "on_success", fin.Cfg.OnSuccess
+// accept starts fin's hook, or queues it behind the job's running hook.
+func (h *HookRunner) accept(fin RunFinished) {
+	t := newHookTask(fin)
+	switch {
+	case t == nil:
+	case h.cut:
+		h.notRun(t, "hook not run: the shutdown's drain time has passed")
+	case h.jobs[t.run.Job] == nil:
+		h.jobs[t.run.Job] = &hookQueue{max: hookQueueSize}
+		h.launch(t)
+	default:
+		if d := h.jobs[t.run.Job].push(t); d != nil {
+			h.metrics.HookFailed(d.run.Job, d.hook, HookFailDropped)
+			fields := append(d.fields(), zap.Int("queue", hookQueueSize)) // not d: the summary may keep it a minute
+			h.repeats.Log(d.run.Job, func(extra ...zap.Field) {
+				h.log.Warn("hook dropped: the job's hook queue is full; its oldest waiting hook is not run",
+					append(fields, extra...)...)
+			})
+		}
 	}
-	if cmd == "" {
+}
+
+// next starts the job's next waiting hook once its previous one ended.
+func (h *HookRunner) next(job string) {
+	q := h.jobs[job]
+	if t := q.pop(); t != nil && !h.cut {
+		h.launch(t)
 		return
 	}
-	h.sem <- struct{}{}
-	h.wg.Add(1)
+	delete(h.jobs, job)
+	h.repeats.End(job)
+}
+
+// stopStarting drops every waiting hook: the shutdown's drain time is over.
+// Running hooks see Kill themselves.
+func (h *HookRunner) stopStarting() {
+	if h.cut {
+		return
+	}
+	h.cut = true
+	for _, q := range h.jobs {
+		for _, t := range q.clear() {
+			h.notRun(t, "hook not run: shutdown_timeout passed before it could start")
+		}
+	}
+}
+
+func (h *HookRunner) notRun(t *hookTask, msg string) {
+	h.metrics.HookFailed(t.run.Job, t.hook, HookFailShutdown)
+	h.log.Warn(msg, t.fields()...)
+}
+
+// launch runs t on a goroutine that reports its job on done; Run waits for
+// it (len(h.jobs) counts running hooks).
+func (h *HookRunner) launch(t *hookTask) {
 	go func() {
-		defer func() { <-h.sem; h.wg.Done() }()
-		h.runHook(fin, hook, cmd)
+		h.runHook(t)
+		h.done <- t.run.Job
 	}()
 }
 
 // runHook runs one hook through the job's shell in work_dir with the run's
-// environment plus the result variables; failures and timeouts are logged
-// with the hook's output and counted, never silent.
-func (h *HookRunner) runHook(fin RunFinished, hook, cmd string) {
-	log := h.log.With(zap.String("job", fin.Job), zap.String("run_id", fin.RunID), zap.String("hook", hook),
-		zap.String("trigger", string(fin.Trigger)))
-	file, cleanup := h.tailFile(fin, log)
+// environment plus the result variables; failures, timeouts and
+// terminations are logged with the hook's output and counted, never
+// silent.
+func (h *HookRunner) runHook(t *hookTask) {
+	log := h.log.With(t.fields()...)
+	file, cleanup := tailFile(t.tail, log)
 	defer cleanup()
-	tail := strings.ReplaceAll(string(lastBytes(fin.Tail, MaxOutputTail)), "\x00", "")
-	p, err := h.start(process.Spec{Shell: fin.Cfg.Shell, Command: cmd, Dir: fin.Cfg.WorkDir,
-		Env: hookEnv(h.environ, fin, tail, file), User: fin.Cfg.User, KillGrace: fin.Cfg.KillGrace,
-		Log: log, TailSize: MaxOutputTail})
+	tail := strings.ReplaceAll(string(lastBytes(t.tail, MaxOutputTail)), "\x00", "")
+	p, err := h.start(process.Spec{Shell: t.shell, Command: t.command, Dir: t.dir, User: t.user,
+		Env: hookEnv(h.environ, t, tail, file), KillGrace: t.killGrace, Log: log, TailSize: MaxOutputTail})
 	if err != nil {
-		h.metrics.HookFailed(fin.Job, hook)
+		h.metrics.HookFailed(t.run.Job, t.hook, HookFailStart)
 		log.Error("hook could not start", zap.Error(err))
 		return
 	}
-	t := time.NewTimer(fin.Cfg.HookTimeout)
-	defer t.Stop()
-	timedOut := false
-	select {
-	case <-p.Done():
-	case <-t.C:
-		timedOut = true
-		p.Terminate(fin.Cfg.KillGrace)
-	}
+	reason := h.wait(p, t, log)
 	res := p.Wait()
-	if timedOut || res.ExitCode != 0 || res.Err != nil {
-		h.metrics.HookFailed(fin.Job, hook)
-		log.Error("hook failed", zap.Bool("timed_out", timedOut), zap.Int("exit_code", res.ExitCode),
-			zap.ByteString("output", res.Tail), zap.Error(res.Err))
+	if reason == "" && (res.ExitCode != 0 || res.Err != nil) {
+		reason = HookFailExit
+	}
+	if reason == "" {
+		log.Info("hook succeeded", zap.Duration("duration", res.Finished.Sub(res.Started)))
 		return
 	}
-	log.Info("hook succeeded", zap.Duration("duration", res.Finished.Sub(res.Started)))
+	h.metrics.HookFailed(t.run.Job, t.hook, reason)
+	log.Error("hook failed", zap.String("reason", reason), zap.Bool("timed_out", reason == HookFailTimeout),
+		zap.Int("exit_code", res.ExitCode), zap.ByteString("output", res.Tail), zap.Error(res.Err))
+}
+
+// wait waits until p has ended, terminating it on hook_timeout (reason
+// timeout) or Kill / KillNow (reason shutdown); "" when it ended by itself.
+func (h *HookRunner) wait(p Proc, t *hookTask, log *zap.Logger) (reason string) {
+	var timeout <-chan time.Time
+	if t.timeout > 0 {
+		tm := time.NewTimer(t.timeout)
+		defer tm.Stop()
+		timeout = tm.C
+	}
+	kill, killNow := h.kill, h.killNow
+	for {
+		select {
+		case <-p.Done():
+			return reason
+		case <-timeout:
+			timeout, reason = nil, HookFailTimeout
+			p.Terminate(t.killGrace)
+		case <-kill:
+			kill = nil
+			if isClosed(killNow) {
+				continue // a second signal: the killNow case handles it
+			}
+			reason = cmp.Or(reason, HookFailShutdown)
+			log.Warn("shutdown_timeout passed; terminating the hook", zap.Duration("kill_grace", t.killGrace))
+			p.Terminate(t.killGrace)
+		case <-killNow:
+			kill, killNow, reason = nil, nil, cmp.Or(reason, HookFailShutdown)
+			log.Warn("second signal: killing the hook at once")
+			p.Terminate(0)
+		}
+	}
+}
+
+// isClosed reports whether ch is closed (nil: never).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // tailFile writes the run's output tail (64 KiB) to a temporary file for
 // CRONLOCK_OUTPUT_FILE; cleanup removes it after the hook.
-func (h *HookRunner) tailFile(fin RunFinished, log *zap.Logger) (string, func()) {
+func tailFile(tail []byte, log *zap.Logger) (string, func()) {
 	f, err := os.CreateTemp("", "cronlock-output-*")
 	if err != nil {
 		log.Warn("output file for hook not created", zap.Error(err))
 		return "", func() {}
 	}
 	defer f.Close()
-	if _, err := f.Write(fin.Tail); err != nil {
+	if _, err := f.Write(tail); err != nil {
 		log.Warn("output file for hook not written", zap.Error(err))
 	}
 	return f.Name(), func() { _ = os.Remove(f.Name()) }

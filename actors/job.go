@@ -42,6 +42,8 @@ type JobDeps struct {
 	// Start starts one attempt's process; nil = process.Start. Tests in
 	// synctest bubbles substitute a fake driven by the bubble's clock.
 	Start Starter
+
+	repeats *repeatLog // set by NewJob: summarises the job's repeated warnings
 }
 
 // Proc is a started process as the actors use it (*process.Proc).
@@ -128,6 +130,7 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 	if deps.ClaimTimeout <= 0 {
 		deps.ClaimTimeout = DefaultClaimTimeout
 	}
+	deps.repeats = newRepeatLog(repeatEvery)
 	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
 }
 
@@ -305,7 +308,9 @@ func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name
 
 // skipSlot logs (info; debug for claimed_elsewhere and disabled, warn for
 // overlap_local) and counts one skipped slot (docs/protocol.md, "Skip
-// reasons"). fields say more about the cause.
+// reasons"). fields say more about the cause. overlap_local and
+// redis_error repeat on every slot while a long run or an outage lasts:
+// their lines are summarised (repeats.go).
 func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields ...zap.Field) {
 	deps.Metrics.Skip(job, reason)
 	log := deps.Log.Info
@@ -315,13 +320,22 @@ func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields .
 	case SkipOverlapLocal:
 		log = deps.Log.Warn
 	}
-	log("slot skipped", append([]zap.Field{zap.String("job", job), slotField(slot), zap.String("reason", reason)}, fields...)...)
+	write := func(extra ...zap.Field) {
+		log("slot skipped", append(append([]zap.Field{zap.String("job", job), zap.String("node_id", deps.NodeID), slotField(slot),
+			zap.String("reason", reason)}, fields...), extra...)...)
+	}
+	if reason == SkipOverlapLocal || reason == SkipRedisError {
+		deps.repeats.Log(reason, write)
+		return
+	}
+	write()
 }
 
 // start launches r on a goroutine; the actor waits for it in Run/drain.
 // reply, when set, receives what happened (1-buffered: never blocks). The
 // claim carries the highest slot and fence seen (state repair).
 func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
+	j.deps.repeats.End(SkipOverlapLocal) // no run was left in progress
 	j.running++
 	j.claiming++
 	j.deps.Metrics.SetRunning(j.cfg.Name, j.running)

@@ -35,10 +35,22 @@ var (
 // Hook names, the values of the `hook` label.
 var hookNames = [...]string{"on_success", "on_failure"}
 
+// Hook failure reasons, the values of the `reason` label of
+// cronlock_hook_failures_total (README.md, "Hooks").
+const (
+	HookFailStart    = "start"    // the hook's process could not start
+	HookFailExit     = "exit"     // it exited non-zero (or its wait failed)
+	HookFailTimeout  = "timeout"  // it ran longer than hook_timeout and was terminated
+	HookFailDropped  = "dropped"  // not run: the job's hook queue was full and it was the oldest pending
+	HookFailShutdown = "shutdown" // not run, or terminated, because the shutdown's drain time ran out
+)
+
+// hookReasons lists every hook failure reason, in metric order.
+var hookReasons = [...]string{HookFailStart, HookFailExit, HookFailTimeout, HookFailDropped, HookFailShutdown}
+
 type jobSeries struct {
 	runs        [len(results)]atomic.Uint64     // by results index
 	skips       [len(skipReasons)]atomic.Uint64 // by skipReasons index
-	hookFails   [len(hookNames)]atomic.Uint64   // by hookNames index
 	leaseLost   atomic.Uint64
 	dropped     atomic.Uint64
 	missed      atomic.Uint64
@@ -47,6 +59,8 @@ type jobSeries struct {
 	lastSuccess atomic.Uint64 // float64 bits
 	duration    histogram
 	fireDelay   histogram
+
+	hookFails [len(hookNames)][len(hookReasons)]atomic.Uint64 // by hookNames, hookReasons index
 }
 
 // histogram is a minimal fixed-bucket histogram (cumulative at scrape).
@@ -106,7 +120,8 @@ var (
 	descRunning = prometheus.NewDesc("cronlock_job_running", "Runs of the job in progress on this node.", []string{"job"}, nil)
 	descUp      = prometheus.NewDesc("cronlock_redis_up", "1 when the coordination backend answers, else 0.", nil, nil)
 	descSkew    = prometheus.NewDesc("cronlock_clock_skew_seconds", "Local clock minus Redis TIME, in seconds.", nil, nil)
-	descHooks   = prometheus.NewDesc("cronlock_hook_failures_total", "Hooks that failed or timed out.", []string{"job", "hook"}, nil)
+	descHooks   = prometheus.NewDesc("cronlock_hook_failures_total",
+		"Hooks that failed, timed out, or were not run (queue full, shutdown), by reason.", []string{"job", "hook", "reason"}, nil)
 	descDropped = prometheus.NewDesc("cronlock_fires_dropped_total",
 		"Fire messages the ticker dropped because a job actor's inbox was full.", []string{"job"}, nil)
 	descMissed = prometheus.NewDesc("cronlock_missed_slots_total",
@@ -142,7 +157,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			counter(descSkips, s.skips[i].Load(), r)
 		}
 		for i, h := range hookNames {
-			counter(descHooks, s.hookFails[i].Load(), h)
+			for k, r := range hookReasons {
+				counter(descHooks, s.hookFails[i][k].Load(), h, r)
+			}
 		}
 		counter(descLost, s.leaseLost.Load())
 		counter(descDropped, s.dropped.Load())
@@ -225,10 +242,13 @@ func (m *Metrics) TotalRunning() int64 {
 	return n
 }
 
-// HookFailed counts a failed or timed-out hook ("on_success"/"on_failure").
-func (m *Metrics) HookFailed(job, hook string) {
-	if i := slices.Index(hookNames[:], hook); i >= 0 {
-		m.job(job).hookFails[i].Add(1)
+// HookFailed counts a hook ("on_success"/"on_failure") that failed or was
+// not run, by reason (one of the HookFail* constants); unknown names are
+// ignored.
+func (m *Metrics) HookFailed(job, hook, reason string) {
+	i, k := slices.Index(hookNames[:], hook), slices.Index(hookReasons[:], reason)
+	if i >= 0 && k >= 0 {
+		m.job(job).hookFails[i][k].Add(1)
 	}
 }
 

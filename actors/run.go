@@ -91,12 +91,16 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	r.won = err == nil && c.Outcome == Claimed
 	r.events <- runEvent{kind: evClaimed, won: r.won, failed: err != nil, slot: r.info.Slot, claim: c}
 	if err != nil {
-		r.log.Warn("claim failed; not run", zap.Error(err))
+		r.deps.repeats.Log(repeatClaimFailed, func(extra ...zap.Field) {
+			r.log.Warn("claim failed; not run", append(extra, zap.Error(err))...)
+		})
 		if useLease {
 			r.phantom(req.Owner)
 		}
 		return r.skip(SkipRedisError, err), false
 	}
+	r.deps.repeats.End(repeatClaimFailed) // Redis answers again
+	r.deps.repeats.End(SkipRedisError)
 	if c.Repaired {
 		r.stateRepaired(c)
 	}
@@ -139,8 +143,10 @@ func (r *run) phantom(owner string) {
 func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
 	fin := RunFinished{RunInfo: r.info, Cfg: r.job}
 	backoff := r.job.RetryBackoff
+	base := r.log
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
+		r.log = base.With(zap.Int("attempt", attempt)) // every later line of the run carries it
 		out := r.attempt(attempt, lost)
 		if attempt == 1 {
 			fin.Started = out.Started
@@ -150,7 +156,7 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
 		if fin.Result == ResultSuccess || r.lostErr != nil || attempt > r.job.Retries || ctx.Err() != nil {
 			return fin
 		}
-		r.log.Info("attempt failed; retrying", zap.Int("attempt", attempt), zap.String("result", fin.Result),
+		r.log.Info("attempt failed; retrying", zap.String("result", fin.Result),
 			zap.Duration("backoff", backoff))
 		if !r.sleep(ctx, backoff, lost) {
 			if r.lostErr != nil {
@@ -209,9 +215,12 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	}
 }
 
-// report hands the result to the hook runner. It never blocks forever: when
-// the hook runner's inbox is full it waits until it has room or Kill closes.
+// report records the run's metrics (cronlock_runs_total, duration, last
+// success) here, where the run ends, so that no hook can delay them, then
+// hands the result to the hook runner. It never blocks forever: when the
+// hook runner's inbox is full it waits until it has room or Kill closes.
 func (r *run) report(fin RunFinished) {
+	r.deps.Metrics.RunFinished(fin.Job, fin.Result, fin.Finished.Sub(fin.Started), fin.Finished)
 	select {
 	case r.deps.Results <- fin:
 		return

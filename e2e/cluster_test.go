@@ -212,6 +212,9 @@ func TestCluster_OverlapSkipped(t *testing.T) {
 	// held and records the slot as skipped (overlap), so the second finds it
 	// already decided (claimed_elsewhere). The claim checks state.slot ≥ slot
 	// (claimed_elsewhere) before the lease (overlap); see docs/protocol.md.
+	// The runner's overlap_local lines are summarised (README.md, "Logs"):
+	// the first slot of each run is logged at once (a run start ends the
+	// summary); a later one may be left out, but is never logged otherwise.
 	checked := 0
 	for _, r := range runs {
 		for slot := r.Slot + 1; time.Unix(slot, 0).Before(r.End); slot++ {
@@ -234,7 +237,7 @@ func TestCluster_OverlapSkipped(t *testing.T) {
 				}
 			}
 			slices.Sort(others)
-			if want := []string{"slot skipped: overlap_local"}; !slices.Equal(runner, want) {
+			if want := []string{"slot skipped: overlap_local"}; !slices.Equal(runner, want) && (slot == r.Slot+1 || len(runner) != 0) {
 				t.Errorf("slot %d (during the run of slot %d on %s): runner logged %q, want %q", slot, r.Slot, r.Node, runner, want)
 			}
 			if want := []string{"slot skipped: claimed_elsewhere", "slot skipped: overlap"}; !slices.Equal(others, want) {

@@ -168,7 +168,7 @@ func TestMissedSlots_AllNodesDownAcrossThreeSlots(t *testing.T) {
 		if n.name == warnedBy {
 			want = 3
 		}
-		if got := metricValue(t, listen[n.name], `cronlock_missed_slots_total{job="even"}`); got != want {
+		if got := scrapeSeries(t, listen[n.name], `cronlock_missed_slots_total{job="even"}`); got != want {
 			t.Errorf("%s: cronlock_missed_slots_total: got %v, want %v", n.name, got, want)
 		}
 	}
@@ -184,7 +184,7 @@ func TestMissedSlots_AllNodesDownAcrossThreeSlots(t *testing.T) {
 
 // metricValue reads one sample of /metrics at listen: the value of the
 // line `series value`, -1 when absent.
-func metricValue(t *testing.T, listen, series string) float64 {
+func scrapeSeries(t *testing.T, listen, series string) float64 {
 	t.Helper()
 	_, body := httpGet(t, "http://"+listen+"/metrics")
 	for _, l := range strings.Split(body, "\n") {

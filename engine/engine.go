@@ -64,13 +64,20 @@ type Engine struct {
 	jobs    *jobSet
 	health  *health
 	ready   atomic.Bool   // READY=1 sent; STATUS= updates may follow
-	kill    chan struct{} // closed after shutdown_timeout: terminate runs
-	killNow chan struct{} // closed on a second signal: SIGKILL runs now
+	kill    chan struct{} // closed after shutdown_timeout: terminate runs and hooks
+	killNow chan struct{} // closed on a second signal: SIGKILL runs and hooks now
+	failed  chan error    // 1-buffered: the first actor that stopped unexpectedly
+
+	stopping atomic.Bool // the shutdown has begun: /readyz says not ready
 
 	// Supervisor state, owned by the Run goroutine.
 	shutdownCause string           // "" until the shutdown begins
 	killAfter     <-chan time.Time // fires shutdown_timeout after it began
+	giveUpAfter   <-chan time.Time // fires when the shutdown's bound has passed
 	signals       int              // SIGTERM/SIGINT received
+	actorErr      error            // the first actor failure
+	hooksClosed   bool             // the hook runner's inbox is closed
+	maxKillGrace  time.Duration    // the largest kill_grace of any job since the start
 }
 
 // New builds the actors for cfg. It does no I/O beyond creating the Redis
@@ -87,7 +94,8 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		opts.Now = time.Now
 	}
 	e := &Engine{opts: opts, cfg: cfg, log: opts.Log, reg: opts.Registry, kill: make(chan struct{}),
-		killNow: make(chan struct{})}
+		killNow: make(chan struct{}), failed: make(chan error, 1)}
+	e.noteKillGrace(cfg.Jobs)
 	if e.reg == nil {
 		e.reg = prometheus.NewRegistry()
 	}
@@ -98,7 +106,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.backend = b
 	e.metrics = actors.NewMetrics(e.reg)
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
-	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, opts.Environ, opts.Start, 4096, 8)
+	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, opts.Environ, opts.Start, e.kill, e.killNow)
 	e.janitor = actors.NewJanitor(opts.Log, b.locker(), 1024)
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: b.locker(),
 		NodeID: cfg.Node.ID, Environ: actors.JobEnviron(opts.Environ), Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
@@ -110,67 +118,109 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 }
 
 // secondSignalWait bounds how long a second signal waits for the killed
-// runs to release their leases before the process exits.
+// runs to release their leases (and killed hooks to end) before the
+// process exits.
 const secondSignalWait = 5 * time.Second
+
+// shutdownSlack is what the shutdown may take beyond shutdown_timeout and
+// the largest kill_grace: a killed run's output drain (2s) and its lease
+// release (2s). After that the process exits anyway (exit 1).
+const shutdownSlack = 4 * time.Second
 
 // errSecondSignal is returned when a second shutdown signal cut the
 // shutdown short.
 var errSecondSignal = errors.New("engine: second signal, exiting at once")
 
+// errShutdownBound is returned when the shutdown did not end within
+// shutdown_timeout + the largest kill_grace + shutdownSlack.
+var errShutdownBound = errors.New("engine: shutdown not finished within its bound, exiting")
+
 // Run runs the daemon until a shutdown signal or ctx ends, then shuts down
-// in order: stop claiming (STOPPING=1) → running jobs finish within
-// node.shutdown_timeout → kill what is left → release leases → drain
-// hooks. It returns nil after a clean shutdown, or the error of an actor
-// that stopped unexpectedly.
+// in order (docs/architecture.md, "Shutdown"): stop claiming (STOPPING=1,
+// /readyz not ready) → running jobs and hooks finish within
+// node.shutdown_timeout → kill what is left → release leases → the last
+// hooks end. The ticker (which answers the watchdog's and /healthz's
+// probes), HTTP and the watchdog stay up until the last run and hook have
+// ended. It returns nil after a clean shutdown, the error of an actor that
+// stopped unexpectedly, or (after ExitNow was called) errSecondSignal or
+// errShutdownBound.
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.backend.close()
 	e.logStart()
+	srv, err := e.bindHTTP()
+	if err != nil {
+		return err
+	}
+	// serveCtx ends once the last run and hook have ended; claimCtx when
+	// the shutdown begins (or ctx ends).
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
 	claimCtx, stopClaiming := context.WithCancel(ctx)
 	defer stopClaiming()
-	g, gctx := errgroup.WithContext(claimCtx)
-	e.goActor(g, gctx, "ticker", e.ticker.Run)
-	e.goActor(g, gctx, "job set", e.jobs.Run)
-	e.goActor(g, gctx, "janitor", e.janitor.Run)
-	e.goActor(g, gctx, "health monitor", e.health.Run)
-	if e.cfg.HTTP.Listen != "" {
-		srv, err := e.newHTTP()
-		if err != nil {
-			stopClaiming()
-			_ = g.Wait()
-			return err
-		}
-		e.goActor(g, gctx, "http server", srv.Run)
-	}
-	if wd := watchdogInterval(e.opts.Environ); wd > 0 {
-		e.goActor(g, gctx, "watchdog", func(ctx context.Context) error { return e.watchdog(ctx, wd) })
-	}
-	hooksDone := make(chan error, 1)
-	go func() { hooksDone <- e.hooks.Run(context.WithoutCancel(ctx)) }()
-
-	if err := e.jobs.Apply(gctx, e.cfg.Jobs); err == nil {
-		e.jobs.Catchup(gctx)
+	servers := e.startServers(serveCtx, srv)
+	runsDone, hooksDone := e.startClaimers(ctx, claimCtx)
+	if err := e.jobs.Apply(claimCtx, e.cfg.Jobs); err == nil {
+		e.jobs.Catchup(claimCtx)
 		// READY=1 goes out before ready is set: the health monitor sends
 		// STATUS= only once ready, so no STATUS= can precede READY=1.
 		e.opts.Notify("READY=1\nSTATUS=" + e.statusText())
 		e.ready.Store(true)
 		e.log.Info("engine running", zap.Int("jobs", len(e.cfg.Jobs)))
 	}
-	groupDone := make(chan error, 1)
-	go func() { groupDone <- g.Wait() }()
-	err := e.supervise(gctx, stopClaiming, groupDone)
-	if errors.Is(err, errSecondSignal) {
-		return err // ExitNow has run: hooks are not waited for
+	err = e.supervise(ctx, stopClaiming, runsDone, hooksDone)
+	if errors.Is(err, errSecondSignal) || errors.Is(err, errShutdownBound) {
+		return err // ExitNow has run
 	}
-	e.hooks.Close()
-	<-hooksDone
+	stopServing()
+	_ = servers.Wait()
 	e.log.Info("shutdown complete")
 	return err
 }
 
-// goActor runs an actor in the group. An actor that returns while its
-// context is still live (even with nil) stops the daemon: systemd restarts
-// the process and the lease TTL hands work to another node; job actors are
-// never restarted in-process (two copies of a job could run).
+// bindHTTP binds http.listen; nil when it is not set.
+func (e *Engine) bindHTTP() (*httpServer, error) {
+	if e.cfg.HTTP.Listen == "" {
+		return nil, nil
+	}
+	return e.newHTTP()
+}
+
+// startServers starts the actors that live until the last run and hook
+// have ended: the ticker (the watchdog's and /healthz's probes need it;
+// the job set clears its entries when the shutdown begins), HTTP and the
+// watchdog.
+func (e *Engine) startServers(ctx context.Context, srv *httpServer) *errgroup.Group {
+	g := &errgroup.Group{}
+	e.goActor(g, ctx, "ticker", e.ticker.Run)
+	if srv != nil {
+		e.goActor(g, ctx, "http server", srv.Run)
+	}
+	if wd := watchdogInterval(e.opts.Environ); wd > 0 {
+		e.goActor(g, ctx, "watchdog", func(ctx context.Context) error { return e.watchdog(ctx, wd) })
+	}
+	return g
+}
+
+// startClaimers starts the actors that stop when the shutdown begins (the
+// job set, whose job actors wait for their runs; the janitor; the health
+// monitor) and the hook runner. runsDone is closed once the first have all
+// returned, hooksDone once the hook runner has (after closeHooks).
+func (e *Engine) startClaimers(ctx, claimCtx context.Context) (runsDone, hooksDone <-chan struct{}) {
+	var g errgroup.Group
+	e.goActor(&g, claimCtx, "job set", e.jobs.Run)
+	e.goActor(&g, claimCtx, "janitor", e.janitor.Run)
+	e.goActor(&g, claimCtx, "health monitor", e.health.Run)
+	runs, hooks := make(chan struct{}), make(chan struct{})
+	go func() { defer close(runs); _ = g.Wait() }()
+	go func() { defer close(hooks); _ = e.hooks.Run(context.WithoutCancel(ctx)) }()
+	return runs, hooks
+}
+
+// goActor runs an actor in g. An actor that returns while its context is
+// still live (even with nil) stops the daemon: its error goes to e.failed
+// (the supervisor begins the shutdown), systemd restarts the process and
+// the lease TTL hands work to another node; job actors are never restarted
+// in-process (two copies of a job could run).
 func (e *Engine) goActor(g *errgroup.Group, ctx context.Context, name string, run func(context.Context) error) {
 	g.Go(func() error {
 		err := run(ctx)
@@ -180,8 +230,21 @@ func (e *Engine) goActor(g *errgroup.Group, ctx context.Context, name string, ru
 		if err == nil {
 			err = errors.New("returned")
 		}
-		return fmt.Errorf("%s stopped unexpectedly: %w", name, err)
+		err = fmt.Errorf("%s stopped unexpectedly: %w", name, err)
+		select {
+		case e.failed <- err:
+		default: // another failure is already being handled
+		}
+		return err
 	})
+}
+
+// noteKillGrace raises maxKillGrace to the largest kill_grace of jobs
+// (runs started under an earlier config keep theirs).
+func (e *Engine) noteKillGrace(jobs []config.Job) {
+	for _, j := range jobs {
+		e.maxKillGrace = max(e.maxKillGrace, j.KillGrace)
+	}
 }
 
 // status is the systemd STATUS= text: jobs, runs in progress, backend
@@ -196,7 +259,7 @@ func (e *Engine) status() string {
 // statusText is the STATUS= text, whether or not READY=1 was sent.
 func (e *Engine) statusText() string {
 	state := e.health.state()
-	if state != "up" {
+	if state != "up" && state != "connecting" {
 		state += ", not claiming"
 	}
 	return fmt.Sprintf("%d jobs, %d running; %s backend %s", e.jobs.count.Load(), e.metrics.TotalRunning(),

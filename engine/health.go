@@ -38,6 +38,7 @@ type health struct {
 	lastStatus string
 
 	up       atomic.Bool
+	checked  atomic.Bool // the first ping has been answered or has failed
 	lastSkew time.Time
 }
 
@@ -55,9 +56,15 @@ func newHealth(log *zap.Logger, b backend, m *actors.Metrics, maxSkew time.Durat
 // Ready reports whether the backend answered its last ping.
 func (h *health) Ready() bool { return h.up.Load() }
 
+// state is the backend state in STATUS= and /readyz: "up", "unreachable",
+// or "connecting" until the first ping has been answered or has failed
+// (so the STATUS= sent with READY=1 never says "unreachable" untested).
 func (h *health) state() string {
-	if h.up.Load() {
+	switch {
+	case h.up.Load():
 		return "up"
+	case !h.checked.Load():
+		return "connecting"
 	}
 	return "unreachable"
 }
@@ -95,6 +102,7 @@ func (h *health) check(ctx context.Context, first bool) {
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	err := h.b.Ping(pctx)
 	cancel()
+	defer h.checked.Store(true) // once up is set
 	was := h.up.Load()
 	switch {
 	case err != nil && (was || first):

@@ -11,7 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// httpServer serves /metrics, /healthz and /readyz on http.listen.
+// httpServer serves /metrics, /healthz and /readyz on http.listen, from
+// the start until the last run and hook have ended (engine.Run): /healthz
+// answers while the scheduler loop does, /readyz says not ready from the
+// first shutdown signal on.
 type httpServer struct {
 	srv *http.Server
 	ln  net.Listener
@@ -24,25 +27,7 @@ func (e *Engine) newHTTP() (*httpServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %s: %w", e.cfg.HTTP.Listen, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		if err := e.ticker.Probe(ctx); err != nil {
-			http.Error(w, "scheduler loop not answering: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !e.health.Ready() {
-			http.Error(w, "not ready: "+e.backend.kind+" backend "+e.health.state(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	return &httpServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
+	return &httpServer{srv: &http.Server{Handler: e.handler(), ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
 }
 
 // Run serves until ctx ends, then shuts the server down (bounded) and
@@ -62,4 +47,32 @@ func (h *httpServer) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// handler serves /metrics, /healthz (the scheduler loop answers a probe
+// within 1s) and /readyz (not shutting down, and the backend answered).
+func (e *Engine) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := e.ticker.Probe(ctx); err != nil {
+			http.Error(w, "scheduler loop not answering: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if e.stopping.Load() {
+			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		if !e.health.Ready() {
+			http.Error(w, "not ready: "+e.backend.kind+" backend "+e.health.state(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
 }

@@ -253,9 +253,17 @@ func (s *jobSet) startJob(ctx context.Context, j config.Job) *jobHandle {
 	return h
 }
 
-// stopAll cancels every job actor (removed ones were already cancelled) and
-// waits until all have returned.
+// stopAll stops the ticker's fires, cancels every job actor (removed ones
+// were already cancelled) and waits until all have returned. The ticker
+// itself runs on until the daemon exits (it answers the watchdog's and
+// /healthz's probes); without entries it fires at no stopping actor. It
+// is bounded (1s) in case the ticker loop is stuck.
 func (s *jobSet) stopAll() {
+	tctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	if err := s.ticker.SetEntries(tctx, nil); err != nil {
+		s.log.Warn("ticker loop not answering at shutdown: its entries were not cleared", zap.Error(err))
+	}
+	cancel()
 	for _, h := range s.jobs {
 		h.cancel()
 	}

@@ -30,7 +30,8 @@ func RunJob(ctx context.Context, cfg *config.Config, job config.Job, o ManualOpt
 	}
 	metrics := actors.NewMetrics(nil)
 	metrics.InitJob(job.Name)
-	hooks := actors.NewHookRunner(o.Log, metrics, o.Environ, o.Start, 1, 1)
+	// The hook of an interrupted run still runs, bounded by hook_timeout.
+	hooks := actors.NewHookRunner(o.Log, metrics, o.Environ, o.Start, nil, nil)
 	janitor := actors.NewJanitor(o.Log, o.Locker, 16)
 	kill := make(chan struct{})
 	a := actors.NewJob(job, actors.JobDeps{Log: o.Log, Metrics: metrics, Locker: o.Locker, NodeID: cfg.Node.ID,
