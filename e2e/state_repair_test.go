@@ -182,7 +182,7 @@ func TestMissedSlots_AllNodesDownAcrossThreeSlots(t *testing.T) {
 	}
 }
 
-// metricValue reads one sample of /metrics at listen: the value of the
+// scrapeSeries reads one sample of /metrics at listen: the value of the
 // line `series value`, -1 when absent.
 func scrapeSeries(t *testing.T, listen, series string) float64 {
 	t.Helper()
