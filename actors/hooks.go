@@ -110,7 +110,7 @@ func (h *HookRunner) accept(fin RunFinished) {
 			h.repeats.Log(d.run.Job, func(extra ...zap.Field) {
 				h.log.Warn("hook dropped: the job's hook queue is full; its oldest waiting hook is not run",
 					append(fields, extra...)...)
-			})
+			}, nil)
 		}
 	}
 }

@@ -325,7 +325,10 @@ func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields .
 			zap.String("reason", reason)}, fields...), extra...)...)
 	}
 	if reason == SkipOverlapLocal || reason == SkipRedisError {
-		deps.repeats.Log(reason, write)
+		deps.repeats.Log(reason, write, func() {
+			deps.Log.Debug("slot skipped", append([]zap.Field{zap.String("job", job), zap.String("node_id", deps.NodeID),
+				slotField(slot), zap.String("reason", reason), zap.Bool("summarised", true)}, fields...)...)
+		})
 		return
 	}
 	write()

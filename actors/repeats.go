@@ -48,9 +48,11 @@ func newRepeatLog(every time.Duration) *repeatLog {
 
 // Log writes one occurrence of key through write (which must log one line
 // with the extra fields appended) or leaves it out and counts it; see
-// repeatLog. It never blocks beyond its mutex; write is called with the
-// mutex held, so it must not call back into r.
-func (r *repeatLog) Log(key string, write func(extra ...zap.Field)) {
+// repeatLog. An occurrence left out is passed to leftOut, when not nil,
+// which may log it at debug level (so that log.level debug still shows
+// every occurrence). It never blocks beyond its mutex; write and leftOut
+// are called with the mutex held, so they must not call back into r.
+func (r *repeatLog) Log(key string, write func(extra ...zap.Field), leftOut func()) {
 	if r == nil {
 		write()
 		return
@@ -72,6 +74,9 @@ func (r *repeatLog) Log(key string, write func(extra ...zap.Field)) {
 		}
 		k.left++
 		k.last = write
+		if leftOut != nil {
+			leftOut()
+		}
 	}
 }
 

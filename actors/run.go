@@ -93,7 +93,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if err != nil {
 		r.deps.repeats.Log(repeatClaimFailed, func(extra ...zap.Field) {
 			r.log.Warn("claim failed; not run", append(extra, zap.Error(err))...)
-		})
+		}, nil)
 		if useLease {
 			r.phantom(req.Owner)
 		}

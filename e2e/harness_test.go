@@ -167,10 +167,26 @@ func (n *node) Kill() {
 	<-n.done
 }
 
-// Logs returns the daemon's log entries so far.
+// Logs returns the daemon's log entries so far. A skipped slot appears
+// once per reason: the summariser (actors/repeats.go) writes a left-out
+// `slot skipped` at debug level and may write it again, with its count,
+// when the repeated condition ends; the second line is dropped here.
 func (n *node) Logs() []logEntry {
 	n.t.Helper()
-	return parseLogs(n.t, n.logPath)
+	all := parseLogs(n.t, n.logPath)
+	out := all[:0]
+	seen := map[string]bool{}
+	for _, e := range all {
+		if e.Msg() == "slot skipped" {
+			k := fmt.Sprintf("%s/%d/%s", e.Str("job"), e.Slot(), e.Str("reason"))
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // WaitLog polls the daemon's log until an entry satisfies match, and
