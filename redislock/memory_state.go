@@ -192,8 +192,8 @@ func (m *Memory) commit(ctx context.Context, name string) error {
 		return nil
 	}
 	target := m.taken + 1 // the next snapshot includes cur
-	if j.pendingSeq > m.written && cur == j.pending {
-		target = j.pendingSeq // a snapshot being written already includes cur
+	if cur == j.pending && j.pendingSeq > m.written && j.pendingSeq > m.failed {
+		target = j.pendingSeq // the snapshot being written already includes cur
 	}
 	for m.written < target {
 		if m.failed >= target {

@@ -197,14 +197,24 @@ func TestMemoryState_WriteFailureFailsTheClaim(t *testing.T) {
 		t.Fatalf("claim with the state directory gone: got %+v, %v; want an error naming %s", c, err, MemoryStateFile)
 	}
 	mustClaim(t, m, actors.ClaimRequest{Job: "j", Slot: 2}, actors.ClaimedElsewhere) // not answered again
+	if err := m.Pause(ctxT(t), "p"); err == nil {
+		t.Fatal("pause with the state directory gone: got nil error")
+	}
 	if err := os.Mkdir(path, 0o700); err != nil {
 		t.Fatal(err)
+	}
+	if err := m.Pause(ctxT(t), "p"); err != nil { // the same change again: written this time
+		t.Fatalf("pause again with the directory back: %v", err)
 	}
 	if c := mustClaim(t, m, actors.ClaimRequest{Job: "j", Slot: 3}, actors.Claimed); c.Fence != 3 {
 		t.Errorf("claim after the directory is back: got fence %d, want 3 (fence 2 stays used)", c.Fence)
 	}
-	if st := mustState(t, mustOpenMemory(t, dir), "j"); st.Slot != 3 || st.Fence != 3 {
+	r := mustOpenMemory(t, dir)
+	if st := mustState(t, r, "j"); st.Slot != 3 || st.Fence != 3 {
 		t.Errorf("after restart: got slot %d fence %d, want 3, 3", st.Slot, st.Fence)
+	}
+	if st := mustState(t, r, "p"); !st.Paused {
+		t.Errorf("after restart: job p not paused")
 	}
 }
 
