@@ -29,8 +29,12 @@ const (
 	DefaultTTL   = 3 * DefaultEvery
 )
 
-// dropTimeout bounds the deletion of the record at shutdown.
-const dropTimeout = time.Second
+// beatTimeout bounds one beat's round trip (as the health monitor's ping
+// is bounded); dropTimeout the deletion of the record at shutdown.
+const (
+	beatTimeout = time.Second
+	dropTimeout = time.Second
+)
 
 // Record is one daemon process's heartbeat record, the JSON value of
 // P node:ID. Issue 12's node list extends it.
@@ -137,7 +141,7 @@ func (h *Heartbeat) beat(ctx context.Context) {
 		h.log.Error("heartbeat record not encodable", zap.Error(err)) // cannot happen: plain fields
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, h.every)
+	cctx, cancel := context.WithTimeout(ctx, beatTimeout)
 	defer cancel()
 	old, err := h.store.SwapNode(cctx, h.self.NodeID, value, h.ttl)
 	if err != nil {
