@@ -71,13 +71,13 @@ func (m *Memory) job(name string) *memJob {
 }
 
 // Claim runs the claim step (docs/protocol.md) as Redis.Claim does. With
-// a state store it returns only once the slot and fence it recorded are in
-// the state file (claimed_elsewhere records nothing and returns at once);
-// an error then means the outcome is unknown, as with Redis: the caller
-// does not run the slot.
+// a state store it returns only once the job's slot and fence, as the
+// claim left them, are in the state file (at once when they already
+// were); an error then means the outcome is unknown, as with Redis: the
+// caller does not run the slot.
 func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
 	c, err := m.claim(ctx, req)
-	if err != nil || c.Outcome == actors.ClaimedElsewhere {
+	if err != nil {
 		return c, err
 	}
 	if err := m.commit(ctx, req.Job); err != nil {

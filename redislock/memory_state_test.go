@@ -196,7 +196,11 @@ func TestMemoryState_WriteFailureFailsTheClaim(t *testing.T) {
 	if c, err := m.Claim(ctxT(t), actors.ClaimRequest{Job: "j", Slot: 2}); err == nil || !strings.Contains(err.Error(), MemoryStateFile) {
 		t.Fatalf("claim with the state directory gone: got %+v, %v; want an error naming %s", c, err, MemoryStateFile)
 	}
-	mustClaim(t, m, actors.ClaimRequest{Job: "j", Slot: 2}, actors.ClaimedElsewhere) // not answered again
+	// Slot 2 stays taken: a retry is refused, after another attempt to
+	// write what is not on disk yet.
+	if c, err := m.Claim(ctxT(t), actors.ClaimRequest{Job: "j", Slot: 2}); err == nil {
+		t.Fatalf("retry of slot 2 with the directory gone: got %+v, nil; want an error", c)
+	}
 	if err := m.Pause(ctxT(t), "p"); err == nil {
 		t.Fatal("pause with the state directory gone: got nil error")
 	}
