@@ -38,12 +38,16 @@ func mustOpenMemory(t testing.TB, s StateStore) *Memory {
 	return m
 }
 
-// The persisted memory backend keeps every behaviour of the protocol.
+// The persisted memory backend keeps every behaviour of the protocol. The
+// store is memoryStore's with a state directory attached to its (empty)
+// Memory, as OpenMemory of an empty directory makes it, so that every
+// helper of the memory store applies.
 func TestConformance_MemoryPersisted(t *testing.T) {
 	for _, c := range conformance {
 		t.Run(c.name, func(t *testing.T) {
-			m := mustOpenMemory(t, openState(t))
-			c.fn(t, store{name: "memory-persisted", newClient: func(testing.TB) backend { return m }})
+			s := memoryStore(t)
+			s.newClient(t).(*Memory).store = openState(t)
+			c.fn(t, s)
 		})
 	}
 }
