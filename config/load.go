@@ -43,8 +43,13 @@ type Options struct {
 	Purpose Purpose
 	// Euid is the effective user id the daemon runs as.
 	Euid int
-	// Hostname seeds the default node.id "<hostname>-<8 hex>".
+	// Hostname is the first part of the default node.id "<hostname>-<8
+	// hex>".
 	Hostname string
+	// MachineID is the content of /etc/machine-id (machine-id(5)), ""
+	// when there is none: the default node.id is derived from it, so that
+	// it stays the same across restarts (see resolveNodeID).
+	MachineID string
 }
 
 // Formats maps supported file extensions to viper config types.

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -18,7 +16,7 @@ import (
 var hashTag = regexp.MustCompile(`\{[^{}]+\}`)
 
 // checkTop validates the keys outside `jobs` and `defaults` and fills
-// Node.Location and the default Node.ID.
+// Node.Location and the default Node.ID (resolveNodeID).
 // src names the source of keys set by environment or flag (see
 // loadScalars).
 func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]string) {
@@ -28,13 +26,11 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 	if cfg.Node.Location == nil {
 		cfg.Node.Location = host // keep checking jobs; the problem is reported
 	}
-	if cfg.Node.ID == "" {
-		cfg.Node.ID = defaultNodeID(opts.Hostname)
-	}
 	cfg.Node.StateDir = statedir.Resolve(cfg.Node.StateDir, opts.Environ)
 	if !filepath.IsAbs(cfg.Node.StateDir) {
 		p.err(path("node.state_dir"), "%q is not an absolute path; e.g. /var/lib/cronlock", cfg.Node.StateDir)
 	}
+	resolveNodeID(&cfg.Node, p, opts, path)
 	oneOf(p, path("lock.backend"), cfg.Lock.Backend, "redis", "memory")
 	oneOf(p, path("log.level"), cfg.Log.Level, "debug", "info", "warn", "error")
 	if cfg.Log.Format != "" {
@@ -113,15 +109,4 @@ func checkRedis(r *Redis, p *problems, path func(string) string) {
 	if (r.TLS.CertFile == "") != (r.TLS.KeyFile == "") {
 		p.err("redis.tls", "cert_file and key_file must be given together")
 	}
-}
-
-// defaultNodeID returns "<hostname>-<8 hex>" with random hex, so that two
-// daemons on one host still differ.
-func defaultNodeID(hostname string) string {
-	if hostname == "" {
-		hostname = "cronlock"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return hostname + "-" + hex.EncodeToString(b[:])
 }

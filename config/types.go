@@ -31,7 +31,8 @@ type Config struct {
 // Node holds per-node settings.
 type Node struct {
 	// ID is unique per node and goes into lease values; default
-	// "<hostname>-<8 hex>".
+	// "<hostname>-<8 hex>", the same across restarts (IDSource says how it
+	// was found; see resolveNodeID).
 	ID string `mapstructure:"id"`
 	// GracePeriod is waited after a run before the lease is released
 	// (default 0s: slot claims, not a grace period, keep two nodes from
@@ -48,6 +49,10 @@ type Node struct {
 	// path, else $STATE_DIRECTORY (systemd StateDirectory=), else
 	// /var/lib/cronlock.
 	StateDir string `mapstructure:"state_dir"`
+
+	// IDSource is where ID came from: IDConfigured, IDMachine,
+	// IDStateDir or IDNew.
+	IDSource string `mapstructure:"-"`
 
 	// Location is Timezone resolved; when empty, the host zone under its
 	// IANA name if it can be found (TZ, /etc/localtime), else time.Local.

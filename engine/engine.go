@@ -14,6 +14,7 @@ import (
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -48,6 +49,8 @@ type Options struct {
 	// daemon always passes one. nil (tests of the engine alone) = nothing
 	// is kept across restarts.
 	State *statedir.Dir
+	// Version goes into the node's heartbeat record (package registry).
+	Version string
 }
 
 // Engine is a configured daemon. Create it with New, then call Run once.
@@ -61,6 +64,7 @@ type Engine struct {
 	ticker  *actors.Ticker
 	hooks   *actors.HookRunner
 	janitor *actors.Janitor
+	node    *registry.Heartbeat // nil for the memory backend
 	jobs    *jobSet
 	health  *health
 	ready   atomic.Bool   // READY=1 sent; STATUS= updates may follow
@@ -100,10 +104,16 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		e.reg = prometheus.NewRegistry()
 	}
 	b, err := newBackend(cfg, opts.Log)
+	if err == nil {
+		b, err = persistMemory(b, opts.State, opts.Log)
+	}
 	if err != nil {
 		return nil, err
 	}
 	e.backend = b
+	if e.node, err = newRegistry(cfg.Node.ID, b, opts, e.reg); err != nil {
+		return nil, err
+	}
 	e.metrics = actors.NewMetrics(e.reg)
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, opts.Environ, opts.Start, e.kill, e.killNow)
@@ -192,6 +202,9 @@ func (e *Engine) bindHTTP() (*httpServer, error) {
 func (e *Engine) startServers(ctx context.Context, srv *httpServer) *errgroup.Group {
 	g := &errgroup.Group{}
 	e.goActor(g, ctx, "ticker", e.ticker.Run)
+	if e.node != nil {
+		e.goActor(g, ctx, "node registry", e.node.Run)
+	}
 	if srv != nil {
 		e.goActor(g, ctx, "http server", srv.Run)
 	}

@@ -16,12 +16,25 @@ import (
 //
 // Lease expiry is checked against time.Now() on each access, and Memory owns
 // no goroutines or timers, so it works inside testing/synctest bubbles.
-// Methods never block beyond the mutex, ignore ctx (they return
-// ctx.Err() only if ctx is already done) and are safe for concurrent use.
+// Methods are safe for concurrent use. Without a state store (NewMemory)
+// they never block beyond the mutex and ignore ctx (they return ctx.Err()
+// only if ctx is already done); with one (OpenMemory) Claim, Pause and
+// Resume also wait, at most until ctx ends, for the state file write.
 type Memory struct {
 	mu         sync.Mutex
 	jobs       map[string]*memJob
 	historyLen int
+
+	// Persistence (memory_state.go), guarded by mu. store is nil when
+	// nothing is persisted. Snapshots are numbered 1, 2, … in the order
+	// they are taken; at most one is being written at a time.
+	store   StateStore
+	saving  bool          // a snapshot is being written
+	taken   uint64        // snapshots taken
+	written uint64        // the newest snapshot written successfully
+	failed  uint64        // the newest snapshot whose write failed
+	failErr error         // that write's error
+	saved   chan struct{} // closed (and replaced) when a write ends
 }
 
 type memJob struct {
@@ -32,12 +45,16 @@ type memJob struct {
 	expires     time.Time // lease expiry; valid when owner != ""
 	last        *actors.RunRecord
 	history     []actors.RunRecord // oldest first, at most historyLen
+
+	durable    memDurable // what the state file holds for the job
+	pending    memDurable // what snapshot pendingSeq holds for the job
+	pendingSeq uint64
 }
 
 // NewMemory returns an empty Memory backend whose history keeps
 // DefaultHistoryLen records per job.
 func NewMemory() *Memory {
-	return &Memory{jobs: make(map[string]*memJob), historyLen: DefaultHistoryLen}
+	return &Memory{jobs: make(map[string]*memJob), historyLen: DefaultHistoryLen, saved: make(chan struct{})}
 }
 
 // job returns the job's entry, creating it, with an expired lease cleared.
@@ -55,8 +72,23 @@ func (m *Memory) job(name string) *memJob {
 }
 
 // Claim runs the claim step (docs/protocol.md) as Redis.Claim does: the
-// state repair from req.MinSlot/MinFence first, then steps 1–4.
+// state repair from req.MinSlot/MinFence first, then steps 1–4. With a
+// state store it returns only once the job's slot and fence, as the claim
+// left them, are in the state file (at once when they already were); an
+// error then means the outcome is unknown, as with Redis: the caller does
+// not run the slot.
 func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+	c, err := m.claim(ctx, req)
+	if err != nil {
+		return c, err
+	}
+	if err := m.commit(ctx, req.Job); err != nil {
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+	}
+	return c, nil
+}
+
+func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
 	if err := errors.Join(req.Validate(), ctx.Err()); err != nil {
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 	}
@@ -208,8 +240,11 @@ func (m *Memory) setPaused(ctx context.Context, op, job string, paused bool) err
 		return fmt.Errorf("%s %q: %w", op, job, err)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.job(job).paused = paused
+	m.mu.Unlock()
+	if err := m.commit(ctx, job); err != nil {
+		return fmt.Errorf("%s %q: %w", op, job, err)
+	}
 	return nil
 }
 

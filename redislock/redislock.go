@@ -13,6 +13,7 @@
 //	P+"state:"+J    hash             slot, fence, last_* facts of the last run
 //	P+"history:"+J  stream, capped   run records (docs/protocol.md, "History records")
 //	P+"paused:"+J   string           present ⇒ job paused cluster-wide
+//	P+"node:"+ID    string, PX ttl   a daemon's heartbeat record (node.go, package registry)
 package redislock
 
 import (

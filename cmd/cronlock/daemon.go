@@ -59,8 +59,13 @@ func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int 
 		return 1
 	}
 	defer state.Close()
+	if err := keepNodeID(log, &cfg.Node, state); err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
 	e, err := engine.New(cfg, engine.Options{Log: log, Environ: opts.Environ, Signals: opts.Signals,
 		Notify: sdNotify(log), Reload: opts.Reload, Now: now, State: state, Registry: newRegistry(currentBuild()),
+		Version: opts.Version,
 		ExitNow: func() { _ = log.Sync(); os.Exit(1) }})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -71,6 +76,22 @@ func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int 
 		return 1
 	}
 	return 0
+}
+
+// keepNodeID writes a newly made default node id to the state directory
+// (config.KeepNodeID), so that every later start and reload uses it, and
+// logs the node id and where it came from.
+func keepNodeID(log *zap.Logger, n *config.Node, state *statedir.Dir) error {
+	made := n.IDSource == config.IDNew
+	if err := config.KeepNodeID(n, state.WriteFile); err != nil {
+		return err
+	}
+	msg := "node id"
+	if made {
+		msg = "node id made and kept in the state directory (there is no /etc/machine-id)"
+	}
+	log.Info(msg, zap.String("node_id", n.ID), zap.String("node_id_source", n.IDSource), zap.String("origin", n.IDOrigin()))
+	return nil
 }
 
 // sdNotify sends sd_notify states. It never unsets NOTIFY_SOCKET: later

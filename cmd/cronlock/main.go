@@ -61,10 +61,18 @@ type runEnv struct {
 	signals        <-chan os.Signal // nil: no signals (tests)
 }
 
-// loadOptions returns config options for purpose, from the process.
+// machineIDFile holds the machine id (machine-id(5)), the seed of the
+// default node.id.
+const machineIDFile = "/etc/machine-id"
+
+// loadOptions returns config options for purpose, from the process. A
+// missing or unreadable machine id leaves MachineID empty (config then
+// uses the node-id file of the state directory).
 func (e *runEnv) loadOptions(purpose config.Purpose, flags map[string]string) config.Options {
 	host, _ := os.Hostname()
-	return config.Options{Environ: e.environ, Flags: flags, Purpose: purpose, Euid: os.Geteuid(), Hostname: host}
+	mid, _ := os.ReadFile(machineIDFile)
+	return config.Options{Environ: e.environ, Flags: flags, Purpose: purpose, Euid: os.Geteuid(), Hostname: host,
+		MachineID: string(mid)}
 }
 
 // run is the whole program: args are the command-line arguments without the

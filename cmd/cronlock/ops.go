@@ -12,6 +12,7 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/engine"
 	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/statedir"
 )
 
 // opsCallTimeout bounds every backend call of the operator commands
@@ -95,13 +96,15 @@ func (f *opsFlags) oneJob() int {
 type opsSession struct {
 	cfg     *config.Config
 	backend opsBackend
-	kind    string // "redis" | "memory"
+	kind    string        // "redis" | "memory"
+	state   *statedir.Dir // the memory backend's state directory, when used
+	note    string        // why the memory backend is not the daemon's, "" when it is
 }
 
 // openOps loads path with -validate leniency (as `next` does), printing
 // config problems itself (then it returns nil and code 1), and opens the
 // configured backend; op names the command in errors. With the memory backend it returns errNeedsRedis
-// unless allowMemory, in which case a fresh, empty memory backend is used.
+// unless allowMemory, in which case openManualMemory chooses the backend.
 // Creating a Redis client does not contact Redis; the first call does.
 func openOps(op, path string, allowMemory bool, env *runEnv) (*opsSession, int, error) {
 	cfg, code := loadConfig(path, config.ForValidate, nil, env)
@@ -113,7 +116,11 @@ func openOps(op, path string, allowMemory bool, env *runEnv) (*opsSession, int, 
 			return nil, 1, fmt.Errorf("%s %w, but %s uses the memory backend, whose state lives inside the daemon process: "+
 				"set redis.address in the config (status, history, pause and resume all need Redis)", op, errNeedsRedis, cfg.Path)
 		}
-		return &opsSession{cfg: cfg, backend: redislock.NewMemory(), kind: "memory"}, 0, nil
+		m, dir, note, err := openManualMemory(cfg)
+		if err != nil {
+			return nil, 1, err
+		}
+		return &opsSession{cfg: cfg, backend: m, kind: "memory", state: dir, note: note}, 0, nil
 	}
 	opts, err := engine.RedisOptions(cfg)
 	if err != nil {
@@ -147,8 +154,13 @@ func (s *opsSession) call(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(ctx, opsCallTimeout)
 }
 
-// close closes the backend's connections.
-func (s *opsSession) close() { s.backend.Close() }
+// close closes the backend's connections and the state directory.
+func (s *opsSession) close() {
+	s.backend.Close()
+	if s.state != nil {
+		s.state.Close()
+	}
+}
 
 // redisHint appends a hint to an error from a Redis call: the usual cause
 // is an unreachable server or wrong credentials.

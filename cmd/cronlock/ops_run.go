@@ -27,8 +27,10 @@ the lease is held (the job is running on some node) nothing starts and
 the exit code is 1. Otherwise the exit code is the command's (128+N when
 killed by signal N; 1 when it could not start). SIGINT/SIGTERM
 terminates the command's process group and releases the lease. With the
-memory backend the run is local to this process: a running daemon is not
-consulted.`
+memory backend the run is local to this machine: while no daemon runs it
+uses the node's state file (node.state_dir), so its fencing token follows
+the daemon's; while the daemon runs it is not consulted, and a warning
+says so.`
 
 // runManual implements `cronlock run [-config FILE] [-force] JOB`: it
 // parses flags, opens the backend, hands the run to engine.RunJob and
@@ -59,8 +61,8 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 	if err != nil {
 		return opsFail(env, "run", 1, fmt.Errorf("log: %w", err))
 	}
-	if s.kind == "memory" {
-		log.Warn("memory backend: this run takes a lease local to this process; a running daemon is not consulted")
+	if s.note != "" {
+		log.Warn(s.note)
 	}
 	ran := engine.RunJob(ctx, s.cfg, *job, engine.ManualOptions{Log: log, Environ: env.environ,
 		Locker: s.backend, Force: *force})

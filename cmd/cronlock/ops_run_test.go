@@ -12,6 +12,7 @@ import (
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/statedir"
 )
 
 func history(t *testing.T, r *redislock.Redis, job string) []actors.RunRecord {
@@ -139,10 +140,84 @@ func TestRun_RetriesHooksTriggerAndJobSettings(t *testing.T) {
 
 func TestRun_MemoryBackendRunsLocally(t *testing.T) {
 	cfg := opsConfig(t, "", "echo local; exit 0")
-	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
-	if code != 0 || out != "local\n" || !strings.Contains(errs, "memory backend") {
+	env := []string{"CRONLOCK_NODE_STATE_DIR=" + filepath.Join(t.TempDir(), "none")}
+	code, out, errs := runCLI(t, env, "run", "-config", cfg, "backup")
+	if code != 0 || out != "local\n" || !strings.Contains(errs, "memory backend") || !strings.Contains(errs, "not kept") {
 		t.Errorf("got exit %d, out %q, stderr %q; want 0, local, a memory-backend warning", code, out, errs)
 	}
+}
+
+// With no daemon holding the state directory, a manual run on the memory
+// backend continues the daemon's fencing tokens and records its own.
+func TestRun_MemoryBackendContinuesTheDaemonsFence(t *testing.T) {
+	cfg := opsConfig(t, "", "echo $CRONLOCK_FENCING_TOKEN")
+	dir := t.TempDir()
+	daemonState(t, dir, 41)
+	env := []string{"CRONLOCK_NODE_STATE_DIR=" + dir}
+	for _, want := range []string{"42\n", "43\n"} {
+		code, out, errs := runCLI(t, env, "run", "-config", cfg, "backup")
+		if code != 0 || out != want || strings.Contains(errs, "memory backend") {
+			t.Errorf("got exit %d, out %q, stderr %q; want 0, %q, no warning", code, out, errs, want)
+		}
+	}
+	if st := daemonState(t, dir, 0); st.Fence != 43 || st.Slot != 1767225600 {
+		t.Errorf("state file after two manual runs: got fence %d slot %d, want 43, 1767225600", st.Fence, st.Slot)
+	}
+}
+
+// While a daemon holds the state directory, the manual run is local and
+// says that its token may repeat one of the daemon's.
+func TestRun_MemoryBackendWhileTheDaemonRuns(t *testing.T) {
+	cfg := opsConfig(t, "", "echo $CRONLOCK_FENCING_TOKEN")
+	dir := t.TempDir()
+	daemonState(t, dir, 41)
+	held, err := statedir.Open(dir) // as the daemon does; flock conflicts within one process too
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	code, out, errs := runCLI(t, []string{"CRONLOCK_NODE_STATE_DIR=" + dir}, "run", "-config", cfg, "backup")
+	if code != 0 || out != "1\n" || !strings.Contains(errs, "may repeat one of the daemon's") {
+		t.Errorf("got exit %d, out %q, stderr %q; want 0, 1, a warning that the token may repeat", code, out, errs)
+	}
+}
+
+// A state file that cannot be used stops the manual run with the file's
+// name, as it stops the daemon.
+func TestRun_MemoryBackendCorruptStateFile(t *testing.T) {
+	cfg := opsConfig(t, "", "echo ran")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, redislock.MemoryStateFile), "{")
+	code, out, errs := runCLI(t, []string{"CRONLOCK_NODE_STATE_DIR=" + dir}, "run", "-config", cfg, "backup")
+	if code != 1 || out != "" || !strings.Contains(errs, filepath.Join(dir, redislock.MemoryStateFile)) {
+		t.Errorf("got exit %d, out %q, stderr %q; want 1, nothing run, an error naming the state file", code, out, errs)
+	}
+}
+
+// daemonState opens the state directory dir as a daemon would, claims
+// job backup with fence up to fence (none when 0), and returns its state.
+func daemonState(t *testing.T, dir string, fence int64) redislock.JobState {
+	t.Helper()
+	d, err := statedir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m, err := redislock.OpenMemory(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := int64(1); i <= fence; i++ {
+		if _, err := m.Claim(ctx, actors.ClaimRequest{Job: "backup", Slot: 1767225600 - fence + i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := m.State(ctx, "backup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 func TestRun_CommandCannotStart(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func TestRun_ValidateExample(t *testing.T) {
 	} {
 		args, path := tt.args, tt.path
 		code, out, errOut := runCLI(t, nil, args...)
-		want := "Configuration valid: " + path + "\nLock backend: memory (single node)\nJobs: 7\n"
+		want := "Configuration valid: " + path + "\nLock backend: memory (single node)\nNode id: example-node (set by node.id)\nJobs: 7\n"
 		if code != 0 || out != want || errOut != "" {
 			t.Errorf("%v: code %d\nstdout %q\nwant   %q\nstderr %q", args, code, out, want, errOut)
 		}
@@ -70,9 +71,9 @@ func TestRun_ValidateNeverPrintsPassword(t *testing.T) {
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, env := range [][]string{nil, {"CRONLOCK_REDIS_PASSWORD=env-secret-2"}} {
+	for _, env := range [][]string{{"CRONLOCK_NODE_ID=n1"}, {"CRONLOCK_NODE_ID=n1", "CRONLOCK_REDIS_PASSWORD=env-secret-2"}} {
 		code, out, errOut := runCLI(t, env, "-validate", "-config", path)
-		want := "Configuration valid: " + path + "\nRedis: 10.0.0.5:6379\nJobs: 1\n"
+		want := "Configuration valid: " + path + "\nRedis: 10.0.0.5:6379\nNode id: n1 (set by node.id)\nJobs: 1\n"
 		if code != 0 || out != want {
 			t.Errorf("code %d stdout %q, want %q", code, out, want)
 		}
@@ -83,6 +84,24 @@ func TestRun_ValidateNeverPrintsPassword(t *testing.T) {
 	code, out, _ := runCLI(t, []string{"CRONLOCK_REDIS_ADDRESS=10.9.9.9:7000"}, "-validate", "-config", path)
 	if code != 0 || !strings.Contains(out, "Redis: 10.9.9.9:7000\n") {
 		t.Errorf("env address: code %d out %q", code, out)
+	}
+}
+
+// -validate says where a default node id comes from.
+func TestRun_ValidateShowsDefaultNodeID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("jobs:\n- {name: a, schedule: '@daily', command: 'true'}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	code, out, _ := runCLI(t, []string{"CRONLOCK_NODE_STATE_DIR=" + state}, "-validate", "-config", path)
+	want := regexp.MustCompile(`\nNode id: \S+-[0-9a-f]{8} \(default: hostname \+ hash of /etc/machine-id and node.state_dir\)\n`)
+	if _, err := os.Stat(machineIDFile); err != nil {
+		want = regexp.MustCompile(`\nNode id: \S+-[0-9a-f]{8} \(default: new; there is no /etc/machine-id, and the daemon keeps it in ` +
+			regexp.QuoteMeta(filepath.Join(state, "node-id")) + ` at its first start\)\n`)
+	}
+	if code != 0 || !want.MatchString(out) {
+		t.Errorf("code %d stdout %q, want a line matching %s", code, out, want)
 	}
 }
 

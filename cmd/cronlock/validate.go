@@ -50,6 +50,7 @@ func runValidate(path string, flags map[string]string, env *runEnv) int {
 	}
 	fmt.Fprintf(env.stdout, "Configuration valid: %s\n", path)
 	fmt.Fprintln(env.stdout, backendSummary(cfg))
+	fmt.Fprintf(env.stdout, "Node id: %s (%s)\n", cfg.Node.ID, cfg.Node.IDOrigin())
 	fmt.Fprintf(env.stdout, "Jobs: %d\n", len(cfg.Jobs))
 	return 0
 }

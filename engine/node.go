@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/registry"
+	"github.com/cronlock/cronlock/statedir"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// What the engine keeps about the node itself: the memory backend's state
+// file in the state directory, and the node's heartbeat record in Redis
+// (package registry).
+
+var (
+	_ redislock.StateStore = (*statedir.Dir)(nil)
+	_ registry.Store       = (*redislock.Redis)(nil)
+	_ registry.Store       = (*lazyRedis)(nil)
+)
+
+// persistMemory replaces a fresh memory backend by one persisted in state
+// (redislock.OpenMemory), so that a restart never re-runs a slot nor
+// reuses a fencing token. Other backends, and a nil state (engine tests),
+// are returned unchanged. A state file that cannot be used is an error.
+func persistMemory(b backend, state *statedir.Dir, log *zap.Logger) (backend, error) {
+	if b.kind != "memory" || state == nil {
+		return b, nil
+	}
+	m, err := redislock.OpenMemory(state)
+	if err != nil {
+		return backend{}, err
+	}
+	b.Backend = m
+	log.Info("memory backend state loaded", zap.String("state_file", filepath.Join(state.Path(), redislock.MemoryStateFile)))
+	return b, nil
+}
+
+// newRegistry returns the heartbeat actor of this node's record in Redis,
+// or nil for the memory backend (one process: no other daemon to clash
+// with).
+func newRegistry(nodeID string, b backend, opts Options, reg prometheus.Registerer) (*registry.Heartbeat, error) {
+	if b.kind != "redis" {
+		return nil, nil
+	}
+	store, ok := b.Backend.(registry.Store)
+	if !ok {
+		return nil, fmt.Errorf("engine: redis backend %T does not keep node records", b.Backend)
+	}
+	host, _ := os.Hostname()
+	self := registry.Record{NodeID: nodeID, Instance: uuid.NewString(), Hostname: host, PID: os.Getpid(),
+		Version: opts.Version, Started: time.Now().UTC()}
+	if opts.State != nil {
+		self.StateDir = opts.State.Path()
+	}
+	return registry.New(registry.Options{Log: opts.Log, Store: store, Registry: reg, Self: self}), nil
+}
+
+func (l *lazyRedis) SwapNode(ctx context.Context, id string, value []byte, ttl time.Duration) ([]byte, error) {
+	r, err := l.client()
+	if err != nil {
+		return nil, err
+	}
+	return r.SwapNode(ctx, id, value, ttl)
+}
+
+func (l *lazyRedis) DropNode(ctx context.Context, id string, value []byte) (bool, error) {
+	r, err := l.client()
+	if err != nil {
+		return false, err
+	}
+	return r.DropNode(ctx, id, value)
+}

@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/statedir"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/rueidis"
+	"go.uber.org/zap/zaptest"
+)
+
+const oneYearlyJob = `
+jobs:
+  - name: yearly
+    schedule: "0 0 1 1 *"
+    command: "true"
+`
+
+func openStateDir(t *testing.T) *statedir.Dir {
+	t.Helper()
+	d, err := statedir.Open(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// With a state directory the memory backend continues from its state
+// file; without one (engine tests) it starts empty.
+func TestEngine_MemoryBackendLoadsTheStateFile(t *testing.T) {
+	dir := openStateDir(t)
+	m, err := redislock.OpenMemory(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Claim(t.Context(), actors.ClaimRequest{Job: "yearly", Slot: 1767225600}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := parseConfig(t, oneYearlyJob)
+	for _, tt := range []struct {
+		state *statedir.Dir
+		fence int64
+	}{{dir, 1}, {nil, 0}} {
+		e, err := New(cfg, Options{Log: zaptest.NewLogger(t), Reload: func() (*config.Config, error) { return cfg, nil }, State: tt.state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := e.backend.Backend.(*redislock.Memory).State(t.Context(), "yearly")
+		if err != nil || st.Fence != tt.fence {
+			t.Errorf("state dir %v: fence %d (%v), want %d", tt.state != nil, st.Fence, err, tt.fence)
+		}
+		if e.node != nil {
+			t.Errorf("memory backend: got a node registry, want none")
+		}
+	}
+}
+
+// A state file that cannot be used stops the start with its name.
+func TestEngine_CorruptMemoryStateStopsTheStart(t *testing.T) {
+	dir := openStateDir(t)
+	if err := dir.WriteFile(redislock.MemoryStateFile, []byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := parseConfig(t, oneYearlyJob)
+	_, err := New(cfg, Options{Log: zaptest.NewLogger(t), State: dir})
+	if !errors.Is(err, redislock.ErrCorruptState) || !strings.Contains(err.Error(), filepath.Join(dir.Path(), redislock.MemoryStateFile)) {
+		t.Fatalf("New: got %v, want ErrCorruptState naming the file", err)
+	}
+}
+
+// On the Redis backend the engine runs the node registry: the heartbeat
+// record exists while it runs, cronlock_node_id_conflict is exported, and
+// the record is gone after shutdown.
+func TestEngine_RedisBackendKeepsTheHeartbeatRecord(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := parseConfig(t, "redis: {address: \""+srv.Addr()+"\"}\nnode: {id: n1}\n"+oneYearlyJob)
+	reg := prometheus.NewRegistry()
+	e, err := New(cfg, Options{Log: zaptest.NewLogger(t), Registry: reg, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.node == nil {
+		t.Fatal("redis backend: no node registry")
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	get := func() []byte {
+		v, err := c.Do(t.Context(), c.B().Get().Key("cronlock:node:n1").Build()).AsBytes()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			t.Fatal(err)
+		}
+		return v
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	// The first beat is written as Run starts; poll Redis for it (a real
+	// server, outside any bubble), as the redislock tests poll for a
+	// restarted server.
+	deadline := time.Now().Add(10 * time.Second)
+	rec := get()
+	for ; rec == nil && time.Now().Before(deadline); rec = get() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(string(rec), `"node_id":"n1"`) || !strings.Contains(string(rec), `"version":"test"`) {
+		t.Errorf("heartbeat record %s, want node_id n1 and version test", rec)
+	}
+	if n, err := testutil.GatherAndCount(reg, "cronlock_node_id_conflict"); err != nil || n != 1 {
+		t.Errorf("cronlock_node_id_conflict: %d series (%v), want 1", n, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rec := get(); rec != nil {
+		t.Errorf("after shutdown the heartbeat record is still there: %s", rec)
+	}
+}

@@ -1,0 +1,230 @@
+// Package registry keeps this daemon's heartbeat record in Redis, the key
+// P node:ID (docs/protocol.md, "The node heartbeat record"), and detects a
+// second live daemon writing the same record: two daemons configured with
+// the same node.id.
+//
+// Every beat (default every 5 s) swaps the record for a fresh one (TTL
+// default 15 s) and reads the one it replaced, in one round trip. A record
+// of a different instance (a process, identified by a random UUID) found
+// on the first successful beat is not yet a conflict: it is usually the
+// record of this node's previous incarnation, left behind by a crash until
+// its TTL ends. Found on any later beat it is: another process wrote the
+// record after our previous beat, so it is alive. The conflict is logged
+// once per other instance (error) and shown by the gauge
+// cronlock_node_id_conflict.
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Defaults of Options.Every and Options.TTL.
+const (
+	DefaultEvery = 5 * time.Second
+	DefaultTTL   = 3 * DefaultEvery
+)
+
+// beatTimeout bounds one beat's round trip (as the health monitor's ping
+// is bounded); dropTimeout the deletion of the record at shutdown.
+const (
+	beatTimeout = time.Second
+	dropTimeout = time.Second
+)
+
+// Record is one daemon process's heartbeat record, the JSON value of
+// P node:ID. Issue 12's node list extends it.
+type Record struct {
+	NodeID    string    `json:"node_id"`
+	Instance  string    `json:"instance"` // random UUID, one per daemon process
+	Hostname  string    `json:"hostname"`
+	PID       int       `json:"pid"`
+	Version   string    `json:"version"`
+	StateDir  string    `json:"state_dir,omitempty"`
+	Started   time.Time `json:"started"`   // process start, UTC
+	Heartbeat time.Time `json:"heartbeat"` // this write, UTC, by the writer's clock
+}
+
+// Store keeps heartbeat records; implemented by *redislock.Redis (one
+// round trip per call, key P node:ID).
+type Store interface {
+	// SwapNode sets node id's record to value with a TTL and returns the
+	// value it replaced (nil when none), atomically.
+	SwapNode(ctx context.Context, id string, value []byte, ttl time.Duration) ([]byte, error)
+	// DropNode deletes node id's record if it holds exactly value.
+	DropNode(ctx context.Context, id string, value []byte) (bool, error)
+}
+
+// Options configure New. Log, Store and Self (NodeID, Instance) are
+// required.
+type Options struct {
+	Log   *zap.Logger
+	Store Store
+	// Registry receives cronlock_node_id_conflict; nil = not registered.
+	Registry prometheus.Registerer
+	// Self is this process's record; Heartbeat is set on every beat.
+	Self Record
+	// Every is the beat interval (default DefaultEvery); TTL the record's
+	// time to live (default 3 × Every).
+	Every, TTL time.Duration
+	// Now is the clock of Record.Heartbeat and of conflict ageing; nil =
+	// time.Now.
+	Now func() time.Time
+}
+
+// Heartbeat is the actor that keeps the record. Create it with New, then
+// call Run once.
+type Heartbeat struct {
+	log        *zap.Logger
+	store      Store
+	self       Record
+	every, ttl time.Duration
+	now        func() time.Time
+	conflict   prometheus.Gauge
+
+	// Owned by the Run goroutine.
+	written  []byte               // the value of our last successful swap; nil before the first
+	reported map[string]bool      // other instances already logged
+	seen     map[string]time.Time // other live instances → when last found
+}
+
+// New returns the actor; it does no I/O.
+func New(o Options) *Heartbeat {
+	if o.Every <= 0 {
+		o.Every = DefaultEvery
+	}
+	if o.TTL <= 0 {
+		o.TTL = 3 * o.Every
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	h := &Heartbeat{log: o.Log.With(zap.String("node_id", o.Self.NodeID)), store: o.Store, self: o.Self,
+		every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]time.Time{},
+		conflict: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_node_id_conflict",
+			Help: "1 while another live daemon writes this node's heartbeat record (node.id is not unique), else 0."})}
+	if o.Registry != nil {
+		o.Registry.MustRegister(h.conflict)
+	}
+	return h
+}
+
+// Run beats at once and then every Every until ctx ends; then it deletes
+// the record if it still holds our last write (a clean stop leaves no
+// record for the next start to wonder about) and returns nil. A failed
+// beat is logged at debug (the health monitor reports Redis outages) and
+// retried at the next tick.
+func (h *Heartbeat) Run(ctx context.Context) error {
+	t := time.NewTicker(h.every)
+	defer t.Stop()
+	for {
+		h.beat(ctx)
+		select {
+		case <-ctx.Done():
+			h.drop(ctx)
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// beat swaps the record and checks the one it replaced.
+func (h *Heartbeat) beat(ctx context.Context) {
+	rec := h.self
+	rec.Heartbeat = h.now().UTC()
+	value, err := json.Marshal(rec)
+	if err != nil {
+		h.log.Error("heartbeat record not encodable", zap.Error(err)) // cannot happen: plain fields
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, beatTimeout)
+	defer cancel()
+	old, err := h.store.SwapNode(cctx, h.self.NodeID, value, h.ttl)
+	if err != nil {
+		h.log.Debug("heartbeat not written", zap.Error(err))
+		return
+	}
+	first := h.written == nil
+	h.written = value
+	h.check(old, first)
+	h.age()
+}
+
+// check reports the record we replaced when another live instance wrote
+// it (any beat after our first successful one).
+func (h *Heartbeat) check(old []byte, first bool) {
+	var o Record
+	if old != nil {
+		if err := json.Unmarshal(old, &o); err != nil || o.Instance == "" {
+			h.log.Warn("replaced an unreadable node heartbeat record; another program or cronlock version "+
+				"writes this key", zap.ByteString("value", old))
+			return
+		}
+	}
+	other := old != nil && o.Instance != h.self.Instance
+	switch {
+	case first && other:
+		h.log.Info("node heartbeat record written; it replaced the record of another instance, usually this "+
+			"node's previous run: a live one is reported at the next beat", zap.String("instance", h.self.Instance),
+			zap.String("previous_instance", o.Instance), zap.String("previous_hostname", o.Hostname),
+			zap.Int("previous_pid", o.PID), zap.Time("previous_heartbeat", o.Heartbeat))
+	case first:
+		h.log.Info("node heartbeat record written", zap.String("instance", h.self.Instance))
+	case other:
+		h.conflictWith(o)
+	default:
+		h.log.Debug("heartbeat")
+	}
+}
+
+// conflictWith records a live other instance o; it is logged the first
+// time.
+func (h *Heartbeat) conflictWith(o Record) {
+	h.seen[o.Instance] = h.now()
+	h.conflict.Set(1)
+	if h.reported[o.Instance] {
+		return
+	}
+	h.reported[o.Instance] = true
+	h.log.Error("duplicate node id: another live cronlock daemon uses this node.id; node.id must be unique "+
+		"per daemon: set a different node.id on one of them (or leave node.id unset on both for the per-machine default)",
+		zap.String("instance", h.self.Instance), zap.String("other_instance", o.Instance),
+		zap.String("other_hostname", o.Hostname), zap.Int("other_pid", o.PID),
+		zap.String("other_state_dir", o.StateDir), zap.String("other_version", o.Version),
+		zap.Time("other_started", o.Started))
+}
+
+// age forgets other instances not found for a TTL; when none is left the
+// conflict is over.
+func (h *Heartbeat) age() {
+	if len(h.seen) == 0 {
+		return
+	}
+	for inst, at := range h.seen {
+		if h.now().Sub(at) > h.ttl {
+			delete(h.seen, inst)
+			delete(h.reported, inst) // a later conflict with it is a new one
+			h.log.Info("duplicate node id: the other instance has not written the heartbeat record for a TTL; "+
+				"conflict over", zap.String("other_instance", inst), zap.Duration("ttl", h.ttl))
+		}
+	}
+	if len(h.seen) == 0 {
+		h.conflict.Set(0)
+	}
+}
+
+// drop deletes our record at shutdown if it still holds our last write.
+func (h *Heartbeat) drop(ctx context.Context) {
+	if h.written == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
+	defer cancel()
+	if _, err := h.store.DropNode(cctx, h.self.NodeID, h.written); err != nil {
+		h.log.Debug("heartbeat record not deleted; it expires by its TTL", zap.Error(err), zap.Duration("ttl", h.ttl))
+	}
+}

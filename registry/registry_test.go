@@ -1,0 +1,238 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/promtest"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// daemon is one heartbeat actor with its own log.
+type daemon struct {
+	h    *Heartbeat
+	logs *observer.ObservedLogs
+}
+
+func newDaemon(store Store, id, instance string, now func() time.Time) daemon {
+	core, logs := observer.New(zapcore.DebugLevel)
+	h := New(Options{Log: zap.New(core), Store: store, Now: now, Self: Record{NodeID: id, Instance: instance,
+		Hostname: "host-" + instance, PID: 4242, Version: "test", Started: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}})
+	return daemon{h: h, logs: logs}
+}
+
+func (d daemon) conflicts() int {
+	return d.logs.FilterMessageSnippet("duplicate node id: another live").Len()
+}
+
+func (d daemon) gauge(t *testing.T) float64 {
+	return promtest.Value(t, d.h.conflict, "cronlock_node_id_conflict")
+}
+
+func newRedis(t *testing.T) (*redislock.Redis, *redistest.Server) {
+	srv := redistest.Start(t)
+	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r, srv
+}
+
+// Two live daemons with one node id, beating in turn against a real Redis:
+// each reports the other once (error, with the other's hostname and start
+// time) and sets the gauge, whatever the number of beats.
+func TestHeartbeat_DuplicateDetected(t *testing.T) {
+	r, _ := newRedis(t)
+	ctx := t.Context()
+	a := newDaemon(r, "web1", "aaaa", time.Now)
+	b := newDaemon(r, "web1", "bbbb", time.Now)
+	a.h.beat(ctx)
+	b.h.beat(ctx) // b's first beat: a's record may be a previous incarnation's
+	if n := b.conflicts(); n != 0 {
+		t.Fatalf("b after its first beat: %d conflict lines, want 0", n)
+	}
+	for range 3 {
+		a.h.beat(ctx)
+		b.h.beat(ctx)
+	}
+	for name, d := range map[string]daemon{"a": a, "b": b} {
+		if n := d.conflicts(); n != 1 {
+			t.Errorf("%s: got %d conflict lines, want 1", name, n)
+		}
+		if g := d.gauge(t); g != 1 {
+			t.Errorf("%s: cronlock_node_id_conflict = %v, want 1", name, g)
+		}
+	}
+	e := a.logs.FilterMessageSnippet("duplicate node id").All()[0]
+	if e.Level != zapcore.ErrorLevel || e.ContextMap()["other_hostname"] != "host-bbbb" ||
+		e.ContextMap()["other_instance"] != "bbbb" || e.ContextMap()["node_id"] != "web1" {
+		t.Errorf("a's conflict line: level %v fields %v", e.Level, e.ContextMap())
+	}
+	if _, ok := e.ContextMap()["other_started"]; !ok {
+		t.Errorf("a's conflict line lacks other_started: %v", e.ContextMap())
+	}
+}
+
+// A daemon restarted after a crash finds its previous incarnation's
+// record (same node id, other instance, still within its TTL): that is not
+// a conflict, at the first beat nor later.
+func TestHeartbeat_RestartIsNotAConflict(t *testing.T) {
+	r, _ := newRedis(t)
+	ctx := t.Context()
+	old := newDaemon(r, "web1", "old", time.Now)
+	old.h.beat(ctx)
+	old.h.beat(ctx) // then it is SIGKILLed: its record stays until the TTL
+	next := newDaemon(r, "web1", "new", time.Now)
+	for range 3 {
+		next.h.beat(ctx)
+	}
+	if n := next.conflicts(); n != 0 || next.gauge(t) != 0 {
+		t.Errorf("restarted daemon: %d conflict lines, gauge %v; want 0, 0", n, next.gauge(t))
+	}
+	first := next.logs.FilterMessageSnippet("replaced the record of another instance").All()
+	if len(first) != 1 || first[0].ContextMap()["previous_instance"] != "old" {
+		t.Errorf("first beat's log: got %v, want one line naming previous_instance old", first)
+	}
+}
+
+// The record is the documented JSON (docs/protocol.md) under
+// P node:ID with the TTL, and a clean stop deletes it.
+func TestHeartbeat_RecordInRedis(t *testing.T) {
+	r, srv := newRedis(t)
+	d := newDaemon(r, "web1", "aaaa", time.Now)
+	d.h.beat(t.Context())
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	old, err := c.Do(t.Context(), c.B().Get().Key("cronlock:node:web1").Build()).AsBytes()
+	if err != nil {
+		t.Fatalf("GET cronlock:node:web1: %v", err)
+	}
+	if ms, _ := c.Do(t.Context(), c.B().Pttl().Key("cronlock:node:web1").Build()).AsInt64(); ms <= 14_000 || ms > 15_000 {
+		t.Errorf("PTTL: got %d ms, want (14000, 15000]", ms)
+	}
+	var rec Record
+	if err := json.Unmarshal(old, &rec); err != nil {
+		t.Fatalf("record %s: %v", old, err)
+	}
+	if rec.NodeID != "web1" || rec.Instance != "aaaa" || rec.Hostname != "host-aaaa" || rec.PID != 4242 ||
+		rec.Version != "test" || rec.Started.IsZero() || time.Since(rec.Heartbeat) > time.Minute {
+		t.Errorf("record: got %+v", rec)
+	}
+	d.h.drop(t.Context())
+	if n, err := c.Do(t.Context(), c.B().Exists().Key("cronlock:node:web1").Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("after drop: EXISTS = %d (%v), want 0", n, err)
+	}
+}
+
+// memStore is an in-memory Store for synctest bubbles, where real Redis
+// cannot run (network I/O is not durably blocking).
+type memStore struct {
+	mu      sync.Mutex
+	value   []byte
+	expires time.Time
+	ttls    []time.Duration
+	drops   int
+}
+
+func (m *memStore) SwapNode(_ context.Context, _ string, v []byte, ttl time.Duration) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.value
+	if !time.Now().Before(m.expires) {
+		old = nil
+	}
+	m.value, m.expires = v, time.Now().Add(ttl)
+	m.ttls = append(m.ttls, ttl)
+	return old, nil
+}
+
+func (m *memStore) DropNode(_ context.Context, _ string, v []byte) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if string(m.value) != string(v) {
+		return false, nil
+	}
+	m.value = nil
+	m.drops++
+	return true, nil
+}
+
+func (m *memStore) beats() int { m.mu.Lock(); defer m.mu.Unlock(); return len(m.ttls) }
+
+// Run beats at once, then every 5 s with a 15 s TTL, and deletes the record
+// when ctx ends.
+func TestHeartbeat_RunBeatsAndDropsAtStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &memStore{}
+		d := newDaemon(s, "web1", "aaaa", time.Now)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- d.h.Run(ctx) }()
+		synctest.Wait()
+		if n := s.beats(); n != 1 {
+			t.Fatalf("at start: %d beats, want 1", n)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if n := s.beats(); n != 3 || s.ttls[0] != 15*time.Second {
+			t.Fatalf("after 10 s: %d beats with ttls %v, want 3 with 15s", n, s.ttls)
+		}
+		cancel()
+		if err := <-done; err != nil || s.drops != 1 || s.value != nil {
+			t.Fatalf("after stop: Run = %v, drops %d, record %q; want nil, 1, none", err, s.drops, s.value)
+		}
+	})
+}
+
+// The conflict lasts while the other instance keeps writing; a TTL after
+// its last write it is over (gauge 0, one info line), and a new conflict
+// with it would be reported again.
+func TestHeartbeat_ConflictEndsAfterTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &memStore{}
+		ctx := t.Context()
+		a := newDaemon(s, "web1", "aaaa", time.Now)
+		b := newDaemon(s, "web1", "bbbb", time.Now)
+		a.h.beat(ctx)
+		b.h.beat(ctx)
+		a.h.beat(ctx)
+		if a.gauge(t) != 1 {
+			t.Fatalf("gauge after b wrote: %v, want 1", a.gauge(t))
+		}
+		// b stops; a beats every 5 s.
+		for range 3 {
+			time.Sleep(5 * time.Second)
+			a.h.beat(ctx)
+			if a.gauge(t) != 1 {
+				t.Fatalf("gauge within the TTL of b's last write: %v, want 1", a.gauge(t))
+			}
+		}
+		time.Sleep(5 * time.Second)
+		a.h.beat(ctx)
+		if a.gauge(t) != 0 || a.logs.FilterMessageSnippet("conflict over").Len() != 1 {
+			t.Fatalf("a TTL after b's last write: gauge %v, %d 'conflict over' lines; want 0, 1",
+				a.gauge(t), a.logs.FilterMessageSnippet("conflict over").Len())
+		}
+		b.h.beat(ctx)
+		a.h.beat(ctx)
+		if n := a.conflicts(); n != 2 {
+			t.Errorf("b writes again: %d conflict lines in all, want 2", n)
+		}
+	})
+}
