@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -54,6 +55,7 @@ type Redis struct {
 	prefix      string
 	callTimeout time.Duration
 	historyLen  int
+	probes      atomic.Pointer[probeSet] // probeKeys' cache (Cluster mode)
 }
 
 // New builds a client. A standalone client (one address, no SentinelMaster)
