@@ -29,6 +29,7 @@ cronlock_skips_total{job="backup",reason="overlap"} 1
 cronlock_skips_total{job="backup",reason="overlap_local"} 0
 cronlock_skips_total{job="backup",reason="paused"} 0
 cronlock_skips_total{job="backup",reason="redis_error"} 0
+cronlock_skips_total{job="backup",reason="redis_unsafe"} 0
 cronlock_skips_total{job="backup",reason="shutting_down"} 0
 # HELP cronlock_last_success_timestamp_seconds Unix time of the last successful run on this node (0 = none).
 # TYPE cronlock_last_success_timestamp_seconds gauge

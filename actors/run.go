@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -78,6 +79,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
 	c, lease, err := Acquire(cctx, r.log, r.deps.Locker, req)
+	if refused := (*ClaimRefusedError)(nil); errors.As(err, &refused) {
+		return r.skip(refused.Reason, err), false // nothing was sent: no phantom
+	}
 	if err != nil {
 		r.log.Warn("claim failed; not run", zap.Error(err))
 		if useLease {
