@@ -118,7 +118,9 @@ type ClaimRefusedError struct {
 	Err    error
 }
 
-func (e *ClaimRefusedError) Error() string { return "claim refused (" + e.Reason + "): " + e.Err.Error() }
+func (e *ClaimRefusedError) Error() string {
+	return "claim refused (" + e.Reason + "): " + e.Err.Error()
+}
 func (e *ClaimRefusedError) Unwrap() error { return e.Err }
 
 // ErrNotHeld means the lease key does not hold the caller's owner value (it
