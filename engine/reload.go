@@ -38,6 +38,7 @@ func (e *Engine) reload(ctx context.Context) {
 		return
 	}
 	e.cfg.Jobs = cfg.Jobs
+	e.health.setJobs(cfg.Jobs)
 	e.log.Info("configuration reloaded", zap.Int("jobs", len(cfg.Jobs)))
 }
 
