@@ -37,13 +37,13 @@ func TestDecidePolicy(t *testing.T) {
 		allowed   bool   // evictionAllowed
 		inMessage string // the logged line names it
 	}{
-		{"noeviction with a limit", []redislock.ServerInfo{shard("noeviction", 2 << 20)}, nil, false, true, false, false, "claiming"},
+		{"noeviction with a limit", []redislock.ServerInfo{shard("noeviction", 2<<20)}, nil, false, true, false, false, "claiming"},
 		{"evicting policy without a limit", []redislock.ServerInfo{shard("allkeys-lru", 0)}, nil, false, true, false, false, "claiming"},
-		{"allkeys-lru with a limit", []redislock.ServerInfo{shard("allkeys-lru", 2 << 20)}, nil, false, true, true, false,
+		{"allkeys-lru with a limit", []redislock.ServerInfo{shard("allkeys-lru", 2<<20)}, nil, false, true, true, false,
 			"maxmemory-policy allkeys-lru with a maxmemory limit): not claiming, every slot is skipped (redis_unsafe). Fix: CONFIG SET maxmemory-policy noeviction"},
 		{"volatile-lru with a limit", []redislock.ServerInfo{shard("volatile-lru", 1)}, nil, false, true, true, false,
 			"redis.allow_eviction: true"},
-		{"allkeys-lru allowed", []redislock.ServerInfo{shard("allkeys-lru", 2 << 20)}, nil, true, true, false, true,
+		{"allkeys-lru allowed", []redislock.ServerInfo{shard("allkeys-lru", 2<<20)}, nil, true, true, false, true,
 			"claiming anyway because redis.allow_eviction is true"},
 		{"one evicting shard of three", []redislock.ServerInfo{shard("noeviction", 1), shard("volatile-ttl", 1), shard("noeviction", 0)},
 			nil, false, true, true, false, "volatile-ttl"},
