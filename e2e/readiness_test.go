@@ -29,17 +29,36 @@ func readReadiness(t *testing.T, listen string) readiness {
 	return readiness{code: code, body: strings.TrimSpace(body), metrics: metrics}
 }
 
-// check fails the test unless the node is ready (200, cronlock_redis_up 1)
-// or not ready (503, cronlock_redis_up 0, a /readyz body containing why).
-func (r readiness) check(t *testing.T, who string, ready bool, why string) {
-	t.Helper()
+// is reports whether the node is ready (200, cronlock_redis_up 1) or not
+// ready (503, cronlock_redis_up 0) as wanted, with a /readyz body that
+// contains why.
+func (r readiness) is(ready bool, why string) bool {
 	code, up := http.StatusServiceUnavailable, "cronlock_redis_up 0"
 	if ready {
 		code, up = http.StatusOK, "cronlock_redis_up 1"
 	}
-	if r.code != code || !hasLine(r.metrics, up) || !strings.Contains(r.body, why) {
-		t.Errorf("%s: got /readyz %d %q, cronlock_redis_up line %v; want %d containing %q and %q", who, r.code, r.body,
-			hasLine(r.metrics, up), code, why, up)
+	return r.code == code && hasLine(r.metrics, up) && strings.Contains(r.body, why)
+}
+
+// waitReadiness polls the node's /readyz and /metrics every 100 ms until
+// they say ready (or not ready) with why, and returns that reading; it
+// fails the test with the last reading after 5 s. Polling, because on a
+// loaded machine one health check may time out and say "unreachable" for
+// a second, which is true at that moment.
+func waitReadiness(t *testing.T, who, listen string, ready bool, why string) readiness {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := readReadiness(t, listen)
+		if r.is(ready, why) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: got /readyz %d %q, cronlock_redis_up 1: %v; want ready %v with %q", who, r.code, r.body,
+				hasLine(r.metrics, "cronlock_redis_up 1"), ready, why)
+			return r
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval, not synchronisation
 	}
 }
 
@@ -58,7 +77,7 @@ func TestReadiness_ScriptingDisabled(t *testing.T) {
 				withEnv("CRONLOCK_HTTP_LISTEN="+listen))
 			waitEngineRunning(n)
 			time.Sleep(2500 * time.Millisecond) // two slots and two checks: that is the test
-			readReadiness(t, listen).check(t, "n1", false, "failing: unknown command '"+cmd+"'")
+			waitReadiness(t, "n1", listen, false, "failing: unknown command '"+cmd+"'")
 			if runs := ledgerLines(t, ledger); len(runs) != 0 {
 				t.Errorf("got %d runs with %s disabled, want none", len(runs), cmd)
 			}
@@ -104,7 +123,7 @@ func TestReadiness_RedisCluster(t *testing.T) {
 	}
 	time.Sleep(2500 * time.Millisecond) // two slots and two checks: that is the test
 	for _, n := range nodes[:2] {
-		readReadiness(t, listen[n.name]).check(t, n.name, false, "unsafe: a Cluster node used as a standalone server")
+		waitReadiness(t, n.name, listen[n.name], false, "unsafe: a Cluster node used as a standalone server")
 		fixes := 0
 		for _, e := range n.Logs() {
 			if e.Str("level") == "error" && strings.Contains(e.Msg(), "redis.addresses: [host:port, ...]") {
@@ -115,7 +134,7 @@ func TestReadiness_RedisCluster(t *testing.T) {
 			t.Errorf("%s: error lines naming redis.addresses: got %d, want 1", n.name, fixes)
 		}
 	}
-	readReadiness(t, listen["cluster"]).check(t, "cluster", true, "ready")
+	waitReadiness(t, "cluster", listen["cluster"], true, "ready")
 	before := ledgerLines(t, ledger)
 	for _, r := range before {
 		if r[2] != "cluster" {
@@ -129,7 +148,7 @@ func TestReadiness_RedisCluster(t *testing.T) {
 	c.Owner(key).Kill()
 	killedAt := time.Now()
 	time.Sleep(2500 * time.Millisecond) // checks every second: 2.5 s in, the node knows
-	readReadiness(t, listen["cluster"]).check(t, "cluster, owning shard killed", false, "unreachable")
+	waitReadiness(t, "cluster, owning shard killed", listen["cluster"], false, "unreachable")
 	for _, r := range readLedger(t, ledger) {
 		if r.Start.After(killedAt.Add(500 * time.Millisecond)) {
 			t.Errorf("run of slot %d started %v after the owning shard was killed, want none", r.Slot, r.Start.Sub(killedAt))
