@@ -232,3 +232,22 @@ func TestHealth_Cluster(t *testing.T) {
 		hh.expect(t, "owning shard killed", false, "unreachable")
 	})
 }
+
+// A claim sent before the health monitor's first check (the start-up
+// catch-up) waits for it instead of being refused or reaching an unread
+// Redis, and is sent once the policy is known to be safe.
+func TestHealth_ClaimAtStartWaitsForTheFirstCheck(t *testing.T) {
+	srv := redistest.Start(t)
+	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
+	got := make(chan string, 1)
+	go func() { got <- hh.claimReason(t, 100) }()
+	select {
+	case r := <-got:
+		t.Fatalf("claim returned %q before the first check, want it to wait", r)
+	case <-time.After(100 * time.Millisecond): // it is still waiting: that is what is checked
+	}
+	hh.check(t, true)
+	if r := <-got; r != "claimed" {
+		t.Errorf("claim after the first check: got %q, want claimed", r)
+	}
+}
