@@ -19,17 +19,21 @@ var ErrClusterNode = errors.New("redislock: the server is a Redis Cluster node, 
 // probeScript is the readiness probe: a read-only script on a job key, run
 // like every claim (EVALSHA, EVAL on NOSCRIPT) on the server that owns the
 // key. It fails where a claim would: scripting disabled or renamed, the
-// owning shard down, a Cluster node that redirects the key.
+// owning shard down, a Cluster node that redirects the key. Unlike the
+// claim it is retryable (it writes nothing): like PING, a call that meets
+// a connection just closed reconnects and retries within its deadline, so
+// Redis coming back is seen at once rather than at the next check.
 //
 //	KEYS: 1 a job's lease key; returns 0 or 1
-var probeScript = rueidis.NewLuaScript(`return redis.call("EXISTS", KEYS[1])`)
+var probeScript = rueidis.NewLuaScriptRetryable(`return redis.call("EXISTS", KEYS[1])`)
 
 // infoScript returns INFO memory, persistence and cluster of the server
 // that owns KEYS[1] (a script is routed by its key; INFO itself has none).
-// One section per call works on Redis 6 as well as 7.
+// One section per call works on Redis 6 as well as 7. Retryable: it writes
+// nothing.
 //
 //	KEYS: 1 a job's lease key; returns {memory, persistence, cluster}
-var infoScript = rueidis.NewLuaScript(`
+var infoScript = rueidis.NewLuaScriptRetryable(`
 return {redis.call("INFO", "memory"), redis.call("INFO", "persistence"), redis.call("INFO", "cluster")}
 `)
 

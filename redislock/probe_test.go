@@ -1,9 +1,11 @@
 package redislock
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/redistest"
@@ -113,7 +115,11 @@ func TestProbe_ClusterOwningShardKilled(t *testing.T) {
 		t.Fatalf("ServerInfo in Cluster mode: got %+v, %v; want one shard with cluster_enabled", infos, err)
 	}
 	c.Owner("{cronlock}:job:backup").Kill()
-	if err := r.Probe(ctxT(t), jobs); err == nil {
+	// The probe is retryable (it writes nothing): it retries until its
+	// deadline, which the health monitor sets to 1 s.
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	defer cancel()
+	if err := r.Probe(ctx, jobs); err == nil {
 		t.Fatalf("Probe with the owning shard killed: got nil, want an error")
 	}
 }
