@@ -131,7 +131,7 @@ func checkGuardSignals(t *testing.T, n *node, listen, policy string, allow bool,
 					skipped++
 				}
 			}
-			counted := metricValue(metrics, fmt.Sprintf(`cronlock_skips_total{job=%q,reason="redis_unsafe"}`, job))
+			counted := seriesValue(metrics, fmt.Sprintf(`cronlock_skips_total{job=%q,reason="redis_unsafe"}`, job))
 			// /metrics was read before the log: a skip between the two may
 			// be in one and not the other.
 			if skipped < 4 || counted < 4 || counted < float64(skipped-1) || counted > float64(skipped+1) {
@@ -262,9 +262,9 @@ func hasLine(body, line string) bool {
 	return strings.Contains("\n"+body, "\n"+line+"\n")
 }
 
-// metricValue returns the value of the series written exactly as series
+// seriesValue returns the value of the series written exactly as series
 // (name and labels) in the Prometheus text body, or -1 when absent.
-func metricValue(body, series string) float64 {
+func seriesValue(body, series string) float64 {
 	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
