@@ -17,12 +17,16 @@ const (
 	SkipRedisError       = "redis_error"
 	SkipDisabled         = "disabled"
 	SkipShuttingDown     = "shutting_down"
+	// SkipRedisUnsafe: the Redis policy guard refuses claims on this Redis
+	// (an evicting maxmemory-policy, a Cluster node used as a standalone
+	// server); docs/protocol.md, "Redis policy guard".
+	SkipRedisUnsafe = "redis_unsafe"
 )
 
 // skipReasons lists every skip reason, in metric order; its length sizes
 // the per-job counters.
 var skipReasons = [...]string{SkipClaimedElsewhere, SkipOverlap, SkipOverlapLocal,
-	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown}
+	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe}
 
 // Run results; a hook sees them as CRONLOCK_RESULT.
 const (

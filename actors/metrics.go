@@ -118,7 +118,7 @@ var (
 	descLast  = prometheus.NewDesc("cronlock_last_success_timestamp_seconds",
 		"Unix time of the last successful run on this node (0 = none).", []string{"job"}, nil)
 	descRunning = prometheus.NewDesc("cronlock_job_running", "Runs of the job in progress on this node.", []string{"job"}, nil)
-	descUp      = prometheus.NewDesc("cronlock_redis_up", "1 when the coordination backend answers, else 0.", nil, nil)
+	descUp      = prometheus.NewDesc("cronlock_redis_up", "1 when a claim would succeed now (the backend runs the claim scripts and the Redis policy guard allows claims), else 0.", nil, nil)
 	descSkew    = prometheus.NewDesc("cronlock_clock_skew_seconds", "Local clock minus Redis TIME, in seconds.", nil, nil)
 	descHooks   = prometheus.NewDesc("cronlock_hook_failures_total",
 		"Hooks that failed, timed out, or were not run (queue full, shutdown), by reason.", []string{"job", "hook", "reason"}, nil)

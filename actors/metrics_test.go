@@ -29,11 +29,12 @@ cronlock_skips_total{job="backup",reason="overlap"} 1
 cronlock_skips_total{job="backup",reason="overlap_local"} 0
 cronlock_skips_total{job="backup",reason="paused"} 0
 cronlock_skips_total{job="backup",reason="redis_error"} 0
+cronlock_skips_total{job="backup",reason="redis_unsafe"} 0
 cronlock_skips_total{job="backup",reason="shutting_down"} 0
 # HELP cronlock_last_success_timestamp_seconds Unix time of the last successful run on this node (0 = none).
 # TYPE cronlock_last_success_timestamp_seconds gauge
 cronlock_last_success_timestamp_seconds{job="backup"} 1.8e+09
-# HELP cronlock_redis_up 1 when the coordination backend answers, else 0.
+# HELP cronlock_redis_up 1 when a claim would succeed now (the backend runs the claim scripts and the Redis policy guard allows claims), else 0.
 # TYPE cronlock_redis_up gauge
 cronlock_redis_up 1
 `

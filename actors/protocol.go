@@ -150,6 +150,22 @@ type MissedReport struct {
 	After    int64
 }
 
+// ClaimRefusedError is the error of a Locker that refused a claim without
+// sending it (the engine's Redis policy guard): nothing was written, so no
+// lease can exist and the run hands no phantom to the janitor. Reason is
+// the skip reason the slot gets (SkipRedisUnsafe, or SkipRedisError while
+// the Redis configuration has not been read yet); Err says why. The run
+// does not log it: whoever refuses logs the cause once.
+type ClaimRefusedError struct {
+	Reason string
+	Err    error
+}
+
+func (e *ClaimRefusedError) Error() string {
+	return "claim refused (" + e.Reason + "): " + e.Err.Error()
+}
+func (e *ClaimRefusedError) Unwrap() error { return e.Err }
+
 // ErrNotHeld means the lease key does not hold the caller's owner value (it
 // expired or another node took it). Renew returns it wrapped; check it with
 // errors.Is.

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -88,8 +89,16 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
 	c, lease, err := Acquire(cctx, r.log, r.deps.Locker, req)
+	var refused *ClaimRefusedError
+	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
-	r.events <- runEvent{kind: evClaimed, won: r.won, failed: err != nil, slot: r.info.Slot, claim: c}
+	// A refused claim was never sent (the Redis policy guard): like a
+	// skipped claim it is not "failed", so fires held for it are decided
+	// again, each refused with the same reason.
+	r.events <- runEvent{kind: evClaimed, won: r.won, failed: err != nil && !isRefused, slot: r.info.Slot, claim: c}
+	if isRefused {
+		return r.skip(refused.Reason, err), false // nothing was sent: no phantom
+	}
 	if err != nil {
 		r.deps.repeats.Log(repeatClaimFailed, func(extra ...zap.Field) {
 			r.log.Warn("claim failed; not run", append(extra, zap.Error(err))...)

@@ -89,6 +89,11 @@ type Redis struct {
 	SentinelMaster string        `mapstructure:"sentinel_master"`
 	TLS            TLS           `mapstructure:"tls"`
 	DialTimeout    time.Duration `mapstructure:"dial_timeout"`
+	// AllowEviction lets the node claim although Redis may evict keys (a
+	// maxmemory limit with a policy other than noeviction, or a policy that
+	// cannot be read): the Redis policy guard then warns instead of
+	// refusing (docs/protocol.md, "Redis policy guard"). Default false.
+	AllowEviction bool `mapstructure:"allow_eviction"`
 }
 
 // Log configures the daemon's zap logger.

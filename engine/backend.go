@@ -30,14 +30,39 @@ var (
 	_ Backend = (*lazyRedis)(nil)
 )
 
-type backend struct {
-	Backend
-	kind string // "redis" | "memory"
-	addr string // for logs; never holds a password
+var (
+	_ serverChecks = (*redislock.Redis)(nil)
+	_ serverChecks = (*lazyRedis)(nil)
+)
+
+// serverChecks is what the health monitor reads from a Redis backend
+// besides Ping and Time (docs/protocol.md, "Redis policy guard"): whether
+// a claim of the jobs could run now, and the server settings the guard
+// decides on.
+type serverChecks interface {
+	Probe(ctx context.Context, jobs []string) error
+	ServerInfo(ctx context.Context, jobs []string) ([]redislock.ServerInfo, error)
+	SavePoints(ctx context.Context) (string, error)
 }
 
-func (b backend) locker() actors.Locker { return b.Backend }
-func (b backend) close()                { b.Close() }
+type backend struct {
+	Backend
+	kind   string       // "redis" | "memory"
+	addr   string       // for logs; never holds a password
+	checks serverChecks // nil for the memory backend
+	guard  *guard       // nil for the memory backend
+}
+
+// locker is the Locker of the job actors and the janitor: for Redis, claims
+// go through the policy guard.
+func (b backend) locker() actors.Locker {
+	if b.guard != nil {
+		return guardedLocker{Locker: b.Backend, g: b.guard}
+	}
+	return b.Backend
+}
+
+func (b backend) close() { b.Close() }
 
 // newBackend builds the backend selected by lock.backend. A Redis client is
 // created without waiting for Redis (an unreachable Redis at
@@ -51,6 +76,7 @@ func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
 		return backend{}, err
 	}
 	addr := strings.Join(opts.Addresses, ",")
+	g := newGuard(log, cfg.Redis.AllowEviction)
 	if len(opts.Addresses) > 1 || opts.SentinelMaster != "" {
 		// Sentinel and Cluster clients need a reachable node to be created:
 		// create it lazily so that the daemon starts (not ready) without one.
@@ -58,13 +84,13 @@ func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
 		if _, err := l.client(); err != nil {
 			log.Warn("redis client not created yet; retrying in the background", zap.String("redis", addr), zap.Error(err))
 		}
-		return backend{Backend: l, kind: "redis", addr: addr}, nil
+		return backend{Backend: l, kind: "redis", addr: addr, checks: l, guard: g}, nil
 	}
 	r, err := redislock.New(opts)
 	if err != nil {
 		return backend{}, fmt.Errorf("redis client: %w", err)
 	}
-	return backend{Backend: r, kind: "redis", addr: addr}, nil
+	return backend{Backend: r, kind: "redis", addr: addr, checks: r, guard: g}, nil
 }
 
 // RedisOptions maps the config's redis section to redislock options,

@@ -122,8 +122,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		NodeID: cfg.Node.ID, Environ: actors.JobEnviron(opts.Environ), Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start},
 		e.ticker)
-	e.health = newHealth(opts.Log, b, e.metrics, cfg.Node.MaxClockSkew, opts.Now, e.onRedisBack,
-		opts.Notify, e.status)
+	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
 	return e, nil
 }
 

@@ -2,29 +2,44 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 )
 
-// Health-monitor timing: while Redis is down, ping with a backoff from
+// Health-monitor timing: while Redis is down, probe with a backoff from
 // 250 ms up to 1 s, so that its return is noticed (and catch-up runs)
-// within a second; compare clocks every minute.
+// within a second; compare clocks and read the server's policy every
+// minute (the policy at every check while the guard refuses claims).
 const (
 	pingUp        = time.Second
 	pingDown      = 250 * time.Millisecond
 	pingTimeout   = time.Second
 	skewEvery     = time.Minute
+	infoEvery     = time.Minute
 	healthTimeout = 2 * time.Second
 )
 
-// health is the actor that watches the backend: up/down (cronlock_redis_up,
-// /readyz, STATUS=), and the clock skew against Redis TIME at connect and
-// every minute (node.max_clock_skew). On a down→up transition
-// it calls onBack (catch-up).
+// health is the actor that watches the backend. For Redis, every check
+// runs the readiness probe, a read-only script on the shard that owns the
+// job keys (it fails wherever a claim would: Redis down, scripting
+// disabled, the owning shard killed, a Cluster node that redirects the
+// keys); at connect and every minute it reads the server's eviction and
+// persistence settings for the policy guard and compares the clock with
+// Redis TIME (node.max_clock_skew). Ready (cronlock_redis_up, /readyz,
+// STATUS=) means "a claim would succeed now": the probe passed and the
+// guard allows claims. When the node becomes ready again after a check
+// that was not the first, it calls onBack (janitor sweep, catch-up).
 type health struct {
 	log     *zap.Logger
 	b       backend
@@ -35,48 +50,71 @@ type health struct {
 	notify  func(string)
 	status  func() string // the STATUS= text; sent when it changes
 
-	lastStatus string
+	jobs atomic.Pointer[[]string] // names of the configured jobs (setJobs)
 
-	up       atomic.Bool
-	checked  atomic.Bool // the first ping has been answered or has failed
-	lastSkew time.Time
+	// Owned by the Run goroutine.
+	lastStatus string
+	probeKind  string // "" before the first probe, "ok", "unreachable", "failing: …", "cluster node"
+	probeErr   error
+	lastSkew   time.Time
+	lastInfo   time.Time
+
+	up        atomic.Bool
+	stateText atomic.Pointer[string]
 }
 
-func newHealth(log *zap.Logger, b backend, m *actors.Metrics, maxSkew time.Duration, now func() time.Time,
-	onBack func(context.Context), notify func(string), status func() string) *health {
-	h := &health{log: log, b: b, metrics: m, maxSkew: maxSkew, now: now, onBack: onBack,
+func newHealth(log *zap.Logger, b backend, m *actors.Metrics, reg prometheus.Registerer, cfg *config.Config,
+	now func() time.Time, onBack func(context.Context), notify func(string), status func() string) *health {
+	h := &health{log: log, b: b, metrics: m, maxSkew: cfg.Node.MaxClockSkew, now: now, onBack: onBack,
 		notify: notify, status: status}
-	if b.kind == "memory" {
+	h.setJobs(cfg.Jobs)
+	h.setState("connecting") // until the first check has answered or failed
+	if b.checks == nil {
 		h.up.Store(true)
+		h.setState("up")
 		m.SetRedisUp(true)
+	}
+	if b.guard != nil {
+		b.guard.register(reg)
 	}
 	return h
 }
 
-// Ready reports whether the backend answered its last ping.
-func (h *health) Ready() bool { return h.up.Load() }
-
-// state is the backend state in STATUS= and /readyz: "up", "unreachable",
-// or "connecting" until the first ping has been answered or has failed
-// (so the STATUS= sent with READY=1 never says "unreachable" untested).
-func (h *health) state() string {
-	switch {
-	case h.up.Load():
-		return "up"
-	case !h.checked.Load():
-		return "connecting"
+// setJobs sets the jobs whose keys the probe covers (at start and after a
+// reload). Safe for concurrent use.
+func (h *health) setJobs(jobs []config.Job) {
+	names := make([]string, len(jobs))
+	for i, j := range jobs {
+		names[i] = j.Name
 	}
-	return "unreachable"
+	slices.Sort(names)
+	h.jobs.Store(&names)
 }
 
-// Run pings until ctx ends, then returns nil; after each ping it sends
+// Ready reports whether a claim would succeed now (the last check).
+func (h *health) Ready() bool { return h.up.Load() }
+
+// state is the backend state for /readyz and STATUS=: "connecting" until
+// the first check has answered or failed (so the STATUS= sent with READY=1
+// never says "unreachable" untested), then "up", "unreachable", "failing:
+// <the server's error>", "unsafe: <why>" (the policy guard refuses claims)
+// or "not verified" (the server's policy not read yet).
+func (h *health) state() string { return *h.stateText.Load() }
+
+func (h *health) setState(s string) { h.stateText.Store(&s) }
+
+// Run checks until ctx ends, then returns nil; after each check it sends
 // systemd STATUS= when the text changed (Redis state, running jobs). The
-// memory backend is not pinged.
+// memory backend is not checked.
 func (h *health) Run(ctx context.Context) error {
+	if h.b.guard != nil {
+		h.b.guard.logStart()
+		defer h.b.guard.markChecked()
+	}
 	first := true
 	down := pingDown
 	for {
-		if h.b.kind != "memory" {
+		if h.b.checks != nil {
 			h.check(ctx, first)
 		}
 		first = false
@@ -98,28 +136,114 @@ func (h *health) Run(ctx context.Context) error {
 	}
 }
 
+// check probes, reads the server's settings when due, and publishes
+// readiness.
 func (h *health) check(ctx context.Context, first bool) {
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	err := h.b.Ping(pctx)
-	cancel()
-	defer h.checked.Store(true) // once up is set
-	was := h.up.Load()
-	switch {
-	case err != nil && (was || first):
-		h.up.Store(false)
-		h.metrics.SetRedisUp(false)
-		h.log.Error("redis unreachable: slots are skipped (redis_error) until it answers; retrying", zap.Error(err))
-	case err == nil && !was:
-		h.up.Store(true)
-		h.metrics.SetRedisUp(true)
-		h.log.Info("redis reachable")
-		h.checkSkew(ctx)
-		if !first {
-			h.onBack(ctx)
-		}
-	case err == nil && time.Since(h.lastSkew) >= skewEvery:
+	g := h.b.guard
+	wasReady := h.up.Load()
+	connected := h.probe(ctx)
+	// While the guard refuses (or has not decided), re-read at every check,
+	// so that a fixed policy is noticed within a second.
+	if h.probeErr == nil && (connected || !g.allows() || time.Since(h.lastInfo) >= infoEvery) {
+		h.readServer(ctx, connected)
+	}
+	if h.probeErr == nil && (connected || time.Since(h.lastSkew) >= skewEvery) {
 		h.checkSkew(ctx)
 	}
+	ready := h.probeErr == nil && g.allows()
+	h.up.Store(ready)
+	h.metrics.SetRedisUp(ready)
+	h.setState(h.describe())
+	g.markChecked()
+	if ready && !wasReady && !first {
+		h.onBack(ctx)
+	}
+}
+
+// probe runs the readiness probe and logs a change of its outcome; it
+// reports whether the probe passed after not passing (a connect).
+func (h *health) probe(ctx context.Context) (connected bool) {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	err := h.b.checks.Probe(pctx, *h.jobs.Load())
+	cancel()
+	h.probeErr = err
+	kind := "ok"
+	var re *rueidis.RedisError
+	switch {
+	case errors.Is(err, redislock.ErrClusterNode):
+		kind = "cluster node"
+		h.b.guard.observe(nil, err)
+	case errors.As(err, &re):
+		kind = "failing: " + shortRedisErr(re)
+	case err != nil:
+		kind = "unreachable"
+	}
+	if kind == h.probeKind {
+		return false
+	}
+	h.probeKind = kind
+	switch kind {
+	case "ok":
+		h.log.Info("redis reachable")
+		return true
+	case "unreachable":
+		h.log.Error("redis unreachable: slots are skipped (redis_error) until it answers; retrying", zap.Error(err))
+	case "cluster node": // the guard has logged it
+	default:
+		h.log.Error("redis answers, but the claim scripts fail on the server that owns the job keys: "+
+			"slots are skipped (redis_error) until they run; retrying", zap.Error(err))
+	}
+	return false
+}
+
+// readServer reads the eviction and persistence settings of the servers
+// that own the job keys and hands them to the guard; CONFIG GET save only
+// at connect (or until it was read once).
+func (h *health) readServer(ctx context.Context, connected bool) {
+	h.lastInfo = time.Now()
+	ictx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	g := h.b.guard
+	infos, err := h.b.checks.ServerInfo(ictx, *h.jobs.Load())
+	g.observe(infos, err)
+	if err != nil {
+		h.log.Debug("redis server info not read", zap.Error(err))
+		return
+	}
+	if connected || !g.saveRead {
+		save, serr := h.b.checks.SavePoints(ictx)
+		var re *rueidis.RedisError
+		if serr == nil || errors.As(serr, &re) { // the server's answer, not a timeout
+			g.setSavePoints(save, serr)
+		}
+	}
+	g.observePersistence(infos)
+}
+
+// shortRedisErr is the server's error text for a state line: without the
+// echoed arguments of "unknown command", at most 100 bytes.
+func shortRedisErr(re *rueidis.RedisError) string {
+	s, _, _ := strings.Cut(re.Error(), ", with args beginning with")
+	if len(s) > 100 {
+		s = s[:100]
+	}
+	return s
+}
+
+// describe is the state text of the last check (see state).
+func (h *health) describe() string {
+	refused := h.b.guard.refusedState()
+	switch {
+	case errors.Is(h.probeErr, redislock.ErrClusterNode) && refused != "":
+		return refused
+	case h.probeErr != nil:
+		return h.probeKind
+	case refused != "":
+		return refused
+	case !h.b.guard.known():
+		return "not verified"
+	}
+	return "up"
 }
 
 // checkSkew compares the local wall clock (h.now) with Redis TIME,

@@ -105,6 +105,30 @@ func (l *lazyRedis) Time(ctx context.Context) (time.Time, error) {
 	return r.Time(ctx)
 }
 
+func (l *lazyRedis) Probe(ctx context.Context, jobs []string) error {
+	r, err := l.client()
+	if err != nil {
+		return err
+	}
+	return r.Probe(ctx, jobs)
+}
+
+func (l *lazyRedis) ServerInfo(ctx context.Context, jobs []string) ([]redislock.ServerInfo, error) {
+	r, err := l.client()
+	if err != nil {
+		return nil, err
+	}
+	return r.ServerInfo(ctx, jobs)
+}
+
+func (l *lazyRedis) SavePoints(ctx context.Context) (string, error) {
+	r, err := l.client()
+	if err != nil {
+		return "", err
+	}
+	return r.SavePoints(ctx)
+}
+
 // Close closes the client if one was created.
 func (l *lazyRedis) Close() {
 	l.mu.Lock()

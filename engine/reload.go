@@ -33,6 +33,7 @@ func (e *Engine) reload(ctx context.Context) {
 		return
 	}
 	e.cfg.Jobs = cfg.Jobs
+	e.health.setJobs(cfg.Jobs)
 	e.noteKillGrace(cfg.Jobs)
 	e.log.Info("configuration reloaded", zap.Int("jobs", len(cfg.Jobs)))
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -54,6 +55,7 @@ type Redis struct {
 	prefix      string
 	callTimeout time.Duration
 	historyLen  int
+	probes      atomic.Pointer[probeSet] // probeKeys' cache (Cluster mode)
 }
 
 // New builds a client. A standalone client (one address, no SentinelMaster)
@@ -112,7 +114,7 @@ func clientOption(opts Options) rueidis.ClientOption {
 		// standalone and sentinel). rueidis notices a dead connection only when
 		// it next uses it, so after a Redis restart the first call on each
 		// connection fails (EOF); with one connection, the engine's reconnect
-		// Ping absorbs that instead of a claim. Concurrent calls are still
+		// probe absorbs that instead of a claim. Concurrent calls are still
 		// auto-pipelined.
 		PipelineMultiplex: -1,
 	}

@@ -3,6 +3,8 @@ package redistest
 import (
 	"bufio"
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +93,42 @@ func TestProxy_CutBlackholesAndRestoreForwards(t *testing.T) {
 	}
 	if err := Ping(p.Addr(), time.Second); err != nil {
 		t.Fatalf("new connection after Restore: got %v, want nil", err)
+	}
+}
+
+// StartWith passes its arguments to redis-server, after the defaults, and
+// Restart keeps them.
+func TestStartWith_ArgumentsApplyAcrossRestart(t *testing.T) {
+	s := StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru", "--rename-command", "EVALSHA", "")
+	for _, when := range []string{"after StartWith", "after Restart"} {
+		info := s.Do("INFO", "memory")
+		if !strings.Contains(info, "maxmemory:2097152\r\n") || !strings.Contains(info, "maxmemory_policy:allkeys-lru\r\n") {
+			t.Errorf("%s: INFO memory lacks maxmemory:2097152 / maxmemory_policy:allkeys-lru:\n%s", when, info)
+		}
+		if _, err := Do(s.Addr(), time.Second, "EVALSHA", "0000000000000000000000000000000000000000", "0"); err == nil ||
+			!strings.Contains(err.Error(), "unknown command") {
+			t.Errorf("%s: EVALSHA: got %v, want unknown command (renamed away)", when, err)
+		}
+		s.Restart()
+	}
+}
+
+// StartCluster builds a working 3-master cluster: every master serves its
+// own slots, redirects the others (MOVED), and Owner names the right one.
+func TestStartCluster_ThreeMasters(t *testing.T) {
+	c := StartCluster(t, 3)
+	if len(c.Addrs()) != 3 {
+		t.Fatalf("Addrs: got %v, want 3", c.Addrs())
+	}
+	key := "{cronlock}:job:x"
+	if got := c.Owner(key).Do("SET", key, "1"); got != "OK" {
+		t.Fatalf("SET on the owner: got %q, want OK", got)
+	}
+	_, err := Do(c.NotOwner(key).Addr(), time.Second, "GET", key)
+	if err == nil || !strings.Contains(err.Error(), "MOVED "+strconv.Itoa(c.Slot(key))) {
+		t.Fatalf("GET on another master: got %v, want MOVED %d", err, c.Slot(key))
+	}
+	if info := c.Masters[0].Do("CLUSTER", "INFO"); !strings.Contains(info, "cluster_slots_assigned:16384") {
+		t.Errorf("CLUSTER INFO: want every slot assigned:\n%s", info)
 	}
 }

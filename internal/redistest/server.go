@@ -26,8 +26,9 @@ const installHint = "redis-server not found on PATH: install Redis 7 (apt-get in
 const readyTimeout = 10 * time.Second
 
 // Server is a real redis-server process listening on 127.0.0.1 on a free
-// port, without persistence (--save "" --appendonly no), in its own temporary
-// directory. Stop, Kill and Restart therefore lose all data.
+// port, without persistence (--save "" --appendonly no, unless StartWith
+// arguments say otherwise), in its own temporary directory. Stop, Kill and
+// Restart therefore lose all data.
 //
 // Methods must be called from the test goroutine (or be serialised by the
 // caller); they block until the process has reached the requested state.
@@ -36,6 +37,10 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	args []string // extra server arguments (StartWith), kept across Restart
+	// bus is the Cluster bus port (--cluster-port) of a Cluster node, 0
+	// otherwise; chosen free, since the default port+10000 may not exist.
+	bus int
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -47,11 +52,30 @@ type Server struct {
 // on PATH (it never skips). A t.Cleanup kills the process.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartWith(t)
+}
+
+// StartWith is Start with extra redis-server command-line arguments, given
+// after the defaults so that they win: e.g. "--maxmemory", "2mb",
+// "--maxmemory-policy", "allkeys-lru", or "--rename-command", "EVALSHA", ""
+// (an empty argument is passed as such). Restart keeps them. A server that
+// exits at once (an invalid argument) fails the test with its output.
+func StartWith(t testing.TB, args ...string) *Server {
+	t.Helper()
+	return start(t, false, args)
+}
+
+// start starts a server; a Cluster node (bus) also gets a free bus port.
+func start(t testing.TB, bus bool, args []string) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("%s", installHint)
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir()}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), args: args}
+	if bus {
+		s.bus = freePort(t)
+	}
 	t.Cleanup(s.Kill)
 	// A free port can be taken by someone else between probing and binding:
 	// retry with a new port a few times.
@@ -129,11 +153,15 @@ func (s *Server) signalAndWait(sig syscall.Signal) {
 // launch starts the process on s.port and waits for PING. On failure the
 // process is gone when it returns.
 func (s *Server) launch() error {
-	cmd := exec.Command(s.bin,
+	args := append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning",
-		"--logfile", "")
+		"--logfile", ""}, s.args...)
+	if s.bus != 0 {
+		args = append(args, "--cluster-port", strconv.Itoa(s.bus))
+	}
+	cmd := exec.Command(s.bin, args...)
 	out := &syncWriter{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

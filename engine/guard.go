@@ -1,0 +1,314 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// errNotVerified is the cause of claims refused before the Redis
+// configuration has been read (skip reason redis_error).
+var errNotVerified = errors.New("engine: the redis configuration has not been read yet")
+
+// guard is the Redis policy guard (docs/protocol.md, "Redis policy
+// guard"). The health monitor hands it what it reads from the server that
+// owns the job keys (observe, observePersistence); claims ask it first
+// (guardedLocker). It refuses claims — skip reason redis_unsafe, not ready
+// — when Redis may evict cronlock's keys (maxmemory > 0 with a policy other
+// than noeviction, or a policy it cannot read) unless redis.allow_eviction
+// is set, and when a single address turns out to be a Redis Cluster node.
+// Until the configuration has first been read it refuses with redis_error.
+// Each decision is logged once per change, not at every check.
+//
+// refusal, allows and refusedState are safe for concurrent use; the other
+// methods belong to the health monitor's goroutine.
+type guard struct {
+	log           *zap.Logger
+	allowEviction bool
+
+	verdict   atomic.Pointer[verdict] // nil until the first decision
+	checked   chan struct{}           // closed after the health monitor's first check
+	checkOnce sync.Once
+
+	// Owned by the health monitor's goroutine.
+	policyKey  string // the last policy decision logged
+	persistKey string // the last persistence verdict logged
+	save       string // CONFIG GET save, when saveErr is nil
+	saveErr    error
+	saveRead   bool
+
+	unsafe, evictionAllowed, persistent prometheus.Gauge
+}
+
+// verdict is one policy decision as claims see it.
+type verdict struct {
+	refused *actors.ClaimRefusedError // nil: claims may go to Redis
+	state   string                    // health state while refused ("unsafe: …")
+}
+
+func newGuard(log *zap.Logger, allowEviction bool) *guard {
+	g := &guard{log: log, allowEviction: allowEviction, checked: make(chan struct{}),
+		unsafe: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_redis_unsafe",
+			Help: "1 while the Redis policy guard refuses claims (skip reason redis_unsafe): an evicting " +
+				"or unreadable maxmemory-policy, or a Cluster node used as a standalone server; else 0."}),
+		evictionAllowed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_redis_eviction_allowed",
+			Help: "1 while Redis may evict cronlock's keys (maxmemory set and maxmemory-policy not noeviction, " +
+				"or the policy cannot be read) and redis.allow_eviction lets this node claim anyway; else 0."}),
+		persistent: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_redis_persistent",
+			Help: "1 when the Redis server owning the job keys persists them (AOF, or RDB snapshots), " +
+				"0 when it persists nothing, NaN while unknown."}),
+	}
+	g.persistent.Set(math.NaN())
+	return g
+}
+
+// register adds the guard's gauges to reg.
+func (g *guard) register(reg prometheus.Registerer) {
+	reg.MustRegister(g.unsafe, g.evictionAllowed, g.persistent)
+}
+
+// guardedLocker is the Locker the job actors get for a Redis backend: a
+// claim first asks the guard, and a refused claim is never sent (its
+// error is an *actors.ClaimRefusedError). Renew, Release and Finish pass
+// through: runs already going keep and release their leases.
+type guardedLocker struct {
+	actors.Locker
+	g *guard
+}
+
+func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+	if err := l.g.refusal(ctx); err != nil {
+		return actors.Claim{}, err
+	}
+	return l.Locker.Claim(ctx, req)
+}
+
+// ReportMissed forwards the missed-slot report (the job set finds it with
+// a type assertion on the Locker: engine/jobset.go, missedReporter).
+func (l guardedLocker) ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error) {
+	rep, ok := l.Locker.(missedReporter)
+	if !ok {
+		return nil, errors.New("engine: the backend has no missed-slot report")
+	}
+	return rep.ReportMissed(ctx, checks)
+}
+
+var _ missedReporter = guardedLocker{}
+
+// refusal returns nil when a claim may be sent, else the
+// *actors.ClaimRefusedError to return. Before the health monitor's first
+// check has ended it waits for it (at start: milliseconds, bounded by ctx),
+// so that no claim reaches a Redis whose policy has not been read.
+func (g *guard) refusal(ctx context.Context) error {
+	select {
+	case <-g.checked:
+	case <-ctx.Done():
+	}
+	v := g.verdict.Load()
+	switch {
+	case v == nil:
+		return &actors.ClaimRefusedError{Reason: actors.SkipRedisError, Err: errNotVerified}
+	case v.refused != nil:
+		return v.refused
+	}
+	return nil
+}
+
+// markChecked ends the start-up wait of refusal (idempotent).
+func (g *guard) markChecked() { g.checkOnce.Do(func() { close(g.checked) }) }
+
+// known reports whether a policy decision has been made.
+func (g *guard) known() bool { return g.verdict.Load() != nil }
+
+// allows reports whether claims may be sent now.
+func (g *guard) allows() bool { v := g.verdict.Load(); return v != nil && v.refused == nil }
+
+// refusedState is the health state text while claims are refused
+// ("unsafe: …"), or "" when they are not.
+func (g *guard) refusedState() string {
+	if v := g.verdict.Load(); v != nil && v.refused != nil {
+		return v.state
+	}
+	return ""
+}
+
+// logStart warns at start that redis.allow_eviction is set.
+func (g *guard) logStart() {
+	if g.allowEviction {
+		g.log.Warn("redis.allow_eviction is true: the node claims even if Redis may evict its keys; " +
+			"an evicted state:JOB can make a slot run twice, an evicted lease lets runs overlap")
+	}
+}
+
+// observe takes the result of a ServerInfo read (or a probe that found a
+// Cluster node): it decides, logs the decision when it differs from the
+// last one, and sets the gauges. A transient error (no answer) keeps the
+// last decision.
+func (g *guard) observe(infos []redislock.ServerInfo, err error) {
+	d, ok := decidePolicy(infos, err, g.allowEviction)
+	if !ok {
+		return
+	}
+	v := &verdict{}
+	if d.refuse {
+		v.refused = &actors.ClaimRefusedError{Reason: actors.SkipRedisUnsafe, Err: errors.New(d.state)}
+		v.state = d.state
+	}
+	g.verdict.Store(v)
+	g.unsafe.Set(b2f(d.refuse))
+	g.evictionAllowed.Set(b2f(d.evictionAllowed))
+	if d.key != g.policyKey {
+		g.policyKey = d.key
+		g.log.Log(d.level, d.msg, d.fields...)
+	}
+}
+
+// policyDecision is what decidePolicy concluded.
+type policyDecision struct {
+	key             string // identifies the decision: logged once per change
+	refuse          bool
+	evictionAllowed bool   // Redis may evict and allow_eviction lets us claim
+	state           string // short health state while refused
+	level           zapcore.Level
+	msg             string
+	fields          []zap.Field
+}
+
+// decidePolicy is the guard's rule, a pure function of one ServerInfo read
+// (one entry per shard that owns job keys) or its error. ok is false for a
+// transient error (the server did not answer): keep the last decision.
+func decidePolicy(infos []redislock.ServerInfo, err error, allowEviction bool) (d policyDecision, ok bool) {
+	var re *rueidis.RedisError
+	switch {
+	case errors.Is(err, redislock.ErrClusterNode):
+		return policyDecision{key: "cluster_node", refuse: true, state: "unsafe: a Cluster node used as a standalone server",
+			level: zapcore.ErrorLevel, fields: []zap.Field{zap.Error(err)},
+			msg: "redis.address is a node of a Redis Cluster, used as a standalone server: not claiming, every slot is " +
+				"skipped (redis_unsafe); keys on other shards are redirected (MOVED). Fix: list the cluster's nodes in " +
+				`redis.addresses: [host:port, ...] and give redis.key_prefix a {hash tag}, e.g. "{cronlock}:"`}, true
+	case errors.As(err, &re) && !re.IsNil():
+		return unreadablePolicy(err, allowEviction), true
+	case err != nil:
+		return policyDecision{}, false
+	}
+	for _, i := range infos {
+		if !i.Evicts() {
+			continue
+		}
+		policy := i.MaxMemoryPolicy
+		if policy == "" {
+			policy = "(not reported)"
+		}
+		fields := []zap.Field{zap.String("maxmemory_policy", policy), zap.Int64("maxmemory", i.MaxMemory), zap.String("key", i.Key)}
+		if allowEviction {
+			return policyDecision{key: "evicts-allowed " + policy, evictionAllowed: true, level: zapcore.WarnLevel, fields: fields,
+				msg: fmt.Sprintf("redis may evict cronlock's keys (maxmemory-policy %s with a maxmemory limit); claiming "+
+					"anyway because redis.allow_eviction is true: an evicted state:JOB can make a slot run twice and "+
+					"restart the fencing tokens, an evicted lease lets runs overlap", policy)}, true
+		}
+		return policyDecision{key: "evicts " + policy, refuse: true, state: "unsafe: maxmemory-policy " + policy,
+			level: zapcore.ErrorLevel, fields: fields,
+			msg: fmt.Sprintf("redis may evict cronlock's keys (maxmemory-policy %s with a maxmemory limit): not claiming, "+
+				"every slot is skipped (redis_unsafe). Fix: CONFIG SET maxmemory-policy noeviction (and set it in "+
+				"redis.conf), or set redis.allow_eviction: true to claim anyway", policy)}, true
+	}
+	fields := []zap.Field{zap.Int("shards", len(infos))}
+	if len(infos) > 0 {
+		fields = append(fields, zap.String("maxmemory_policy", infos[0].MaxMemoryPolicy), zap.Int64("maxmemory", infos[0].MaxMemory))
+	}
+	return policyDecision{key: "ok", level: zapcore.InfoLevel, fields: fields,
+		msg: "redis policy guard: redis evicts none of cronlock's keys; claiming"}, true
+}
+
+// unreadablePolicy decides when the server refused INFO (renamed away, or
+// denied to the ACL user): the policy is unknown.
+func unreadablePolicy(err error, allowEviction bool) policyDecision {
+	fields := []zap.Field{zap.Error(err)}
+	if allowEviction {
+		return policyDecision{key: "unreadable-allowed", evictionAllowed: true, level: zapcore.WarnLevel, fields: fields,
+			msg: "cannot read maxmemory-policy from redis INFO; claiming anyway because redis.allow_eviction is true: " +
+				"if Redis evicts cronlock's keys a slot can run twice and runs can overlap"}
+	}
+	return policyDecision{key: "unreadable", refuse: true, state: "unsafe: maxmemory-policy unreadable",
+		level: zapcore.ErrorLevel, fields: fields,
+		msg: "cannot read maxmemory-policy from redis INFO: not claiming, every slot is skipped (redis_unsafe), since " +
+			"an evicting policy breaks exactly-once. Fix: allow INFO to cronlock's Redis user (ACL +info), or set " +
+			"redis.allow_eviction: true to claim without the check"}
+}
+
+// setSavePoints records a CONFIG GET save answer (read at connect).
+func (g *guard) setSavePoints(save string, err error) {
+	g.save, g.saveErr, g.saveRead = save, err, true
+}
+
+// observePersistence reports whether the servers that own the job keys
+// persist them: sets cronlock_redis_persistent and logs the verdict once
+// per change (a warning when a Redis restart would lose the claimed-slot
+// record).
+func (g *guard) observePersistence(infos []redislock.ServerInfo) {
+	if !g.saveRead || len(infos) == 0 {
+		return
+	}
+	value, level, msg := decidePersistence(infos, g.save, g.saveErr)
+	g.persistent.Set(value)
+	if key := fmt.Sprint(value, msg); key != g.persistKey {
+		g.persistKey = key
+		fields := []zap.Field{zap.Bool("aof", allAOF(infos)), zap.String("save", g.save)}
+		if g.saveErr != nil {
+			fields = append(fields, zap.NamedError("save_error", g.saveErr))
+		}
+		g.log.Log(level, msg, fields...)
+	}
+}
+
+// decidePersistence is the persistence verdict, a pure function: 1 when
+// every shard keeps its data across a restart (AOF, or RDB save points
+// from CONFIG GET save, or, where CONFIG is disabled, an RDB snapshot seen
+// in INFO), 0 when one keeps nothing, NaN when that cannot be told (AOF
+// off, CONFIG refused, no snapshot seen).
+func decidePersistence(infos []redislock.ServerInfo, save string, saveErr error) (float64, zapcore.Level, string) {
+	unknown := false
+	for _, i := range infos {
+		switch {
+		case i.AOF || i.SnapshotSeen || (saveErr == nil && save != ""):
+		case saveErr != nil:
+			unknown = true
+		default:
+			return 0, zapcore.WarnLevel, "redis persists nothing (appendonly no, save \"\"): a Redis restart loses the " +
+				"claimed-slot record (state:JOB), so a slot already run can run again and fencing tokens start again " +
+				"at 1; enable AOF (appendonly yes) for exactly-once across Redis restarts"
+		}
+	}
+	if unknown {
+		return math.NaN(), zapcore.WarnLevel, "redis persistence unknown: AOF is off and the RDB save points cannot " +
+			"be read (CONFIG GET save failed); unless RDB snapshots are on, a Redis restart loses the claimed-slot " +
+			"record (state:JOB)"
+	}
+	return 1, zapcore.InfoLevel, "redis persists the claimed-slot record (AOF or RDB snapshots)"
+}
+
+func allAOF(infos []redislock.ServerInfo) bool {
+	for _, i := range infos {
+		if !i.AOF {
+			return false
+		}
+	}
+	return len(infos) > 0
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,253 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/internal/promtest"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// These tests drive the health monitor's checks one at a time (check, as
+// Run calls it every second) against real redis-server processes.
+
+type healthHarness struct {
+	h       *health
+	b       backend
+	metrics *actors.Metrics
+	logs    *observer.ObservedLogs
+	backs   int // onBack calls
+}
+
+// newHealthHarness builds the Redis backend and health monitor of a config
+// whose redis section is redisYAML (a flow mapping) with one job "backup".
+func newHealthHarness(t *testing.T, redisYAML string) *healthHarness {
+	t.Helper()
+	cfg := parseConfig(t, "redis: "+redisYAML+"\njobs:\n  - {name: backup, schedule: '* * * * * *', command: 'true'}\n")
+	core, logs := observer.New(zapcore.DebugLevel)
+	log := zap.New(core)
+	b, err := newBackend(cfg, log)
+	if err != nil {
+		t.Fatalf("newBackend: %v", err)
+	}
+	t.Cleanup(b.close)
+	hh := &healthHarness{b: b, metrics: actors.NewMetrics(nil), logs: logs}
+	hh.h = newHealth(log, b, hh.metrics, prometheus.NewRegistry(), cfg, time.Now,
+		func(context.Context) { hh.backs++ }, func(string) {}, func() string { return "" })
+	return hh
+}
+
+func (hh *healthHarness) check(t *testing.T, first bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hh.h.check(ctx, first)
+}
+
+// expect checks readiness, cronlock_redis_up and the state text's prefix.
+func (hh *healthHarness) expect(t *testing.T, when string, ready bool, state string) {
+	t.Helper()
+	up := promtest.Value(t, hh.metrics, "cronlock_redis_up")
+	if hh.h.Ready() != ready || up != b2f(ready) || !strings.HasPrefix(hh.h.state(), state) {
+		t.Fatalf("%s: got ready %v, cronlock_redis_up %v, state %q; want ready %v, state %q…", when,
+			hh.h.Ready(), up, hh.h.state(), ready, state)
+	}
+}
+
+// claimReason claims through the backend's Locker and returns the skip
+// reason of a refusal, or "claimed".
+func (hh *healthHarness) claimReason(t *testing.T, slot int64) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := hh.b.locker().Claim(ctx, actors.ClaimRequest{Job: "backup", Slot: slot, Owner: "n:1", TTL: time.Second, Lease: true})
+	var refused *actors.ClaimRefusedError
+	switch {
+	case errors.As(err, &refused):
+		return refused.Reason
+	case err != nil:
+		return "error: " + err.Error()
+	}
+	return c.Outcome.String()
+}
+
+func (hh *healthHarness) count(level zapcore.Level, contains string) int {
+	n := 0
+	for _, e := range hh.logs.FilterLevelExact(level).All() {
+		if strings.Contains(e.Message, contains) {
+			n++
+		}
+	}
+	return n
+}
+
+// An evicting policy makes the node not ready and its claims refused
+// (redis_unsafe) with one error line; fixing the policy is noticed at the
+// next check, which also triggers the catch-up of onBack.
+func TestHealth_EvictingPolicyRefusedUntilFixed(t *testing.T) {
+	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
+	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
+	hh.check(t, true)
+	hh.check(t, false)
+	hh.expect(t, "allkeys-lru", false, "unsafe: maxmemory-policy allkeys-lru")
+	if got := hh.claimReason(t, 100); got != actors.SkipRedisUnsafe {
+		t.Errorf("claim under allkeys-lru: got %s, want %s", got, actors.SkipRedisUnsafe)
+	}
+	if n := hh.count(zapcore.ErrorLevel, "CONFIG SET maxmemory-policy noeviction"); n != 1 {
+		t.Errorf("error lines naming the fix after 2 checks: got %d, want 1", n)
+	}
+	if v := testutil.ToFloat64(hh.b.guard.unsafe); v != 1 {
+		t.Errorf("cronlock_redis_unsafe: got %v, want 1", v)
+	}
+	srv.Do("CONFIG", "SET", "maxmemory-policy", "noeviction")
+	hh.check(t, false)
+	hh.expect(t, "after CONFIG SET maxmemory-policy noeviction", true, "up")
+	if hh.backs != 1 {
+		t.Errorf("onBack calls once claims are allowed again: got %d, want 1", hh.backs)
+	}
+	if got := hh.claimReason(t, 100); got != "claimed" {
+		t.Errorf("claim under noeviction: got %s, want claimed", got)
+	}
+}
+
+// With redis.allow_eviction the node claims under an evicting policy, warns
+// once and says so in cronlock_redis_eviction_allowed.
+func TestHealth_EvictionAllowed(t *testing.T) {
+	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "volatile-lru")
+	hh := newHealthHarness(t, fmt.Sprintf("{address: %q, allow_eviction: true}", srv.Addr()))
+	hh.check(t, true)
+	hh.check(t, false)
+	hh.expect(t, "volatile-lru allowed", true, "up")
+	if n := hh.count(zapcore.WarnLevel, "maxmemory-policy volatile-lru with a maxmemory limit); claiming anyway"); n != 1 {
+		t.Errorf("warnings: got %d, want 1", n)
+	}
+	if v := testutil.ToFloat64(hh.b.guard.evictionAllowed); v != 1 {
+		t.Errorf("cronlock_redis_eviction_allowed: got %v, want 1", v)
+	}
+	if hh.backs != 0 {
+		t.Errorf("onBack after the first check: got %d calls, want 0 (the engine catches up at start)", hh.backs)
+	}
+}
+
+// With scripting disabled the node is not ready although Redis answers
+// PING: the probe runs a script, as every claim does.
+func TestHealth_ScriptingDisabledNotReady(t *testing.T) {
+	srv := redistest.StartWith(t, "--rename-command", "EVALSHA", "")
+	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
+	hh.check(t, true)
+	hh.expect(t, "EVALSHA renamed", false, "failing: unknown command 'EVALSHA'")
+	if n := hh.count(zapcore.ErrorLevel, "the claim scripts fail on the server that owns the job keys"); n != 1 {
+		t.Errorf("error lines: got %d, want 1", n)
+	}
+}
+
+// Where INFO is refused the policy cannot be read: refused (redis_unsafe)
+// unless allow_eviction; the persistence verdict is left unknown.
+func TestHealth_InfoRefused(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprint("allow_eviction=", allow), func(t *testing.T) {
+			srv := redistest.StartWith(t, "--rename-command", "INFO", "")
+			hh := newHealthHarness(t, fmt.Sprintf("{address: %q, allow_eviction: %v}", srv.Addr(), allow))
+			hh.check(t, true)
+			if allow {
+				hh.expect(t, "INFO renamed, allowed", true, "up")
+			} else {
+				hh.expect(t, "INFO renamed", false, "unsafe: maxmemory-policy unreadable")
+			}
+			if v := testutil.ToFloat64(hh.b.guard.persistent); !math.IsNaN(v) {
+				t.Errorf("cronlock_redis_persistent: got %v, want NaN (unknown)", v)
+			}
+		})
+	}
+}
+
+// cronlock_redis_persistent says whether a Redis restart keeps the
+// claimed-slot record; a warning is logged once when it does not.
+func TestHealth_PersistenceReported(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want float64
+	}{
+		{"nothing", nil, 0},
+		{"AOF", []string{"--appendonly", "yes"}, 1},
+		{"RDB save points", []string{"--save", "3600 1"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.StartWith(t, tc.args...)
+			hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
+			hh.check(t, true)
+			hh.check(t, false)
+			if v := testutil.ToFloat64(hh.b.guard.persistent); v != tc.want {
+				t.Errorf("cronlock_redis_persistent: got %v, want %v", v, tc.want)
+			}
+			wantWarn := 0
+			if tc.want == 0 {
+				wantWarn = 1
+			}
+			if n := hh.count(zapcore.WarnLevel, "a Redis restart loses the claimed-slot record"); n != wantWarn {
+				t.Errorf("warnings: got %d, want %d", n, wantWarn)
+			}
+		})
+	}
+}
+
+// A single address that is a node of a Redis Cluster is refused with the
+// fix, whether or not that node owns the job keys; a Cluster client is
+// ready until the shard that owns the job keys is killed.
+func TestHealth_Cluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	key := "{cronlock}:job:backup"
+	for name, srv := range map[string]*redistest.Server{"owner": c.Owner(key), "other": c.NotOwner(key)} {
+		t.Run("single address, "+name, func(t *testing.T) {
+			hh := newHealthHarness(t, fmt.Sprintf("{address: %q, key_prefix: '{cronlock}:'}", srv.Addr()))
+			hh.check(t, true)
+			hh.check(t, false)
+			hh.expect(t, "single address", false, "unsafe: a Cluster node used as a standalone server")
+			if n := hh.count(zapcore.ErrorLevel, "redis.addresses: [host:port, ...]"); n != 1 {
+				t.Errorf("error lines naming redis.addresses: got %d, want 1", n)
+			}
+			if got := hh.claimReason(t, 100); got != actors.SkipRedisUnsafe {
+				t.Errorf("claim: got %s, want %s", got, actors.SkipRedisUnsafe)
+			}
+		})
+	}
+	t.Run("owning shard killed", func(t *testing.T) {
+		hh := newHealthHarness(t, fmt.Sprintf("{addresses: [%q, %q, %q], key_prefix: '{cronlock}:'}", c.Addrs()[0], c.Addrs()[1], c.Addrs()[2]))
+		hh.check(t, true)
+		hh.expect(t, "every shard up", true, "up")
+		c.Owner(key).Kill()
+		hh.check(t, false)
+		hh.expect(t, "owning shard killed", false, "unreachable")
+	})
+}
+
+// A claim sent before the health monitor's first check (the start-up
+// catch-up) waits for it instead of being refused or reaching an unread
+// Redis, and is sent once the policy is known to be safe.
+func TestHealth_ClaimAtStartWaitsForTheFirstCheck(t *testing.T) {
+	srv := redistest.Start(t)
+	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
+	got := make(chan string, 1)
+	go func() { got <- hh.claimReason(t, 100) }()
+	select {
+	case r := <-got:
+		t.Fatalf("claim returned %q before the first check, want it to wait", r)
+	case <-time.After(100 * time.Millisecond): // it is still waiting: that is what is checked
+	}
+	hh.check(t, true)
+	if r := <-got; r != "claimed" {
+		t.Errorf("claim after the first check: got %q, want claimed", r)
+	}
+}

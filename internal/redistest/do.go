@@ -1,0 +1,72 @@
+package redistest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Do sends one command to addr on a new connection and returns its reply:
+// a simple or bulk string as is, an integer in decimal, a nil bulk string
+// as "". An error reply is returned as an error with the server's text; an
+// array reply is an error (no helper needs one yet). It blocks at most
+// timeout. It is meant for setting a test server up (CONFIG SET, CLUSTER
+// MEET, …), not for the code under test, which has its own client.
+func Do(addr string, timeout time.Duration, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", errors.New("redistest: empty reply")
+	}
+	switch body := line[1:]; line[0] {
+	case '+', ':':
+		return body, nil
+	case '-':
+		return "", fmt.Errorf("redistest: %s: %s", args[0], body)
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 {
+			return "", err // "$-1": nil bulk string
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return "", fmt.Errorf("redistest: %s: unsupported reply %q", args[0], line)
+}
+
+// Do sends one command to the server (see the package function Do, 5 s
+// timeout) and fails the test on an error.
+func (s *Server) Do(args ...string) string {
+	s.t.Helper()
+	v, err := Do(s.Addr(), 5*time.Second, args...)
+	if err != nil {
+		s.t.Fatalf("redistest: %s: %v", s.Addr(), err)
+	}
+	return v
+}

@@ -1,0 +1,125 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/redis/rueidis"
+)
+
+// The probe runs a script on the server: it succeeds on a plain server and
+// fails, with the server's error, where claims fail because scripting is
+// disabled (EVALSHA renamed away, or EVAL renamed away so that a script
+// that is not loaded yet cannot be loaded).
+func TestProbe_FailsWhereScriptsCannotRun(t *testing.T) {
+	jobs := []string{"backup"}
+	ok := newRedis(t, redistest.Start(t).Addr(), Options{})
+	if err := ok.Probe(ctxT(t), jobs); err != nil {
+		t.Fatalf("Probe on a plain server: %v", err)
+	}
+	for _, cmd := range []string{"EVALSHA", "EVAL"} {
+		t.Run(cmd+" renamed", func(t *testing.T) {
+			r := newRedis(t, redistest.StartWith(t, "--rename-command", cmd, "").Addr(), Options{})
+			err := r.Probe(ctxT(t), jobs)
+			if _, isRedis := rueidis.IsRedisErr(errors.Unwrap(err)); !isRedis || !strings.Contains(err.Error(), "unknown command") {
+				t.Fatalf("Probe: got %v, want the server's unknown command error", err)
+			}
+			if _, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "backup", Slot: 1}); err == nil {
+				t.Fatalf("Claim succeeded where the probe failed: the probe does not exercise what a claim needs")
+			}
+		})
+	}
+}
+
+// ServerInfo reads the eviction and persistence settings through INFO,
+// which works where CONFIG is disabled (as on managed Redis).
+func TestServerInfo_ReadsPolicyAndPersistence(t *testing.T) {
+	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "volatile-lru",
+		"--appendonly", "yes", "--rename-command", "CONFIG", "")
+	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "p:"})
+	infos, err := r.ServerInfo(ctxT(t), []string{"a", "b"})
+	if err != nil {
+		t.Fatalf("ServerInfo: %v", err)
+	}
+	want := ServerInfo{Key: "p:job:a", MaxMemory: 2 << 20, MaxMemoryPolicy: "volatile-lru", AOF: true}
+	if len(infos) != 1 || infos[0] != want {
+		t.Fatalf("ServerInfo: got %+v, want [%+v] (one server)", infos, want)
+	}
+	if _, err := r.SavePoints(ctxT(t)); err == nil {
+		t.Fatalf("SavePoints with CONFIG renamed away: got nil error, want the server's")
+	} else if _, isRedis := rueidis.IsRedisErr(errors.Unwrap(err)); !isRedis {
+		t.Fatalf("SavePoints: got %v, want a *rueidis.RedisError wrapped", err)
+	}
+}
+
+func TestSavePoints(t *testing.T) {
+	for _, tc := range []struct{ save, want string }{{"", ""}, {"3600 1 300 100", "3600 1 300 100"}} {
+		r := newRedis(t, redistest.StartWith(t, "--save", tc.save).Addr(), Options{})
+		got, err := r.SavePoints(ctxT(t))
+		if err != nil || got != tc.want {
+			t.Errorf("save %q: got %q, %v; want %q", tc.save, got, err, tc.want)
+		}
+	}
+}
+
+// A single address that is a Cluster node is recognised whichever node it
+// is: the owner of the job keys says cluster_enabled:1, another node
+// redirects them (MOVED). Both give ErrClusterNode.
+func TestProbe_SingleAddressClusterNode(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	key := "{cronlock}:job:backup"
+	jobs := []string{"backup"}
+	for name, srv := range map[string]*redistest.Server{"owner": c.Owner(key), "other": c.NotOwner(key)} {
+		t.Run(name, func(t *testing.T) {
+			r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cronlock}:"})
+			_, err := r.ServerInfo(ctxT(t), jobs)
+			if !errors.Is(err, ErrClusterNode) {
+				t.Errorf("ServerInfo: got %v, want ErrClusterNode", err)
+			}
+			perr := r.Probe(ctxT(t), jobs)
+			if name == "other" && !errors.Is(perr, ErrClusterNode) {
+				t.Errorf("Probe on a node that redirects the key: got %v, want ErrClusterNode", perr)
+			}
+		})
+	}
+}
+
+// In Cluster mode the probe runs on the shard that owns the job keys, and
+// fails once that shard is killed. Probe keys are one per cluster slot in
+// use: one for a hash-tagged key prefix, one per tag when job names carry
+// their own tags.
+func TestProbe_ClusterOwningShardKilled(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	r, err := New(Options{Addresses: c.Addrs(), KeyPrefix: "{cronlock}:"})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(r.Close)
+	jobs := []string{"backup", "report", "sync"}
+	if got := r.probeKeys(jobs); len(got) != 1 || got[0] != "{cronlock}:job:backup" {
+		t.Errorf("probeKeys with a hash-tagged prefix: got %q, want one key", got)
+	}
+	if got := (&Redis{c: r.c, prefix: "p:"}).probeKeys([]string{"{a}x", "{a}y", "{b}z"}); len(got) != 2 {
+		t.Errorf("probeKeys with a tag per job: got %q, want one key per slot (2)", got)
+	}
+	if err := r.Probe(ctxT(t), jobs); err != nil {
+		t.Fatalf("Probe with every shard up: %v", err)
+	}
+	infos, err := r.ServerInfo(ctxT(t), jobs)
+	if err != nil || len(infos) != 1 || !infos[0].ClusterEnabled {
+		t.Fatalf("ServerInfo in Cluster mode: got %+v, %v; want one shard with cluster_enabled", infos, err)
+	}
+	c.Owner("{cronlock}:job:backup").Kill()
+	// The probe is retryable (it writes nothing): it retries until its
+	// deadline, which the health monitor sets to 1 s.
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	defer cancel()
+	if err := r.Probe(ctx, jobs); err == nil {
+		t.Fatalf("Probe with the owning shard killed: got nil, want an error")
+	}
+}
