@@ -18,12 +18,14 @@ import (
 )
 
 // Health-monitor timing: while Redis is down, probe with a backoff from
-// 250 ms up to 1 s, so that its return is noticed (and catch-up runs)
-// within a second; compare clocks and read the server's policy every
+// 250 ms up to 500 ms, so that its return is noticed (and catch-up runs)
+// within a second even when the probe itself takes a few hundred
+// milliseconds; compare clocks and read the server's policy every
 // minute (the policy at every check while the guard refuses claims).
 const (
 	pingUp        = time.Second
 	pingDown      = 250 * time.Millisecond
+	pingDownMax   = 500 * time.Millisecond
 	pingTimeout   = time.Second
 	skewEvery     = time.Minute
 	infoEvery     = time.Minute
@@ -126,7 +128,7 @@ func (h *health) Run(ctx context.Context) error {
 		if h.up.Load() {
 			down = pingDown
 		} else {
-			d, down = down, min(2*down, pingUp) // reconnect backoff: 250 ms doubling to 1 s
+			d, down = down, min(2*down, pingDownMax) // reconnect backoff: 250 ms doubling to 500 ms
 		}
 		select {
 		case <-ctx.Done():
