@@ -26,7 +26,7 @@ func BenchmarkRunCPU(b *testing.B) {
 	for _, bc := range []struct{ name, cmd string }{
 		{"exit", `exit 0`},
 		{"background", `sleep 0.2 & exit 0`},
-		{"background-ignoring-TERM", `(trap '' TERM; exec sleep 0.2) & exit 0`},
+		{"background-ignoring-TERM", `trap '' TERM; sleep 0.2 & exit 0`},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			spec := Spec{Shell: "/bin/sh", Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"},

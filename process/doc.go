@@ -16,8 +16,16 @@
 // longer than Spec.MaxLine are cut into pieces; memory use is bounded by
 // MaxLine, TailSize and a fixed read buffer, whatever the job prints.
 //
-// Zombies: after group members are killed they are reparented to init (or
-// the nearest subreaper), which must reap them. A member that is a zombie
-// counts as gone. If the daemon itself runs as PID 1 (a container without an
-// init), it must reap orphans; this package does not.
+// Waiting: one reaper per process owns all waiting for children (wait4(2)
+// on SIGCHLD); Proc never calls exec.Cmd.Wait. With AdoptOrphans (the
+// daemon's main) the process is a child subreaper that reaps every child,
+// so orphans never stay zombies and it is a correct PID 1 in a container;
+// every member of a run's group then ends as our child, and the end of the
+// group is noticed on a reap event instead of by scanning /proc.
+//
+// Leftovers: Proc.Group identifies a group beyond the daemon's life (pgid,
+// session, leader start time); KillLeftovers terminates the groups a
+// crashed previous incarnation left, after checking that they are still
+// the recorded ones. A process that left its group (setsid) cannot be
+// found this way.
 package process

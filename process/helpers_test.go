@@ -1,6 +1,8 @@
 package process
 
 import (
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,8 +15,44 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
+// TestMain runs the tests as the daemon runs: a child subreaper whose
+// reaper waits for every child (nothing in this package's tests waits for
+// children through os/exec). Tests of the other mode say so.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	var err error
+	if releaseAdopt, err = AdoptOrphans(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	releaseAdopt()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// releaseAdopt undoes TestMain's AdoptOrphans (see notAdopting).
+var releaseAdopt func()
+
+// notAdopting runs the rest of the test as a process that is no child
+// subreaper (the mode of test binaries that use os/exec), and adopts again
+// at cleanup. The tests of this package are not parallel.
+func notAdopting(t *testing.T) {
+	t.Helper()
+	releaseAdopt()
+	if children.adopting() {
+		t.Fatal("still adopting after release")
+	}
+	t.Cleanup(func() {
+		var err error
+		if releaseAdopt, err = AdoptOrphans(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // testTimeout only bounds a broken test; no test relies on it for ordering.
@@ -122,10 +160,10 @@ func (h *harness) waitLines(stream string, n int) []string {
 	}
 }
 
-// alive reports whether pid exists and is not a zombie (PID 1 may not reap).
+// alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
-	st, _, ok := procStat(pid)
-	return ok && st != 'Z' && st != 'X'
+	st, ok := readStat(pid)
+	return ok && st.live()
 }
 
 func atoi(t *testing.T, s string) int {

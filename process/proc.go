@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,13 +18,16 @@ const killWait = 5 * time.Second
 // Proc is one started command. Its methods are safe for concurrent use.
 //
 // Start launches four goroutines per Proc: one reader per output stream,
-// one that owns the SIGKILL timer and one that waits for the leader, the
-// group and the output. All of them have ended when Done is closed.
+// one that owns the SIGKILL timer and one that waits for the leader's exit
+// status (from the package's reaper, never cmd.Wait), the group and the
+// output. All of them have ended when Done is closed.
 type Proc struct {
 	spec    Spec
 	cmd     *exec.Cmd
 	pid     int // also the process group id
+	group   Group
 	started time.Time
+	exit    <-chan exitStatus // from the reaper, once
 
 	out      [2]*os.File // read ends: stdout, stderr
 	outW     [2]*lineWriter
@@ -48,12 +50,14 @@ type Proc struct {
 	result Result
 }
 
-func newProc(spec Spec, cmd *exec.Cmd, started time.Time, out [2]*os.File) *Proc {
+func newProc(spec Spec, cmd *exec.Cmd, group Group, started time.Time, exit <-chan exitStatus, out [2]*os.File) *Proc {
 	p := &Proc{
 		spec:    spec,
 		cmd:     cmd,
 		pid:     cmd.Process.Pid,
+		group:   group,
 		started: started,
+		exit:    exit,
 		out:     out,
 		tail:    newTailBuffer(spec.TailSize),
 		wake:    make(chan struct{}, 1),
@@ -79,6 +83,11 @@ func (p *Proc) run() {
 // Pid returns the leader's process id, which is also the process group id.
 func (p *Proc) Pid() int { return p.pid }
 
+// Group identifies the process group beyond the life of this daemon: its
+// id, session and the leader's start time (for the run records that let
+// the next incarnation kill what a crash left, see KillLeftovers).
+func (p *Proc) Group() Group { return p.group }
+
 // Started returns the instant exec succeeded (for the fire-delay metric).
 func (p *Proc) Started() time.Time { return p.started }
 
@@ -96,21 +105,21 @@ func (p *Proc) Wait() Result {
 	return p.result
 }
 
-// wait runs in its own goroutine: it reaps the leader, clears the group,
-// stops the control loop, drains output and publishes the Result.
+// wait runs in its own goroutine: it takes the leader's exit status from
+// the reaper, clears the group, stops the control loop, drains output and
+// publishes the Result.
 func (p *Proc) wait() {
-	werr := p.cmd.Wait()
-	res := Result{Started: p.started, Finished: time.Now(), ExitCode: -1}
+	st := <-p.exit
+	_ = p.cmd.Process.Release() // reaped by the reaper: close the pidfd
+	res := Result{Started: p.started, Finished: st.at, ExitCode: -1}
 	var errs []error
-	if st := p.cmd.ProcessState; st != nil {
-		res.ExitCode = st.ExitCode()
-		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.Signal = ws.Signal()
-		}
-	}
-	var exitErr *exec.ExitError
-	if werr != nil && !errors.As(werr, &exitErr) {
-		errs = append(errs, fmt.Errorf("wait: %w", werr))
+	switch {
+	case st.err != nil:
+		errs = append(errs, fmt.Errorf("wait: %w", st.err))
+	case st.ws.Signaled():
+		res.Signal = st.ws.Signal()
+	case st.ws.Exited():
+		res.ExitCode = st.ws.ExitStatus()
 	}
 	if err := p.clearGroup(); err != nil {
 		errs = append(errs, err)
@@ -133,25 +142,57 @@ func (p *Proc) wait() {
 	close(p.done)
 }
 
+// Re-checks of a group whose members outlive the leader. A child subreaper
+// (AdoptOrphans) needs none to notice the group's end: every member's
+// parent is in the group or is this process (orphans are re-parented to
+// it), so the last member to exit is always our child, and each reap is an
+// event (reaper.reaped) after which clearGroup asks kill(-pgid, 0). The
+// slow re-check only catches a zombie left in the group by a parent that
+// escaped it (setsid) and never waits. A process that does not adopt gets
+// no event when a member re-parented to init exits, so it re-checks from
+// 1 ms, doubling up to the same second.
+const (
+	groupRecheck         = time.Second
+	groupRecheckNoAdopt0 = time.Millisecond
+)
+
 // clearGroup terminates members of the group left after the leader exited
-// and waits until none is alive, at most killWait after SIGKILL.
+// (SIGTERM, SIGKILL after Spec.KillGrace) and waits until none is alive,
+// at most killWait after SIGKILL (plus one re-check).
 func (p *Proc) clearGroup() error {
-	if !groupAlive(p.pid) {
-		return nil
+	if groupGone(p.pid) {
+		return nil // the common case: one kill(2), no /proc scan
 	}
+	// Members, or zombies about to be reaped: terminate whatever lives.
 	p.Terminate(p.spec.KillGrace)
-	delay := time.Millisecond
-	for groupAlive(p.pid) {
+	delay := groupRecheck
+	if !children.adopting() {
+		delay = groupRecheckNoAdopt0
+	}
+	recheck := time.NewTimer(delay)
+	defer recheck.Stop()
+	for {
+		reaped := children.reaped() // before the check: no exit goes unnoticed
+		if groupGone(p.pid) {
+			return nil
+		}
+		select {
+		case <-reaped:
+			continue
+		case <-recheck.C:
+		}
+		if !groupAlive(p.pid) {
+			return nil
+		}
 		p.mu.Lock()
 		at := p.killSentAt
 		p.mu.Unlock()
 		if !at.IsZero() && time.Since(at) > killWait {
 			return fmt.Errorf("process group %d: members alive %v after SIGKILL", p.pid, killWait)
 		}
-		time.Sleep(delay) // polling: group members are not our children
-		delay = min(2*delay, 20*time.Millisecond)
+		delay = min(2*delay, groupRecheck)
+		recheck.Reset(delay)
 	}
-	return nil
 }
 
 // drain waits for both readers to reach EOF, at most DrainTimeout; then it

@@ -96,6 +96,8 @@ type Result struct {
 // wrapping the cause (empty shell, unknown shell, bad Dir, unknown user,
 // pipe creation). On success the caller must eventually call Wait (or wait
 // on Done) and may call Terminate; Start itself never blocks on the child.
+// The child's exit status is taken by the package's reaper (see
+// AdoptOrphans), never by exec.Cmd.Wait.
 func Start(spec Spec) (*Proc, error) {
 	spec = spec.withDefaults()
 	if spec.Shell == "" {
@@ -121,14 +123,23 @@ func Start(spec Spec) (*Proc, error) {
 	// whose lease will expire and be taken by a survivor. (It reaches only
 	// the shell; under systemd, KillMode=mixed kills the rest of the group.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
-	started := time.Now()
+	var group Group
+	var started time.Time
+	exit, err := children.startChild(cmd, func(pid int) {
+		started = time.Now() // exec succeeded: the fire-delay instant
+		// Not reaped yet (the reaper waits for the fork lock): /proc/pid is
+		// the leader, even if it has already exited.
+		group = Group{ID: pid}
+		if st, ok := readStat(pid); ok {
+			group.Session, group.LeaderStart = st.session, st.startTime
+		}
+	})
 	closeAll(w[:])
 	if err != nil {
 		closeAll(r[:])
 		return nil, fmt.Errorf("start %s -c: %w", spec.Shell, err)
 	}
-	p := newProc(spec, cmd, started, r)
+	p := newProc(spec, cmd, group, started, exit, r)
 	p.run()
 	return p, nil
 }

@@ -89,46 +89,86 @@ func (p *Proc) armKill(timer *time.Timer) {
 	p.killLocked()
 }
 
+// groupGone reports whether process group pgid has no member at all, not
+// even a zombie (kill(2) with signal 0 fails with ESRCH).
+func groupGone(pgid int) bool {
+	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}
+
 // groupAlive reports whether process group pgid has a member that is not a
 // zombie. Zombies count as gone: they hold no resources but a pid, and
-// reaping orphans is init's job.
+// reaping them is their parent's job (ours, for adopted orphans).
 func groupAlive(pgid int) bool {
-	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+	if groupGone(pgid) {
 		return false
 	}
+	found := false
+	err := scanProcs(func(st procStat) bool {
+		found = st.pgrp == pgid && st.live()
+		return !found
+	})
+	return found || err != nil // kill(2) says the group exists; trust it if /proc fails
+}
+
+// procStat is what cronlock reads from /proc/PID/stat (proc(5)).
+type procStat struct {
+	pid       int
+	state     byte // R, S, D, Z, X, …
+	ppid      int
+	pgrp      int
+	session   int
+	startTime uint64 // field 22: clock ticks after boot
+}
+
+// live reports whether the process runs or can run (not a zombie).
+func (st procStat) live() bool { return st.state != 'Z' && st.state != 'X' }
+
+// readStat reads /proc/pid/stat; ok is false when the process is gone or
+// the file cannot be parsed.
+func readStat(pid int) (st procStat, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	return parseStat(pid, b)
+}
+
+func parseStat(pid int, b []byte) (procStat, bool) {
+	i := bytes.LastIndexByte(b, ')') // comm may contain spaces and ')'
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := bytes.Fields(b[i+1:]) // field 3 (state) onwards
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, false
+	}
+	st := procStat{pid: pid, state: f[0][0]}
+	var errs [4]error
+	st.ppid, errs[0] = strconv.Atoi(string(f[1]))
+	st.pgrp, errs[1] = strconv.Atoi(string(f[2]))
+	st.session, errs[2] = strconv.Atoi(string(f[3]))
+	st.startTime, errs[3] = strconv.ParseUint(string(f[19]), 10, 64)
+	if errors.Join(errs[:]...) != nil {
+		return procStat{}, false
+	}
+	return st, true
+}
+
+// scanProcs calls fn with the stat of every process in /proc until fn
+// returns false. Processes that exit meanwhile are skipped.
+func scanProcs(fn func(procStat) bool) error {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return true // kill(2) says the group exists; trust it
+		return err
 	}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if st, pg, ok := procStat(pid); ok && pg == pgid && st != 'Z' && st != 'X' {
-			return true
+		if st, ok := readStat(pid); ok && !fn(st) {
+			return nil
 		}
 	}
-	return false
-}
-
-// procStat returns the state and process group of pid from /proc/pid/stat.
-func procStat(pid int) (state byte, pgrp int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	i := bytes.LastIndexByte(b, ')') // comm may contain spaces and ')'
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := bytes.Fields(b[i+1:]) // state ppid pgrp ...
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pg, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pg, true
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/process"
 )
 
 // Set at link time: go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234".
@@ -27,6 +28,13 @@ var (
 // them on a channel (shutdown, second signal, reload), the other commands
 // as the cancellation of their context.
 func main() {
+	// Every child of this program is started by process.Start, so its
+	// reaper may wait for all of them: as a child subreaper it also reaps
+	// the orphans of runs, which makes the daemon a correct PID 1 in a
+	// container. Kept until exit.
+	if _, err := process.AdoptOrphans(); err != nil {
+		fmt.Fprintf(os.Stderr, "cronlock: warning: %v; orphans of runs go to init\n", err)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	code := run(context.Background(), os.Args[1:], os.Environ(), os.Stdout, os.Stderr, sigs)
