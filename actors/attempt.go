@@ -28,6 +28,7 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 		now := time.Now()
 		return outcome{Result: process.Result{ExitCode: -1, Started: now, Finished: now, Err: err}, result: ResultError}
 	}
+	r.recordGroup(attempt, p)
 	fields := []zap.Field{zap.Int("pid", p.Pid())}
 	if attempt == 1 && r.info.Trigger == TriggerSchedule {
 		delay := p.Started().Sub(r.info.Slot)

@@ -42,6 +42,9 @@ type JobDeps struct {
 	// Start starts one attempt's process; nil = process.Start. Tests in
 	// synctest bubbles substitute a fake driven by the bubble's clock.
 	Start Starter
+	// Records keeps the process group and lease of each run in progress in
+	// the state directory; optional (nil = nothing kept).
+	Records RunRecords
 
 	repeats *repeatLog // set by NewJob: summarises the job's repeated warnings
 }
@@ -49,6 +52,7 @@ type JobDeps struct {
 // Proc is a started process as the actors use it (*process.Proc).
 type Proc interface {
 	Pid() int
+	Group() process.Group
 	Started() time.Time
 	Terminate(grace time.Duration)
 	Done() <-chan struct{}

@@ -35,6 +35,8 @@ type run struct {
 	lease   *Lease
 	log     *zap.Logger
 	lostErr error // set once the lease is lost
+
+	recorded int // attempt whose run record exists (records.go); 0 = none
 }
 
 // execute runs the job once and returns what happened: a skip reason, or
@@ -59,6 +61,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	}
 	r.events <- runEvent{kind: evReleasing, slot: r.info.Slot}
 	r.end(ctx, fin)
+	r.forgetGroup() // after the release: until then a restart frees the lease (records.go)
 	r.report(fin)
 	return Ran{Finished: fin}
 }

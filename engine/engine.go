@@ -15,6 +15,7 @@ import (
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/registry"
+	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -74,6 +75,8 @@ type Engine struct {
 
 	stopping atomic.Bool // the shutdown has begun: /readyz says not ready
 
+	records *runrecords.Store // run records in the state directory; nil without one
+
 	// Supervisor state, owned by the Run goroutine.
 	shutdownCause string           // "" until the shutdown begins
 	killAfter     <-chan time.Time // fires shutdown_timeout after it began
@@ -118,9 +121,13 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, opts.Environ, opts.Start, e.kill, e.killNow)
 	e.janitor = actors.NewJanitor(opts.Log, b.locker(), 1024)
+	if opts.State != nil {
+		e.records = runrecords.New(opts.State)
+	}
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: b.locker(),
 		NodeID: cfg.Node.ID, Environ: actors.JobEnviron(opts.Environ), Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
-		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start},
+		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
+		Records: e.runRecords()},
 		e.ticker)
 	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
 	return e, nil
@@ -167,6 +174,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	claimCtx, stopClaiming := context.WithCancel(ctx)
 	defer stopClaiming()
 	servers := e.startServers(serveCtx, srv)
+	// Before the job set and catch-up exist: the ticker has no entries yet.
+	e.clearLeftovers(ctx)
 	runsDone, hooksDone := e.startClaimers(ctx, claimCtx)
 	if err := e.jobs.Apply(claimCtx, e.cfg.Jobs); err == nil {
 		e.jobs.Catchup(claimCtx)

@@ -232,6 +232,7 @@ type stuckProc struct {
 }
 
 func (p *stuckProc) Pid() int                { return 1 }
+func (p *stuckProc) Group() process.Group    { return process.Group{} }
 func (p *stuckProc) Started() time.Time      { return p.started }
 func (p *stuckProc) Terminate(time.Duration) {}
 func (p *stuckProc) Done() <-chan struct{}   { return p.done }

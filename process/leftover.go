@@ -142,6 +142,9 @@ func KillLeftovers(groups []Leftover) []LeftoverResult {
 // verifyLeftover decides whether g, as found in members (live processes by
 // process group), is ours to kill: LeftoverKilled means "verified, kill".
 func verifyLeftover(g Group, members map[int][]procStat) LeftoverResult {
+	if g.ID <= 1 { // kill(-0) is our own group, kill(-1) every process
+		return LeftoverResult{Outcome: LeftoverForeign, Reason: fmt.Sprintf("%d is no process group id", g.ID)}
+	}
 	if leader, ok := readStat(g.ID); ok && leader.startTime != g.LeaderStart {
 		// A live pid equal to the group id was allocated after the group
 		// ended (a pid is not reused while it names a group).

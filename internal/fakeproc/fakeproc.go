@@ -59,6 +59,7 @@ func (p *proc) run(d time.Duration, code int) {
 }
 
 func (p *proc) Pid() int              { return 1 }
+func (p *proc) Group() process.Group  { return process.Group{} } // no real group: never recorded to kill
 func (p *proc) Started() time.Time    { return p.started }
 func (p *proc) Done() <-chan struct{} { return p.done }
 func (p *proc) Terminate(time.Duration) {

@@ -1,0 +1,46 @@
+package actors
+
+import (
+	"github.com/cronlock/cronlock/runrecords"
+	"go.uber.org/zap"
+)
+
+// RunRecords keeps, while a run is in progress, its current attempt's
+// process group and its exact lease value where the next incarnation of a
+// daemon that died without shutting down finds them
+// (*runrecords.Store; docs/architecture.md, "Start-up"). Put and Remove
+// block for a few file-system calls.
+type RunRecords interface {
+	Put(runrecords.Record) error
+	Remove(runID string, attempt int) error
+}
+
+// recordGroup records the process group of attempt p, then forgets the
+// previous attempt's: at any moment the record names the group that may
+// still run. A failure is logged and the run goes on.
+func (r *run) recordGroup(attempt int, p Proc) {
+	if r.deps.Records == nil {
+		return
+	}
+	rec := runrecords.Record{RunID: r.info.RunID, Attempt: attempt, Job: r.job.Name, Owner: r.lease.Owner(),
+		LockTTL: r.job.LockTTL, KillGrace: r.job.KillGrace, Group: p.Group()}
+	if err := r.deps.Records.Put(rec); err != nil {
+		r.log.Warn("run record not written: if the daemon dies during this attempt, its processes and lease stay behind",
+			zap.Error(err)) // r.log carries the attempt
+		return
+	}
+	r.forgetGroup()
+	r.recorded = attempt
+}
+
+// forgetGroup removes the record of the last recorded attempt, if any.
+func (r *run) forgetGroup() {
+	if r.recorded == 0 {
+		return
+	}
+	if err := r.deps.Records.Remove(r.info.RunID, r.recorded); err != nil {
+		r.log.Warn("run record not removed: the next start of the daemon will look for this run's processes",
+			zap.Int("record_attempt", r.recorded), zap.Error(err))
+	}
+	r.recorded = 0
+}

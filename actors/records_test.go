@@ -1,0 +1,116 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/runrecords"
+	"github.com/cronlock/cronlock/statedir"
+	"go.uber.org/zap"
+)
+
+// recordingStore is a real runrecords.Store that notes each call with the
+// lease holder and the records on disk at that moment.
+type recordingStore struct {
+	store  *runrecords.Store
+	locker *redislock.Memory
+	job    string
+	mu     sync.Mutex
+	calls  []recordCall
+}
+
+type recordCall struct {
+	op      string // "put 1", "remove 1", …
+	holder  string // lease holder after the call
+	onDisk  []runrecords.Record
+	written runrecords.Record // for put
+}
+
+func (s *recordingStore) note(op string, rec runrecords.Record) {
+	left, _ := s.store.Load()
+	st, _ := s.locker.State(context.Background(), s.job)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, recordCall{op: op, holder: st.LeaseHolder, onDisk: left.Records, written: rec})
+}
+
+func (s *recordingStore) Put(rec runrecords.Record) error {
+	err := s.store.Put(rec)
+	s.note(fmt.Sprintf("put %d", rec.Attempt), rec)
+	return err
+}
+
+func (s *recordingStore) Remove(runID string, attempt int) error {
+	err := s.store.Remove(runID, attempt)
+	s.note(fmt.Sprintf("remove %d", attempt), runrecords.Record{})
+	return err
+}
+
+// A run is recorded from its first process to the release of its lease:
+// each attempt's group replaces the previous one, and the last record goes
+// only once the lease is released (a crash before leaves it to free).
+func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
+	dir, err := statedir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	locker := redislock.NewMemory()
+	rs := &recordingStore{store: runrecords.New(dir), locker: locker, job: "flaky"}
+	if _, err := rs.store.Load(); err != nil { // creates the directory, as at start
+		t.Fatal(err)
+	}
+	cfg := testJob(t, "flaky", "exit 1")
+	cfg.Retries, cfg.RetryBackoff = 1, 10*time.Millisecond
+	results := make(chan RunFinished, 1)
+	job := NewJob(cfg, JobDeps{Log: zap.NewNop(), Metrics: NewMetrics(nil), Locker: locker, NodeID: "n1",
+		Results: results, Phantoms: make(chan Phantom, 1), Kill: make(chan struct{}), Records: rs})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- job.Run(ctx) }()
+	job.Inbox() <- Fire{Job: "flaky", Slot: time.Now().Truncate(time.Second)}
+	var fin RunFinished
+	select {
+	case fin = <-results:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no result within 10s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	owner := "n1:" + fin.RunID
+	var ops []string
+	for _, c := range rs.calls {
+		ops = append(ops, c.op)
+	}
+	if want := "[put 1 put 2 remove 1 remove 2]"; fmt.Sprint(ops) != want {
+		t.Fatalf("got calls %v, want %s", ops, want)
+	}
+	put1, put2, last := rs.calls[0], rs.calls[1], rs.calls[3]
+	for _, c := range []recordCall{put1, put2} {
+		w := c.written
+		if w.RunID != fin.RunID || w.Job != "flaky" || w.Owner != owner || w.LockTTL != cfg.LockTTL || w.KillGrace != cfg.KillGrace ||
+			w.Group.ID <= 1 || w.Group.LeaderStart == 0 || w.Group.Session == 0 {
+			t.Errorf("%s: got record %+v, want run %s, owner %s, a real group", c.op, w, fin.RunID, owner)
+		}
+		if c.holder != owner || len(c.onDisk) == 0 {
+			t.Errorf("%s: lease holder %q, %d records on disk; want %s and the record", c.op, c.holder, len(c.onDisk), owner)
+		}
+	}
+	if put1.written.Group.ID == put2.written.Group.ID {
+		t.Errorf("both attempts recorded group %d, want each its own", put1.written.Group.ID)
+	}
+	if len(rs.calls[2].onDisk) != 1 || rs.calls[2].onDisk[0].Attempt != 2 {
+		t.Errorf("after the retry's record replaced the first: on disk %+v, want attempt 2 only", rs.calls[2].onDisk)
+	}
+	if last.holder != "" || len(last.onDisk) != 0 {
+		t.Errorf("last remove: lease holder %q, %d records on disk; want the lease released before, nothing left", last.holder, len(last.onDisk))
+	}
+}
