@@ -21,6 +21,7 @@ type node struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string // the daemon's stderr (JSON logs); "" when discarded
+	wrapped bool   // started through a wrapper (withWrapper): logged pids are not the host's
 	done    chan struct{}
 	exit    int // valid once done is closed
 }
@@ -31,6 +32,14 @@ type nodeOption func(*nodeOptions)
 type nodeOptions struct {
 	env           []string
 	discardStderr bool
+	wrapper       []string
+}
+
+// withWrapper runs the daemon as the last argument of a wrapper command,
+// e.g. `unshare -fp --mount-proc`. The wrapper must kill the daemon when it
+// is killed itself (unshare --kill-child): the cleanup kills the wrapper.
+func withWrapper(argv ...string) nodeOption {
+	return func(o *nodeOptions) { o.wrapper = argv }
 }
 
 // withEnv adds KEY=VALUE entries to the daemon's environment.
@@ -58,8 +67,11 @@ func startNode(t *testing.T, cfgFile string, opts ...nodeOption) *node {
 	for _, f := range opts {
 		f(&o)
 	}
-	n := &node{t: t, name: nodeName(o.env), done: make(chan struct{})}
+	n := &node{t: t, name: nodeName(o.env), done: make(chan struct{}), wrapped: len(o.wrapper) > 0}
 	n.cmd = exec.Command(binary, "-config", cfgFile, "-log-format", "json")
+	if n.wrapped {
+		n.cmd = exec.Command(o.wrapper[0], append(o.wrapper[1:], n.cmd.Args...)...)
+	}
 	n.cmd.Env = append(os.Environ(), o.env...)
 	if !hasEnv(o.env, "CRONLOCK_NODE_STATE_DIR") {
 		n.cmd.Env = append(n.cmd.Env, "CRONLOCK_NODE_STATE_DIR="+stateDir(t, n.name))
@@ -126,7 +138,7 @@ func (n *node) cleanup() {
 	default:
 		n.Kill()
 	}
-	if n.logPath == "" {
+	if n.logPath == "" || n.wrapped {
 		return
 	}
 	if n.exit != 0 || n.t.Failed() {
