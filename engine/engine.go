@@ -176,6 +176,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	servers := e.startServers(serveCtx, srv)
 	// Before the job set and catch-up exist: the ticker has no entries yet.
 	e.clearLeftovers(ctx)
+	defer e.closeRecords()
 	runsDone, hooksDone := e.startClaimers(ctx, claimCtx)
 	if err := e.jobs.Apply(claimCtx, e.cfg.Jobs); err == nil {
 		e.jobs.Catchup(claimCtx)

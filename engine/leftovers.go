@@ -23,6 +23,16 @@ func (e *Engine) runRecords() actors.RunRecords {
 	return e.records
 }
 
+// closeRecords closes the run records' file once every run has ended.
+func (e *Engine) closeRecords() {
+	if e.records == nil {
+		return
+	}
+	if err := e.records.Close(); err != nil {
+		e.log.Warn("run records not closed", zap.Error(err))
+	}
+}
+
 // clearLeftovers is the first step of Run, before the ticker's first fire
 // and before catch-up. Run records left in the state directory belong to
 // runs of a previous incarnation that died without shutting down

@@ -58,10 +58,8 @@ func leftoverSetup(t *testing.T, srv *redistest.Server, g process.Group) (*state
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dir.Close() })
-	store := runrecords.New(dir)
-	if _, err := store.Load(); err != nil {
-		t.Fatal(err)
-	}
+	store := runrecords.New(dir) // the previous incarnation's
+	defer store.Close()
 	rec := runrecords.Record{RunID: "old", Attempt: 1, Job: "a", Owner: "n1:old", LockTTL: 5 * time.Minute,
 		KillGrace: 10 * time.Second, Group: g}
 	if err := store.Put(rec); err != nil {
@@ -131,8 +129,10 @@ func TestEngine_KillsLeftoversAndReleasesTheirLeaseBeforeClaiming(t *testing.T) 
 		order[1] != "stale lease of the previous daemon released" || order[2] != "run started" {
 		t.Errorf("log order: got %q, want the kill, the release, then the first run", order)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(dir.Path(), "runs")); len(ents) != 0 {
-		t.Errorf("%d run records left after the run ended, want 0", len(ents))
+	after := runrecords.New(dir)
+	defer after.Close()
+	if left, err := after.Load(); err != nil || len(left.Records)+len(left.OtherBoot)+len(left.Bad) != 0 {
+		t.Errorf("run records after the engine stopped: %+v, %v; want none", left, err)
 	}
 }
 

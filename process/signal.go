@@ -124,34 +124,79 @@ type procStat struct {
 func (st procStat) live() bool { return st.state != 'Z' && st.state != 'X' }
 
 // readStat reads /proc/pid/stat; ok is false when the process is gone or
-// the file cannot be parsed.
+// the file cannot be parsed. It reads into a stack buffer with three
+// system calls: Start calls it for every run.
 func readStat(pid int) (st procStat, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fd, err := syscall.Open("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return procStat{}, false
 	}
-	return parseStat(pid, b)
+	var buf [1024]byte // the file is well under 1 KiB (52 numbers and a 16-byte comm)
+	n, err := syscall.Read(fd, buf[:])
+	syscall.Close(fd)
+	if err != nil || n <= 0 {
+		return procStat{}, false
+	}
+	return parseStat(pid, buf[:n])
 }
 
+// parseStat parses the fields of /proc/PID/stat that cronlock uses:
+// state (3), ppid (4), pgrp (5), session (6) and starttime (22).
 func parseStat(pid int, b []byte) (procStat, bool) {
 	i := bytes.LastIndexByte(b, ')') // comm may contain spaces and ')'
-	if i < 0 {
+	if i < 0 || i+2 >= len(b) {
 		return procStat{}, false
 	}
-	f := bytes.Fields(b[i+1:]) // field 3 (state) onwards
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procStat{}, false
+	st := procStat{pid: pid}
+	field := 3
+	for rest := b[i+2:]; len(rest) > 0 && field <= 22; field++ {
+		f := rest
+		if j := bytes.IndexByte(rest, ' '); j >= 0 {
+			f, rest = rest[:j], rest[j+1:]
+		} else {
+			rest = nil
+		}
+		ok := true
+		switch field {
+		case 3:
+			ok = len(f) == 1
+			if ok {
+				st.state = f[0]
+			}
+		case 4:
+			st.ppid, ok = decimalInt(f)
+		case 5:
+			st.pgrp, ok = decimalInt(f)
+		case 6:
+			st.session, ok = decimalInt(f)
+		case 22:
+			st.startTime, ok = decimal(f)
+		}
+		if !ok {
+			return procStat{}, false
+		}
 	}
-	st := procStat{pid: pid, state: f[0][0]}
-	var errs [4]error
-	st.ppid, errs[0] = strconv.Atoi(string(f[1]))
-	st.pgrp, errs[1] = strconv.Atoi(string(f[2]))
-	st.session, errs[2] = strconv.Atoi(string(f[3]))
-	st.startTime, errs[3] = strconv.ParseUint(string(f[19]), 10, 64)
-	if errors.Join(errs[:]...) != nil {
-		return procStat{}, false
+	return st, field > 22
+}
+
+func decimalInt(b []byte) (int, bool) {
+	n, ok := decimal(b)
+	return int(n), ok
+}
+
+// decimal parses an unsigned decimal number (at most 19 digits).
+func decimal(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
 	}
-	return st, true
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }
 
 // scanProcs calls fn with the stat of every process in /proc until fn

@@ -1,17 +1,23 @@
 // Package runrecords keeps one small record per run in progress in the
-// node's state directory (package statedir, subdirectory runs/): the
-// run's process group and the exact lease value it holds. When a daemon
-// dies without shutting down (SIGKILL, OOM killer, crash), its next
-// incarnation reads the records at start, kills what the runs left and
-// releases their leases (docs/architecture.md, "Start-up"). A record is
-// written when an attempt's process starts and removed when the next
-// attempt has its own record, or once the run has released its lease.
+// node's state directory (package statedir, file "runs"): the run's
+// process group and the exact lease value it holds. When a daemon dies
+// without shutting down (SIGKILL, OOM killer, crash), its next incarnation
+// reads the records at start, kills what the runs left and releases their
+// leases (docs/architecture.md, "Start-up"). A record is written when an
+// attempt's process starts and removed when the next attempt has its own
+// record, or once the run has released its lease.
+//
+// The records live in fixed slots of one file, each written in place with
+// one pwrite(2): creating and deleting a file per run costs more than the
+// rest of a run (on ext4, inode allocation scans the recently deleted
+// inodes: about 0.7 ms of CPU per run at 20 runs a second).
 package runrecords
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,16 +28,20 @@ import (
 	"github.com/cronlock/cronlock/statedir"
 )
 
-// dirName is the records' subdirectory of the state directory.
-const dirName = "runs"
+// fileName is the records' file in the state directory.
+const fileName = "runs"
+
+// slotSize is the size in bytes of one record's slot: one page, so that a
+// record is written by one pwrite(2) within one page, which a process's
+// death cannot tear. A record longer than a slot is refused by Put.
+const slotSize = 4096
 
 // bootIDPath names the kernel's random id of the current boot (proc(5)).
 const bootIDPath = "/proc/sys/kernel/random/boot_id"
 
 // Record is what the next incarnation needs to clean up after one run.
 type Record struct {
-	// RunID is the run's id (CRONLOCK_RUN_ID); with Attempt it names the
-	// record.
+	// RunID is the run's id (CRONLOCK_RUN_ID).
 	RunID string
 	// Attempt is the attempt (1 + retries) whose process group this is.
 	Attempt int
@@ -44,15 +54,16 @@ type Record struct {
 	LockTTL time.Duration
 	// KillGrace is the job's SIGTERM → SIGKILL delay.
 	KillGrace time.Duration
-	// Group is the process group of the run's current attempt.
+	// Group is the process group of the run's attempt.
 	Group process.Group
 	// BootID is the boot the record was written in (set by Put): after a
 	// reboot no recorded process exists and pids mean nothing.
 	BootID string
 }
 
-// file is a Record as stored: one JSON object, durations in milliseconds.
-type file struct {
+// stored is a Record as written: one JSON object, durations in
+// milliseconds, then a newline and zero bytes up to the slot's end.
+type stored struct {
 	RunID       string `json:"run_id"`
 	Attempt     int    `json:"attempt"`
 	Job         string `json:"job"`
@@ -65,17 +76,29 @@ type file struct {
 	BootID      string `json:"boot_id"`
 }
 
+type key struct {
+	runID   string
+	attempt int
+}
+
 // Store is the run records of one state directory. Its methods are safe
-// for concurrent use by different runs (each writes only its own record).
+// for concurrent use.
 type Store struct {
-	dir      string
+	path     string
 	bootOnce sync.Once
 	bootID   string
+
+	mu    sync.Mutex // guards the fields below
+	f     *os.File   // opened by the first Load or Put
+	buf   [slotSize]byte
+	slots map[key]int64
+	free  []int64 // offsets of free slots below next
+	next  int64   // offset of the first slot never used since Clear
 }
 
 // New returns the store of state's run records. It does no I/O.
 func New(state *statedir.Dir) *Store {
-	return &Store{dir: filepath.Join(state.Path(), dirName)}
+	return &Store{path: filepath.Join(state.Path(), fileName), slots: map[key]int64{}}
 }
 
 // currentBoot returns the id of this boot, or "" when the kernel does not
@@ -90,79 +113,119 @@ func (s *Store) currentBoot() string {
 	return s.bootID
 }
 
-// Put writes rec as a new file, with one write(2) and no rename (on ext4 a
-// rename costs more than the rest together). A daemon killed between the
-// file's creation and its write leaves an empty record, which Load reports
-// as bad: a window of microseconds. It does not fsync: the case it serves
-// is the daemon's own death, after which the kernel still holds what was
-// written; after a power loss or reboot no recorded process exists
-// anyway. It blocks for two or three file-system calls (tens of
-// microseconds) and returns their error.
-func (s *Store) Put(rec Record) error {
-	if !validRunID(rec.RunID) || rec.Attempt < 1 {
-		return fmt.Errorf("run record: invalid run id %q or attempt %d", rec.RunID, rec.Attempt)
+// fileLocked opens the records' file once. s.mu must be held.
+func (s *Store) fileLocked() (*os.File, error) {
+	if s.f == nil {
+		f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("run records %s: %w", s.path, err)
+		}
+		s.f = f
 	}
-	data, err := json.Marshal(file{RunID: rec.RunID, Attempt: rec.Attempt, Job: rec.Job, Owner: rec.Owner,
+	return s.f, nil
+}
+
+// Put writes rec into a free slot with one pwrite(2). It does not fsync:
+// the case it serves is the daemon's own death, after which the kernel
+// still holds what was written; after a power loss or reboot no recorded
+// process exists anyway. It blocks for one system call (a few
+// microseconds) and returns its error, or an error when the record does
+// not fit a slot.
+func (s *Store) Put(rec Record) error {
+	data, err := json.Marshal(stored{RunID: rec.RunID, Attempt: rec.Attempt, Job: rec.Job, Owner: rec.Owner,
 		LockTTLMs: rec.LockTTL.Milliseconds(), KillGraceMs: rec.KillGrace.Milliseconds(),
 		PGID: rec.Group.ID, Session: rec.Group.Session, LeaderStart: rec.Group.LeaderStart,
 		BootID: s.currentBoot()})
 	if err != nil {
 		return fmt.Errorf("run record %s: %w", rec.RunID, err)
 	}
-	if err := os.WriteFile(s.path(rec.RunID, rec.Attempt), append(data, '\n'), 0o600); err != nil {
+	if len(data) >= slotSize {
+		return fmt.Errorf("run record %s: %d bytes, more than a slot holds (%d); job name or node.id too long",
+			rec.RunID, len(data), slotSize-1)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := copy(s.buf[:], data)
+	s.buf[n] = '\n'
+	clear(s.buf[n+1:]) // the zeros end the record on reading
+	f, err := s.fileLocked()
+	if err != nil {
+		return err
+	}
+	k := key{rec.RunID, rec.Attempt}
+	if _, dup := s.slots[k]; dup {
+		return fmt.Errorf("run record %s attempt %d: already written", rec.RunID, rec.Attempt)
+	}
+	off := s.next
+	if n := len(s.free); n > 0 {
+		off, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		s.next += slotSize
+	}
+	if _, err := f.WriteAt(s.buf[:], off); err != nil {
+		s.free = append(s.free, off)
 		return fmt.Errorf("run record %s: %w", rec.RunID, err)
 	}
+	s.slots[k] = off
 	return nil
 }
 
-// Remove deletes the record of runID's attempt; a missing record is not
-// an error.
+// Remove frees the slot of runID's attempt with a one-byte pwrite(2)
+// (a zero at the slot's start marks it free); a record never written or
+// already removed is not an error.
 func (s *Store) Remove(runID string, attempt int) error {
-	if err := os.Remove(s.path(runID, attempt)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := key{runID, attempt}
+	off, ok := s.slots[k]
+	if !ok {
+		return nil
+	}
+	if _, err := s.f.WriteAt([]byte{0}, off); err != nil {
 		return fmt.Errorf("run record %s: %w", runID, err)
 	}
+	delete(s.slots, k)
+	s.free = append(s.free, off)
 	return nil
 }
 
-func (s *Store) path(runID string, attempt int) string {
-	return filepath.Join(s.dir, fmt.Sprintf("%s.%d.json", runID, attempt))
-}
-
-// Left is what Load found: the records, and the files it could not read.
+// Left is what Load found.
 type Left struct {
+	// Records are the records written in this boot.
 	Records []Record
 	// OtherBoot holds the records written before the machine last booted:
 	// their processes are gone, their leases may not be.
 	OtherBoot []Record
-	// Bad describes each record file that could not be read or parsed
-	// (named in the error); it is removed by Clear like the others.
+	// Bad describes each slot that could not be parsed (named by offset).
 	Bad []error
 }
 
-// Load creates the records' directory if needed and returns the records
-// in it. Called at start before any run, it returns what the previous
-// incarnation left: records are removed when their run ends, so any
-// record there belongs to a run the daemon did not see to its end. The
-// error is the directory's.
+// Load returns the records in the file (creating it if needed). Called at
+// start before any run, it returns what the previous incarnation left:
+// records are removed when their run ends, so any record there belongs to
+// a run the daemon did not see to its end. The error is the file's.
 func (s *Store) Load() (Left, error) {
 	var left Left
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return left, fmt.Errorf("run records %s: %w", s.dir, err)
-	}
-	entries, err := os.ReadDir(s.dir)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := s.fileLocked()
 	if err != nil {
-		return left, fmt.Errorf("run records %s: %w", s.dir, err)
+		return left, err
+	}
+	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<40))
+	if err != nil {
+		return left, fmt.Errorf("run records %s: %w", s.path, err)
 	}
 	boot := s.currentBoot()
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".json") {
-			continue // not a record (Clear removes it all the same)
+	for off := 0; off < len(data); off += slotSize {
+		slot := data[off:min(off+slotSize, len(data))]
+		if slot[0] == 0 {
+			continue // free
 		}
-		rec, err := s.read(name)
+		rec, err := parse(slot)
 		switch {
 		case err != nil:
-			left.Bad = append(left.Bad, err)
+			left.Bad = append(left.Bad, fmt.Errorf("run record at offset %d of %s: %w", off, s.path, err))
 		case rec.BootID != boot && rec.BootID != "" && boot != "":
 			left.OtherBoot = append(left.OtherBoot, rec)
 		default:
@@ -172,50 +235,47 @@ func (s *Store) Load() (Left, error) {
 	return left, nil
 }
 
-func (s *Store) read(name string) (Record, error) {
-	data, err := os.ReadFile(filepath.Join(s.dir, name))
-	if err != nil {
-		return Record{}, fmt.Errorf("run record %s: %w", name, err)
+func parse(slot []byte) (Record, error) {
+	if i := bytes.IndexByte(slot, 0); i >= 0 {
+		slot = slot[:i]
 	}
-	var f file
-	if err := json.Unmarshal(data, &f); err != nil {
-		return Record{}, fmt.Errorf("run record %s: %w", name, err)
+	var st stored
+	if err := json.Unmarshal(slot, &st); err != nil {
+		return Record{}, err
 	}
-	if f.PGID <= 1 || f.Job == "" || filepath.Base(s.path(f.RunID, f.Attempt)) != name {
-		return Record{}, fmt.Errorf("run record %s: incomplete (pgid %d, job %q, run id %q, attempt %d)",
-			name, f.PGID, f.Job, f.RunID, f.Attempt)
+	if st.PGID <= 1 || st.Job == "" || st.RunID == "" || st.Attempt < 1 {
+		return Record{}, fmt.Errorf("incomplete (pgid %d, job %q, run id %q, attempt %d)", st.PGID, st.Job, st.RunID, st.Attempt)
 	}
-	return Record{RunID: f.RunID, Attempt: f.Attempt, Job: f.Job, Owner: f.Owner, LockTTL: time.Duration(f.LockTTLMs) * time.Millisecond,
-		KillGrace: time.Duration(f.KillGraceMs) * time.Millisecond, BootID: f.BootID,
-		Group: process.Group{ID: f.PGID, Session: f.Session, LeaderStart: f.LeaderStart}}, nil
+	return Record{RunID: st.RunID, Attempt: st.Attempt, Job: st.Job, Owner: st.Owner,
+		LockTTL: time.Duration(st.LockTTLMs) * time.Millisecond, KillGrace: time.Duration(st.KillGraceMs) * time.Millisecond,
+		BootID: st.BootID, Group: process.Group{ID: st.PGID, Session: st.Session, LeaderStart: st.LeaderStart}}, nil
 }
 
-// Clear removes every file in the records' directory: called at start,
-// once what Load returned has been dealt with and before any run starts.
+// Clear empties the file: called at start, once what Load returned has
+// been dealt with and before any run starts (records Put since are lost).
 func (s *Store) Clear() error {
-	entries, err := os.ReadDir(s.dir)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := s.fileLocked()
 	if err != nil {
-		return fmt.Errorf("run records %s: %w", s.dir, err)
+		return err
 	}
-	var errs []error
-	for _, e := range entries {
-		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("run records %s: %w", s.path, err)
 	}
-	return errors.Join(errs...)
+	clear(s.slots)
+	s.free, s.next = nil, 0
+	return nil
 }
 
-// validRunID accepts the names a record file may take: non-empty, at most
-// 128 bytes of letters, digits, '-' and '_' (run ids are UUIDs).
-func validRunID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
+// Close closes the file; the records stay. A later Put opens it again.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return nil
 	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
+	err := s.f.Close()
+	s.f = nil
+	return err
 }

@@ -2,7 +2,6 @@ package runrecords
 
 import (
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,7 +11,7 @@ import (
 	"github.com/cronlock/cronlock/statedir"
 )
 
-func newStore(t testing.TB) (*Store, string) {
+func newStore(t testing.TB) *Store {
 	t.Helper()
 	d, err := statedir.Open(t.TempDir())
 	if err != nil {
@@ -20,10 +19,11 @@ func newStore(t testing.TB) (*Store, string) {
 	}
 	t.Cleanup(func() { d.Close() })
 	s := New(d)
+	t.Cleanup(func() { s.Close() })
 	if left, err := s.Load(); err != nil || len(left.Records)+len(left.OtherBoot)+len(left.Bad) != 0 {
 		t.Fatalf("Load of a new directory: %+v, %v; want nothing", left, err)
 	}
-	return s, filepath.Join(d.Path(), dirName)
+	return s
 }
 
 func record(id string, pgid int) Record {
@@ -31,64 +31,88 @@ func record(id string, pgid int) Record {
 		Group: process.Group{ID: pgid, Session: 4242, LeaderStart: 987654}}
 }
 
-func TestPutLoadRemove(t *testing.T) {
-	s, _ := newStore(t)
+// reopen is what the next incarnation sees: a new Store on the same file.
+func reopen(t *testing.T, s *Store) Left {
+	t.Helper()
+	d := &Store{path: s.path, slots: map[key]int64{}}
+	defer d.Close()
+	left, err := d.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
+}
+
+func TestPutRemoveLoad(t *testing.T) {
+	s := newStore(t)
 	a, b := record("a1", 100), record("b2", 200)
 	b.Owner = "" // overlap: allow holds no lease
-	for _, r := range []Record{a, b} {
+	a2 := a
+	a2.Attempt, a2.Group.ID = 2, 101 // a retry: its own record
+	for _, r := range []Record{a, b, a2} {
 		if err := s.Put(r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	a2 := a
-	a2.Attempt, a2.Group.ID = 2, 101 // a retry: its own record
-	if err := s.Put(a2); err != nil {
-		t.Fatal(err)
-	}
-	left, err := s.Load()
-	if err != nil {
-		t.Fatal(err)
+	if err := s.Put(a); err == nil {
+		t.Errorf("Put of the same run and attempt twice: got nil error, want one")
 	}
 	boot := s.currentBoot()
 	if boot == "" {
 		t.Fatalf("no boot id from %s", bootIDPath)
 	}
 	a.BootID, a2.BootID, b.BootID = boot, boot, boot
-	if want := []Record{a, a2, b}; !reflect.DeepEqual(left.Records, want) {
-		t.Errorf("Load: got %+v, want %+v", left.Records, want)
+	if got, want := reopen(t, s).Records, []Record{a, b, a2}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Load: got %+v, want %+v", got, want)
 	}
-	for _, attempt := range []int{1, 2, 2} {
+	for _, attempt := range []int{1, 1} {
 		if err := s.Remove("a1", attempt); err != nil {
-			t.Errorf("Remove(a1, %d): %v, want nil (also when missing)", attempt, err)
+			t.Errorf("Remove(a1, %d): %v, want nil (also when already removed)", attempt, err)
 		}
 	}
-	if left, _ := s.Load(); len(left.Records) != 1 || left.Records[0].RunID != "b2" {
-		t.Errorf("after Remove: got %+v, want only b2", left.Records)
+	c := record("c3", 300) // reuses the freed slot
+	c.BootID = boot
+	if err := s.Put(c); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := reopen(t, s).Records, []Record{c, b, a2}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after Remove and Put: got %+v, want %+v", got, want)
+	}
+	for _, r := range []Record{b, a2, c} {
+		if err := s.Remove(r.RunID, r.Attempt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left := reopen(t, s); len(left.Records) != 0 {
+		t.Errorf("after removing all: got %+v, want none", left.Records)
+	}
+	if fi, _ := os.Stat(s.path); fi.Size() != 3*slotSize {
+		t.Errorf("file size %d, want 3 slots (%d): freed slots are reused", fi.Size(), 3*slotSize)
 	}
 }
 
 func TestLoadSortsOutWhatCannotBeUsed(t *testing.T) {
-	s, dir := newStore(t)
+	s := newStore(t)
 	if err := s.Put(record("ok", 300)); err != nil {
 		t.Fatal(err)
 	}
-	other := `{"run_id":"old","attempt":1,"job":"backup","owner":"n1:old","pgid":400,"session":1,"leader_start_ticks":5,"boot_id":"another-boot"}`
-	for name, data := range map[string]string{
-		"old.1.json":     other,
-		"garbage.1.json": "{not json",
-		"empty.1.json":   "", // the daemon died between create and write
-		"pgid1.1.json":   `{"run_id":"pgid1","attempt":1,"job":"backup","pgid":1}`,
-		"renamed.1.json": `{"run_id":"x","attempt":1,"job":"backup","pgid":500}`,
-		"notes.txt":      "not a record",
+	var data []byte
+	for _, slot := range []string{
+		"", // free
+		`{"run_id":"old","attempt":1,"job":"backup","owner":"n1:old","pgid":400,"session":1,"leader_start_ticks":5,"boot_id":"another-boot"}`,
+		"{not json",
+		`{"run_id":"pgid1","attempt":1,"job":"backup","pgid":1}`,
+		`{"run_id":"noattempt","job":"backup","pgid":500}`,
 	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		b := make([]byte, slotSize)
+		copy(b, slot)
+		data = append(data, b...)
 	}
-	left, err := s.Load()
-	if err != nil {
+	data = append(data, "{torn"...) // a short last slot
+	if _, err := s.f.WriteAt(data, slotSize); err != nil {
 		t.Fatal(err)
 	}
+	left := reopen(t, s)
 	if len(left.Records) != 1 || left.Records[0].RunID != "ok" {
 		t.Errorf("records: got %+v, want only ok", left.Records)
 	}
@@ -96,42 +120,34 @@ func TestLoadSortsOutWhatCannotBeUsed(t *testing.T) {
 		t.Errorf("other boot: got %+v, want old (pgid 400)", left.OtherBoot)
 	}
 	if len(left.Bad) != 4 {
-		t.Errorf("bad: got %d %v, want 4 (garbage, empty, pgid 1, renamed)", len(left.Bad), left.Bad)
+		t.Errorf("bad: got %d %v, want 4 (garbage, pgid 1, no attempt, torn)", len(left.Bad), left.Bad)
 	}
 	for _, err := range left.Bad {
-		if !strings.Contains(err.Error(), "run record ") || !strings.Contains(err.Error(), ".json") {
-			t.Errorf("bad record error %q does not name the file", err)
+		if !strings.Contains(err.Error(), "run record at offset ") {
+			t.Errorf("bad record error %q does not say where", err)
 		}
 	}
 	if err := s.Clear(); err != nil {
 		t.Fatal(err)
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Errorf("after Clear: %d files left, want 0", len(ents))
+	if left := reopen(t, s); len(left.Records)+len(left.OtherBoot)+len(left.Bad) != 0 {
+		t.Errorf("after Clear: got %+v, want nothing", left)
 	}
 }
 
-func TestPutRefusesBadRunID(t *testing.T) {
-	s, dir := newStore(t)
-	for _, id := range []string{"", "../escape", "a/b", ".hidden", strings.Repeat("x", 129)} {
-		if err := s.Put(record(id, 100)); err == nil {
-			t.Errorf("Put(run id %q): got nil error, want one", id)
-		}
-	}
-	r := record("ok", 100)
-	r.Attempt = 0
-	if err := s.Put(r); err == nil {
-		t.Errorf("Put(attempt 0): got nil error, want one")
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Errorf("%d files written, want 0", len(ents))
+func TestPutRefusesARecordLongerThanASlot(t *testing.T) {
+	s := newStore(t)
+	r := record("long", 100)
+	r.Owner = strings.Repeat("n", slotSize) + ":long"
+	if err := s.Put(r); err == nil || !strings.Contains(err.Error(), "node.id") {
+		t.Errorf("got %v, want an error naming the cause", err)
 	}
 }
 
 // BenchmarkPutRemove is the per-run cost of the records: one Put when the
 // run's process starts, one Remove when it has ended.
 func BenchmarkPutRemove(b *testing.B) {
-	s, _ := newStore(b)
+	s := newStore(b)
 	r := record("3f1c0d2e-9a8b-4c7d-8e6f-5a4b3c2d1e0f", 12345)
 	for b.Loop() {
 		if err := s.Put(r); err != nil {
