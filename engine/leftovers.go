@@ -55,10 +55,10 @@ func (e *Engine) clearLeftovers(ctx context.Context) {
 	for _, err := range left.Bad {
 		e.log.Warn("run record unusable; its run is not cleaned up", zap.Error(err))
 	}
-	if len(left.Records)+len(left.OtherBoot) > 0 {
+	if len(left.Records)+len(left.Elsewhere) > 0 {
 		e.log.Warn("the previous daemon died without shutting down; cleaning up after its runs",
-			zap.Int("runs", len(left.Records)), zap.Int("runs_before_reboot", len(left.OtherBoot)))
-		free := append(e.killLeftovers(left.Records), left.OtherBoot...) // a reboot ended those processes
+			zap.Int("runs", len(left.Records)), zap.Int("runs_elsewhere", len(left.Elsewhere)))
+		free := append(e.killLeftovers(left.Records), left.Elsewhere...) // a reboot or the end of their pid namespace ended those
 		e.releaseLeftovers(ctx, free)
 	}
 	if err := e.records.Clear(); err != nil {

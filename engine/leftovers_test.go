@@ -131,7 +131,7 @@ func TestEngine_KillsLeftoversAndReleasesTheirLeaseBeforeClaiming(t *testing.T) 
 	}
 	after := runrecords.New(dir)
 	defer after.Close()
-	if left, err := after.Load(); err != nil || len(left.Records)+len(left.OtherBoot)+len(left.Bad) != 0 {
+	if left, err := after.Load(); err != nil || len(left.Records)+len(left.Elsewhere)+len(left.Bad) != 0 {
 		t.Errorf("run records after the engine stopped: %+v, %v; want none", left, err)
 	}
 }

@@ -36,8 +36,12 @@ const fileName = "runs"
 // death cannot tear. A record longer than a slot is refused by Put.
 const slotSize = 4096
 
-// bootIDPath names the kernel's random id of the current boot (proc(5)).
-const bootIDPath = "/proc/sys/kernel/random/boot_id"
+// Where a record was written: the kernel's random id of the current boot
+// and this process's pid namespace (proc(5), pid_namespaces(7)).
+const (
+	bootIDPath = "/proc/sys/kernel/random/boot_id"
+	pidNSPath  = "/proc/self/ns/pid"
+)
 
 // Record is what the next incarnation needs to clean up after one run.
 type Record struct {
@@ -56,9 +60,11 @@ type Record struct {
 	KillGrace time.Duration
 	// Group is the process group of the run's attempt.
 	Group process.Group
-	// BootID is the boot the record was written in (set by Put): after a
-	// reboot no recorded process exists and pids mean nothing.
-	BootID string
+	// BootID and PIDNamespace say where the record was written (set by
+	// Put). After a reboot, or in another pid namespace (a container that
+	// was restarted), no recorded process exists or can be reached, and its
+	// pids name other processes.
+	BootID, PIDNamespace string
 }
 
 // stored is a Record as written: one JSON object, durations in
@@ -74,6 +80,7 @@ type stored struct {
 	Session     int    `json:"session"`
 	LeaderStart uint64 `json:"leader_start_ticks"`
 	BootID      string `json:"boot_id"`
+	PIDNS       string `json:"pid_namespace"`
 }
 
 type key struct {
@@ -85,8 +92,9 @@ type key struct {
 // for concurrent use.
 type Store struct {
 	path     string
-	bootOnce sync.Once
+	hereOnce sync.Once
 	bootID   string
+	pidNS    string
 
 	mu    sync.Mutex // guards the fields below
 	f     *os.File   // opened by the first Load or Put
@@ -101,16 +109,24 @@ func New(state *statedir.Dir) *Store {
 	return &Store{path: filepath.Join(state.Path(), fileName), slots: map[key]int64{}}
 }
 
-// currentBoot returns the id of this boot, or "" when the kernel does not
-// say (then every record counts as written in this boot).
-func (s *Store) currentBoot() string {
-	s.bootOnce.Do(func() {
-		b, err := os.ReadFile(bootIDPath)
-		if err == nil {
+// here returns this boot's id and this process's pid namespace; "" for
+// what the kernel does not say (then it matches every record).
+func (s *Store) here() (bootID, pidNS string) {
+	s.hereOnce.Do(func() {
+		if b, err := os.ReadFile(bootIDPath); err == nil {
 			s.bootID = strings.TrimSpace(string(b))
 		}
+		s.pidNS, _ = os.Readlink(pidNSPath)
 	})
-	return s.bootID
+	return s.bootID, s.pidNS
+}
+
+// elsewhere reports whether rec was written in another boot or pid
+// namespace.
+func (s *Store) elsewhere(rec Record) bool {
+	boot, ns := s.here()
+	differ := func(a, b string) bool { return a != "" && b != "" && a != b }
+	return differ(rec.BootID, boot) || differ(rec.PIDNamespace, ns)
 }
 
 // fileLocked opens the records' file once. s.mu must be held.
@@ -132,10 +148,11 @@ func (s *Store) fileLocked() (*os.File, error) {
 // microseconds) and returns its error, or an error when the record does
 // not fit a slot.
 func (s *Store) Put(rec Record) error {
+	boot, ns := s.here()
 	data, err := json.Marshal(stored{RunID: rec.RunID, Attempt: rec.Attempt, Job: rec.Job, Owner: rec.Owner,
 		LockTTLMs: rec.LockTTL.Milliseconds(), KillGraceMs: rec.KillGrace.Milliseconds(),
 		PGID: rec.Group.ID, Session: rec.Group.Session, LeaderStart: rec.Group.LeaderStart,
-		BootID: s.currentBoot()})
+		BootID: boot, PIDNS: ns})
 	if err != nil {
 		return fmt.Errorf("run record %s: %w", rec.RunID, err)
 	}
@@ -191,11 +208,12 @@ func (s *Store) Remove(runID string, attempt int) error {
 
 // Left is what Load found.
 type Left struct {
-	// Records are the records written in this boot.
+	// Records are the records written in this boot and pid namespace.
 	Records []Record
-	// OtherBoot holds the records written before the machine last booted:
-	// their processes are gone, their leases may not be.
-	OtherBoot []Record
+	// Elsewhere holds the records written before the machine last booted
+	// or in another pid namespace: their processes are gone or out of
+	// reach, their leases may not be.
+	Elsewhere []Record
 	// Bad describes each slot that could not be parsed (named by offset).
 	Bad []error
 }
@@ -216,7 +234,6 @@ func (s *Store) Load() (Left, error) {
 	if err != nil {
 		return left, fmt.Errorf("run records %s: %w", s.path, err)
 	}
-	boot := s.currentBoot()
 	for off := 0; off < len(data); off += slotSize {
 		slot := data[off:min(off+slotSize, len(data))]
 		if slot[0] == 0 {
@@ -226,8 +243,8 @@ func (s *Store) Load() (Left, error) {
 		switch {
 		case err != nil:
 			left.Bad = append(left.Bad, fmt.Errorf("run record at offset %d of %s: %w", off, s.path, err))
-		case rec.BootID != boot && rec.BootID != "" && boot != "":
-			left.OtherBoot = append(left.OtherBoot, rec)
+		case s.elsewhere(rec):
+			left.Elsewhere = append(left.Elsewhere, rec)
 		default:
 			left.Records = append(left.Records, rec)
 		}
@@ -248,7 +265,7 @@ func parse(slot []byte) (Record, error) {
 	}
 	return Record{RunID: st.RunID, Attempt: st.Attempt, Job: st.Job, Owner: st.Owner,
 		LockTTL: time.Duration(st.LockTTLMs) * time.Millisecond, KillGrace: time.Duration(st.KillGraceMs) * time.Millisecond,
-		BootID: st.BootID, Group: process.Group{ID: st.PGID, Session: st.Session, LeaderStart: st.LeaderStart}}, nil
+		BootID: st.BootID, PIDNamespace: st.PIDNS, Group: process.Group{ID: st.PGID, Session: st.Session, LeaderStart: st.LeaderStart}}, nil
 }
 
 // Clear empties the file: called at start, once what Load returned has

@@ -20,7 +20,7 @@ func newStore(t testing.TB) *Store {
 	t.Cleanup(func() { d.Close() })
 	s := New(d)
 	t.Cleanup(func() { s.Close() })
-	if left, err := s.Load(); err != nil || len(left.Records)+len(left.OtherBoot)+len(left.Bad) != 0 {
+	if left, err := s.Load(); err != nil || len(left.Records)+len(left.Elsewhere)+len(left.Bad) != 0 {
 		t.Fatalf("Load of a new directory: %+v, %v; want nothing", left, err)
 	}
 	return s
@@ -57,11 +57,13 @@ func TestPutRemoveLoad(t *testing.T) {
 	if err := s.Put(a); err == nil {
 		t.Errorf("Put of the same run and attempt twice: got nil error, want one")
 	}
-	boot := s.currentBoot()
-	if boot == "" {
-		t.Fatalf("no boot id from %s", bootIDPath)
+	boot, ns := s.here()
+	if boot == "" || !strings.HasPrefix(ns, "pid:[") {
+		t.Fatalf("boot id %q from %s, pid namespace %q from %s", boot, bootIDPath, ns, pidNSPath)
 	}
-	a.BootID, a2.BootID, b.BootID = boot, boot, boot
+	for _, r := range []*Record{&a, &a2, &b} {
+		r.BootID, r.PIDNamespace = boot, ns
+	}
 	if got, want := reopen(t, s).Records, []Record{a, b, a2}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Load: got %+v, want %+v", got, want)
 	}
@@ -71,7 +73,7 @@ func TestPutRemoveLoad(t *testing.T) {
 		}
 	}
 	c := record("c3", 300) // reuses the freed slot
-	c.BootID = boot
+	c.BootID, c.PIDNamespace = boot, ns
 	if err := s.Put(c); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +102,7 @@ func TestLoadSortsOutWhatCannotBeUsed(t *testing.T) {
 	for _, slot := range []string{
 		"", // free
 		`{"run_id":"old","attempt":1,"job":"backup","owner":"n1:old","pgid":400,"session":1,"leader_start_ticks":5,"boot_id":"another-boot"}`,
+		`{"run_id":"ns","attempt":1,"job":"backup","owner":"n1:ns","pgid":401,"session":1,"leader_start_ticks":5,"pid_namespace":"pid:[1]"}`,
 		"{not json",
 		`{"run_id":"pgid1","attempt":1,"job":"backup","pgid":1}`,
 		`{"run_id":"noattempt","job":"backup","pgid":500}`,
@@ -116,8 +119,9 @@ func TestLoadSortsOutWhatCannotBeUsed(t *testing.T) {
 	if len(left.Records) != 1 || left.Records[0].RunID != "ok" {
 		t.Errorf("records: got %+v, want only ok", left.Records)
 	}
-	if len(left.OtherBoot) != 1 || left.OtherBoot[0].Owner != "n1:old" || left.OtherBoot[0].Group.ID != 400 {
-		t.Errorf("other boot: got %+v, want old (pgid 400)", left.OtherBoot)
+	if len(left.Elsewhere) != 2 || left.Elsewhere[0].Owner != "n1:old" || left.Elsewhere[0].Group.ID != 400 ||
+		left.Elsewhere[1].Owner != "n1:ns" {
+		t.Errorf("elsewhere: got %+v, want old (another boot, pgid 400) and ns (another pid namespace)", left.Elsewhere)
 	}
 	if len(left.Bad) != 4 {
 		t.Errorf("bad: got %d %v, want 4 (garbage, pgid 1, no attempt, torn)", len(left.Bad), left.Bad)
@@ -130,7 +134,7 @@ func TestLoadSortsOutWhatCannotBeUsed(t *testing.T) {
 	if err := s.Clear(); err != nil {
 		t.Fatal(err)
 	}
-	if left := reopen(t, s); len(left.Records)+len(left.OtherBoot)+len(left.Bad) != 0 {
+	if left := reopen(t, s); len(left.Records)+len(left.Elsewhere)+len(left.Bad) != 0 {
 		t.Errorf("after Clear: got %+v, want nothing", left)
 	}
 }
