@@ -29,7 +29,7 @@ func printOverview(w io.Writer, daemonFlags func(io.Writer)) {
 	fmt.Fprint(w, `cronlock runs shell commands on cron schedules, each slot exactly once in the cluster.
 
 Usage:
-  cronlock [-config FILE] [-validate] [-version [-json]] [-log-level L] [-log-format F]
+  cronlock [-config FILE] [-validate [-strict] [-json]] [-version [-json]] [-log-level L] [-log-format F]
   cronlock COMMAND [flags] [args]
 
 Commands:

@@ -129,9 +129,9 @@ func cancelOnSignal(ctx context.Context, sigs <-chan os.Signal) (context.Context
 
 // mainFlags are the daemon form's flags.
 type mainFlags struct {
-	fs                            *flag.FlagSet
-	path                          *string
-	validate, showVersion, asJSON *bool
+	fs                                    *flag.FlagSet
+	path                                  *string
+	validate, strict, showVersion, asJSON *bool
 }
 
 // newMainFlags returns the daemon form's flag set, printing to w. Its
@@ -144,15 +144,18 @@ func newMainFlags(w io.Writer) *mainFlags {
 	f := &mainFlags{fs: fs}
 	f.path = fs.String("config", "cronlock.yaml", "path to the configuration file (.yaml, .yml, .toml or .json)")
 	f.validate = fs.Bool("validate", false, "validate the configuration and exit (0 valid, 1 invalid)")
+	f.strict = fs.Bool("strict", false, "with -validate: warnings fail validation too (exit 1)")
 	f.showVersion = fs.Bool("version", false, "print the version and exit")
-	f.asJSON = fs.Bool("json", false, "with -version: print {\"version\", \"commit\", \"go_version\"} as JSON")
+	f.asJSON = fs.Bool("json", false, "with -version: print {\"version\", \"commit\", \"go_version\"} as JSON;\n"+
+		"with -validate: print {\"valid\", \"config\", \"problems\"} as JSON on stdout, also when invalid")
 	fs.String("log-level", "", "log level: debug, info, warn or error (overrides log.level)")
 	fs.String("log-format", "", "log format: json or console (overrides log.format)")
 	return f
 }
 
-// runMain handles the daemon form: cronlock [-config FILE] [-validate]
-// [-version [-json]] [-log-level L] [-log-format F].
+// runMain handles the daemon form: cronlock [-config FILE]
+// [-validate [-strict] [-json]] [-version [-json]] [-log-level L]
+// [-log-format F].
 func runMain(ctx context.Context, args []string, env *runEnv) int {
 	mf := newMainFlags(env.stderr)
 	fs, path, validate := mf.fs, mf.path, mf.validate
@@ -168,8 +171,12 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 		fmt.Fprintf(env.stderr, "cronlock: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *mf.asJSON && !*mf.showVersion {
-		fmt.Fprintln(env.stderr, "cronlock: -json goes with -version (e.g. cronlock -version -json)")
+	if *mf.asJSON && !*mf.showVersion && !*validate {
+		fmt.Fprintln(env.stderr, "cronlock: -json goes with -version or -validate (e.g. cronlock -validate -json)")
+		return 2
+	}
+	if *mf.strict && !*validate {
+		fmt.Fprintln(env.stderr, "cronlock: -strict goes with -validate (e.g. cronlock -validate -strict)")
 		return 2
 	}
 	if *mf.showVersion {
@@ -185,7 +192,7 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 		}
 	})
 	if *validate {
-		return runValidate(*path, flags, env)
+		return runValidate(*path, flags, validateMode{strict: *mf.strict, asJSON: *mf.asJSON}, env)
 	}
 	cfg, code := loadConfig(*path, config.ForStart, flags, env)
 	if cfg == nil {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/cronlock/cronlock/config"
@@ -14,6 +16,12 @@ import (
 // nesting limit) has one problem without a path; it is printed on one line.
 func loadConfig(path string, purpose config.Purpose, flags map[string]string, env *runEnv) (*config.Config, int) {
 	cfg, err := config.Load(path, env.loadOptions(purpose, flags))
+	return reportLoad(path, cfg, err, env)
+}
+
+// reportLoad prints the outcome of config.Load(path) as loadConfig
+// describes it and returns the config (nil when unusable) and exit code.
+func reportLoad(path string, cfg *config.Config, err error, env *runEnv) (*config.Config, int) {
 	var ve *config.ValidationError
 	switch {
 	case errors.As(err, &ve) && len(ve.Problems) == 1 && ve.Problems[0].Path == "" && !ve.Problems[0].Warning:
@@ -41,10 +49,27 @@ func loadConfig(path string, purpose config.Purpose, flags map[string]string, en
 	return cfg, 0
 }
 
+// validateMode is how -validate reports: strict fails on warnings too
+// (-strict), asJSON prints one JSON object on stdout (-json).
+type validateMode struct{ strict, asJSON bool }
+
 // runValidate implements -validate: load for validation and print the
-// seed's summary. The Redis password is never printed.
-func runValidate(path string, flags map[string]string, env *runEnv) int {
-	cfg, code := loadConfig(path, config.ForValidate, flags, env)
+// seed's summary, or with -json the validateResult. -strict makes a
+// config with warnings invalid (exit 1). The Redis password is never
+// printed.
+func runValidate(path string, flags map[string]string, mode validateMode, env *runEnv) int {
+	cfg, err := config.Load(path, env.loadOptions(config.ForValidate, flags))
+	if mode.asJSON {
+		return printValidateJSON(env.stdout, path, cfg, err, mode.strict)
+	}
+	if mode.strict && err == nil && len(cfg.Warnings) > 0 {
+		fmt.Fprintf(env.stderr, "Configuration invalid: %s (%d warning(s), and -strict fails on warnings)\n", path, len(cfg.Warnings))
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(env.stderr, w.String())
+		}
+		return 1
+	}
+	cfg, code := reportLoad(path, cfg, err, env)
 	if cfg == nil {
 		return code
 	}
@@ -53,6 +78,54 @@ func runValidate(path string, flags map[string]string, env *runEnv) int {
 	fmt.Fprintf(env.stdout, "Node id: %s (%s)\n", cfg.Node.ID, cfg.Node.IDOrigin())
 	fmt.Fprintf(env.stdout, "Jobs: %d\n", len(cfg.Jobs))
 	return 0
+}
+
+// validateResult is what `cronlock -validate -json` prints: one object,
+// also for a file that cannot be read or decoded at all.
+type validateResult struct {
+	Valid    bool          `json:"valid"`    // no errors (with -strict: no warnings either); the exit code is 0 exactly when true
+	Config   string        `json:"config"`   // the -config path as given
+	Problems []problemJSON `json:"problems"` // every error and warning in the order Load found them; [] when none
+}
+
+// problemJSON is one config.Problem of a validateResult.
+type problemJSON struct {
+	Path     string `json:"path"`     // e.g. `jobs[2] "backup": schedule`; "" for the file as a whole (unreadable, undecodable)
+	Severity string `json:"severity"` // "error" or "warning"
+	Message  string `json:"message"`  // config.Problem.Msg, without the path
+}
+
+// printValidateJSON writes the validateResult of config.Load(path) (cfg,
+// err) to w as one line of JSON and returns the exit code: 0 when valid,
+// else 1. An error that is not a list of problems (the file is missing,
+// its extension unsupported) is one error problem with path "".
+func printValidateJSON(w io.Writer, path string, cfg *config.Config, err error, strict bool) int {
+	var problems []config.Problem
+	var ve *config.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		problems = ve.Problems
+	case err != nil:
+		problems = []config.Problem{{Msg: err.Error()}}
+	default:
+		problems = cfg.Warnings
+	}
+	res := validateResult{Valid: err == nil, Config: path, Problems: make([]problemJSON, 0, len(problems))}
+	for _, p := range problems {
+		sev := "error"
+		if p.Warning {
+			sev = "warning"
+			res.Valid = res.Valid && !strict
+		}
+		res.Problems = append(res.Problems, problemJSON{Path: p.Path, Severity: sev, Message: p.Msg})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // messages quote config text: keep <, > and & readable
+	_ = enc.Encode(res)      // strings, bools and slices of them always encode (invalid UTF-8 becomes U+FFFD)
+	if res.Valid {
+		return 0
+	}
+	return 1
 }
 
 // backendSummary is the "Redis: ADDR" line (addresses only, no
