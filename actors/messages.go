@@ -21,12 +21,16 @@ const (
 	// (an evicting maxmemory-policy, a Cluster node used as a standalone
 	// server); docs/protocol.md, "Redis policy guard".
 	SkipRedisUnsafe = "redis_unsafe"
+	// SkipNoRecord: a catch-up slot not run because Redis holds no record
+	// of the job's last claimed slot (a new job, or Redis lost its state
+	// and no live node remembers it): the slot may already have run.
+	SkipNoRecord = "no_record"
 )
 
 // skipReasons lists every skip reason, in metric order; its length sizes
 // the per-job counters.
 var skipReasons = [...]string{SkipClaimedElsewhere, SkipOverlap, SkipOverlapLocal,
-	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe}
+	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNoRecord}
 
 // Run results; a hook sees them as CRONLOCK_RESULT.
 const (

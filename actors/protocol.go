@@ -46,6 +46,12 @@ const (
 	// Overlap: the lease is held (overlap "skip", or a manual run); the
 	// slot was recorded.
 	Overlap
+	// NoRecord: a catch-up claim (ClaimRequest.NeedRecord) found no
+	// claimed-slot record for the job, even after the state repair: a new
+	// job, or Redis lost its state and no node remembers it. The slot may
+	// already have run, so it is not run (at most once); nothing is
+	// recorded.
+	NoRecord
 )
 
 // String returns the skip-reason spelling: "claimed", "claimed_elsewhere",
@@ -90,6 +96,10 @@ type ClaimRequest struct {
 	// failover) never lets a slot run again or a fence go back while one
 	// node that saw it stays up (docs/protocol.md, "State repair").
 	MinSlot, MinFence int64
+	// NeedRecord (catch-up claims) refuses the claim with NoRecord when the
+	// job has no claimed-slot record: a catch-up must be able to tell that
+	// the slot did not run (docs/protocol.md, "Catch-up").
+	NeedRecord bool
 }
 
 // Validate reports a malformed request; both backends call it first.

@@ -85,7 +85,8 @@ func (r *run) skip(reason string, err error, fields ...zap.Field) Ran {
 func (r *run) claim(ctx context.Context) (Ran, bool) {
 	useLease := r.job.Overlap != config.OverlapAllow || r.info.Trigger == TriggerManual
 	req := ClaimRequest{Job: r.job.Name, Owner: r.info.Node + ":" + r.info.RunID, TTL: r.job.LockTTL,
-		Lease: useLease, IgnorePause: r.force, MinSlot: r.minSlot, MinFence: r.minFence}
+		Lease: useLease, IgnorePause: r.force, MinSlot: r.minSlot, MinFence: r.minFence,
+		NeedRecord: r.info.Trigger == TriggerCatchup}
 	if !r.info.Slot.IsZero() {
 		req.Slot = r.info.Slot.Unix()
 	}
@@ -125,6 +126,10 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		return r.skip(SkipPaused, nil), false
 	case Overlap:
 		return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder)), false
+	case NoRecord:
+		r.log.Warn("catch-up not run: redis holds no record of the job's last claimed slot (a new job, "+
+			"or redis lost its state and no live node remembers it), so this slot may already have run")
+		return r.skip(SkipNoRecord, nil), false
 	}
 	return r.skip(SkipClaimedElsewhere, nil), false
 }

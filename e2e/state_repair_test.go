@@ -198,3 +198,36 @@ func scrapeSeries(t *testing.T, listen, series string) float64 {
 	}
 	return -1
 }
+
+// TestStateRepair_NodeJoinsAfterRedisLostState: two nodes run a per-second
+// job with catchup_window; Redis loses its state (FLUSHALL) and a third
+// node starts at once. Its catch-up of the latest slot has nothing to
+// compare against (it remembers nothing, Redis holds no record), so it is
+// refused no_record instead of running that slot a second time — what a
+// hostile test saw on every try before the claim needed a record.
+func TestStateRepair_NodeJoinsAfterRedisLostState(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ledger := newLedger(t)
+	job := map[string]any{"name": "tick", "schedule": "* * * * * *", "command": ledgerCommand(ledger, ""),
+		"catchup_window": "30s"}
+	cfg := writeConfig(t, redisConfig(srv.Addr(), job))
+	nodes, ready := startNodes(t, cfg, nodeSpec{id: "n1"}, nodeSpec{id: "n2"})
+	flushAt := nextPhase(ready.Add(2*time.Second), 300*time.Millisecond)
+	sleepUntil(flushAt)
+	srv.Do("FLUSHALL")
+	joined, _ := startNodes(t, cfg, nodeSpec{id: "n3"})
+	n3 := joined[0]
+	skip := n3.WaitLog(5*time.Second, "a no_record skip on n3", func(e logEntry) bool {
+		return e.Msg() == "slot skipped" && e.Str("reason") == "no_record"
+	})
+	sleepUntil(time.Now().Add(2 * time.Second))
+	all := append(nodes, n3)
+	stopAll(t, 10*time.Second, all...)
+
+	ran := slotsByJob(readLedger(t, ledger))["tick"]
+	checkOncePerSlot(t, all, "tick", ran, nil)
+	if by := ran[skip.Slot()]; len(by) != 1 {
+		t.Errorf("slot %d (refused no_record on n3): got runs on %v, want exactly one (before the flush)", skip.Slot(), by)
+	}
+}

@@ -156,3 +156,26 @@ func testMissedBatches(t *testing.T, s store) {
 		}
 	}
 }
+
+// A catch-up claim (NeedRecord) on a job without a claimed-slot record — a
+// new job, or Redis lost the state and the claiming node remembers nothing —
+// is refused NoRecord and records nothing: the slot may already have run.
+// A minimum slot from the node's memory, or an existing record, lets it
+// through as usual.
+func testCatchupNeedsRecord(t *testing.T, s store) {
+	c := s.newClient(t)
+	job := t.Name()
+	mustClaim(t, c, actors.ClaimRequest{Job: job, Slot: 100, NeedRecord: true}, actors.NoRecord)
+	if st := mustState(t, c, job); st.Slot != 0 || st.Fence != 0 {
+		t.Errorf("after NoRecord: got state slot %d fence %d, want nothing recorded", st.Slot, st.Fence)
+	}
+	mustClaim(t, c, actors.ClaimRequest{Job: job, Slot: 100}, actors.Claimed) // a scheduled claim needs none
+	mustClaim(t, c, actors.ClaimRequest{Job: job, Slot: 101, NeedRecord: true}, actors.Claimed)
+
+	s.loseState(t, job)
+	mustClaim(t, c, actors.ClaimRequest{Job: job, Slot: 102, NeedRecord: true}, actors.NoRecord)
+	got := mustClaim(t, c, actors.ClaimRequest{Job: job, Slot: 102, NeedRecord: true, MinSlot: 101, MinFence: 2}, actors.Claimed)
+	if got.Fence != 3 {
+		t.Errorf("catch-up after a repair: got fence %d, want 3", got.Fence)
+	}
+}

@@ -31,6 +31,7 @@ var conformance = []struct {
 	{"Time", testTime},
 	{"InvalidRequests", testInvalid},
 	{"StateRepairAfterLoss", testStateRepair},
+	{"CatchupNeedsRecord", testCatchupNeedsRecord},
 	{"StateRepairOnSkips", testStateRepairSkips},
 	{"MissedSlotsReportedOnce", testMissedReport},
 	{"MissedSlotsSeenAfterLoss", testMissedSeen},

@@ -120,6 +120,9 @@ func (m *Memory) decide(j *memJob, req actors.ClaimRequest) actors.Outcome {
 	if req.Slot > 0 && j.slot >= req.Slot {
 		return actors.ClaimedElsewhere
 	}
+	if req.NeedRecord && j.slot == 0 {
+		return actors.NoRecord
+	}
 	outcome := actors.Claimed
 	switch {
 	case j.paused && !req.IgnorePause:

@@ -15,7 +15,8 @@ import "github.com/redis/rueidis"
 //
 //	KEYS: 1 lease, 2 state, 3 paused
 //	ARGV: 1 slot (0 = manual), 2 owner, 3 ttl ms, 4 "1" = take the lease,
-//	      5 "1" = ignore pause (a forced manual run), 6 min slot, 7 min fence
+//	      5 "1" = ignore pause (a forced manual run), 6 min slot, 7 min fence,
+//	      8 "1" = need a record (catch-up): no slot record → outcome 4, NoRecord
 //	returns {outcome, fence, state slot, state fence, repaired (0|1),
 //	         found slot, found fence, lease holder ("" unless overlap)};
 //	outcome numbers are the actors.Outcome constants.
@@ -42,6 +43,7 @@ local function record()
   end
 end
 if slot > 0 and cur >= slot then return reply(1, 0, "") end
+if ARGV[8] == "1" and cur == 0 then return reply(4, 0, "") end
 if ARGV[5] ~= "1" and redis.call("EXISTS", KEYS[3]) == 1 then
   record()
   return reply(2, 0, "")
