@@ -57,7 +57,8 @@ func (n Node) IDOrigin() string {
 // hex>" where the hex is an HMAC-SHA256 keyed with the machine id (a fixed
 // application key and the state directory as the message, so two daemons
 // on one machine — each with its own state directory — differ, and the
-// machine id itself is never exposed, as machine-id(5) asks); else the id in
+// machine id itself is never exposed, as machine-id(5) asks; the directory
+// is hashed as canonicalDir spells it); else the id in
 // node.state_dir/node-id; else a new random one. A node-id file that
 // cannot be read or holds no valid id is reported at node.state_dir (an
 // error, or a warning for ForValidate, where another user may run the
@@ -73,7 +74,7 @@ func resolveNodeID(n *Node, p *problems, opts Options, path func(string) string)
 	}
 	if mid := machineID(opts.MachineID); mid != "" {
 		mac := hmac.New(sha256.New, []byte(mid))
-		mac.Write([]byte("cronlock node id\x00" + n.StateDir))
+		mac.Write([]byte("cronlock node id\x00" + canonicalDir(n.StateDir)))
 		n.ID, n.IDSource = host+"-"+hex.EncodeToString(mac.Sum(nil)[:4]), IDMachine
 		return
 	}
@@ -95,6 +96,20 @@ func resolveNodeID(n *Node, p *problems, opts Options, path func(string) string)
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	n.ID, n.IDSource = host+"-"+hex.EncodeToString(b[:]), IDNew
+}
+
+// canonicalDir is the state directory as the node id hashes it, so that
+// every spelling of one directory gives one id: dir cleaned (no trailing
+// slash, "." or ".." components) and, when it exists, with its symbolic
+// links resolved. A directory that does not exist (yet, or not on this
+// machine, as at -validate elsewhere) is only cleaned. A canonical
+// spelling is unchanged, so its id is the same as before this was done.
+func canonicalDir(dir string) string {
+	dir = filepath.Clean(dir)
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return real
+	}
+	return dir
 }
 
 // machineID returns the machine id in content (of /etc/machine-id: 32

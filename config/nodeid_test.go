@@ -47,6 +47,41 @@ func TestNodeID_FromMachineID(t *testing.T) {
 	}
 }
 
+// The default id does not depend on how node.state_dir is spelled: a
+// trailing slash, a "." component and a symbolic link to the directory
+// give the id of its canonical path; a directory that does not exist is
+// only cleaned.
+func TestNodeID_StateDirSpellings(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "mem1")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	want := nodeOf(t, dir, testMachineID).ID
+	for _, spelling := range []string{dir + "/", filepath.Join(base, ".") + "/./mem1", link, link + "/", base + "/x/../mem1"} {
+		if got := nodeOf(t, spelling, testMachineID); got.ID != want || got.IDSource != IDMachine {
+			t.Errorf("state dir %q: got %q (%s), want %q as for %q", spelling, got.ID, got.IDSource, want, dir)
+		}
+	}
+	if other := nodeOf(t, base, testMachineID).ID; other == want {
+		t.Errorf("parent directory: got the same id %q", other)
+	}
+	// Not there (e.g. -validate on another machine): cleaned only.
+	if got, want := nodeOf(t, "/nonexistent/./cronlock/", testMachineID).ID, nodeOf(t, "/nonexistent/cronlock", testMachineID).ID; got != want {
+		t.Errorf("missing dir: got %q, want %q", got, want)
+	}
+	if got := nodeOf(t, "/var/lib/cronlock/", testMachineID).ID; got != "web1-0e8ffaa3" {
+		t.Errorf("/var/lib/cronlock/: got %q, want web1-0e8ffaa3", got)
+	}
+}
+
 // A configured node.id always wins.
 func TestNodeID_ConfiguredWins(t *testing.T) {
 	n := nodeOf(t, "/var/lib/cronlock", testMachineID, "CRONLOCK_NODE_ID=db-primary")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cronlock/cronlock/actors"
+	"math"
 	"sort"
 	"sync"
 	"testing"
@@ -36,6 +37,24 @@ var conformance = []struct {
 	{"MissedSlotsReportedOnce", testMissedReport},
 	{"MissedSlotsSeenAfterLoss", testMissedSeen},
 	{"MissedSlotsInBatches", testMissedBatches},
+	{"FenceAtMaximumFails", testFenceAtMaximum},
+}
+
+// A claim that would increment a fencing token at math.MaxInt64 fails
+// instead of wrapping it negative: Memory checks, Redis's HINCRBY fails
+// with "increment or decrement would overflow" (the script's earlier
+// writes, the slot and a lease, stay in Redis; Memory leaves them as they
+// were). The fence stays at the maximum.
+func testFenceAtMaximum(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	if c, err := b.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: 5, MinFence: math.MaxInt64}); err == nil {
+		t.Fatalf("Claim: got %+v, want an error", c)
+	}
+	st, err := b.State(ctxT(t), job)
+	if err != nil || st.Fence != math.MaxInt64 {
+		t.Fatalf("State: got %+v, %v; want fence %d", st, err, int64(math.MaxInt64))
+	}
 }
 
 func TestConformance_Redis(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cronlock/cronlock/actors"
+	"math"
 	"sync"
 	"time"
 )
@@ -102,8 +103,16 @@ func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 	if req.MinFence > j.fence {
 		j.fence, c.Repaired = req.MinFence, true
 	}
+	slot, owner, expires := j.slot, j.owner, j.expires
 	c.Outcome = m.decide(j, req)
 	if c.Outcome == actors.Claimed {
+		if j.fence == math.MaxInt64 {
+			// No token is left to hand out (Redis: HINCRBY fails with
+			// "increment or decrement would overflow"). The slot and the
+			// lease are left as they were; the repair above stays.
+			j.slot, j.owner, j.expires = slot, owner, expires
+			return actors.Claim{}, fmt.Errorf("claim %q: the fencing token is at its maximum %d and cannot be incremented", req.Job, j.fence)
+		}
 		j.fence++
 		c.Fence = j.fence
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MemoryStateFile is the name of the memory backend's state file in the
@@ -23,6 +24,11 @@ const (
 	memStateFormat  = "cronlock memory backend state"
 	memStateVersion = 1
 )
+
+// maxSlotAhead is how far past the local clock a slot in the state file
+// may be: a job whose slot is later would not run again until then (the
+// slot is the highest one claimed or skipped), so such a file is refused.
+const maxSlotAhead = 366 * 24 * time.Hour
 
 // ErrCorruptState is wrapped by OpenMemory when the state file exists but
 // cannot be used.
@@ -79,7 +85,7 @@ func OpenMemory(store StateStore) (*Memory, error) {
 	case err != nil:
 		return nil, fmt.Errorf("memory backend state file %s: %w; make it readable for the daemon's user", path, err)
 	}
-	jobs, err := decodeMemState(data)
+	jobs, err := decodeMemState(data, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("memory backend state file %s: %w: %w; it holds each job's claimed slot and fencing token: "+
 			"restore it from a backup, or delete it to start afresh (the latest slot within a job's catchup_window "+
@@ -92,8 +98,10 @@ func OpenMemory(store StateStore) (*Memory, error) {
 	return m, nil
 }
 
-// decodeMemState parses and checks a state file.
-func decodeMemState(data []byte) (map[string]memDurable, error) {
+// decodeMemState parses and checks a state file: the layout of
+// memStateFile with its exact key names, no key twice in an object, no
+// null, and no slot more than maxSlotAhead after now.
+func decodeMemState(data []byte, now time.Time) (map[string]memDurable, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var f memStateFile
@@ -109,12 +117,79 @@ func decodeMemState(data []byte) (map[string]memDurable, error) {
 	case f.Version != memStateVersion:
 		return nil, fmt.Errorf("version %d, this cronlock reads version %d (written by a newer cronlock?)", f.Version, memStateVersion)
 	}
+	// The decoder took the shape; it lets a later key win over an earlier
+	// one, matches key names case-insensitively and reads null as "no
+	// value", none of which the daemon writes.
+	if err := checkMemStateKeys(json.NewDecoder(bytes.NewReader(data)), 0, "the top level"); err != nil {
+		return nil, err
+	}
+	if f.Jobs == nil {
+		return nil, errors.New(`no "jobs" object`)
+	}
+	limit := now.Add(maxSlotAhead).Unix()
 	for name, d := range f.Jobs {
-		if name == "" || d.Slot < 0 || d.Fence < 0 {
+		switch {
+		case name == "" || d.Slot < 0 || d.Fence < 0:
 			return nil, fmt.Errorf("job %q: invalid entry %+v", name, d)
+		case d.Slot > limit:
+			return nil, fmt.Errorf("job %q: slot %d (%s) is more than a year after the local clock (%s); the job would not run "+
+				"before then", name, d.Slot, time.Unix(d.Slot, 0).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		}
 	}
 	return f.Jobs, nil
+}
+
+// memStateKeys are the key names of the objects at depth 0 (the file) and
+// 2 (a job's entry) of a state file; depth 1 (jobs) has job names.
+var memStateKeys = [3][]string{{"format", "version", "jobs"}, nil, {"slot", "fence", "paused"}}
+
+// checkMemStateKeys reads one JSON value at depth (0 for the file) from
+// dec, described as where in errors, and reports a null, a key twice in
+// one object, or a key other than memStateKeys. It is called on data
+// that decoded as memStateFile, so the nesting is at most 3 deep.
+func checkMemStateKeys(dec *json.Decoder, depth int, where string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case nil:
+		return fmt.Errorf("%s is null", where)
+	case json.Delim('['):
+		return fmt.Errorf("%s is an array", where) // not reached: the decoder has no array to fill
+	case json.Delim('{'):
+	default:
+		return nil
+	}
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		switch {
+		case seen[key]:
+			return fmt.Errorf("key %q twice in %s", key, where)
+		case depth < len(memStateKeys) && memStateKeys[depth] != nil && !slices.Contains(memStateKeys[depth], key):
+			return fmt.Errorf("key %q in %s, want one of %s", key, where, strings.Join(memStateKeys[depth], ", "))
+		}
+		seen[key] = true
+		var inner string
+		switch depth {
+		case 0:
+			inner = fmt.Sprintf("%q", key)
+		case 1:
+			inner = fmt.Sprintf("job %q", key)
+		default:
+			inner = fmt.Sprintf("%q in %s", key, where)
+		}
+		if err := checkMemStateKeys(dec, depth+1, inner); err != nil {
+			return err
+		}
+	}
+	_, err = dec.Token() // '}'
+	return err
 }
 
 // namedDurable is one job's entry in a snapshot.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,7 +133,7 @@ func TestMemoryState_EncodeMatchesEncodingJSON(t *testing.T) {
 	if string(got) != string(want) {
 		t.Errorf("encodeMemState:\ngot  %s\nwant %s", got, want)
 	}
-	back, err := decodeMemState(got)
+	back, err := decodeMemState(got, time.Now())
 	if err != nil || !maps.Equal(back, jobs) {
 		t.Errorf("decode: got %v, %v; want %v", back, err, jobs)
 	}
@@ -150,6 +151,17 @@ func TestMemoryState_CorruptFileIsAnError(t *testing.T) {
 		"negative fence": `{"format":"cronlock memory backend state","version":1,"jobs":{"a":{"slot":5,"fence":-1}}}`,
 		"unknown field":  `{"format":"cronlock memory backend state","version":1,"jobs":{"a":{"slot":5,"fenc":3}}}`,
 		"trailing data":  `{"format":"cronlock memory backend state","version":1,"jobs":{}} {}`,
+		"jobs null":      `{"format":"cronlock memory backend state","version":1,"jobs":null}`,
+		"no jobs":        `{"format":"cronlock memory backend state","version":1}`,
+		"job null":       `{"format":"cronlock memory backend state","version":1,"jobs":{"tick":null}}`,
+		"fence null":     `{"format":"cronlock memory backend state","version":1,"jobs":{"tick":{"slot":5,"fence":null}}}`,
+		"duplicate key":  `{"format":"cronlock memory backend state","version":1,"jobs":{"tick":{"slot":5,"fence":1,"fence":99}}}`,
+		"duplicate job":  `{"format":"cronlock memory backend state","version":1,"jobs":{"tick":{"slot":5,"fence":1},"tick":{"slot":5,"fence":99}}}`,
+		"escaped twice":  `{"format":"cronlock memory backend state","version":1,"jobs":{"tick":{"slot":5,"fence":1,"f\u0065nce":99}}}`,
+		"duplicate top":  `{"format":"cronlock memory backend state","version":1,"jobs":{"tick":{"slot":5,"fence":1}},"jobs":{}}`,
+		"other case":     `{"format":"cronlock memory backend state","version":1,"jobs":{"tick":{"slot":5,"Fence":1}}}`,
+		"year 2500":      `{"format":"cronlock memory backend state","version":1,"jobs":{"tick":{"slot":16725225600,"fence":1}}}`,
+		"fence too big":  `{"format":"cronlock memory backend state","version":1,"jobs":{"tick":{"slot":5,"fence":9223372036854775808}}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := openState(t)
@@ -161,12 +173,66 @@ func TestMemoryState_CorruptFileIsAnError(t *testing.T) {
 				t.Fatalf("OpenMemory: got %v, %v; want ErrCorruptState", m, err)
 			}
 			path := filepath.Join(dir.Path(), MemoryStateFile)
-			for _, s := range []string{path, "restore it from a backup", "delete it"} {
+			want := []string{path, "restore it from a backup", "delete it"}
+			switch name {
+			case "job null", "fence null", "duplicate key", "escaped twice", "other case", "year 2500":
+				want = append(want, `job "tick"`)
+			}
+			for _, s := range want {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error %q does not contain %q", err, s)
 				}
 			}
 		})
+	}
+}
+
+// A slot up to a year ahead of the local clock (a clock that was set
+// back, say) is kept; one after that is refused (above).
+func TestMemoryState_SlotAheadWithinAYear(t *testing.T) {
+	dir := openState(t)
+	slot := time.Now().Add(300 * 24 * time.Hour).Unix()
+	content := fmt.Sprintf(`{"format":"cronlock memory backend state","version":1,"jobs":{"tick":{"slot":%d,"fence":3}}}`, slot)
+	if err := dir.WriteFile(MemoryStateFile, []byte(content)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := mustOpenMemory(t, dir).State(context.Background(), "tick")
+	if err != nil || st.Slot != slot || st.Fence != 3 {
+		t.Fatalf("State: got %+v, %v; want slot %d, fence 3", st, err, slot)
+	}
+}
+
+// A fencing token at math.MaxInt64 is never incremented (it would wrap
+// negative): a claim that would hand out the next one fails, as a claim
+// whose outcome is unknown does (the engine skips the slot as
+// redis_error), and leaves the slot and the lease as they were. Claims
+// that hand out no token still work.
+func TestMemoryState_FenceAtMaximum(t *testing.T) {
+	ctx := context.Background()
+	dir := openState(t)
+	content := fmt.Sprintf(`{"format":"cronlock memory backend state","version":1,"jobs":{"tick":{"slot":100,"fence":%d}}}`, int64(math.MaxInt64))
+	if err := dir.WriteFile(MemoryStateFile, []byte(content)); err != nil {
+		t.Fatal(err)
+	}
+	m := mustOpenMemory(t, dir)
+	req := actors.ClaimRequest{Job: "tick", Slot: 200, Owner: "n1", Lease: true, TTL: time.Minute}
+	if c, err := m.Claim(ctx, req); err == nil || !strings.Contains(err.Error(), "maximum") || c.Fence != 0 {
+		t.Fatalf("Claim: got %+v, %v; want an error about the maximum fence", c, err)
+	}
+	st, err := m.State(ctx, "tick")
+	if err != nil || st.Slot != 100 || st.Fence != math.MaxInt64 || st.LeaseHolder != "" {
+		t.Fatalf("State after the failed claim: got %+v, %v; want slot 100, fence MaxInt64, no lease", st, err)
+	}
+	if c, err := m.Claim(ctx, actors.ClaimRequest{Job: "tick", Slot: 50}); err != nil || c.Outcome != actors.ClaimedElsewhere {
+		t.Errorf("claim of an old slot: got %+v, %v; want claimed elsewhere", c, err)
+	}
+	// The same through the state repair, without a state file.
+	mem := NewMemory()
+	if _, err := mem.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1, MinFence: math.MaxInt64}); err == nil {
+		t.Error("claim repaired to the maximum fence: got no error")
+	}
+	if st, _ := mem.State(ctx, "j"); st.Fence != math.MaxInt64 || st.Slot != 0 {
+		t.Errorf("after the repair: got %+v, want fence MaxInt64, slot 0", st)
 	}
 }
 
