@@ -113,11 +113,11 @@ func (j *Job) reportMissed(m MissedSlots) {
 		return
 	}
 	j.deps.Metrics.SlotsMissed(j.cfg.Name, n)
-	msg := "slots missed: no node claimed them (every node was down or could not reach redis, " +
-		"or they were skipped locally as disabled or overlap_local)"
+	const why = "no node claimed them (every node was down, could not reach redis or refused it as " +
+		"redis_unsafe, or they were skipped locally as disabled or overlap_local)"
+	msg := "slots missed: " + why
 	if capped {
-		msg = "slots missed (at least this many): no node claimed them (every node was down or could not reach redis, " +
-			"or they were skipped locally as disabled or overlap_local)"
+		msg = "slots missed (at least this many): " + why
 	}
 	j.deps.Log.Warn(msg, zap.String("job", j.cfg.Name), zap.Int("missed", n), zap.Int64("first_slot", first.Unix()),
 		zap.Int64("last_slot", m.Last), zap.Int64("last_claimed_slot", m.After))

@@ -94,8 +94,15 @@ func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (acto
 }
 
 // ReportMissed forwards the missed-slot report (the job set finds it with
-// a type assertion on the Locker: engine/jobset.go, missedReporter).
+// a type assertion on the Locker: engine/jobset.go, missedReporter). While
+// the guard refuses claims it is refused too: the report writes to Redis
+// (missed_to), and a Redis the guard refuses is not written to. The slots
+// are reported once claims are allowed again (the guard's transition runs
+// the catch-up, which reports them).
 func (l guardedLocker) ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error) {
+	if err := l.g.refusal(ctx); err != nil {
+		return nil, err
+	}
 	rep, ok := l.Locker.(missedReporter)
 	if !ok {
 		return nil, errors.New("engine: the backend has no missed-slot report")

@@ -160,3 +160,28 @@ func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 		t.Fatalf("allowed: got %+v, %v; want the slot claimed with fence 1 (nothing sent before)", c, err)
 	}
 }
+
+// The missed-slot report writes to Redis (missed_to): while the guard
+// refuses claims it is refused too, and nothing is recorded, so the slots
+// are reported once claims are allowed again.
+func TestGuardedLocker_RefusesMissedReport(t *testing.T) {
+	g := newGuard(zap.NewNop(), false)
+	mem := redislock.NewMemory()
+	l := guardedLocker{Locker: mem, g: g}
+	g.markChecked()
+	g.observe([]redislock.ServerInfo{shard("allkeys-lru", 1)}, nil)
+	allow := actors.ClaimRequest{Job: "j", Slot: 100, Owner: "n:1", TTL: time.Second}
+	if _, err := mem.Claim(context.Background(), allow); err != nil { // a record, so a later slot can be missed
+		t.Fatal(err)
+	}
+	checks := []actors.MissedCheck{{Job: "j", Certain: 105, Latest: 105}}
+	var refused *actors.ClaimRefusedError
+	if _, err := l.ReportMissed(context.Background(), checks); !errors.As(err, &refused) || refused.Reason != actors.SkipRedisUnsafe {
+		t.Fatalf("while refusing: got %v, want a redis_unsafe refusal", err)
+	}
+	g.observe([]redislock.ServerInfo{shard("noeviction", 1)}, nil)
+	reps, err := l.ReportMissed(context.Background(), checks)
+	if err != nil || len(reps) != 1 || !reps[0].Reported || reps[0].After != 100 {
+		t.Fatalf("allowed: got %+v, %v; want slots 101..105 reported (nothing recorded while refused)", reps, err)
+	}
+}
