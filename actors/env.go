@@ -2,6 +2,7 @@ package actors
 
 import (
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,12 +28,14 @@ var daemonVars = map[string]bool{
 // JobEnviron returns the part of the daemon's environment jobs and hooks
 // inherit: everything but daemonVars and every CRONLOCK_* variable (the
 // daemon's own configuration, e.g. CRONLOCK_REDIS_PASSWORD; a job sees only
-// the CRONLOCK_* run variables it is given). It returns a new slice.
-func JobEnviron(environ []string) []string {
+// the CRONLOCK_* run variables it is given), and the variables named in
+// secrets (those a `${…}` in redis.password referenced: config.SecretEnv).
+// It returns a new slice.
+func JobEnviron(environ []string, secrets ...string) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if daemonVars[name] || strings.HasPrefix(name, "CRONLOCK_") {
+		if daemonVars[name] || strings.HasPrefix(name, "CRONLOCK_") || slices.Contains(secrets, name) {
 			continue
 		}
 		out = append(out, kv)

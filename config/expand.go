@@ -19,6 +19,10 @@ type expander struct {
 	env  map[string]string
 	warn func(path, msg string)
 	errf func(path, msg string)
+	// refs records, per config path, the variables its value referenced
+	// (set or not), so that the variables behind secrets can be kept
+	// from jobs (Config.SecretEnv).
+	refs map[string][]string
 }
 
 // newExpander indexes environ (KEY=VALUE entries; the last one of a key
@@ -30,7 +34,7 @@ func newExpander(environ []string, warn, errf func(path, msg string)) *expander 
 			env[k] = v
 		}
 	}
-	return &expander{env: env, warn: warn, errf: errf}
+	return &expander{env: env, warn: warn, errf: errf, refs: map[string][]string{}}
 }
 
 // expand returns s with `${…}` forms replaced; path names the value in
@@ -83,6 +87,7 @@ func (e *expander) expandBraced(b *strings.Builder, path, s string) int {
 		b.WriteString(s[:end+1]) // shell syntax such as ${1} or ${#x}: not ours
 		return end + 1
 	}
+	e.refs[path] = append(e.refs[path], name)
 	val, set := e.env[name]
 	switch {
 	case hasDef && val == "":

@@ -1,6 +1,9 @@
 package config
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestExpand(t *testing.T) {
 	env := []string{"HOME=/home/u", "EMPTY=", "NAME=world", "NESTED=${HOME}"}
@@ -100,5 +103,17 @@ jobs:
 		if c[0] != c[1] {
 			t.Errorf("%s: got %q, want %q", k, c[0], c[1])
 		}
+	}
+}
+
+// The variables a `${…}` in redis.password references hold the secret:
+// Config.SecretEnv names them (set or not, with or without a default), so
+// that jobs and hooks never inherit them; variables of other keys are not
+// listed.
+func TestSecretEnv_NamesPasswordVariables(t *testing.T) {
+	cfg := mustParse(t, "redis:\n  address: ${ADDR}\n  password: '${PW}x${PW2:-d}'\njobs:\n- {name: a, schedule: '@hourly', command: 'true'}\n",
+		"yaml", Options{Environ: []string{"PW=s", "ADDR=h:1"}, Hostname: "h"})
+	if want := []string{"PW", "PW2"}; !slices.Equal(cfg.SecretEnv, want) {
+		t.Errorf("SecretEnv = %q, want %q", cfg.SecretEnv, want)
 	}
 }

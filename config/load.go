@@ -127,6 +127,7 @@ func Parse(data []byte, format string, opts Options) (*Config, error) {
 	cfg := &Config{}
 	z := zones{}
 	src := loadScalars(cfg, raw, d, opts)
+	cfg.SecretEnv = exp.refs["redis.password"]
 	checkTop(cfg, &probs, opts, z, src)
 	loadJobs(cfg, raw, d, opts, z)
 	if probs.hasErrors() {

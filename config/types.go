@@ -23,6 +23,10 @@ type Config struct {
 
 	// Path is the file the config was read from.
 	Path string `mapstructure:"-"`
+	// SecretEnv names the environment variables that `${…}` in a secret
+	// (redis.password) referenced: they hold the secret, so jobs and hooks
+	// never see them (actors.JobEnviron).
+	SecretEnv []string `mapstructure:"-"`
 	// Warnings are problems that do not stop the daemon (e.g. `${VAR}` with
 	// VAR unset, `user` set while not root at -validate).
 	Warnings []Problem `mapstructure:"-"`
