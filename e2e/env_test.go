@@ -30,8 +30,10 @@ func TestEnv_DaemonKeepsItsOwnVariablesFromJobsAndHooks(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	dump := func(name string) string { return "env > " + filepath.Join(dir, name) + ".tmp && mv " +
-		filepath.Join(dir, name) + ".tmp " + filepath.Join(dir, name) }
+	dump := func(name string) string {
+		return "env > " + filepath.Join(dir, name) + ".tmp && mv " +
+			filepath.Join(dir, name) + ".tmp " + filepath.Join(dir, name)
+	}
 	jobs := []any{
 		map[string]any{"name": "plain", "schedule": "* * * * * *", "command": dump("job"), "on_success": dump("hook")},
 		map[string]any{"name": "nobody", "schedule": "* * * * * *", "command": dump("nobody"), "user": "nobody",
