@@ -84,10 +84,10 @@ func (h *HookRunner) Run(ctx context.Context) error {
 			h.next(job)
 		case <-kill:
 			kill = nil
-			h.stopStarting()
+			h.stopStarting(isClosed(h.killNow))
 		case <-killNow:
 			killNow = nil
-			h.stopStarting()
+			h.stopStarting(true)
 		}
 	}
 	return nil
@@ -126,16 +126,21 @@ func (h *HookRunner) next(job string) {
 	h.repeats.End(job)
 }
 
-// stopStarting drops every waiting hook: the shutdown's drain time is over.
+// stopStarting drops every waiting hook: the shutdown's drain time is over,
+// or (second) a second signal cut it short — the log line names which.
 // Running hooks see Kill themselves.
-func (h *HookRunner) stopStarting() {
+func (h *HookRunner) stopStarting(second bool) {
 	if h.cut {
 		return
 	}
 	h.cut = true
+	msg := "hook not run: shutdown_timeout passed before it could start"
+	if second {
+		msg = "hook not run: a second shutdown signal ended the drain before it could start"
+	}
 	for _, q := range h.jobs {
 		for _, t := range q.clear() {
-			h.notRun(t, "hook not run: shutdown_timeout passed before it could start")
+			h.notRun(t, msg)
 		}
 	}
 }
