@@ -97,6 +97,18 @@ func (d *decoder) str(path string, v any) (string, bool) {
 	return "", false
 }
 
+// expanded applies ${} expansion to a string written for a number,
+// duration or boolean setting and reports whether it held an expansion:
+// a value that comes from the environment is converted like an
+// environment override (weakly), since the user could not write it
+// without quotes.
+func (d *decoder) expanded(path, s string) (string, bool) {
+	if d.exp == nil || !strings.Contains(s, "${") {
+		return s, false
+	}
+	return d.exp.expand(path, s), true
+}
+
 // duration converts a value to a time.Duration. Strings must carry a unit
 // ("90s", "1h30m"); bare numbers other than 0 are rejected because the
 // original cronlock read `timeout: 300` as 300ns (a bare 0 is unambiguous
@@ -112,6 +124,7 @@ func (d *decoder) duration(path string, v any) (time.Duration, bool) {
 			return 0, false
 		}
 	case string:
+		x, _ = d.expanded(path, x)
 		s := strings.TrimSpace(x)
 		if f, err := strconv.ParseFloat(s, 64); err == nil && f == 0 {
 			return 0, true
@@ -152,9 +165,10 @@ func (d *decoder) integer(path string, v any) (int, bool) {
 			return int(x), true
 		}
 	case string:
+		x, env := d.expanded(path, x)
 		n, err := strconv.Atoi(strings.TrimSpace(x))
 		switch {
-		case err == nil && d.weak:
+		case err == nil && (d.weak || env):
 			return n, true
 		case err == nil:
 			d.probs.err(path, "want a number, got the string %q; write %d without quotes", x, n)
@@ -172,9 +186,10 @@ func (d *decoder) boolean(path string, v any) (bool, bool) {
 	case bool:
 		return x, true
 	case string:
+		x, env := d.expanded(path, x)
 		b, err := strconv.ParseBool(strings.TrimSpace(x))
 		switch {
-		case err == nil && d.weak:
+		case err == nil && (d.weak || env):
 			return b, true
 		case err == nil:
 			d.probs.err(path, "want true or false, got the string %q; write %t without quotes", x, b)

@@ -2,6 +2,8 @@ package config
 
 import (
 	"slices"
+	"strings"
+	"time"
 	"testing"
 )
 
@@ -115,5 +117,25 @@ func TestSecretEnv_NamesPasswordVariables(t *testing.T) {
 		"yaml", Options{Environ: []string{"PW=s", "ADDR=h:1"}, Hostname: "h"})
 	if want := []string{"PW", "PW2"}; !slices.Equal(cfg.SecretEnv, want) {
 		t.Errorf("SecretEnv = %q, want %q", cfg.SecretEnv, want)
+	}
+}
+
+// ${…} in a job's number, duration and boolean fields is expanded and the
+// result converted (the value could not be written without quotes); a
+// result that does not parse is an error naming the field.
+func TestExpand_NonStringJobFields(t *testing.T) {
+	env := []string{"R=2", "CW=30s", "EN=false", "T=5s"}
+	cfg := mustParse(t, "jobs:\n- {name: a, schedule: '@hourly', command: 'true', retries: '${R:-1}', "+
+		"catchup_window: '${CW:-0s}', enabled: '${EN:-true}', timeout: '${T}', jitter: '${J:-2s}'}\n",
+		"yaml", Options{Environ: env, Hostname: "h"})
+	j := cfg.Jobs[0]
+	if j.Retries != 2 || j.CatchupWindow != 30*time.Second || j.Enabled || j.Timeout != 5*time.Second || j.Jitter != 2*time.Second {
+		t.Errorf("got retries %d, catchup_window %v, enabled %v, timeout %v, jitter %v; want 2, 30s, false, 5s, 2s",
+			j.Retries, j.CatchupWindow, j.Enabled, j.Timeout, j.Jitter)
+	}
+	_, err := Parse([]byte("jobs:\n- {name: a, schedule: '@hourly', command: 'true', retries: '${R}'}\n"), "yaml",
+		Options{Environ: []string{"R=many"}, Hostname: "h"})
+	if err == nil || !strings.Contains(err.Error(), "retries") {
+		t.Errorf("retries from R=many: got %v, want an error naming retries", err)
 	}
 }
