@@ -3,8 +3,8 @@ package config
 import (
 	"slices"
 	"strings"
-	"time"
 	"testing"
+	"time"
 )
 
 func TestExpand(t *testing.T) {
