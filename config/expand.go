@@ -23,6 +23,10 @@ type expander struct {
 	// (set or not), so that the variables behind secrets can be kept
 	// from jobs (Config.SecretEnv).
 	refs map[string][]string
+	// expandedKeys are the top-level keys whose file value held a `${…}`:
+	// a number or boolean that comes from the environment is converted
+	// from its string, as an environment override is.
+	expandedKeys map[string]bool
 }
 
 // newExpander indexes environ (KEY=VALUE entries; the last one of a key
@@ -34,7 +38,7 @@ func newExpander(environ []string, warn, errf func(path, msg string)) *expander 
 			env[k] = v
 		}
 	}
-	return &expander{env: env, warn: warn, errf: errf, refs: map[string][]string{}}
+	return &expander{env: env, warn: warn, errf: errf, refs: map[string][]string{}, expandedKeys: map[string]bool{}}
 }
 
 // expand returns s with `${…}` forms replaced; path names the value in

@@ -139,3 +139,19 @@ func TestExpand_NonStringJobFields(t *testing.T) {
 		t.Errorf("retries from R=many: got %v, want an error naming retries", err)
 	}
 }
+
+// At the top level too, a number or boolean written as ${…} is converted
+// from the expanded string; written quoted without ${…} it stays an error.
+func TestExpand_NonStringTopLevel(t *testing.T) {
+	cfg := mustParse(t, "redis:\n  address: h:1\n  db: ${DB:-2}\n  allow_eviction: ${AE:-true}\nnode:\n  shutdown_timeout: ${ST:-7s}\n"+
+		"jobs:\n- {name: a, schedule: '@hourly', command: 'true'}\n", "yaml", Options{Hostname: "h"})
+	if cfg.Redis.DB != 2 || !cfg.Redis.AllowEviction || cfg.Node.ShutdownTimeout != 7*time.Second {
+		t.Errorf("got db %d, allow_eviction %v, shutdown_timeout %v; want 2, true, 7s", cfg.Redis.DB, cfg.Redis.AllowEviction,
+			cfg.Node.ShutdownTimeout)
+	}
+	_, err := Parse([]byte("redis:\n  address: h:1\n  db: '2'\njobs:\n- {name: a, schedule: '@hourly', command: 'true'}\n"),
+		"yaml", Options{Hostname: "h"})
+	if err == nil || !strings.Contains(err.Error(), "without quotes") {
+		t.Errorf("db: '2' in the file: got %v, want the without-quotes error", err)
+	}
+}

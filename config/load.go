@@ -279,7 +279,7 @@ func loadScalars(cfg *Config, raw map[string]any, d *decoder, opts Options) map[
 	weak.weak = true // environment and flag values are strings
 	for _, f := range cfg.fields() {
 		dec := d
-		if src[f.key] != "" {
+		if src[f.key] != "" || d.exp.expandedKeys[f.key] {
 			dec = &weak
 		}
 		if val := v.Get(f.key); val != nil {
@@ -367,6 +367,9 @@ func checkTree(in map[string]any, prefix string, d *decoder, out map[string]any)
 		default:
 			if s, ok := val.(string); ok {
 				val = d.exp.expand(full, s)
+				if strings.Contains(s, "${") {
+					d.exp.expandedKeys[full] = true // decoded weakly: it could not be written unquoted
+				}
 			} else if l, ok := val.([]any); ok {
 				val = expandList(d, full, l)
 			}
