@@ -55,6 +55,8 @@ func (e *Engine) onSignal(ctx context.Context, sig os.Signal, stopClaiming conte
 	if sig == syscall.SIGHUP {
 		if e.shutdownCause == "" {
 			e.reload(ctx)
+		} else {
+			e.log.Warn("SIGHUP ignored: the daemon is shutting down; the configuration is read at the next start")
 		}
 		return false, nil
 	}
