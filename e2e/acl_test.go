@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// minimalACL is the ACL of README.md, "Redis ACL": the commands cronlock
+// sends (claims, renewals, releases, history and the health checks run as
+// Lua scripts, so the commands the scripts call are listed too) on the keys
+// of its prefix only.
+var minimalACL = []string{"on", ">s3cret", "resetkeys", "~cronlock:*", "resetchannels", "-@all",
+	"+hello", "+ping", "+time", "+info", "+config|get", "+evalsha", "+eval", "+script|load",
+	"+hmget", "+hset", "+hincrby", "+hgetall", "+set", "+get", "+del", "+exists", "+pttl", "+pexpire",
+	"+xadd", "+xrevrange"}
+
+// TestACL_MinimalUser runs a daemon and the operating commands as a Redis
+// user with exactly minimalACL: slots run, the node is ready, status,
+// history, pause, resume and run work, and no command is refused (NOPERM).
+func TestACL_MinimalUser(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	srv.Do(append([]string{"ACL", "SETUSER", "cronlock"}, minimalACL...)...)
+	ledger := newLedger(t)
+	listen := freeAddr(t)
+	cfg := redisConfig(srv.Addr(), map[string]any{"name": "tick", "schedule": "* * * * * *",
+		"command": ledgerCommand(ledger, ""), "catchup_window": "10s"})
+	cfg["redis"] = map[string]any{"address": srv.Addr(), "username": "cronlock", "password": "s3cret"}
+	cfg["http"] = map[string]any{"listen": listen}
+	cfgFile := writeConfig(t, cfg)
+	nodes, ready := startNodes(t, cfgFile, nodeSpec{id: "n1"})
+	waitLedgerSlotAfter(t, ledger, "tick", ready.Add(time.Second))
+	if code, body := httpGet(t, "http://"+listen+"/readyz"); code != 200 {
+		t.Errorf("/readyz: got %d %q, want 200", code, body)
+	}
+	for _, args := range [][]string{{"status"}, {"history", "tick"}, {"pause", "tick"}, {"resume", "tick"}, {"run", "tick"}} {
+		cmd := exec.Command(binary, append(args, "-config", cfgFile)...)
+		cmd.Env = append(cmd.Environ(), "CRONLOCK_NODE_STATE_DIR="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.Contains(string(out), "NOPERM") {
+			t.Errorf("cronlock %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	stopAll(t, 10*time.Second, nodes...)
+	for _, e := range nodes[0].Logs() {
+		for _, v := range e {
+			if s, ok := v.(string); ok && strings.Contains(s, "NOPERM") {
+				t.Errorf("daemon log: %s: %s", e.Msg(), s)
+			}
+		}
+	}
+	// The manual run's line has no scheduled time: count lines, not slots.
+	if lines := ledgerLines(t, ledger); len(lines) < 3 {
+		t.Errorf("got %d runs, want the per-second job's and the manual one", len(lines))
+	}
+}
