@@ -73,7 +73,7 @@ func TestRun_ValidateNeverPrintsPassword(t *testing.T) {
 	}
 	for _, env := range [][]string{{"CRONLOCK_NODE_ID=n1"}, {"CRONLOCK_NODE_ID=n1", "CRONLOCK_REDIS_PASSWORD=env-secret-2"}} {
 		code, out, errOut := runCLI(t, env, "-validate", "-config", path)
-		want := "Configuration valid: " + path + "\nRedis: 10.0.0.5:6379\nNode id: n1 (set by node.id)\nJobs: 1\n"
+		want := "Configuration valid: " + path + "\nRedis: 10.0.0.5:6379 (standalone, TLS off)\nNode id: n1 (set by node.id)\nJobs: 1\n"
 		if code != 0 || out != want {
 			t.Errorf("code %d stdout %q, want %q", code, out, want)
 		}
@@ -82,7 +82,7 @@ func TestRun_ValidateNeverPrintsPassword(t *testing.T) {
 		}
 	}
 	code, out, _ := runCLI(t, []string{"CRONLOCK_REDIS_ADDRESS=10.9.9.9:7000"}, "-validate", "-config", path)
-	if code != 0 || !strings.Contains(out, "Redis: 10.9.9.9:7000\n") {
+	if code != 0 || !strings.Contains(out, "Redis: 10.9.9.9:7000 (standalone, TLS off)\n") {
 		t.Errorf("env address: code %d out %q", code, out)
 	}
 }

@@ -128,8 +128,10 @@ func printValidateJSON(w io.Writer, path string, cfg *config.Config, err error, 
 	return 1
 }
 
-// backendSummary is the "Redis: ADDR" line (addresses only, no
-// credentials), or the memory backend notice.
+// backendSummary is the "Redis: ADDR (MODE, TLS on|off)" line (addresses
+// only, no credentials), or the memory backend notice. The mode is the one
+// the configuration selects (a single address that is a Cluster node is
+// found, and refused, only at connect).
 func backendSummary(cfg *config.Config) string {
 	if cfg.Lock.Backend != "redis" {
 		return "Lock backend: memory (single node)"
@@ -139,11 +141,15 @@ func backendSummary(cfg *config.Config) string {
 	if len(r.Addresses) > 0 {
 		addrs = strings.Join(r.Addresses, ", ")
 	}
+	tls := "TLS off"
+	if r.TLS.Enabled {
+		tls = "TLS on"
+	}
 	switch {
 	case r.SentinelMaster != "":
-		return fmt.Sprintf("Redis: %s (sentinel master %q)", addrs, r.SentinelMaster)
+		return fmt.Sprintf("Redis: %s (sentinel, master %q, %s)", addrs, r.SentinelMaster, tls)
 	case len(r.Addresses) > 1:
-		return fmt.Sprintf("Redis: %s (cluster)", addrs)
+		return fmt.Sprintf("Redis: %s (cluster, %s)", addrs, tls)
 	}
-	return "Redis: " + addrs
+	return fmt.Sprintf("Redis: %s (standalone, %s)", addrs, tls)
 }
