@@ -127,7 +127,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	case Overlap:
 		return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder)), false
 	case NoRecord:
-		r.log.Warn("catch-up not run: redis holds no record of the job's last claimed slot (a new job, " +
+		r.log.Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
 			"or redis lost its state and no live node remembers it), so this slot may already have run")
 		return r.skip(SkipNoRecord, nil), false
 	}
