@@ -407,15 +407,24 @@ func procState(pid int) (string, bool) {
 	return fs[0], true
 }
 
-// liveGroupMembers lists the non-zombie processes whose process group is
-// pgid, as "pid (comm) state".
-func liveGroupMembers(t *testing.T, pgid int) []string {
+// procInfo is one process of the host's /proc (from /proc/PID/stat,
+// proc(5)).
+type procInfo struct {
+	pid, ppid, pgid int
+	comm            string // "(name)", as /proc shows it
+	state           string
+	start           string // start time in ticks: with pid, names one process
+}
+
+// procStats reads every process of /proc; processes that exit meanwhile
+// are left out.
+func procStats(t *testing.T) []procInfo {
 	t.Helper()
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatalf("read /proc: %v", err)
 	}
-	var live []string
+	var out []procInfo
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -425,14 +434,28 @@ func liveGroupMembers(t *testing.T, pgid int) []string {
 		if err != nil {
 			continue // exited meanwhile
 		}
+		// pid (comm) S ppid pgrp ...; comm may contain spaces and parentheses.
 		s := string(data)
-		end := strings.LastIndexByte(s, ')')
-		fs := strings.Fields(s[end+1:])
-		if len(fs) < 3 || fs[0] == "Z" {
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[end+1:])
+		if open < 0 || len(f) < 20 {
 			continue
 		}
-		if pg, _ := strconv.Atoi(fs[2]); pg == pgid {
-			live = append(live, fmt.Sprintf("%d %s %s", pid, s[strings.IndexByte(s, '('):end+1], fs[0]))
+		ppid, _ := strconv.Atoi(f[1])
+		pgid, _ := strconv.Atoi(f[2])
+		out = append(out, procInfo{pid: pid, ppid: ppid, pgid: pgid, comm: s[open : end+1], state: f[0], start: f[19]})
+	}
+	return out
+}
+
+// liveGroupMembers lists the non-zombie processes whose process group is
+// pgid, as "pid (comm) state".
+func liveGroupMembers(t *testing.T, pgid int) []string {
+	t.Helper()
+	var live []string
+	for _, p := range procStats(t) {
+		if p.pgid == pgid && p.state != "Z" {
+			live = append(live, fmt.Sprintf("%d %s %s", p.pid, p.comm, p.state))
 		}
 	}
 	return live

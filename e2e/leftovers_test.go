@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -165,39 +164,6 @@ func childPid(t *testing.T, parent int) int {
 		return false
 	})
 	return pid
-}
-
-// procInfo is one process of the host's /proc.
-type procInfo struct {
-	pid, ppid int
-	state     string
-	start     string // start time in ticks: with pid, names one process
-}
-
-func procStats(t *testing.T) []procInfo {
-	t.Helper()
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatalf("read /proc: %v", err)
-	}
-	var out []procInfo
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // exited meanwhile
-		}
-		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-		if len(f) < 20 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		out = append(out, procInfo{pid: pid, ppid: ppid, state: f[0], start: f[19]})
-	}
-	return out
 }
 
 // zombiesOf returns the zombie children of parent, as "pid@start".
