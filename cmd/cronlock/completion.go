@@ -70,6 +70,19 @@ func commandNames() []string {
 	return names
 }
 
+// commandWords is what completes after subcommand name, space-separated:
+// the command names after help, the shells after completion, else the
+// command's flags.
+func commandWords(name string) string {
+	switch name {
+	case "help":
+		return strings.Join(commandNames(), " ")
+	case "completion":
+		return "bash zsh"
+	}
+	return dashed(commandFlags(name))
+}
+
 // writeBashCompletion writes a bash completion script (complete -F) for
 // bash 4 or newer.
 func writeBashCompletion(w io.Writer) {
@@ -87,16 +100,7 @@ _cronlock() {
     case "$cmd" in
 `)
 	for _, name := range commandNames() {
-		var words string
-		switch name {
-		case "help":
-			words = strings.Join(commandNames(), " ")
-		case "completion":
-			words = "bash zsh"
-		default:
-			words = dashed(commandFlags(name))
-		}
-		fmt.Fprintf(w, "    %s) opts=%q ;;\n", name, words)
+		fmt.Fprintf(w, "    %s) opts=%q ;;\n", name, commandWords(name))
 	}
 	fmt.Fprintf(w, `    *)
         if [[ $COMP_CWORD -eq 1 && $cur != -* ]]; then
@@ -137,16 +141,7 @@ _cronlock() {
     case ${words[2]} in
 `)
 	for _, name := range commandNames() {
-		var words string
-		switch name {
-		case "help":
-			words = strings.Join(commandNames(), " ")
-		case "completion":
-			words = "bash zsh"
-		default:
-			words = dashed(commandFlags(name))
-		}
-		fmt.Fprintf(w, "    %s) opts=(%s) ;;\n", name, words)
+		fmt.Fprintf(w, "    %s) opts=(%s) ;;\n", name, commandWords(name))
 	}
 	fmt.Fprintf(w, `    *) opts=(%s) ;;
     esac
