@@ -18,7 +18,7 @@ import (
 // Backend is what the engine needs from a lock backend beyond
 // actors.Locker: liveness, server time for clock-skew checks, and Close.
 type Backend interface {
-	actors.Locker
+	claimer
 	Ping(ctx context.Context) error
 	Time(ctx context.Context) (time.Time, error)
 	Close()
@@ -53,11 +53,18 @@ type backend struct {
 	guard  *guard       // nil for the memory backend
 }
 
-// locker is the Locker of the job actors and the janitor: for Redis, claims
-// go through the policy guard.
-func (b backend) locker() actors.Locker {
+// claimer is what the job actors, the janitor and the job set's
+// missed-slot report use of a backend.
+type claimer interface {
+	actors.Locker
+	ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error)
+}
+
+// locker is the claimer of the job actors, the janitor and the missed-slot
+// report: for Redis, claims and reports go through the policy guard.
+func (b backend) locker() claimer {
 	if b.guard != nil {
-		return guardedLocker{Locker: b.Backend, g: b.guard}
+		return guardedLocker{claimer: b.Backend, g: b.guard}
 	}
 	return b.Backend
 }

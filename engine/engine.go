@@ -121,15 +121,16 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, actors.JobEnviron(opts.Environ, cfg.SecretEnv...), opts.Start,
 		e.kill, e.killNow)
-	e.janitor = actors.NewJanitor(opts.Log, b.locker(), 1024)
+	locker := b.locker()
+	e.janitor = actors.NewJanitor(opts.Log, locker, 1024)
 	if opts.State != nil {
 		e.records = runrecords.New(opts.State)
 	}
-	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: b.locker(),
+	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,
 		NodeID: cfg.Node.ID, Environ: actors.JobEnviron(opts.Environ, cfg.SecretEnv...), Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
 		Records: e.runRecords()},
-		e.ticker)
+		e.ticker, locker)
 	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
 	return e, nil
 }

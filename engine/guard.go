@@ -82,7 +82,7 @@ func (g *guard) register(reg prometheus.Registerer) {
 // error is an *actors.ClaimRefusedError). Renew, Release and Finish pass
 // through: runs already going keep and release their leases.
 type guardedLocker struct {
-	actors.Locker
+	claimer
 	g *guard
 }
 
@@ -90,12 +90,10 @@ func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (acto
 	if err := l.g.refusal(ctx); err != nil {
 		return actors.Claim{}, err
 	}
-	return l.Locker.Claim(ctx, req)
+	return l.claimer.Claim(ctx, req)
 }
 
-// ReportMissed forwards the missed-slot report (the job set finds it with
-// a type assertion on the Locker: engine/jobset.go, missedReporter). While
-// the guard refuses claims it is refused too: the report writes to Redis
+// ReportMissed forwards the missed-slot report. While the guard refuses claims it is refused too: the report writes to Redis
 // (missed_to), and a Redis the guard refuses is not written to. The slots
 // are reported once claims are allowed again (the guard's transition runs
 // the catch-up, which reports them).
@@ -103,14 +101,8 @@ func (l guardedLocker) ReportMissed(ctx context.Context, checks []actors.MissedC
 	if err := l.g.refusal(ctx); err != nil {
 		return nil, err
 	}
-	rep, ok := l.Locker.(missedReporter)
-	if !ok {
-		return nil, errors.New("engine: the backend has no missed-slot report")
-	}
-	return rep.ReportMissed(ctx, checks)
+	return l.claimer.ReportMissed(ctx, checks)
 }
-
-var _ missedReporter = guardedLocker{}
 
 // refusal returns nil when a claim may be sent, else the
 // *actors.ClaimRefusedError to return. Before the health monitor's first

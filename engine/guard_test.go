@@ -134,7 +134,7 @@ func TestGuard_LogsOncePerChange(t *testing.T) {
 func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 	g := newGuard(zap.NewNop(), false)
 	mem := redislock.NewMemory()
-	l := guardedLocker{Locker: mem, g: g}
+	l := guardedLocker{claimer: mem, g: g}
 	req := actors.ClaimRequest{Job: "j", Slot: 100, Owner: "n:1", TTL: time.Second, Lease: true}
 	reason := func(err error) string {
 		var r *actors.ClaimRefusedError
@@ -167,7 +167,7 @@ func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 func TestGuardedLocker_RefusesMissedReport(t *testing.T) {
 	g := newGuard(zap.NewNop(), false)
 	mem := redislock.NewMemory()
-	l := guardedLocker{Locker: mem, g: g}
+	l := guardedLocker{claimer: mem, g: g}
 	g.markChecked()
 	g.observe([]redislock.ServerInfo{shard("allkeys-lru", 1)}, nil)
 	allow := actors.ClaimRequest{Job: "j", Slot: 100, Owner: "n:1", TTL: time.Second}

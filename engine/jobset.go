@@ -18,6 +18,7 @@ type jobSet struct {
 	log    *zap.Logger
 	deps   actors.JobDeps
 	ticker *actors.Ticker
+	missed claimer // the missed-slot report; nil = none (tests)
 	inbox  chan jobSetMsg
 
 	jobs  map[string]*jobHandle
@@ -57,8 +58,8 @@ type catchupAll struct{}
 func (applyJobs) jobSetMsg()  {}
 func (catchupAll) jobSetMsg() {}
 
-func newJobSet(log *zap.Logger, deps actors.JobDeps, ticker *actors.Ticker) *jobSet {
-	return &jobSet{log: log, deps: deps, ticker: ticker, inbox: make(chan jobSetMsg),
+func newJobSet(log *zap.Logger, deps actors.JobDeps, ticker *actors.Ticker, missed claimer) *jobSet {
+	return &jobSet{log: log, deps: deps, ticker: ticker, missed: missed, inbox: make(chan jobSetMsg),
 		jobs: map[string]*jobHandle{}, done: make(chan jobExit)}
 }
 
@@ -128,12 +129,6 @@ func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
 	}
 }
 
-// missedReporter is the backend's missed-slot report (redislock.Redis,
-// redislock.Memory, lazyRedis).
-type missedReporter interface {
-	ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error)
-}
-
 // missedTimeout bounds the missed-slot report of all jobs (one pipelined
 // round trip per 1000 jobs).
 const missedTimeout = 3 * time.Second
@@ -145,8 +140,7 @@ const missedTimeout = 3 * time.Second
 // and returns nil: nothing is reported this time. It blocks for at most
 // missedTimeout.
 func (s *jobSet) missedSlots(ctx context.Context) map[string]*actors.MissedSlots {
-	rep, ok := s.deps.Locker.(missedReporter)
-	if !ok {
+	if s.missed == nil {
 		return nil
 	}
 	at := s.now()
@@ -165,7 +159,7 @@ func (s *jobSet) missedSlots(ctx context.Context) map[string]*actors.MissedSlots
 	}
 	rctx, cancel := context.WithTimeout(ctx, missedTimeout)
 	defer cancel()
-	reports, err := rep.ReportMissed(rctx, checks)
+	reports, err := s.missed.ReportMissed(rctx, checks)
 	if err != nil {
 		s.log.Warn("missed-slot check failed: slots that no node claimed are not reported this time", zap.Error(err))
 		return nil

@@ -37,7 +37,7 @@ jobs:
 		results := make(chan actors.RunFinished, 100)
 		ticker := actors.NewTicker(log, m, nil)
 		s := newJobSet(log, actors.JobDeps{Log: log, Metrics: m, Locker: mem, NodeID: "n1", Results: results,
-			Phantoms: make(chan actors.Phantom, 10), Kill: make(chan struct{}), Start: fakeproc.Start}, ticker)
+			Phantoms: make(chan actors.Phantom, 10), Kill: make(chan struct{}), Start: fakeproc.Start}, ticker, mem)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{}, 2)
 		go func() { _ = ticker.Run(ctx); done <- struct{}{} }()

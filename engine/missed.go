@@ -4,13 +4,6 @@ import (
 	"context"
 
 	"github.com/cronlock/cronlock/actors"
-	"github.com/cronlock/cronlock/redislock"
-)
-
-var (
-	_ missedReporter = (*lazyRedis)(nil)
-	_ missedReporter = (*redislock.Redis)(nil)
-	_ missedReporter = (*redislock.Memory)(nil)
 )
 
 // ReportMissed runs the missed-slot report once a client exists.
