@@ -44,8 +44,9 @@ type HookRunner struct {
 	cut  bool                  // Kill or KillNow closed: nothing starts any more
 }
 
-// NewHookRunner returns a hook runner. environ is the daemon's environment
-// (filtered with JobEnviron here); start starts hook processes (nil =
+// NewHookRunner returns a hook runner. environ is what hooks inherit: the
+// daemon's environment filtered by JobEnviron (by the caller, once: the
+// job actors share it, see JobDeps.Environ); start starts hook processes (nil =
 // process.Start); kill and killNow are closed when running hooks must be
 // terminated (SIGTERM then SIGKILL after kill_grace; SIGKILL now). nil
 // channels are never closed.
@@ -54,7 +55,7 @@ func NewHookRunner(log *zap.Logger, metrics *Metrics, environ []string, start St
 	if start == nil {
 		start = startProcess
 	}
-	return &HookRunner{log: log, metrics: metrics, environ: JobEnviron(environ), start: start,
+	return &HookRunner{log: log, metrics: metrics, environ: environ, start: start,
 		inbox: make(chan RunFinished, hookInboxSize), kill: kill, killNow: killNow,
 		repeats: newRepeatLog(repeatEvery), jobs: map[string]*hookQueue{}, done: make(chan string)}
 }

@@ -119,15 +119,15 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	e.metrics = actors.NewMetrics(e.reg)
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
-	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, actors.JobEnviron(opts.Environ, cfg.SecretEnv...), opts.Start,
-		e.kill, e.killNow)
+	environ := actors.JobEnviron(opts.Environ, cfg.SecretEnv...) // what runs and hooks inherit
+	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, environ, opts.Start, e.kill, e.killNow)
 	locker := b.locker()
 	e.janitor = actors.NewJanitor(opts.Log, locker, 1024)
 	if opts.State != nil {
 		e.records = runrecords.New(opts.State)
 	}
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,
-		NodeID: cfg.Node.ID, Environ: actors.JobEnviron(opts.Environ, cfg.SecretEnv...), Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
+		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
 		Records: e.runRecords()},
 		e.ticker, locker)

@@ -31,11 +31,12 @@ func RunJob(ctx context.Context, cfg *config.Config, job config.Job, o ManualOpt
 	metrics := actors.NewMetrics(nil)
 	metrics.InitJob(job.Name)
 	// The hook of an interrupted run still runs, bounded by hook_timeout.
-	hooks := actors.NewHookRunner(o.Log, metrics, actors.JobEnviron(o.Environ, cfg.SecretEnv...), o.Start, nil, nil)
+	environ := actors.JobEnviron(o.Environ, cfg.SecretEnv...) // what the run and its hook inherit
+	hooks := actors.NewHookRunner(o.Log, metrics, environ, o.Start, nil, nil)
 	janitor := actors.NewJanitor(o.Log, o.Locker, 16)
 	kill := make(chan struct{})
 	a := actors.NewJob(job, actors.JobDeps{Log: o.Log, Metrics: metrics, Locker: o.Locker, NodeID: cfg.Node.ID,
-		Environ: actors.JobEnviron(o.Environ, cfg.SecretEnv...), Results: hooks.Inbox(), Phantoms: janitor.Inbox(), Kill: kill,
+		Environ: environ, Results: hooks.Inbox(), Phantoms: janitor.Inbox(), Kill: kill,
 		GracePeriod: cfg.Node.GracePeriod, Start: o.Start})
 
 	// The actors outlive ctx: an interrupted run is terminated through
