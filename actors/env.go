@@ -1,13 +1,13 @@
 package actors
 
 import (
-	"os/user"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/process"
 )
 
 // This file builds the environment of a run's command and of its hooks, in
@@ -106,14 +106,12 @@ func baseEnv(environ []string, job envSpec, extra int) []string {
 }
 
 // userVars are HOME, USER, LOGNAME and SHELL for a run as name (a user name
-// or numeric uid). An unknown user yields none: the start then fails with
-// the lookup error (process.Start).
+// or numeric uid, resolved as process.Start does). An unknown user yields
+// none: the start then fails with the lookup error.
 func userVars(name, shell string) []string {
-	u, err := user.Lookup(name)
+	u, err := process.LookupUser(name)
 	if err != nil {
-		if u, err = user.LookupId(name); err != nil {
-			return nil
-		}
+		return nil
 	}
 	return []string{"HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username, "SHELL=" + shell}
 }

@@ -144,12 +144,10 @@ func Start(spec Spec) (*Proc, error) {
 	return p, nil
 }
 
-// credential resolves name to the uid and primary gid to run as; "" means
-// no change.
-func credential(name string) (*syscall.Credential, error) {
-	if name == "" {
-		return nil, nil
-	}
+// LookupUser resolves Spec.User: a user name, or else a numeric uid (a
+// name is tried first, as crontab(5) user fields are names). The error
+// names the user.
+func LookupUser(name string) (*user.User, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
 		var unknown user.UnknownUserError
@@ -159,6 +157,19 @@ func credential(name string) (*syscall.Credential, error) {
 		if u, err = user.LookupId(name); err != nil {
 			return nil, fmt.Errorf("lookup user %q: %w", name, err)
 		}
+	}
+	return u, nil
+}
+
+// credential resolves name to the uid and primary gid to run as; "" means
+// no change.
+func credential(name string) (*syscall.Credential, error) {
+	if name == "" {
+		return nil, nil
+	}
+	u, err := LookupUser(name)
+	if err != nil {
+		return nil, err
 	}
 	uid, err := strconv.ParseUint(u.Uid, 10, 32)
 	if err != nil {
