@@ -12,6 +12,7 @@ import (
 	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // recordingStore is a real runrecords.Store that notes each call with the
@@ -84,6 +85,13 @@ func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
 	}
 
 	owner := "n1:" + fin.RunID
+	// A run's group stays in the daemon's session. The session id is 0 where
+	// the session leader lives outside our PID namespace (a container's
+	// init started from outside, as in CI), so compare, not test for non-zero.
+	ourSession, err := unix.Getsid(0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ops []string
 	for _, c := range rs.calls {
 		ops = append(ops, c.op)
@@ -95,7 +103,7 @@ func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
 	for _, c := range []recordCall{put1, put2} {
 		w := c.written
 		if w.RunID != fin.RunID || w.Job != "flaky" || w.Owner != owner || w.LockTTL != cfg.LockTTL || w.KillGrace != cfg.KillGrace ||
-			w.Group.ID <= 1 || w.Group.LeaderStart == 0 || w.Group.Session == 0 {
+			w.Group.ID <= 1 || w.Group.LeaderStart == 0 || w.Group.Session != ourSession {
 			t.Errorf("%s: got record %+v, want run %s, owner %s, a real group", c.op, w, fin.RunID, owner)
 		}
 		if c.holder != owner || len(c.onDisk) == 0 {

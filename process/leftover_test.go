@@ -98,8 +98,9 @@ func TestKillLeftovers_RefusesWhatIsNotOurs(t *testing.T) {
 // start time is a reused pid.
 func TestKillLeftovers_LiveLeader(t *testing.T) {
 	h, spec := newHarness(t)
-	spec.Command = "sleep 1000 & sleep 1000"
+	spec.Command = "sleep 1000 & echo forked; sleep 1000"
 	p := h.start(spec)
+	h.waitLines("stdout", 1) // the background sleep is in the group
 	reused := p.Group()
 	reused.LeaderStart--
 	if r := KillLeftovers([]Leftover{{Group: reused}})[0]; r.Outcome != LeftoverForeign || r.Signal != 0 {
