@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/process"
@@ -67,6 +68,17 @@ type runEnv struct {
 	environ        []string
 	stdout, stderr io.Writer
 	signals        <-chan os.Signal // nil: no signals (tests)
+	// now is the reference time of -validate's DST warnings; nil means
+	// time.Now (tests fix it so that the warnings do not depend on today).
+	now func() time.Time
+}
+
+// clockNow returns e.now(), or time.Now() when e.now is nil.
+func (e *runEnv) clockNow() time.Time {
+	if e.now == nil {
+		return time.Now()
+	}
+	return e.now()
 }
 
 // machineIDFile holds the machine id (machine-id(5)), the seed of the

@@ -17,10 +17,14 @@ type nextResult struct {
 	Job      string   `json:"job"`      // "" for the ad-hoc -schedule form
 	Timezone string   `json:"timezone"` // IANA name of the schedule's zone
 	Times    []string `json:"times"`    // RFC 3339 with the zone's offset
-	sched    *schedule.Schedule
-	loc      *time.Location
-	times    []time.Time
-	note     string
+	// DSTNotice describes the next DST transition within a year of -from
+	// that changes the schedule's fire times (dstNotice); omitted when none.
+	DSTNotice string `json:"dst_notice,omitempty"`
+	path      string // where the notice points: `jobs[i] "name": schedule`, or -schedule
+	sched     *schedule.Schedule
+	loc       *time.Location
+	times     []time.Time
+	note      string
 }
 
 // nextFlags are the flags of `cronlock next`.
@@ -88,6 +92,11 @@ func runNext(_ context.Context, args []string, env *runEnv) int {
 		return 0
 	}
 	printNextTable(env, results)
+	for _, r := range results {
+		if r.DSTNotice != "" {
+			fmt.Fprintf(env.stderr, "notice: %s: %s\n", r.path, r.DSTNotice)
+		}
+	}
 	return 0
 }
 
@@ -122,7 +131,7 @@ func nextResults(f *nextFlags, env *runEnv) ([]nextResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []nextResult{{Job: "", loc: s.Location(), sched: s}}, nil
+		return []nextResult{{Job: "", loc: s.Location(), sched: s, path: "-schedule"}}, nil
 	}
 	if f.zone != "" {
 		return nil, fmt.Errorf("-timezone applies only with -schedule; set timezone in the job instead")
@@ -136,10 +145,10 @@ func nextResults(f *nextFlags, env *runEnv) ([]nextResult, error) {
 
 // jobResults selects the named jobs of cfg (all when names is empty).
 func jobResults(cfg *config.Config, names []string) ([]nextResult, error) {
-	byName := make(map[string]*config.Job, len(cfg.Jobs))
+	byName := make(map[string]int, len(cfg.Jobs))
 	all := make([]string, 0, len(cfg.Jobs))
 	for i := range cfg.Jobs {
-		byName[cfg.Jobs[i].Name] = &cfg.Jobs[i]
+		byName[cfg.Jobs[i].Name] = i
 		all = append(all, cfg.Jobs[i].Name)
 	}
 	if len(names) == 0 {
@@ -147,11 +156,12 @@ func jobResults(cfg *config.Config, names []string) ([]nextResult, error) {
 	}
 	out := make([]nextResult, 0, len(names))
 	for _, n := range names {
-		j, ok := byName[n]
+		i, ok := byName[n]
 		if !ok {
 			return nil, fmt.Errorf("unknown job %q in %s (jobs: %s)", n, cfg.Path, shortList(all))
 		}
-		r := nextResult{Job: j.Name, loc: j.Location, sched: j.Sched}
+		j := &cfg.Jobs[i]
+		r := nextResult{Job: j.Name, loc: j.Location, sched: j.Sched, path: fmt.Sprintf("jobs[%d] %q: schedule", i, j.Name)}
 		if !j.Enabled {
 			r.note = "disabled"
 		}

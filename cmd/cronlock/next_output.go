@@ -7,9 +7,11 @@ import (
 )
 
 // fill computes up to n fire times strictly after from, in the schedule's
-// zone. It stops early when the schedule has no further time.
+// zone, and the DST notice for the year after from. It stops early when
+// the schedule has no further time.
 func (r *nextResult) fill(from time.Time, n int) {
 	r.Timezone = r.loc.String()
+	r.DSTNotice = dstNotice(r.sched, from)
 	r.Times = []string{}
 	t := from
 	for range n {

@@ -55,29 +55,46 @@ type validateMode struct{ strict, asJSON bool }
 
 // runValidate implements -validate: load for validation and print the
 // seed's summary, or with -json the validateResult. -strict makes a
-// config with warnings invalid (exit 1). The Redis password is never
-// printed.
+// config with warnings invalid (exit 1). A valid config also gets one DST
+// notice per fixed-time job that the next DST transition within a year of
+// env.clockNow() affects (dstNotices): printed as `notice: PATH: MSG` on
+// stderr after the warnings, severity "notice" in -json; notices describe
+// designed behaviour, so they never fail validation, not even with
+// -strict. The Redis password is never printed.
 func runValidate(path string, flags map[string]string, mode validateMode, env *runEnv) int {
 	cfg, err := config.Load(path, env.loadOptions(config.ForValidate, flags))
+	var notices []config.Problem
+	if err == nil {
+		notices = dstNotices(cfg, env.clockNow())
+	}
 	if mode.asJSON {
-		return printValidateJSON(env.stdout, path, cfg, err, mode.strict)
+		return printValidateJSON(env.stdout, path, cfg, err, notices, mode.strict)
 	}
 	if mode.strict && err == nil && len(cfg.Warnings) > 0 {
 		fmt.Fprintf(env.stderr, "Configuration invalid: %s (%d warning(s), and -strict fails on warnings)\n", path, len(cfg.Warnings))
 		for _, w := range cfg.Warnings {
 			fmt.Fprintln(env.stderr, w.String())
 		}
+		printNotices(env.stderr, notices)
 		return 1
 	}
 	cfg, code := reportLoad(path, cfg, err, env)
 	if cfg == nil {
 		return code
 	}
+	printNotices(env.stderr, notices)
 	fmt.Fprintf(env.stdout, "Configuration valid: %s\n", path)
 	fmt.Fprintln(env.stdout, backendSummary(cfg))
 	fmt.Fprintf(env.stdout, "Node id: %s (%s)\n", cfg.Node.ID, cfg.Node.IDOrigin())
 	fmt.Fprintf(env.stdout, "Jobs: %d\n", len(cfg.Jobs))
 	return 0
+}
+
+// printNotices prints each notice as `notice: PATH: MSG`, one per line.
+func printNotices(w io.Writer, notices []config.Problem) {
+	for _, n := range notices {
+		fmt.Fprintf(w, "notice: %s: %s\n", n.Path, n.Msg)
+	}
 }
 
 // validateResult is what `cronlock -validate -json` prints: one object,
@@ -91,15 +108,15 @@ type validateResult struct {
 // problemJSON is one config.Problem of a validateResult.
 type problemJSON struct {
 	Path     string `json:"path"`     // e.g. `jobs[2] "backup": schedule`; "" for the file as a whole (unreadable, undecodable)
-	Severity string `json:"severity"` // "error" or "warning"
+	Severity string `json:"severity"` // "error", "warning" or "notice" (a DST notice, which never makes the config invalid)
 	Message  string `json:"message"`  // config.Problem.Msg, without the path
 }
 
 // printValidateJSON writes the validateResult of config.Load(path) (cfg,
-// err) to w as one line of JSON and returns the exit code: 0 when valid,
+// err), followed by the DST notices, to w as one line of JSON and returns the exit code: 0 when valid,
 // else 1. An error that is not a list of problems (the file is missing,
 // its extension unsupported) is one error problem with path "".
-func printValidateJSON(w io.Writer, path string, cfg *config.Config, err error, strict bool) int {
+func printValidateJSON(w io.Writer, path string, cfg *config.Config, err error, notices []config.Problem, strict bool) int {
 	var problems []config.Problem
 	var ve *config.ValidationError
 	switch {
@@ -118,6 +135,9 @@ func printValidateJSON(w io.Writer, path string, cfg *config.Config, err error, 
 			res.Valid = res.Valid && !strict
 		}
 		res.Problems = append(res.Problems, problemJSON{Path: p.Path, Severity: sev, Message: p.Msg})
+	}
+	for _, n := range notices {
+		res.Problems = append(res.Problems, problemJSON{Path: n.Path, Severity: "notice", Message: n.Msg})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // messages quote config text: keep <, > and & readable

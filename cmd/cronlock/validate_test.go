@@ -188,8 +188,10 @@ func TestRun_ValidateJSONValid(t *testing.T) {
 			args = append(args, "-strict")
 		}
 		code, res, out := validateJSON(t, nil, args...)
-		if code != 0 || !res.Valid || res.Config != path || len(res.Problems) != 0 {
-			t.Errorf("%v: exit %d, %s; want 0 and valid with no problems", args, code, out)
+		// Its one problem is the DST notice of the 02:30 Europe/Berlin job,
+		// which does not make it invalid, not even with -strict.
+		if code != 0 || !res.Valid || res.Config != path || len(res.Problems) != 1 || res.Problems[0].Severity != "notice" {
+			t.Errorf("%v: exit %d, %s; want 0 and valid with only a DST notice", args, code, out)
 		}
 		jqTrue(t, out, ".valid")
 	}
