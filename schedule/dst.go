@@ -38,11 +38,18 @@ type DSTEffect struct {
 // with "*") are affected in this sense: a wildcard schedule follows the
 // clock, and "@every" ignores DST, so both always return false, as does a
 // zone without transitions (UTC). A pure function of its arguments; it
-// never blocks. It walks the zone's transitions with time.Time.ZoneBounds,
+// never blocks. With an active window (InWindow) only transitions inside
+// it count. It walks the zone's transitions with time.Time.ZoneBounds,
 // two a year in a DST zone.
 func (s *Schedule) NextDSTEffect(from, until time.Time) (DSTEffect, bool) {
 	if s.every > 0 || !s.fixed {
 		return DSTEffect{}, false
+	}
+	if !s.from.IsZero() && from.Before(s.from) {
+		from = s.from // a transition outside the active window changes nothing
+	}
+	if !s.until.IsZero() && until.After(s.until) {
+		until = s.until
 	}
 	t := from.In(s.loc)
 	for range maxSegments {

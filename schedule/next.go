@@ -9,8 +9,10 @@ const maxSegments = 1024
 
 // Next returns the first fire time strictly after `after`, in s.Location(),
 // or the zero time if none can be computed (no match within 400 years of
-// `after`, which Parse rules out for schedules starting now). Safe for
-// concurrent callers; it never blocks and does not allocate.
+// `after`, which Parse rules out for schedules starting now). With an
+// active window (InWindow) it returns only fire times inside the window,
+// and the zero time once none is left. Safe for concurrent callers; it
+// never blocks and does not allocate.
 //
 // "@every D" fires at the Unix times divisible by D, whatever the zone and
 // DST. Other schedules are matched against the zone's wall clock, with the
@@ -23,6 +25,9 @@ const maxSegments = 1024
 //   - a wildcard job follows the clock: nothing in a gap (no catch-up), and
 //     it fires in both copies of a repeated hour.
 func (s *Schedule) Next(after time.Time) time.Time {
+	if s.base != nil {
+		return s.windowNext(after) // active window: see InWindow
+	}
 	if s.every > 0 {
 		return s.nextEvery(after)
 	}

@@ -27,6 +27,11 @@ type Schedule struct {
 	// "*": such a job gets Debian cron(8)'s DST treatment (see Next).
 	fixed bool
 	m     *matcher // nil for @every
+
+	// base is the schedule without its active window [from, until)
+	// (InWindow); nil when there is none.
+	base        *Schedule
+	from, until time.Time
 }
 
 // macros are the crontab(5) @-shortcuts cronlock accepts, as 5-field
