@@ -123,14 +123,19 @@ func (t *Ticker) setEntries(entries []TickerEntry) {
 	t.heap = t.heap[:0]
 	for _, e := range entries {
 		it := &tickerItem{TickerEntry: e}
-		if prev, ok := old[e.Job]; ok && !prev.parked && (prev.Sched == e.Sched || !prev.slot.After(now)) {
+		prev, ok := old[e.Job]
+		if ok && !prev.parked && (prev.Sched == e.Sched || !prev.slot.After(now)) {
 			it.slot = prev.slot
 		} else {
 			it.slot = firstUnfired(e, now)
 		}
 		t.byJob[e.Job] = it
 		if it.slot.IsZero() {
-			t.park(it)
+			if ok && prev.parked && prev.Sched == e.Sched {
+				it.parked = true // reported when it was parked: once, not at every reload
+				continue
+			}
+			t.park(it, now)
 			continue
 		}
 		it.fireAt = it.slot.Add(jitterFor(e.Job, it.slot, e.Jitter))
@@ -153,10 +158,29 @@ func firstUnfired(e TickerEntry, now time.Time) time.Time {
 	return e.Sched.Next(now)
 }
 
+// windowed is a Nexter with an active window [from, until) (a zero bound
+// is open); *schedule.Schedule implements it.
+type windowed interface {
+	Window() (from, until time.Time)
+}
+
 // park takes a job whose next time cannot be computed off the heap, with one
-// error log: never a busy loop.
-func (t *Ticker) park(it *tickerItem) {
+// log line: never a busy loop. A job whose active window has no fire time
+// left (its active_until has passed, or comes before the next fire time)
+// is reported at info, as configured; any other schedule without a next
+// time is an error.
+func (t *Ticker) park(it *tickerItem, now time.Time) {
 	it.parked = true
+	if w, ok := it.Sched.(windowed); ok {
+		if _, until := w.Window(); !until.IsZero() {
+			msg := "active window ended; the job does not fire any more"
+			if until.After(now) {
+				msg = "no fire time left before active_until; the job does not fire any more"
+			}
+			t.log.Info(msg, zap.String("job", it.Job), zap.Time("active_until", until))
+			return
+		}
+	}
 	t.log.Error("schedule yields no next fire time; job parked until reload", zap.String("job", it.Job))
 }
 
@@ -189,7 +213,7 @@ func (t *Ticker) fireDue() {
 		t.fire(it)
 		if next.IsZero() {
 			heap.Pop(&t.heap)
-			t.park(it)
+			t.park(it, now)
 			continue
 		}
 		it.slot = next

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -10,6 +12,7 @@ import (
 	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/schedule"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func mustSchedule(t *testing.T, expr string) *schedule.Schedule {
@@ -282,6 +285,57 @@ func TestTicker_NewEntryInJitterWaitFiresSlot(t *testing.T) {
 		synctest.Wait()
 		if got := drainFires(inbox); len(got) != 1 || !got[0].Slot.Equal(slot) {
 			t.Errorf("got %v, want one fire of %v at %v", got, slot, slot.Add(j))
+		}
+	})
+}
+
+// TestTicker_ActiveWindow: a job fires only inside its active window
+// [active_from, active_until), and the end of its window is reported once
+// (at info, not as a broken schedule), also across a reload that keeps it.
+func TestTicker_ActiveWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zap.InfoLevel)
+		start := time.Now()
+		inbox := make(chan jobMsg, 100)
+		ended := make(chan jobMsg, 100)
+		win := mustSchedule(t, "*/5 * * * * *").InWindow(start.Add(10*time.Second), start.Add(27*time.Second))
+		gone := mustSchedule(t, "*/5 * * * * *").InWindow(time.Time{}, start.Add(-time.Second))
+		entries := []TickerEntry{{Job: "a", Sched: win, Inbox: inbox}, {Job: "gone", Sched: gone, Inbox: ended}}
+		tk := NewTicker(zap.New(core), NewMetrics(nil), nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- tk.Run(ctx) }()
+		if err := tk.SetEntries(ctx, entries); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		if err := tk.SetEntries(ctx, entries); err != nil { // a reload that keeps both jobs
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		cancel()
+		<-done
+		var got []time.Duration
+		for _, f := range drainFires(inbox) {
+			got = append(got, f.Slot.Sub(start))
+		}
+		if want := []time.Duration{10 * time.Second, 15 * time.Second, 20 * time.Second, 25 * time.Second}; !slices.Equal(got, want) {
+			t.Errorf("fires at %v after start, want %v", got, want)
+		}
+		if f := drainFires(ended); len(f) != 0 {
+			t.Errorf("job whose window ended fired %v", f)
+		}
+		msgs := map[string]int{}
+		for _, e := range logs.All() {
+			msgs[e.Entry.Level.String()+" "+e.ContextMap()["job"].(string)+": "+e.Message]++
+		}
+		want := map[string]int{
+			"info a: no fire time left before active_until; the job does not fire any more": 1,
+			"info gone: active window ended; the job does not fire any more":                1,
+		}
+		if !maps.Equal(msgs, want) {
+			t.Errorf("logs %v, want %v", msgs, want)
 		}
 	})
 }

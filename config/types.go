@@ -135,6 +135,8 @@ type JobFields struct {
 	OnFailure     *string           `mapstructure:"on_failure"`
 	HookTimeout   *time.Duration    `mapstructure:"hook_timeout"`
 	InheritEnv    *bool             `mapstructure:"inherit_env"`
+	ActiveFrom    *string           `mapstructure:"active_from"`
+	ActiveUntil   *string           `mapstructure:"active_until"`
 }
 
 // Overlap policies: when a job's previous run still holds its lease at the
@@ -178,6 +180,12 @@ type Job struct {
 	// daemon's (less its systemd and CRONLOCK_* variables); false starts
 	// from cron's minimal environment. The job's env is added either way.
 	InheritEnv bool
+	// ActiveFrom and ActiveUntil bound the job's active window
+	// [active_from, active_until) as written (RFC 3339; "" = open): outside
+	// it the job does not fire. Sched carries the parsed window
+	// (schedule.Schedule.Window).
+	ActiveFrom  string
+	ActiveUntil string
 
 	// Location is the schedule's zone: CRON_TZ=/TZ= prefix > timezone >
 	// node.timezone > host local.

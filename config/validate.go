@@ -151,6 +151,12 @@ func (c *checker) fields(prefix string, f JobFields) {
 	if f.OnLockLost != nil {
 		oneOf(p, prefix+"on_lock_lost", *f.OnLockLost, LockLostKill, LockLostContinue)
 	}
+	if f.ActiveFrom != nil {
+		activeBound(p, prefix+"active_from", *f.ActiveFrom)
+	}
+	if f.ActiveUntil != nil {
+		activeBound(p, prefix+"active_until", *f.ActiveUntil)
+	}
 	switch {
 	case f.Retries == nil:
 	case *f.Retries < 0:
@@ -207,6 +213,47 @@ func (c *checker) checkJob(job *Job, base string, own JobFields, bad map[string]
 	}
 	job.Sched, job.Location = s, s.Location()
 	c.jitter(prefix, job, own)
+	c.window(prefix, job)
+}
+
+// activeBound reports an active_from/active_until that is set but not an
+// RFC 3339 time.
+func activeBound(p *problems, path, v string) {
+	if _, err := parseActiveBound(v); err != nil {
+		p.err(path, "%q is not an RFC 3339 time; write e.g. 2027-01-01T00:00:00Z or 2027-01-01T09:00:00+01:00 "+
+			"(date, time and zone offset), or remove it for no bound", v)
+	}
+}
+
+// parseActiveBound parses an active window bound: RFC 3339, "" = open
+// (the zero time).
+func parseActiveBound(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(time.RFC3339, v)
+}
+
+// window applies the job's active window [active_from, active_until) to
+// its schedule (schedule.Schedule.InWindow): an error when it is empty, a
+// warning when the schedule has no fire time inside it. Bounds that do not
+// parse were reported by fields.
+func (c *checker) window(prefix string, job *Job) {
+	from, errF := parseActiveBound(job.ActiveFrom)
+	until, errU := parseActiveBound(job.ActiveUntil)
+	if errF != nil || errU != nil || (from.IsZero() && until.IsZero()) {
+		return
+	}
+	if !from.IsZero() && !until.IsZero() && !until.After(from) {
+		c.p.err(prefix+"active_until", "%s is not after active_from %s; the window [active_from, active_until) "+
+			"would be empty: move active_until later", job.ActiveUntil, job.ActiveFrom)
+		return
+	}
+	job.Sched = job.Sched.InWindow(from, until)
+	if !from.IsZero() && job.Sched.Next(from.Add(-time.Nanosecond)).IsZero() {
+		c.p.warn(prefix+"active_until", fmt.Sprintf("schedule %q has no fire time in the active window [%s, %s); "+
+			"the job never fires: widen the window or change the schedule", job.Schedule, job.ActiveFrom, job.ActiveUntil))
+	}
 }
 
 // jitter warns when jitter exceeds the schedule's interval (measured

@@ -193,8 +193,9 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 		case !ok:
 			h = s.startJob(ctx, j)
 			added = append(added, j.Name)
-		case h.cfg.Schedule == j.Schedule && h.cfg.Location.String() == j.Location.String():
-			j.Sched = h.cfg.Sched // same schedule: keep the pending slot
+		case h.cfg.Schedule == j.Schedule && h.cfg.Location.String() == j.Location.String() &&
+			h.cfg.ActiveFrom == j.ActiveFrom && h.cfg.ActiveUntil == j.ActiveUntil:
+			j.Sched = h.cfg.Sched // same schedule and active window: keep the pending slot
 			fallthrough
 		default:
 			if err := h.actor.Send(ctx, actors.Reconfigure{Job: j}); err != nil {

@@ -20,11 +20,16 @@ type nextResult struct {
 	// DSTNotice describes the next DST transition within a year of -from
 	// that changes the schedule's fire times (dstNotice); omitted when none.
 	DSTNotice string `json:"dst_notice,omitempty"`
-	path      string // where the notice points: `jobs[i] "name": schedule`, or -schedule
-	sched     *schedule.Schedule
-	loc       *time.Location
-	times     []time.Time
-	note      string
+	// ActiveFrom and ActiveUntil are the job's active window as configured
+	// (RFC 3339; omitted when unbounded): Times lists only fire times inside it.
+	ActiveFrom  string      `json:"active_from,omitempty"`
+	ActiveUntil string      `json:"active_until,omitempty"`
+	job         *config.Job // nil for -schedule
+	path        string      // where the notice points: `jobs[i] "name": schedule`, or -schedule
+	sched       *schedule.Schedule
+	loc         *time.Location
+	times       []time.Time
+	note        string
 }
 
 // nextFlags are the flags of `cronlock next`.
@@ -161,7 +166,8 @@ func jobResults(cfg *config.Config, names []string) ([]nextResult, error) {
 			return nil, fmt.Errorf("unknown job %q in %s (jobs: %s)", n, cfg.Path, shortList(all))
 		}
 		j := &cfg.Jobs[i]
-		r := nextResult{Job: j.Name, loc: j.Location, sched: j.Sched, path: fmt.Sprintf("jobs[%d] %q: schedule", i, j.Name)}
+		r := nextResult{Job: j.Name, loc: j.Location, sched: j.Sched, path: fmt.Sprintf("jobs[%d] %q: schedule", i, j.Name),
+			ActiveFrom: j.ActiveFrom, ActiveUntil: j.ActiveUntil, job: j}
 		if !j.Enabled {
 			r.note = "disabled"
 		}

@@ -12,6 +12,13 @@ import (
 func (r *nextResult) fill(from time.Time, n int) {
 	r.Timezone = r.loc.String()
 	r.DSTNotice = dstNotice(r.sched, from)
+	if r.job != nil {
+		if w := windowNote(r.job, from); w != "" && r.note != "" {
+			r.note += ", " + w
+		} else if w != "" {
+			r.note = w
+		}
+	}
 	r.Times = []string{}
 	t := from
 	for range n {

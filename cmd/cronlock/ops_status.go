@@ -32,6 +32,12 @@ type statusRow struct {
 	Paused      bool        `json:"paused"`
 	Fence       int64       `json:"fence"` // last fencing token handed out
 	Slot        int64       `json:"slot"`  // last claimed or skipped slot, Unix seconds
+	// ActiveFrom and ActiveUntil are the job's active window as configured
+	// (omitted when unbounded); Window is "" without one, else
+	// "not_started", "active" or "ended" (the job does not fire any more).
+	ActiveFrom  string `json:"active_from,omitempty"`
+	ActiveUntil string `json:"active_until,omitempty"`
+	Window      string `json:"window,omitempty"`
 	loc         *time.Location
 	next        time.Time
 }
@@ -135,7 +141,8 @@ func (s *opsSession) status(ctx context.Context, j *config.Job, now time.Time) (
 	}
 	row := statusRow{Job: j.Name, Schedule: j.Schedule, Timezone: j.Location.String(), Enabled: j.Enabled,
 		LeaseHolder: st.LeaseHolder, LeaseTTLMs: st.LeaseTTL.Milliseconds(), Paused: st.Paused,
-		Fence: st.Fence, Slot: st.Slot, loc: j.Location}
+		Fence: st.Fence, Slot: st.Slot, ActiveFrom: j.ActiveFrom, ActiveUntil: j.ActiveUntil,
+		Window: windowState(j, now), loc: j.Location}
 	if next := j.Sched.Next(now); !next.IsZero() {
 		row.next = next.In(j.Location)
 		row.Next = row.next.Format(time.RFC3339)
@@ -155,8 +162,14 @@ func printStatusTable(env *runEnv, rows []statusRow) {
 		switch {
 		case !r.Enabled:
 			next = "(disabled)"
+		case r.Window == "ended":
+			next = "(active window ended " + r.ActiveUntil + ")"
+		case !r.next.IsZero() && r.Window == "not_started":
+			next = r.next.Format(tableTime) + " (active from " + r.ActiveFrom + ")"
 		case !r.next.IsZero():
 			next = r.next.Format(tableTime)
+		case r.Window != "":
+			next = "(no fire time left before active_until " + r.ActiveUntil + ")"
 		}
 		last, node, result, exit := "never", "-", "-", "-"
 		if r.Last != nil {
