@@ -13,7 +13,7 @@ type jobField struct {
 	key   string
 	index int          // in JobFields
 	jobIx int          // of the field with the same name in Job
-	typ   reflect.Type // the field's type: *string, *time.Duration, *int, *bool or map[string]string
+	typ   reflect.Type // the field's type: *string, *time.Duration, *int, *bool, *[]string or map[string]string
 }
 
 // jobFieldTable lists JobFields' fields by mapstructure tag, in struct order.
@@ -177,6 +177,8 @@ func (jd *jobDecoder) value(path string, typ reflect.Type, raw any) (reflect.Val
 		x, ok = d.integer(path, raw)
 	case reflect.TypeFor[*bool]():
 		x, ok = d.boolean(path, raw)
+	case reflect.TypeFor[*[]string]():
+		x, ok = d.strings(path, raw)
 	case reflect.TypeFor[map[string]string]():
 		m, good := d.stringMap(path, raw)
 		return reflect.ValueOf(m), good

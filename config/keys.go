@@ -8,8 +8,8 @@ import (
 )
 
 // field binds one scalar config key outside `jobs`/`defaults` to the Config
-// field that receives it. ptr is *string, *time.Duration, *int, *bool or
-// *[]string (the types setField decodes).
+// field that receives it. ptr is *string, *time.Duration, *int, *bool,
+// *[]string or *map[string]string (the types setField decodes).
 type field struct {
 	key string
 	ptr any

@@ -30,6 +30,8 @@ var scalarKeys = []struct {
 	{"node.shutdown_timeout", "4s", "4s", func(c *Config) any { return c.Node.ShutdownTimeout }, 4 * time.Second, false},
 	{"node.max_clock_skew", "5s", "5s", func(c *Config) any { return c.Node.MaxClockSkew }, 5 * time.Second, false},
 	{"node.state_dir", "/env/state", "/env/state", func(c *Config) any { return c.Node.StateDir }, "/env/state", false},
+	{"node.tags", "role=db,zone=a", map[string]any{"role": "db", "zone": "a"}, func(c *Config) any { return c.Node.Tags }, map[string]string{"role": "db", "zone": "a"}, false},
+	{"node.max_parallel", "7", 7, func(c *Config) any { return c.Node.MaxParallel }, 7, false},
 	{"lock.backend", "redis", "redis", func(c *Config) any { return c.Lock.Backend }, "redis", false},
 	{"redis.address", "single:1", "single:1", func(c *Config) any { return c.Redis.Address }, "single:1", true},
 	{"redis.addresses", "s1:26379, s2:26379", []any{"s1:26379", "s2:26379"}, func(c *Config) any { return c.Redis.Addresses }, []string{"s1:26379", "s2:26379"}, false},
@@ -71,7 +73,7 @@ func TestKeys_DerivedFromStructTags(t *testing.T) {
 	}
 	children := map[string][]string{
 		"":           {"node", "lock", "redis", "log", "http", "defaults", "jobs"},
-		"node.":      {"id", "grace_period", "timezone", "shutdown_timeout", "max_clock_skew", "state_dir"},
+		"node.":      {"id", "grace_period", "timezone", "shutdown_timeout", "max_clock_skew", "state_dir", "tags", "max_parallel"},
 		"lock.":      {"backend"},
 		"redis.":     {"address", "addresses", "username", "password", "db", "key_prefix", "sentinel_master", "tls", "dial_timeout", "allow_eviction"},
 		"redis.tls.": {"enabled", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"},

@@ -334,6 +334,10 @@ func setField(d *decoder, path string, ptr, val any) {
 		if x, ok := d.strings(path, val); ok {
 			*p = x
 		}
+	case *map[string]string:
+		if x, ok := d.tagMap(path, val); ok {
+			*p = x
+		}
 	default:
 		panic(fmt.Sprintf("config: key %s has unsupported type %T", path, ptr)) // programming error: extend setField
 	}
@@ -372,6 +376,8 @@ func checkTree(in map[string]any, prefix string, d *decoder, out map[string]any)
 				}
 			} else if l, ok := val.([]any); ok {
 				val = expandList(d, full, l)
+			} else {
+				checkMapKeyCase(d.probs, full, val) // node.tags
 			}
 			out[k] = val
 		}

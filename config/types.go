@@ -53,6 +53,14 @@ type Node struct {
 	// path, else $STATE_DIRECTORY (systemd StateDirectory=), else
 	// /var/lib/cronlock.
 	StateDir string `mapstructure:"state_dir"`
+	// Tags describe this node for job targeting (a job's `nodes:`), e.g.
+	// {role: db}; keys are lower case. They go into the node's heartbeat
+	// record, where other nodes read them (package targeting).
+	Tags map[string]string `mapstructure:"tags"`
+	// MaxParallel caps the runs in progress on this node (0 = unlimited):
+	// a node at its limit does not claim (skip reason node_busy when no
+	// node claims the slot; package nodeload).
+	MaxParallel int `mapstructure:"max_parallel"`
 
 	// IDSource is where ID came from: IDConfigured, IDMachine,
 	// IDStateDir or IDNew.
@@ -137,6 +145,7 @@ type JobFields struct {
 	InheritEnv    *bool             `mapstructure:"inherit_env"`
 	ActiveFrom    *string           `mapstructure:"active_from"`
 	ActiveUntil   *string           `mapstructure:"active_until"`
+	Nodes         *[]string         `mapstructure:"nodes"`
 }
 
 // Overlap policies: when a job's previous run still holds its lease at the
@@ -186,6 +195,9 @@ type Job struct {
 	// (schedule.Schedule.Window).
 	ActiveFrom  string
 	ActiveUntil string
+	// Nodes are the node tags a node needs to claim the job, each
+	// "key=value" (all must match node.tags); empty = any node.
+	Nodes []string
 
 	// Location is the schedule's zone: CRON_TZ=/TZ= prefix > timezone >
 	// node.timezone > host local.

@@ -151,6 +151,9 @@ func (c *checker) fields(prefix string, f JobFields) {
 	if f.OnLockLost != nil {
 		oneOf(p, prefix+"on_lock_lost", *f.OnLockLost, LockLostKill, LockLostContinue)
 	}
+	if f.Nodes != nil {
+		checkSelectors(p, prefix+"nodes", *f.Nodes)
+	}
 	if f.ActiveFrom != nil {
 		activeBound(p, prefix+"active_from", *f.ActiveFrom)
 	}

@@ -17,7 +17,7 @@ func TestValidate_Rules(t *testing.T) {
 		opts               Options
 		want               string // substring of one problem line
 	}{
-		{"unknown top-level key", "nodes: {}\n", "", Options{}, `nodes: unknown key "nodes" (did you mean "node"?)`},
+		{"unknown top-level key", "nod: {}\n", "", Options{}, `nod: unknown key "nod" (did you mean "node"?)`},
 		{"unknown nested key", "redis: {adress: x}\n", "", Options{}, `redis.adress: unknown key "adress" (did you mean "address"?)`},
 		{"unknown tls key", "redis: {tls: {enable: true}}\n", "", Options{}, `redis.tls.enable: unknown key "enable" (did you mean "enabled"?)`},
 		{"unknown job key", job("  comand: x\n"), "", Options{}, `jobs[0] "j": comand: unknown key "comand" (did you mean "command"?)`},
