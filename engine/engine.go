@@ -114,7 +114,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.backend = b
-	if e.node, err = newRegistry(cfg.Node.ID, b, opts, e.reg); err != nil {
+	if e.node, err = newRegistry(cfg.Node, b, opts, e.reg); err != nil {
 		return nil, err
 	}
 	e.metrics = actors.NewMetrics(e.reg)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
@@ -45,7 +46,7 @@ func persistMemory(b backend, state *statedir.Dir, log *zap.Logger) (backend, er
 // newRegistry returns the heartbeat actor of this node's record in Redis,
 // or nil for the memory backend (one process: no other daemon to clash
 // with).
-func newRegistry(nodeID string, b backend, opts Options, reg prometheus.Registerer) (*registry.Heartbeat, error) {
+func newRegistry(node config.Node, b backend, opts Options, reg prometheus.Registerer) (*registry.Heartbeat, error) {
 	if b.kind != "redis" {
 		return nil, nil
 	}
@@ -54,8 +55,8 @@ func newRegistry(nodeID string, b backend, opts Options, reg prometheus.Register
 		return nil, fmt.Errorf("engine: redis backend %T does not keep node records", b.Backend)
 	}
 	host, _ := os.Hostname()
-	self := registry.Record{NodeID: nodeID, Instance: uuid.NewString(), Hostname: host, PID: os.Getpid(),
-		Version: opts.Version, Started: time.Now().UTC()}
+	self := registry.Record{NodeID: node.ID, Instance: uuid.NewString(), Hostname: host, PID: os.Getpid(),
+		Version: opts.Version, Started: time.Now().UTC(), Tags: node.Tags}
 	if opts.State != nil {
 		self.StateDir = opts.State.Path()
 	}

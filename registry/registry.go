@@ -47,6 +47,9 @@ type Record struct {
 	StateDir  string    `json:"state_dir,omitempty"`
 	Started   time.Time `json:"started"`   // process start, UTC
 	Heartbeat time.Time `json:"heartbeat"` // this write, UTC, by the writer's clock
+	// Tags are the node's node.tags; other nodes read them to tell whether
+	// a job's nodes: matches a live node (package targeting).
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // Store keeps heartbeat records; implemented by *redislock.Redis (one

@@ -1,0 +1,140 @@
+package targeting
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/internal/promtest"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestMatches(t *testing.T) {
+	tags := map[string]string{"role": "db", "zone": "eu-1"}
+	tests := []struct {
+		sel  []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"role=db"}, true},
+		{[]string{"role=db", "zone=eu-1"}, true},
+		{[]string{"role=db", "zone=us-1"}, false},
+		{[]string{"role=DB"}, false}, // values are case sensitive
+		{[]string{"disk=ssd"}, false},
+	}
+	for _, tt := range tests {
+		if got := Matches(tt.sel, tags); got != tt.want {
+			t.Errorf("Matches(%v, %v) = %v, want %v", tt.sel, tags, got, tt.want)
+		}
+	}
+	mine, others := ForNode([]config.Job{{Name: "a"}, {Name: "b", Nodes: []string{"role=web"}}, {Name: "c", Nodes: []string{"zone=eu-1"}}}, tags)
+	if len(mine) != 2 || mine[0].Name != "a" || mine[1].Name != "c" || !slices.Equal(others, []string{"b"}) {
+		t.Errorf("ForNode: mine %v others %v, want a, c and [b]", mine, others)
+	}
+}
+
+// LiveNodes keeps records written within MaxAge (by the TTL Redis has
+// left) that decode.
+func TestLiveNodes(t *testing.T) {
+	ttl := 15 * time.Second
+	recs := []redislock.NodeRecord{
+		{ID: "fresh", Value: []byte(`{"node_id":"fresh","tags":{"role":"db"}}`), Left: 14 * time.Second},
+		{ID: "edge", Value: []byte(`{"node_id":"edge"}`), Left: ttl - MaxAge},
+		{ID: "stale", Value: []byte(`{"node_id":"stale","tags":{"role":"db"}}`), Left: ttl - MaxAge - time.Millisecond},
+		{ID: "garbled", Value: []byte(`{`), Left: 14 * time.Second},
+	}
+	got := LiveNodes(recs, ttl)
+	if len(got) != 2 || got[0].ID != "fresh" || got[0].Tags["role"] != "db" || got[1].ID != "edge" {
+		t.Errorf("got %+v, want fresh (role=db) and edge", got)
+	}
+}
+
+// fakeLister serves node lists set by the test (inside a synctest bubble).
+type fakeLister struct {
+	mu    sync.Mutex
+	recs  []redislock.NodeRecord
+	err   error
+	calls int
+}
+
+func (f *fakeLister) set(recs []redislock.NodeRecord, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recs, f.err = recs, err
+}
+
+func (f *fakeLister) NodeRecords(context.Context) ([]redislock.NodeRecord, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return slices.Clone(f.recs), f.err
+}
+
+func dbRecord() redislock.NodeRecord {
+	return redislock.NodeRecord{ID: "db1", Value: []byte(`{"node_id":"db1","tags":{"role":"db"}}`), Left: 14 * time.Second}
+}
+
+// TestWatcher_ReportsUnrunnableOnce: a job whose nodes: matches only a node
+// that goes away is reported once (error, gauge 1) within a beat, a failed
+// listing changes nothing, and the node's return is reported once (info,
+// gauge 0). A job this node matches is never unrunnable.
+func TestWatcher_ReportsUnrunnableOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zap.InfoLevel)
+		lister := &fakeLister{recs: []redislock.NodeRecord{dbRecord()}}
+		w := NewWatcher(Options{Log: zap.New(core), Lister: lister, Self: Node{ID: "web1", Tags: map[string]string{"role": "web"}}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		jobs := []config.Job{{Name: "dbjob", Nodes: []string{"role=db"}}, {Name: "webjob", Nodes: []string{"role=web"}}, {Name: "any"}}
+		if err := w.SetJobs(ctx, jobs); err != nil {
+			t.Fatal(err)
+		}
+		gauge := func(job string) float64 { return promtest.Value(t, w.gauge, "cronlock_job_unrunnable", "job", job) }
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		if testutil.CollectAndCount(w.gauge) != 3 || gauge("dbjob") != 0 || gauge("webjob") != 0 || gauge("any") != 0 || len(logs.All()) != 0 {
+			t.Fatalf("db node live: gauges %v %v %v, logs %v; want 0 and no logs", gauge("dbjob"), gauge("webjob"), gauge("any"), logs.All())
+		}
+		lister.set(nil, nil) // the db node stopped and deleted its record
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if gauge("dbjob") != 1 || logs.FilterMessageSnippet("job unrunnable").Len() != 1 {
+			t.Fatalf("db node gone, one beat later: gauge %v, logs %v; want 1 and one error", gauge("dbjob"), logs.All())
+		}
+		lister.set(nil, errors.New("redis down"))
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		if gauge("dbjob") != 1 || logs.Len() != 1 || gauge("webjob") != 0 {
+			t.Fatalf("listing fails: gauge %v, logs %v; want 1 and still one log", gauge("dbjob"), logs.All())
+		}
+		lister.set([]redislock.NodeRecord{dbRecord()}, nil)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if gauge("dbjob") != 0 || logs.FilterMessageSnippet("job runnable again").Len() != 1 || logs.Len() != 2 {
+			t.Fatalf("db node back: gauge %v, logs %v; want 0 and one info", gauge("dbjob"), logs.All())
+		}
+		if err := w.SetJobs(ctx, jobs[1:]); err != nil { // a reload removes dbjob
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := testutil.CollectAndCount(w.gauge); n != 2 {
+			t.Errorf("after removing dbjob: %d series, want 2", n)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run returned %v, want nil", err)
+		}
+	})
+}

@@ -1,0 +1,175 @@
+package targeting
+
+import (
+	"context"
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/registry"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Lister reads the node heartbeat records; implemented by
+// *redislock.Redis (one SCAN pass and one pipelined read per call).
+type Lister interface {
+	NodeRecords(ctx context.Context) ([]redislock.NodeRecord, error)
+}
+
+// listTimeout bounds one listing of the node records.
+const listTimeout = 2 * time.Second
+
+// Options configure NewWatcher. Log and Self are required.
+type Options struct {
+	Log *zap.Logger
+	// Lister reads the other nodes' records; nil (memory backend: one
+	// node) judges by Self alone.
+	Lister Lister
+	// Self is this node, always live while the watcher runs.
+	Self Node
+	// Registry receives cronlock_job_unrunnable; nil = not registered.
+	Registry prometheus.Registerer
+	// Every is the check interval (default registry.DefaultEvery); TTL the
+	// records' time to live (default registry.DefaultTTL).
+	Every, TTL time.Duration
+}
+
+// Watcher is the actor that reports jobs no live node may run. Create it
+// with NewWatcher, call Run once, and send it the job list with SetJobs
+// (at start and at every reload).
+type Watcher struct {
+	log        *zap.Logger
+	lister     Lister
+	self       Node
+	every, ttl time.Duration
+	gauge      *prometheus.GaugeVec
+	inbox      chan []config.Job
+
+	// Owned by the Run goroutine.
+	jobs       []config.Job
+	unrunnable map[string]bool // jobs reported unrunnable
+	started    time.Time       // the first SetJobs: nothing is judged before a beat has passed
+}
+
+// NewWatcher returns the actor; it does no I/O.
+func NewWatcher(o Options) *Watcher {
+	if o.Every <= 0 {
+		o.Every = registry.DefaultEvery
+	}
+	if o.TTL <= 0 {
+		o.TTL = registry.DefaultTTL
+	}
+	w := &Watcher{log: o.Log, lister: o.Lister, self: o.Self, every: o.Every, ttl: o.TTL, inbox: make(chan []config.Job),
+		unrunnable: map[string]bool{},
+		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cronlock_job_unrunnable",
+			Help: "1 while no live node's node.tags match the job's nodes: (its slots are not run), else 0."}, []string{"job"})}
+	if o.Registry != nil {
+		o.Registry.MustRegister(w.gauge)
+	}
+	return w
+}
+
+// SetJobs replaces the jobs the watcher judges (all of the config's jobs,
+// also those this node does not run). Blocks until the watcher took them
+// or ctx ends (then it returns ctx's error).
+func (w *Watcher) SetJobs(ctx context.Context, jobs []config.Job) error {
+	select {
+	case w.inbox <- jobs:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run checks every Every until ctx ends, then returns nil. The first
+// judgement comes one interval after the first SetJobs, so that nodes
+// started together have written their records. A failed listing is logged
+// at debug (the health monitor reports Redis outages) and keeps the last
+// judgement.
+func (w *Watcher) Run(ctx context.Context) error {
+	t := time.NewTicker(w.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case jobs := <-w.inbox:
+			w.setJobs(jobs)
+		case <-t.C:
+			w.check(ctx)
+		}
+	}
+}
+
+// setJobs takes a new job list: series of removed jobs are dropped, new
+// ones start at 0.
+func (w *Watcher) setJobs(jobs []config.Job) {
+	if w.started.IsZero() {
+		w.started = time.Now()
+	}
+	keep := map[string]bool{}
+	for _, j := range jobs {
+		keep[j.Name] = true
+		if !w.unrunnable[j.Name] {
+			w.gauge.WithLabelValues(j.Name).Set(0)
+		}
+	}
+	for _, j := range w.jobs {
+		if !keep[j.Name] {
+			w.gauge.DeleteLabelValues(j.Name)
+			delete(w.unrunnable, j.Name)
+		}
+	}
+	w.jobs = jobs
+}
+
+// check lists the live nodes (only when some job has nodes:) and judges
+// every job.
+func (w *Watcher) check(ctx context.Context) {
+	if w.started.IsZero() || time.Since(w.started) < w.every/2 || !w.targeted() {
+		return
+	}
+	nodes := []Node{w.self}
+	if w.lister != nil {
+		lctx, cancel := context.WithTimeout(ctx, listTimeout)
+		recs, err := w.lister.NodeRecords(lctx)
+		cancel()
+		if err != nil {
+			w.log.Debug("node records not read; keeping the last judgement of unrunnable jobs", zap.Error(err))
+			return
+		}
+		nodes = append(nodes, LiveNodes(recs, w.ttl)...)
+	}
+	for _, j := range w.jobs {
+		w.judge(j, nodes)
+	}
+}
+
+// targeted reports whether some job has nodes:.
+func (w *Watcher) targeted() bool {
+	for _, j := range w.jobs {
+		if len(j.Nodes) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// judge sets job j's gauge and logs a change of its runnability.
+func (w *Watcher) judge(j config.Job, nodes []Node) {
+	runners := Runners(j.Nodes, nodes)
+	switch {
+	case len(runners) == 0 && !w.unrunnable[j.Name]:
+		w.unrunnable[j.Name] = true
+		w.gauge.WithLabelValues(j.Name).Set(1)
+		w.log.Error("job unrunnable: no live node's node.tags match its nodes:, so its slots are not run; "+
+			"start a node with these tags or change the job's nodes:", zap.String("job", j.Name),
+			zap.Strings("nodes", j.Nodes), zap.Int("live_nodes", len(nodes)))
+	case len(runners) > 0 && w.unrunnable[j.Name]:
+		delete(w.unrunnable, j.Name)
+		w.gauge.WithLabelValues(j.Name).Set(0)
+		w.log.Info("job runnable again: a live node matches its nodes:", zap.String("job", j.Name),
+			zap.Strings("nodes", j.Nodes), zap.Strings("runners", runners))
+	}
+}
