@@ -17,6 +17,7 @@ import (
 	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/statedir"
+	"github.com/cronlock/cronlock/targeting"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -66,6 +67,7 @@ type Engine struct {
 	hooks   *actors.HookRunner
 	janitor *actors.Janitor
 	node    *registry.Heartbeat // nil for the memory backend
+	targets *targeting.Watcher  // reports jobs no live node may run
 	jobs    *jobSet
 	health  *health
 	ready   atomic.Bool   // READY=1 sent; STATUS= updates may follow
@@ -132,6 +134,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		Records: e.runRecords()},
 		e.ticker, locker)
 	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
+	e.targets = newWatcher(cfg, b, opts, e.reg)
 	return e, nil
 }
 
@@ -180,7 +183,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.clearLeftovers(ctx)
 	defer e.closeRecords()
 	runsDone, hooksDone := e.startClaimers(ctx, claimCtx)
-	if err := e.jobs.Apply(claimCtx, e.cfg.Jobs); err == nil {
+	if err := e.applyJobs(claimCtx, e.cfg.Jobs); err == nil {
 		e.jobs.Catchup(claimCtx)
 		// READY=1 goes out before ready is set: the health monitor sends
 		// STATUS= only once ready, so no STATUS= can precede READY=1.
@@ -234,6 +237,7 @@ func (e *Engine) startClaimers(ctx, claimCtx context.Context) (runsDone, hooksDo
 	e.goActor(&g, claimCtx, "job set", e.jobs.Run)
 	e.goActor(&g, claimCtx, "janitor", e.janitor.Run)
 	e.goActor(&g, claimCtx, "health monitor", e.health.Run)
+	e.goActor(&g, claimCtx, "job targeting watcher", e.targets.Run)
 	runs, hooks := make(chan struct{}), make(chan struct{})
 	go func() { defer close(runs); _ = g.Wait() }()
 	go func() { defer close(hooks); _ = e.hooks.Run(context.WithoutCancel(ctx)) }()

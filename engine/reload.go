@@ -28,7 +28,7 @@ func (e *Engine) reload(ctx context.Context) {
 		e.log.Warn("config warning", zap.String("problem", w.String()))
 	}
 	e.warnRestartOnly(cfg)
-	if err := e.jobs.Apply(ctx, cfg.Jobs); err != nil {
+	if err := e.applyJobs(ctx, cfg.Jobs); err != nil {
 		e.log.Error("reload interrupted", zap.Error(err))
 		return
 	}

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/engine"
+	"github.com/cronlock/cronlock/targeting"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -37,7 +39,7 @@ says so.`
 // prints what happened.
 func runManual(ctx context.Context, args []string, env *runEnv) int {
 	f := newOpsFlags("run", runUsage, env)
-	force := f.fs.Bool("force", false, "run even if the job is paused or disabled")
+	force := f.fs.Bool("force", false, "run even if the job is paused or disabled, or its nodes: does not match this host's node.tags")
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
@@ -56,6 +58,10 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 	job, err := s.job(f.args[0])
 	if err != nil {
 		return opsFail(env, "run", 1, err)
+	}
+	if !*force && !targeting.Matches(job.Nodes, s.cfg.Node.Tags) {
+		return opsFail(env, "run", 1, fmt.Errorf("job %q runs only on nodes whose node.tags have %s, and this host's are %v: "+
+			"run it on such a node, or give -force", job.Name, strings.Join(job.Nodes, ", "), s.cfg.Node.Tags))
 	}
 	log, err := manualLogger(s.cfg.Log, out, errw)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/registry"
+	"github.com/cronlock/cronlock/targeting"
 )
 
 // tableTime is how the status table shows instants: in the job's zone with
@@ -38,8 +41,14 @@ type statusRow struct {
 	ActiveFrom  string `json:"active_from,omitempty"`
 	ActiveUntil string `json:"active_until,omitempty"`
 	Window      string `json:"window,omitempty"`
-	loc         *time.Location
-	next        time.Time
+	// Nodes is the job's nodes: (omitted when any node may run it);
+	// Runners the live nodes whose node.tags match it, and Unrunnable is
+	// true when there is none: its slots are not run.
+	Nodes      []string `json:"nodes,omitempty"`
+	Runners    []string `json:"runners,omitempty"`
+	Unrunnable bool     `json:"unrunnable,omitempty"`
+	loc        *time.Location
+	next       time.Time
 }
 
 // historyRow is one run in `cronlock history -json` (and the last run in
@@ -96,11 +105,19 @@ func runStatus(ctx context.Context, args []string, env *runEnv) int {
 		return opsFail(env, "status", 1, err)
 	}
 	now := time.Now()
+	live, err := s.liveNodes(ctx, jobs)
+	if err != nil {
+		return opsFail(env, "status", 1, s.redisHint(err))
+	}
 	rows := make([]statusRow, 0, len(jobs))
 	for _, j := range jobs {
 		row, err := s.status(ctx, j, now)
 		if err != nil {
 			return opsFail(env, "status", 1, s.redisHint(err))
+		}
+		if len(j.Nodes) > 0 {
+			row.Nodes, row.Runners = j.Nodes, targeting.Runners(j.Nodes, live)
+			row.Unrunnable = len(row.Runners) == 0
 		}
 		rows = append(rows, row)
 	}
@@ -109,6 +126,22 @@ func runStatus(ctx context.Context, args []string, env *runEnv) int {
 	}
 	printStatusTable(env, rows)
 	return 0
+}
+
+// liveNodes returns the live nodes (targeting.LiveNodes of the heartbeat
+// records) when one of jobs has nodes:, else nil without reading Redis.
+func (s *opsSession) liveNodes(ctx context.Context, jobs []*config.Job) ([]targeting.Node, error) {
+	l, ok := s.backend.(targeting.Lister)
+	if !ok || !slices.ContainsFunc(jobs, func(j *config.Job) bool { return len(j.Nodes) > 0 }) {
+		return nil, nil
+	}
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	recs, err := l.NodeRecords(cctx)
+	if err != nil {
+		return nil, err
+	}
+	return targeting.LiveNodes(recs, registry.DefaultTTL), nil
 }
 
 // selectJobs returns the named jobs (all when names is empty).
@@ -162,6 +195,8 @@ func printStatusTable(env *runEnv, rows []statusRow) {
 		switch {
 		case !r.Enabled:
 			next = "(disabled)"
+		case r.Unrunnable:
+			next = "(unrunnable: no live node has " + strings.Join(r.Nodes, ", ") + ")"
 		case r.Window == "ended":
 			next = "(active window ended " + r.ActiveUntil + ")"
 		case !r.next.IsZero() && r.Window == "not_started":

@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// TestTargeting_OnlyTaggedNodeRuns is issue 13, "What it must show" 3: a
+// per-second job for role=db on 3 nodes of which one has that tag runs
+// every slot on that node only; when it stops, the others report the job
+// unrunnable (error log, cronlock_job_unrunnable 1, `cronlock status`)
+// within a heartbeat TTL (15 s).
+func TestTargeting_OnlyTaggedNodeRuns(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ledger := filepath.Join(t.TempDir(), "ledger")
+	job := map[string]any{"name": "dbjob", "schedule": "* * * * * *", "command": ledgerCommand(ledger, ""),
+		"timeout": "10s", "nodes": []string{"role=db"}}
+	cfg := writeConfig(t, redisConfig(srv.Addr(), job))
+	listen := map[string]string{"web1": freeAddr(t), "web2": freeAddr(t)}
+	db := startNode(t, cfg, withNodeID("db1"), withEnv("CRONLOCK_NODE_TAGS=role=db,zone=a"))
+	web1 := startNode(t, cfg, withNodeID("web1"), withEnv("CRONLOCK_NODE_TAGS=role=web", "CRONLOCK_HTTP_LISTEN="+listen["web1"]))
+	web2 := startNode(t, cfg, withNodeID("web2"), withEnv("CRONLOCK_HTTP_LISTEN="+listen["web2"]))
+	nodes := []*node{db, web1, web2}
+	for _, n := range nodes {
+		waitEngineRunning(n)
+	}
+	time.Sleep(4 * time.Second) // the db node runs the job for a while
+	if mfs := scrape(t, listen["web1"]); metricValue(mfs, "cronlock_job_unrunnable", "job", "dbjob") != 0 || mfs["cronlock_job_unrunnable"] == nil {
+		t.Errorf("db node live: web1 exports cronlock_job_unrunnable{job=\"dbjob\"} %v, want 0", metricValue(mfs, "cronlock_job_unrunnable", "job", "dbjob"))
+	}
+	stopAll(t, 15*time.Second, db)
+	stopped := time.Now()
+
+	const msg = "job unrunnable: no live node's node.tags match its nodes:, so its slots are not run; start a node with these tags or change the job's nodes:"
+	for _, n := range []*node{web1, web2} {
+		e := n.WaitLog(15*time.Second, msg, func(e logEntry) bool { return e.is(msg, "dbjob") })
+		if e.Str("level") != "error" {
+			t.Errorf("%s: unrunnable logged at %q, want error", n.name, e.Str("level"))
+		}
+		t.Logf("%s reported dbjob unrunnable %v after the db node stopped", n.name, e.Time().Sub(stopped).Round(10*time.Millisecond))
+	}
+	for _, id := range []string{"web1", "web2"} {
+		if v := metricValue(scrape(t, listen[id]), "cronlock_job_unrunnable", "job", "dbjob"); v != 1 {
+			t.Errorf("%s: cronlock_job_unrunnable{job=\"dbjob\"} = %v, want 1", id, v)
+		}
+	}
+	out, err := exec.Command(binary, "status", "-json", "-config", cfg).Output()
+	var rows []struct {
+		Job        string   `json:"job"`
+		Nodes      []string `json:"nodes"`
+		Unrunnable bool     `json:"unrunnable"`
+	}
+	if err != nil || json.Unmarshal(out, &rows) != nil || len(rows) != 1 || !rows[0].Unrunnable || strings.Join(rows[0].Nodes, ",") != "role=db" {
+		t.Errorf("cronlock status -json: %v %s; want dbjob unrunnable with nodes [role=db]", err, out)
+	}
+	stopAll(t, 15*time.Second, web1, web2)
+
+	runs := readLedger(t, ledger)
+	if len(runs) < 3 {
+		t.Errorf("got %d runs, want at least 3 (the db node ran for 4 s)", len(runs))
+	}
+	seen := map[int64]bool{}
+	for _, r := range runs {
+		if r.Node != "db1" {
+			t.Errorf("slot %d ran on %s, want only db1 (the node with role=db)", r.Slot, r.Node)
+		}
+		if seen[r.Slot] {
+			t.Errorf("slot %d ran twice", r.Slot)
+		}
+		seen[r.Slot] = true
+	}
+	for _, n := range []*node{web1, web2} {
+		for _, e := range n.Logs() {
+			if e.Str("job") == "dbjob" && (e.Msg() == "slot skipped" || strings.HasPrefix(e.Msg(), "claim")) {
+				t.Errorf("%s claimed or skipped dbjob (%s %s), want nothing: the job is not scheduled there", n.name, e.Msg(), e.Str("reason"))
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/targeting"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Job targeting (package targeting): the job set gets only the jobs whose
+// nodes: this node's node.tags match; the watcher judges every job.
+
+var (
+	_ targeting.Lister = (*redislock.Redis)(nil)
+	_ targeting.Lister = (*lazyRedis)(nil)
+)
+
+// newWatcher returns the actor that reports jobs no live node may run. It
+// reads the other nodes' heartbeat records on a Redis backend; on the
+// memory backend (one node) it judges by this node alone.
+func newWatcher(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer) *targeting.Watcher {
+	o := targeting.Options{Log: opts.Log, Self: targeting.Node{ID: cfg.Node.ID, Tags: cfg.Node.Tags}, Registry: reg}
+	if l, ok := b.Backend.(targeting.Lister); ok && b.kind == "redis" {
+		o.Lister = l
+	}
+	return targeting.NewWatcher(o)
+}
+
+// applyJobs applies the jobs this node may run to the job set (a job whose
+// nodes: does not match node.tags is not scheduled here: no actor, no
+// claim) and hands all of them to the watcher. It logs the jobs left out,
+// once per start or reload.
+func (e *Engine) applyJobs(ctx context.Context, jobs []config.Job) error {
+	mine, others := targeting.ForNode(jobs, e.cfg.Node.Tags)
+	if len(others) > 0 {
+		e.log.Info("jobs not scheduled on this node: their nodes: does not match node.tags",
+			zap.Strings("jobs", others), zap.Any("node_tags", e.cfg.Node.Tags))
+	}
+	if err := e.jobs.Apply(ctx, mine); err != nil {
+		return err
+	}
+	return e.targets.SetJobs(ctx, jobs)
+}
+
+func (l *lazyRedis) NodeRecords(ctx context.Context) ([]redislock.NodeRecord, error) {
+	r, err := l.client()
+	if err != nil {
+		return nil, err
+	}
+	return r.NodeRecords(ctx)
+}
