@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/nodeload"
 	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
 )
@@ -45,6 +46,10 @@ type JobDeps struct {
 	// Records keeps the process group and lease of each run in progress in
 	// the state directory; optional (nil = nothing kept).
 	Records RunRecords
+	// Load counts this node's runs in progress (node.max_parallel and the
+	// load-ordered claim delay, actors/capacity.go); optional (nil = no
+	// limit, no delay; manual runs never use it).
+	Load *nodeload.Load
 
 	repeats *repeatLog // set by NewJob: summarises the job's repeated warnings
 }

@@ -30,7 +30,7 @@ const (
 // skipReasons lists every skip reason, in metric order; its length sizes
 // the per-job counters.
 var skipReasons = [...]string{SkipClaimedElsewhere, SkipOverlap, SkipOverlapLocal,
-	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNoRecord}
+	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNoRecord, SkipNodeBusy}
 
 // Run results; a hook sees them as CRONLOCK_RESULT.
 const (

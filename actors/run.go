@@ -37,6 +37,7 @@ type run struct {
 	lostErr error // set once the lease is lost
 
 	recorded int // attempt whose run record exists (records.go); 0 = none
+	reserved bool // holds a place in deps.Load (capacity.go)
 }
 
 // execute runs the job once and returns what happened: a skip reason, or
@@ -52,8 +53,15 @@ func (r *run) execute(ctx context.Context) Ran {
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
 	}
+	if ran, ok := r.reserve(ctx); !ok {
+		return ran // node at max_parallel (capacity.go)
+	}
+	defer r.unreserve()
 	if ran, ok := r.claim(ctx); !ok {
 		return ran
+	}
+	if r.reserved {
+		r.deps.Load.Won()
 	}
 	fin := r.attempts(ctx, r.lease.Lost())
 	if r.lease.Owner() != "" {

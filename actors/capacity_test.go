@@ -1,0 +1,112 @@
+package actors_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/internal/fakeproc"
+	"github.com/cronlock/cronlock/nodeload"
+	"github.com/cronlock/cronlock/redislock"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// capNode is one job actor of a simulated node with its own load.
+type capNode struct {
+	job  *Job
+	logs *observer.ObservedLogs
+	stop func()
+}
+
+func startCapNode(t *testing.T, node, job, command string, mem *redislock.Memory, load *nodeload.Load) *capNode {
+	t.Helper()
+	core, logs := observer.New(zapcore.DebugLevel)
+	m := NewMetrics(nil)
+	m.InitJob(job)
+	kill := make(chan struct{})
+	results := make(chan RunFinished, 10)
+	j := NewJob(testJob(t, job, command), JobDeps{Log: zap.New(core), Metrics: m, Locker: mem, NodeID: node,
+		Results: results, Phantoms: make(chan Phantom, 10), Kill: kill, Start: fakeproc.Start, Load: load})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- j.Run(ctx) }()
+	return &capNode{job: j, logs: logs, stop: func() {
+		cancel()
+		close(kill)
+		<-done
+	}}
+}
+
+func (c *capNode) skip(slot time.Time) (reason string, level zapcore.Level) {
+	for _, e := range c.logs.FilterMessage("slot skipped").All() {
+		if e.ContextMap()["slot"].(int64) == slot.Unix() {
+			return e.ContextMap()["reason"].(string), e.Level
+		}
+	}
+	return "", 0
+}
+
+// TestJob_MaxParallel: a node at node.max_parallel does not claim. When no
+// other node claimed the slot it is skipped node_busy (info); when another
+// node did, claimed_elsewhere (debug). A run that ends makes room.
+func TestJob_MaxParallel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		load1 := nodeload.New(1, nil)
+		a1 := startCapNode(t, "n1", "a", "sleep 10s", mem, load1)
+		b1 := startCapNode(t, "n1", "b", "exit 0", mem, load1)
+		b2 := startCapNode(t, "n2", "b", "exit 0", mem, nodeload.New(0, nil))
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(s))
+
+		a1.job.Inbox() <- Fire{Job: "a", Slot: s}
+		synctest.Wait()
+		if load1.InProgress() != 1 {
+			t.Fatalf("after a's claim: %d runs in progress on n1, want 1", load1.InProgress())
+		}
+		b1.job.Inbox() <- Fire{Job: "b", Slot: s} // n1 is full, nobody else claims
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if r, lvl := b1.skip(s); r != SkipNodeBusy || lvl != zapcore.InfoLevel {
+			t.Errorf("b slot %v on the full node: skipped %q at %v, want node_busy at info", s, r, lvl)
+		}
+		if n, _ := mem.ClaimedSlot(t.Context(), "b"); n != 0 {
+			t.Errorf("b's claimed slot %d, want none: the busy node must not record the slot", n)
+		}
+
+		s2 := s.Add(time.Second)
+		b2.job.Inbox() <- Fire{Job: "b", Slot: s2} // n2 has room and claims
+		synctest.Wait()
+		b1.job.Inbox() <- Fire{Job: "b", Slot: s2}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if r, lvl := b1.skip(s2); r != SkipClaimedElsewhere || lvl != zapcore.DebugLevel {
+			t.Errorf("b slot %v claimed by n2: n1 skipped %q at %v, want claimed_elsewhere at debug", s2, r, lvl)
+		}
+
+		time.Sleep(10 * time.Second) // a's run ends
+		synctest.Wait()
+		if load1.InProgress() != 0 {
+			t.Fatalf("after a's run: %d runs in progress, want 0", load1.InProgress())
+		}
+		s3 := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(s3))
+		b1.job.Inbox() <- Fire{Job: "b", Slot: s3}
+		synctest.Wait()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if r, _ := b1.skip(s3); r != "" {
+			t.Errorf("b slot %v with room on n1: skipped %q, want it run", s3, r)
+		}
+		if n, _ := mem.ClaimedSlot(t.Context(), "b"); n != s3.Unix() {
+			t.Errorf("b's claimed slot %d, want %d", n, s3.Unix())
+		}
+		for _, c := range []*capNode{a1, b1, b2} {
+			c.stop()
+		}
+	})
+}
