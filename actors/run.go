@@ -36,7 +36,7 @@ type run struct {
 	log     *zap.Logger
 	lostErr error // set once the lease is lost
 
-	recorded int // attempt whose run record exists (records.go); 0 = none
+	recorded int  // attempt whose run record exists (records.go); 0 = none
 	reserved bool // holds a place in deps.Load (capacity.go)
 }
 
