@@ -11,10 +11,10 @@ import (
 // slot, and no other node had claimed it when this node looked again.
 const SkipNodeBusy = "node_busy"
 
-// busyWait is how long a node at its limit waits before it tries to
-// reserve once more and then looks whether another node claimed the slot:
-// longer than the claim delay of every other node (nodeload.MaxDelay) plus
-// a claim round trip on a loaded host.
+// busyWait is how long a node at its limit waits for a place after the
+// fire (each Release wakes it to try again) before it looks whether
+// another node claimed the slot: longer than the claim delay of every
+// other node (nodeload.MaxDelay) plus a claim round trip on a loaded host.
 const busyWait = 100 * time.Millisecond
 
 // SlotPeeker reads the job's claimed-slot record (state.slot: the highest
@@ -25,24 +25,47 @@ type SlotPeeker interface {
 	ClaimedSlot(ctx context.Context, job string) (int64, error)
 }
 
-// reserve takes this node's place for a scheduled or catch-up run's claim
-// (JobDeps.Load; manual runs are not limited) and waits the load-ordered
-// claim delay. At node.max_parallel it waits busyWait and tries once more;
-// when the node is still at its limit the slot is skipped (busy) and ok is
-// false. It returns early, with ok true, when ctx ends: the claim decides.
+// reserve waits the load-ordered claim delay (nodeload.Load.Enter), then
+// takes this node's place for a scheduled or catch-up run's claim
+// (JobDeps.Load; manual runs are not limited). The place is held from here
+// to the end of the run, or only for the claim's round trip when the claim
+// is not won. At node.max_parallel it waits for a place until busyWait
+// after it began; then the slot is skipped (busy) and ok is false. When
+// ctx ends first the slot is skipped shutting_down (nothing was claimed).
+// With ok true the caller calls claimed once the claim has its answer.
 func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	l := r.deps.Load
 	if l == nil || r.info.Trigger == TriggerManual {
 		return Ran{}, true
 	}
-	if !l.Reserve() {
-		if !sleepCtx(ctx, busyWait) || !l.Reserve() {
+	deadline := time.NewTimer(busyWait)
+	defer deadline.Stop()
+	r.queued = true
+	if !sleepCtx(ctx, l.Enter()) {
+		r.claimed()
+		return r.notClaimed(SkipShuttingDown), false
+	}
+	for !l.Reserve() {
+		select {
+		case <-l.Freed():
+		case <-deadline.C:
+			r.claimed()
 			return r.busy(ctx), false
+		case <-ctx.Done():
+			r.claimed()
+			return r.notClaimed(SkipShuttingDown), false
 		}
 	}
 	r.reserved = true
-	sleepCtx(ctx, l.ClaimDelay())
 	return Ran{}, true
+}
+
+// claimed ends the claim's place in the load's queue (nodeload.Load.Leave).
+func (r *run) claimed() {
+	if r.queued {
+		r.queued = false
+		r.deps.Load.Leave()
+	}
 }
 
 // unreserve gives back the place reserve took.
@@ -72,6 +95,13 @@ func (r *run) busy(ctx context.Context) Ran {
 		}
 	}
 	return r.skip(reason, nil, fields...)
+}
+
+// notClaimed tells the job actor that this run's claim is decided (it was
+// not sent) and skips the slot with reason.
+func (r *run) notClaimed(reason string) Ran {
+	r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
+	return r.skip(reason, nil)
 }
 
 // sleepCtx waits d and reports true, or false when ctx ends first.

@@ -38,6 +38,7 @@ type run struct {
 
 	recorded int  // attempt whose run record exists (records.go); 0 = none
 	reserved bool // holds a place in deps.Load (capacity.go)
+	queued   bool // its claim is in deps.Load's queue (capacity.go)
 }
 
 // execute runs the job once and returns what happened: a skip reason, or
@@ -57,7 +58,9 @@ func (r *run) execute(ctx context.Context) Ran {
 		return ran // node at max_parallel (capacity.go)
 	}
 	defer r.unreserve()
-	if ran, ok := r.claim(ctx); !ok {
+	ran, ok := r.claim(ctx)
+	r.claimed()
+	if !ok {
 		return ran
 	}
 	if r.reserved {

@@ -2,10 +2,15 @@
 // node.max_parallel, and orders the nodes' claims by load without
 // coordination: a node delays each claim by an amount that grows with its
 // runs in progress (at most MaxDelay), so that the claims of idle nodes
-// reach Redis first and win.
+// reach Redis first and win. The claims of one burst (many jobs due at the
+// same instant) also get a random place in up to MaxDelay, so that a node
+// that is a little faster than the others does not win whole bursts:
+// Redis runs the commands one connection has sent together before it
+// turns to the next connection.
 package nodeload
 
 import (
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -16,8 +21,15 @@ import (
 const MaxDelay = 20 * time.Millisecond
 
 // PerRun is the claim delay per run in progress when node.max_parallel is
-// unlimited: MaxDelay is reached at 80 runs.
-const PerRun = 250 * time.Microsecond
+// unlimited: MaxDelay is reached at 20 runs.
+const PerRun = time.Millisecond
+
+// PerQueued is the claim delay per claim of this node already queued when
+// a claim enters: the claims of one burst (many jobs due at one instant)
+// leave spread over up to MaxDelay in the order they entered, which is
+// each node's own, so that no node wins a whole burst by being a little
+// faster.
+const PerQueued = 333 * time.Microsecond
 
 // Load is the node's run count. It is a small leaf type shared by every
 // job actor's run goroutines: its methods are safe for concurrent use and
@@ -25,8 +37,10 @@ const PerRun = 250 * time.Microsecond
 type Load struct {
 	max     int // node.max_parallel; 0 = unlimited
 	mu      sync.Mutex
-	held    int // reservations: claims in flight plus runs in progress
-	running int // of them, claims won: runs in progress
+	held    int           // reservations: claims in flight plus runs in progress
+	running int           // of them, claims won: runs in progress
+	queued  int           // claims between Enter and Leave (waiting out their delay, or in flight)
+	freed   chan struct{} // closed (and replaced) by the next Release
 	gauge   prometheus.Gauge
 }
 
@@ -34,7 +48,7 @@ type Load struct {
 // progress (0 = unlimited). reg receives cronlock_node_runs_in_progress
 // (nil = not registered).
 func New(maxParallel int, reg prometheus.Registerer) *Load {
-	l := &Load{max: max(maxParallel, 0), gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+	l := &Load{max: max(maxParallel, 0), freed: make(chan struct{}), gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "cronlock_node_runs_in_progress",
 		Help: "Runs in progress on this node (claims won, not yet released), all jobs together."})}
 	if reg != nil {
@@ -60,6 +74,14 @@ func (l *Load) Reserve() bool {
 	return true
 }
 
+// Freed returns a channel that is closed by the next Release: a caller
+// that Reserve refused waits on it, then tries again.
+func (l *Load) Freed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.freed
+}
+
 // Won marks a reservation whose claim was won: a run in progress until its
 // Release.
 func (l *Load) Won() {
@@ -70,10 +92,13 @@ func (l *Load) Won() {
 }
 
 // Release gives back a reservation; won says whether Won was called for it.
+// It wakes every Freed waiter.
 func (l *Load) Release(won bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.held--
+	close(l.freed)
+	l.freed = make(chan struct{})
 	if won {
 		l.running--
 		l.gauge.Set(float64(l.running))
@@ -87,14 +112,29 @@ func (l *Load) InProgress() int {
 	return l.running
 }
 
-// ClaimDelay is how long to wait before sending a claim: 0 on an idle
-// node, growing with the runs in progress to MaxDelay, which it reaches at
-// max_parallel runs (or at MaxDelay/PerRun = 80 runs when unlimited). Claims
-// in flight do not count: every node has the same ones for a slot.
-func (l *Load) ClaimDelay() time.Duration {
-	n := l.InProgress()
+// Enter queues a claim and returns how long to wait before sending it: 0
+// on an idle node, growing with the runs in progress (PerRun each, or
+// MaxDelay/max_parallel each with a limit) and with the claims already
+// queued (PerQueued each), at most MaxDelay. Each Enter must be followed
+// by one Leave once the claim has its answer (or is not sent).
+func (l *Load) Enter() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	per := PerRun
 	if l.max > 0 {
-		return min(MaxDelay, MaxDelay*time.Duration(n)/time.Duration(l.max))
+		per = MaxDelay / time.Duration(l.max)
 	}
-	return min(MaxDelay, PerRun*time.Duration(n))
+	d := per * time.Duration(l.running)
+	if l.queued > 0 { // a random place among the claims queued before it
+		d += rand.N(PerQueued*time.Duration(l.queued) + 1)
+	}
+	l.queued++
+	return min(MaxDelay, d)
+}
+
+// Leave ends what Enter began.
+func (l *Load) Leave() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.queued--
 }

@@ -45,30 +45,38 @@ func TestLoad_MaxParallel(t *testing.T) {
 	}
 }
 
-// TestLoad_ClaimDelay grows with the runs in progress (claims won), not
-// with claims in flight, up to MaxDelay; the gauge counts the runs.
-func TestLoad_ClaimDelay(t *testing.T) {
+// TestLoad_Enter: the claim delay grows with the runs in progress (claims
+// won) and, at random up to PerQueued each, with the claims queued before
+// it, never past MaxDelay; the gauge counts the runs.
+func TestLoad_Enter(t *testing.T) {
 	tests := []struct {
-		max, running, inFlight int
-		want                   time.Duration
+		max, running, queued int
+		lo, hi               time.Duration
 	}{
-		{0, 0, 5, 0},
-		{0, 4, 0, 1 * time.Millisecond},
-		{0, 80, 0, MaxDelay},
-		{0, 200, 0, MaxDelay},
-		{20, 10, 3, 10 * time.Millisecond},
-		{20, 20, 0, MaxDelay},
+		{0, 0, 0, 0, 0},
+		{0, 4, 0, 4 * time.Millisecond, 4 * time.Millisecond},
+		{0, 20, 0, MaxDelay, MaxDelay},
+		{0, 200, 0, MaxDelay, MaxDelay},
+		{0, 0, 30, 0, 30 * PerQueued},
+		{0, 10, 30, 10 * time.Millisecond, MaxDelay},
+		{20, 10, 0, 10 * time.Millisecond, 10 * time.Millisecond},
+		{40, 40, 0, MaxDelay, MaxDelay},
 	}
 	for _, tt := range tests {
 		l := New(tt.max, nil)
-		for range tt.running + tt.inFlight {
-			l.Reserve()
-		}
 		for range tt.running {
+			l.Reserve()
 			l.Won()
 		}
-		if got := l.ClaimDelay(); got != tt.want {
-			t.Errorf("max %d, %d running, %d in flight: delay %v, want %v", tt.max, tt.running, tt.inFlight, got, tt.want)
+		for range tt.queued {
+			l.Enter()
+		}
+		for range 50 { // the random part: every draw within bounds
+			d := l.Enter()
+			l.Leave()
+			if d < tt.lo || d > tt.hi {
+				t.Fatalf("max %d, %d running, %d queued: delay %v, want in [%v, %v]", tt.max, tt.running, tt.queued, d, tt.lo, tt.hi)
+			}
 		}
 		if got := testutil.ToFloat64(l.gauge); got != float64(tt.running) {
 			t.Errorf("gauge %v, want %d", got, tt.running)
@@ -80,5 +88,18 @@ func TestLoad_ClaimDelay(t *testing.T) {
 	l.Release(true)
 	if l.InProgress() != 0 || testutil.ToFloat64(l.gauge) != 0 {
 		t.Errorf("after the release: %d in progress, gauge %v; want 0", l.InProgress(), testutil.ToFloat64(l.gauge))
+	}
+	select {
+	case <-l.Freed():
+		t.Error("Freed closed before the next Release")
+	default:
+	}
+	freed := l.Freed()
+	l.Reserve()
+	l.Release(false)
+	select {
+	case <-freed:
+	default:
+		t.Error("Freed not closed by Release")
 	}
 }

@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// TestSpread_LoadOrderedClaims is issue 13, "What it must show" 4 (12 s
+// of it, to fit make test): 3 nodes with node.max_parallel 20, 60 jobs
+// every second that each run 2 s. Every slot runs exactly once or is
+// skipped with a reason (overlap: the job's previous run still holds its
+// lease; node_busy: every node not running the job was at its limit); no node runs more than
+// 40% of the runs (the claim delay grows with a node's runs in progress,
+// so idle nodes win); no node ever has more than 20 runs in progress.
+func TestSpread_LoadOrderedClaims(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ledger := filepath.Join(t.TempDir(), "ledger")
+	const jobs, maxParallel = 60, 20
+	var list []map[string]any
+	for i := range jobs {
+		list = append(list, map[string]any{"name": fmt.Sprintf("s%02d", i), "schedule": "* * * * * *", "timeout": "10s",
+			"command": `sleep 2; echo "$CRONLOCK_JOB $CRONLOCK_SCHEDULED_TIME $CRONLOCK_NODE_ID" >> ` + shellQuote(ledger)})
+	}
+	cfg := redisConfig(srv.Addr(), list...)
+	cfg["node"] = map[string]any{"shutdown_timeout": "10s", "max_parallel": maxParallel}
+	cfg["log"] = map[string]any{"level": "info"}
+	nodes, firstReady := startCluster(t, writeConfig(t, cfg), 0, "n1", "n2", "n3")
+	time.Sleep(12 * time.Second) // the cluster runs for a fixed span: that is the test
+	stopAt := time.Now()
+	stopAll(t, 20*time.Second, nodes...)
+
+	// Who ran what, from the ledger (written by the jobs themselves).
+	ran := map[string]map[int64][]string{}
+	perNode := map[string]int{}
+	for _, f := range ledgerLines(t, ledger) {
+		slot, err := time.Parse(time.RFC3339, f[1])
+		if len(f) != 3 || err != nil {
+			t.Fatalf("ledger line %q", f)
+		}
+		if ran[f[0]] == nil {
+			ran[f[0]] = map[int64][]string{}
+		}
+		ran[f[0]][slot.Unix()] = append(ran[f[0]][slot.Unix()], f[2])
+		perNode[f[2]]++
+	}
+	// Why the others did not run, from the nodes' logs.
+	// A slot is accounted for when it ran, when a claim recorded it as
+	// overlap (the job's previous run held the lease), or when every node
+	// skipped it with a reason of its own: node_busy (at its limit) or
+	// overlap_local (it runs the job's previous slot).
+	overlap, busy, local := map[string]bool{}, map[string]int{}, map[string]int{}
+	var busySlots int
+	for _, n := range nodes {
+		for _, e := range n.Logs() {
+			if e.Msg() != "slot skipped" {
+				continue
+			}
+			k := fmt.Sprintf("%s/%d", e.Str("job"), e.Slot())
+			switch e.Str("reason") {
+			case "overlap":
+				overlap[k] = true
+			case "node_busy":
+				busy[k]++
+			case "overlap_local":
+				local[k]++
+			}
+		}
+	}
+	slots := slotsBetween(ceilSecond(firstReady)+1, stopAt.Unix()-1, 1)
+	total, missed := 0, 0
+	for i := range jobs {
+		job := fmt.Sprintf("s%02d", i)
+		for slot, by := range ran[job] {
+			total += len(by)
+			if len(by) != 1 {
+				t.Errorf("job %s slot %d: ran %d times (nodes %v), want once", job, slot, len(by), by)
+			}
+		}
+		for _, slot := range slots {
+			k := fmt.Sprintf("%s/%d", job, slot)
+			switch {
+			case len(ran[job][slot]) > 0, overlap[k]:
+			case busy[k] > 0 && busy[k]+local[k] == len(nodes):
+				busySlots++
+			default:
+				missed++
+				if missed <= 5 {
+					t.Errorf("job %s slot %d: not run and not accounted for (node_busy on %d nodes, overlap_local on %d)%s",
+						job, slot, busy[k], local[k], describeSlot(nodes, job, slot))
+				}
+			}
+		}
+	}
+	if missed > 0 {
+		t.Errorf("%d slots missed, want 0", missed)
+	}
+	var shares []string
+	for _, n := range nodes {
+		share := float64(perNode[n.name]) / float64(max(total, 1))
+		shares = append(shares, fmt.Sprintf("%s %d (%.0f%%)", n.name, perNode[n.name], 100*share))
+		if share > 0.40 {
+			t.Errorf("%s ran %d of %d runs (%.0f%%), want at most 40%%", n.name, perNode[n.name], total, 100*share)
+		}
+		if peak := peakInProgress(n); peak > maxParallel {
+			t.Errorf("%s had %d runs in progress at once, want at most max_parallel %d", n.name, peak, maxParallel)
+		} else {
+			shares[len(shares)-1] += fmt.Sprintf(", peak %d in progress", peak)
+		}
+	}
+	if total < 150 {
+		t.Errorf("got %d runs in %v, want at least 150 (about 20 a second)", total, 12*time.Second)
+	}
+	t.Logf("%d runs of %d jobs over %d slots; %s; %d slots skipped node_busy (on every node not running the job)", total, jobs, len(slots), strings.Join(shares, "; "), busySlots)
+}
+
+// peakInProgress is the most runs node n had between "run started" and
+// "run finished" at once, from its log (each run's process span, which
+// lies inside the claim-to-release span max_parallel bounds).
+func peakInProgress(n *node) int {
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, e := range n.Logs() {
+		switch e.Msg() {
+		case "run started":
+			edges = append(edges, edge{e.Time(), +1})
+		case "run finished":
+			edges = append(edges, edge{e.Time(), -1})
+		}
+	}
+	slices.SortStableFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta // a finish and a start at the same instant do not overlap
+	})
+	cur, peak := 0, 0
+	for _, e := range edges {
+		cur += e.delta
+		peak = max(peak, cur)
+	}
+	return peak
+}
