@@ -26,7 +26,7 @@ func TestWindow_FiresOnlyInside(t *testing.T) {
 	for _, n := range nodes {
 		n.WaitLog(10*time.Second, ended, func(e logEntry) bool { return e.is(ended, "win") })
 	}
-	time.Sleep(until.Add(1500 * time.Millisecond).Sub(time.Now())) // past active_until: nothing more may run
+	time.Sleep(time.Until(until.Add(1500 * time.Millisecond))) // past active_until: nothing more may run
 	stopAll(t, 15*time.Second, nodes...)
 
 	ran := slotsByJob(readLedger(t, ledger))["win"]
