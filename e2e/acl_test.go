@@ -15,8 +15,8 @@ import (
 // of its prefix only.
 var minimalACL = []string{"on", ">s3cret", "resetkeys", "~cronlock:*", "resetchannels", "-@all",
 	"+hello", "+ping", "+time", "+info", "+config|get", "+evalsha", "+eval", "+script|load",
-	"+hmget", "+hset", "+hincrby", "+hgetall", "+set", "+get", "+del", "+exists", "+pttl", "+pexpire",
-	"+xadd", "+xrevrange"}
+	"+hmget", "+hget", "+hset", "+hincrby", "+hgetall", "+set", "+get", "+del", "+exists", "+pttl", "+pexpire",
+	"+xadd", "+xrevrange", "+scan"}
 
 // TestACL_MinimalUser runs a daemon and the operating commands as a Redis
 // user with exactly minimalACL: slots run, the node is ready, status,
@@ -28,12 +28,17 @@ func TestACL_MinimalUser(t *testing.T) {
 	ledger := newLedger(t)
 	listen := freeAddr(t)
 	cfg := redisConfig(srv.Addr(), map[string]any{"name": "tick", "schedule": "* * * * * *",
-		"command": ledgerCommand(ledger, ""), "catchup_window": "10s"})
+		"command": ledgerCommand(ledger, ""), "catchup_window": "10s"},
+		// a job for a tag no node has: the targeting watcher lists the node records (SCAN)
+		map[string]any{"name": "tagged", "schedule": "0 0 1 1 *", "command": "true", "nodes": []string{"role=none"}})
 	cfg["redis"] = map[string]any{"address": srv.Addr(), "username": "cronlock", "password": "s3cret"}
 	cfg["http"] = map[string]any{"listen": listen}
 	cfgFile := writeConfig(t, cfg)
 	nodes, ready := startNodes(t, cfgFile, nodeSpec{id: "n1"})
 	waitLedgerSlotAfter(t, ledger, "tick", ready.Add(time.Second))
+	nodes[0].WaitLog(15*time.Second, "tagged reported unrunnable", func(e logEntry) bool {
+		return e.Str("job") == "tagged" && strings.HasPrefix(e.Msg(), "job unrunnable")
+	})
 	if code, body := httpGet(t, "http://"+listen+"/readyz"); code != 200 {
 		t.Errorf("/readyz: got %d %q, want 200", code, body)
 	}

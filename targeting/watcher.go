@@ -50,6 +50,7 @@ type Watcher struct {
 	jobs       []config.Job
 	unrunnable map[string]bool // jobs reported unrunnable
 	started    time.Time       // the first SetJobs: nothing is judged before a beat has passed
+	lastErr    string          // the last listing error, "" after a success
 }
 
 // NewWatcher returns the actor; it does no I/O.
@@ -136,14 +137,31 @@ func (w *Watcher) check(ctx context.Context) {
 		recs, err := w.lister.NodeRecords(lctx)
 		cancel()
 		if err != nil {
-			w.log.Debug("node records not read; keeping the last judgement of unrunnable jobs", zap.Error(err))
+			w.listFailed(err)
 			return
+		}
+		if w.lastErr != "" {
+			w.lastErr = ""
+			w.log.Info("node records read again")
 		}
 		nodes = append(nodes, LiveNodes(recs, w.ttl)...)
 	}
 	for _, j := range w.jobs {
 		w.judge(j, nodes)
 	}
+}
+
+// listFailed logs a failed listing: a warning when the error is new (a
+// refused SCAN, e.g. NOPERM, would otherwise hide unrunnable jobs), debug
+// while it repeats (an outage is the health monitor's to report).
+func (w *Watcher) listFailed(err error) {
+	if err.Error() == w.lastErr {
+		w.log.Debug("node records not read; keeping the last judgement of unrunnable jobs", zap.Error(err))
+		return
+	}
+	w.lastErr = err.Error()
+	w.log.Warn("node records not read, so jobs no live node may run cannot be told; keeping the last judgement",
+		zap.Error(err))
 }
 
 // targeted reports whether some job has nodes:.
