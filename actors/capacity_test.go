@@ -56,10 +56,10 @@ func (c *capNode) skip(slot time.Time) (reason string, level zapcore.Level) {
 func TestJob_MaxParallel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := redislock.NewMemory()
-		load1 := nodeload.New(1, nil)
+		load1 := nodeload.New(1, true, nil)
 		a1 := startCapNode(t, "n1", "a", "sleep 10s", mem, load1)
 		b1 := startCapNode(t, "n1", "b", "exit 0", mem, load1)
-		b2 := startCapNode(t, "n2", "b", "exit 0", mem, nodeload.New(0, nil))
+		b2 := startCapNode(t, "n2", "b", "exit 0", mem, nodeload.New(0, true, nil))
 		s := time.Now().Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(s))
 

@@ -35,7 +35,8 @@ const PerQueued = 333 * time.Microsecond
 // job actor's run goroutines: its methods are safe for concurrent use and
 // never block.
 type Load struct {
-	max     int // node.max_parallel; 0 = unlimited
+	max     int  // node.max_parallel; 0 = unlimited
+	ordered bool // claims race other nodes' (Redis backend): delay them
 	mu      sync.Mutex
 	held    int           // reservations: claims in flight plus runs in progress
 	running int           // of them, claims won: runs in progress
@@ -45,10 +46,12 @@ type Load struct {
 }
 
 // New returns the load of a node that may have at most maxParallel runs in
-// progress (0 = unlimited). reg receives cronlock_node_runs_in_progress
-// (nil = not registered).
-func New(maxParallel int, reg prometheus.Registerer) *Load {
-	l := &Load{max: max(maxParallel, 0), freed: make(chan struct{}), gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+// progress (0 = unlimited). ordered turns the claim delay on: claims race
+// other nodes' (the Redis backend); a lone node (memory backend) has no
+// race to order and never waits. reg receives
+// cronlock_node_runs_in_progress (nil = not registered).
+func New(maxParallel int, ordered bool, reg prometheus.Registerer) *Load {
+	l := &Load{max: max(maxParallel, 0), ordered: ordered, freed: make(chan struct{}), gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "cronlock_node_runs_in_progress",
 		Help: "Runs in progress on this node (claims won, not yet released), all jobs together."})}
 	if reg != nil {
@@ -116,19 +119,23 @@ func (l *Load) InProgress() int {
 // on an idle node, growing with the runs in progress (PerRun each, or
 // MaxDelay/max_parallel each with a limit) and with the claims already
 // queued (PerQueued each), at most MaxDelay. Each Enter must be followed
-// by one Leave once the claim has its answer (or is not sent).
+// by one Leave once the claim has its answer (or is not sent). Without
+// ordering (New) it is always 0.
 func (l *Load) Enter() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.queued++
+	if !l.ordered {
+		return 0
+	}
 	per := PerRun
 	if l.max > 0 {
 		per = MaxDelay / time.Duration(l.max)
 	}
 	d := per * time.Duration(l.running)
-	if l.queued > 0 { // a random place among the claims queued before it
-		d += rand.N(PerQueued*time.Duration(l.queued) + 1)
+	if l.queued > 1 { // a random place among the claims queued before it
+		d += rand.N(PerQueued*time.Duration(l.queued-1) + 1)
 	}
-	l.queued++
 	return min(MaxDelay, d)
 }
 

@@ -12,7 +12,7 @@ import (
 // Release makes room, and concurrent reservers never get more than the
 // limit.
 func TestLoad_MaxParallel(t *testing.T) {
-	l := New(3, nil)
+	l := New(3, true, nil)
 	for i := range 3 {
 		if !l.Reserve() {
 			t.Fatalf("reservation %d refused below the limit", i+1)
@@ -26,7 +26,7 @@ func TestLoad_MaxParallel(t *testing.T) {
 		t.Fatal("reservation refused after a release")
 	}
 
-	l = New(20, nil)
+	l = New(20, true, nil)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	got := 0
@@ -63,7 +63,7 @@ func TestLoad_Enter(t *testing.T) {
 		{40, 40, 0, MaxDelay, MaxDelay},
 	}
 	for _, tt := range tests {
-		l := New(tt.max, nil)
+		l := New(tt.max, true, nil)
 		for range tt.running {
 			l.Reserve()
 			l.Won()
@@ -82,7 +82,16 @@ func TestLoad_Enter(t *testing.T) {
 			t.Errorf("gauge %v, want %d", got, tt.running)
 		}
 	}
-	l := New(0, nil)
+	lone := New(0, false, nil)
+	for range 30 {
+		lone.Reserve()
+		lone.Won()
+		lone.Enter()
+	}
+	if d := lone.Enter(); d != 0 {
+		t.Errorf("unordered (memory backend) with 30 runs and 30 queued: delay %v, want 0", d)
+	}
+	l := New(0, true, nil)
 	l.Reserve()
 	l.Won()
 	l.Release(true)
