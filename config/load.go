@@ -376,7 +376,7 @@ func checkTree(in map[string]any, prefix string, d *decoder, out map[string]any)
 				}
 			} else if l, ok := val.([]any); ok {
 				val = expandList(d, full, l)
-			} else {
+			} else if isMapKey(full) {
 				checkMapKeyCase(d.probs, full, val) // node.tags
 			}
 			out[k] = val

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 )
@@ -65,6 +66,16 @@ func checkTag(p *problems, path, key, val string) bool {
 		return false
 	}
 	return true
+}
+
+// isMapKey reports whether key (e.g. "node.tags") takes a mapping.
+func isMapKey(key string) bool {
+	for _, k := range keyTable {
+		if k.key == key {
+			return k.typ.Kind() == reflect.Map
+		}
+	}
+	return false
 }
 
 // checkMapKeyCase reports the keys of a mapping value (node.tags) that are

@@ -40,6 +40,7 @@ func TestValidate_NodeTargeting(t *testing.T) {
 		{"selector without =", job("  nodes: [db]\n"), nil, `jobs[0] "j": nodes[0]: "db" is not key=value; write e.g. "role=db"`},
 		{"selector key upper case", job("  nodes: [Role=db]\n"), nil, `jobs[0] "j": nodes[0]: "Role=db" is not a valid tag`},
 		{"selector key twice", job("  nodes: [role=db, role=web]\n"), nil, `jobs[0] "j": nodes[1]: key "role" is also given in nodes[0]; a node has one value per key`},
+		{"mapping for a string key", "node: {id: {A: 1}}\n", nil, `node.id: want a string`},
 		{"max_parallel negative", "node: {max_parallel: -1}\n", nil, `node.max_parallel: -1 is negative; use 0 for no limit`},
 		{"nodes not a list", job("  nodes: role=db\n"), nil, `jobs[0] "j": nodes: want a list, got the string "role=db"; write ["role=db"]`},
 	}
@@ -48,6 +49,9 @@ func TestValidate_NodeTargeting(t *testing.T) {
 		var ve *ValidationError
 		if !errors.As(err, &ve) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: got %v, want a problem containing %q", tt.name, err, tt.want)
+		}
+		if tt.name == "mapping for a string key" && strings.Contains(err.Error(), "lower case") {
+			t.Errorf("%s: got %v, want no tag-key problem outside node.tags", tt.name, err)
 		}
 	}
 }
