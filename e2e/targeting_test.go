@@ -31,14 +31,24 @@ func TestTargeting_OnlyTaggedNodeRuns(t *testing.T) {
 	for _, n := range nodes {
 		waitEngineRunning(n)
 	}
-	time.Sleep(4 * time.Second) // the db node runs the job for a while
-	if mfs := scrape(t, listen["web1"]); metricValue(mfs, "cronlock_job_unrunnable", "job", "dbjob") != 0 || mfs["cronlock_job_unrunnable"] == nil {
-		t.Errorf("db node live: web1 exports cronlock_job_unrunnable{job=\"dbjob\"} %v, want 0", metricValue(mfs, "cronlock_job_unrunnable", "job", "dbjob"))
+	// The db node runs the job for a while, past the watchers' first
+	// judgement (one 5 s beat after the start): its record carries its tags.
+	time.Sleep(6 * time.Second)
+	const msg = "job unrunnable: no live node's node.tags match its nodes:, so its slots are not run; start a node with these tags or change the job's nodes:"
+	for _, id := range []string{"web1", "web2"} {
+		if mfs := scrape(t, listen[id]); metricValue(mfs, "cronlock_job_unrunnable", "job", "dbjob") != 0 || mfs["cronlock_job_unrunnable"] == nil {
+			t.Errorf("db node live: %s exports cronlock_job_unrunnable{job=\"dbjob\"} %v, want 0", id, metricValue(mfs, "cronlock_job_unrunnable", "job", "dbjob"))
+		}
+	}
+	for _, n := range []*node{web1, web2} {
+		for _, e := range n.Logs() {
+			if e.is(msg, "dbjob") {
+				t.Errorf("%s reported dbjob unrunnable while the db node was live", n.name)
+			}
+		}
 	}
 	stopAll(t, 15*time.Second, db)
 	stopped := time.Now()
-
-	const msg = "job unrunnable: no live node's node.tags match its nodes:, so its slots are not run; start a node with these tags or change the job's nodes:"
 	for _, n := range []*node{web1, web2} {
 		e := n.WaitLog(15*time.Second, msg, func(e logEntry) bool { return e.is(msg, "dbjob") })
 		if e.Str("level") != "error" {
@@ -64,7 +74,7 @@ func TestTargeting_OnlyTaggedNodeRuns(t *testing.T) {
 
 	runs := readLedger(t, ledger)
 	if len(runs) < 3 {
-		t.Errorf("got %d runs, want at least 3 (the db node ran for 4 s)", len(runs))
+		t.Errorf("got %d runs, want at least 3 (the db node ran for 6 s)", len(runs))
 	}
 	seen := map[int64]bool{}
 	for _, r := range runs {
