@@ -138,3 +138,28 @@ func TestWatcher_ReportsUnrunnableOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestWatcher_NoListingWhenSelfMatches: when this node matches every job's
+// nodes:, no job can be unrunnable, so the records are not read (no SCAN).
+func TestWatcher_NoListingWhenSelfMatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lister := &fakeLister{}
+		w := NewWatcher(Options{Log: zap.NewNop(), Lister: lister, Self: Node{ID: "db1", Tags: map[string]string{"role": "db"}}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		if err := w.SetJobs(ctx, []config.Job{{Name: "dbjob", Nodes: []string{"role=db"}}, {Name: "any"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		lister.mu.Lock()
+		calls := lister.calls
+		lister.mu.Unlock()
+		if calls != 0 || promtest.Value(t, w.gauge, "cronlock_job_unrunnable", "job", "dbjob") != 0 {
+			t.Errorf("got %d listings, gauge %v; want none and 0", calls, promtest.Value(t, w.gauge, "cronlock_job_unrunnable", "job", "dbjob"))
+		}
+		cancel()
+		<-done
+	})
+}

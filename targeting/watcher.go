@@ -125,14 +125,14 @@ func (w *Watcher) setJobs(jobs []config.Job) {
 	w.jobs = jobs
 }
 
-// check lists the live nodes (only when some job has nodes:) and judges
-// every job.
+// check lists the live nodes (only when some job has a nodes: this node
+// does not match) and judges every job.
 func (w *Watcher) check(ctx context.Context) {
-	if w.started.IsZero() || time.Since(w.started) < w.every/2 || !w.targeted() {
+	if w.started.IsZero() || time.Since(w.started) < w.every/2 {
 		return
 	}
 	nodes := []Node{w.self}
-	if w.lister != nil {
+	if w.lister != nil && w.targeted() {
 		lctx, cancel := context.WithTimeout(ctx, listTimeout)
 		recs, err := w.lister.NodeRecords(lctx)
 		cancel()
@@ -164,10 +164,12 @@ func (w *Watcher) listFailed(err error) {
 		zap.Error(err))
 }
 
-// targeted reports whether some job has nodes:.
+// targeted reports whether some job has a nodes: that this node does not
+// match: only then can a job be unrunnable (this node is live), and only
+// then are the records read.
 func (w *Watcher) targeted() bool {
 	for _, j := range w.jobs {
-		if len(j.Nodes) > 0 {
+		if !Matches(j.Nodes, w.self.Tags) {
 			return true
 		}
 	}
