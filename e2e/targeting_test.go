@@ -95,3 +95,31 @@ func TestTargeting_OnlyTaggedNodeRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestTargeting_KilledNodeReportedWithinTTL: a tagged node that is killed
+// leaves its heartbeat record behind; the other node stops counting it 10 s
+// after its last heartbeat and reports the job unrunnable within one
+// heartbeat TTL (15 s) of the kill.
+func TestTargeting_KilledNodeReportedWithinTTL(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	job := map[string]any{"name": "dbjob", "schedule": "0 0 1 1 *", "command": "true", "nodes": []string{"role=db"}}
+	cfg := writeConfig(t, redisConfig(srv.Addr(), job))
+	db := startNode(t, cfg, withNodeID("db1"), withEnv("CRONLOCK_NODE_TAGS=role=db"))
+	web := startNode(t, cfg, withNodeID("web1"))
+	waitEngineRunning(web)
+	db.WaitLog(10*time.Second, "first heartbeat", heartbeatWritten)
+	db.Kill()
+	killed := time.Now()
+	const msg = "job unrunnable: no live node's node.tags match its nodes:, so its slots are not run; start a node with these tags or change the job's nodes:"
+	e := web.WaitLog(17*time.Second, msg, func(e logEntry) bool { return e.is(msg, "dbjob") })
+	after := e.Time().Sub(killed)
+	t.Logf("web1 reported dbjob unrunnable %v after the db node was killed", after.Round(10*time.Millisecond))
+	if after > 15*time.Second {
+		t.Errorf("reported %v after the kill, want within the heartbeat TTL, 15 s", after)
+	}
+	if after < 5*time.Second {
+		t.Errorf("reported %v after the kill, want not before the record is 10 s old (the killed node's last beat was at most 5 s before)", after)
+	}
+	stopAll(t, 10*time.Second, web)
+}
