@@ -31,6 +31,7 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 		p.err(path("node.state_dir"), "%q is not an absolute path; e.g. /var/lib/cronlock", cfg.Node.StateDir)
 	}
 	resolveNodeID(&cfg.Node, p, opts, path)
+	checkHeartbeat(cfg.Node.HeartbeatInterval, p, path("node.heartbeat_interval"))
 	oneOf(p, path("lock.backend"), cfg.Lock.Backend, "redis", "memory")
 	oneOf(p, path("log.level"), cfg.Log.Level, "debug", "info", "warn", "error")
 	if cfg.Log.Format != "" {

@@ -48,6 +48,10 @@ type Node struct {
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 	// MaxClockSkew: |local clock − Redis TIME| above it is warned about (2s).
 	MaxClockSkew time.Duration `mapstructure:"max_clock_skew"`
+	// HeartbeatInterval is how often the node rewrites its heartbeat record
+	// in Redis (package registry; default 5s, 100ms..1m). The record counts
+	// as live for 3 intervals (its TTL).
+	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
 	// StateDir holds what the node keeps across its restarts (package
 	// statedir). After Load it is never empty: the configured absolute
 	// path, else $STATE_DIRECTORY (systemd StateDirectory=), else

@@ -270,3 +270,17 @@ func oneOf(p *problems, path, val string, allowed ...string) {
 	}
 	p.err(path, "unknown value %q; want one of %s", val, strings.Join(allowed, ", "))
 }
+
+// Bounds of node.heartbeat_interval: below 100ms the beats load Redis for
+// nothing; above 1m a dead node stays listed as live for minutes.
+const (
+	minHeartbeat = 100 * time.Millisecond
+	maxHeartbeat = time.Minute
+)
+
+// checkHeartbeat checks node.heartbeat_interval.
+func checkHeartbeat(d time.Duration, p *problems, path string) {
+	if d < minHeartbeat || d > maxHeartbeat {
+		p.err(path, "%v is outside %v..%v; e.g. 5s (the default)", d, minHeartbeat, maxHeartbeat)
+	}
+}

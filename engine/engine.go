@@ -114,10 +114,10 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.backend = b
-	if e.node, err = newRegistry(cfg.Node.ID, b, opts, e.reg); err != nil {
+	e.metrics = actors.NewMetrics(e.reg)
+	if e.node, err = newRegistry(cfg, b, opts, e.reg, e.metrics.Running); err != nil {
 		return nil, err
 	}
-	e.metrics = actors.NewMetrics(e.reg)
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
 	environ := actors.JobEnviron(opts.Environ, cfg.SecretEnv...) // what runs and hooks inherit
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, environ, opts.Start, e.kill, e.killNow)

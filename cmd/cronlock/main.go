@@ -53,6 +53,7 @@ func subcommands() map[string]subcommand {
 		"next":       runNext,
 		"status":     runStatus,
 		"history":    runHistory,
+		"nodes":      runNodes,
 		"run":        runManual,
 		"pause":      runPause,
 		"resume":     runResume,

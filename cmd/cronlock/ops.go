@@ -96,9 +96,10 @@ func (f *opsFlags) oneJob() int {
 type opsSession struct {
 	cfg     *config.Config
 	backend opsBackend
-	kind    string        // "redis" | "memory"
-	state   *statedir.Dir // the memory backend's state directory, when used
-	note    string        // why the memory backend is not the daemon's, "" when it is
+	kind    string           // "redis" | "memory"
+	state   *statedir.Dir    // the memory backend's state directory, when used
+	note    string           // why the memory backend is not the daemon's, "" when it is
+	redis   *redislock.Redis // the backend when kind is "redis"
 }
 
 // openOps loads path with -validate leniency (as `next` does), printing
@@ -130,7 +131,7 @@ func openOps(op, path string, allowMemory bool, env *runEnv) (*opsSession, int, 
 	if err != nil {
 		return nil, 1, fmt.Errorf("redis client: %w", err)
 	}
-	return &opsSession{cfg: cfg, backend: r, kind: "redis"}, 0, nil
+	return &opsSession{cfg: cfg, backend: r, kind: "redis", redis: r}, 0, nil
 }
 
 // job returns the configured job named name, or an error naming it and
