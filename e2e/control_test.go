@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,4 +114,96 @@ func TestControl_KilledNodeGoneWithinTTL(t *testing.T) {
 	if s := readNodes(t, cfg).states(); len(s) != 0 {
 		t.Errorf("after a clean stop of k1 and k3: nodes %v, want none (a clean stop deletes the record)", s)
 	}
+}
+
+// driftNamed reports whether e is a drift warning whose added, removed and
+// changed jobs together are exactly jobs.
+func driftNamed(e logEntry, jobs ...string) bool {
+	if !strings.HasPrefix(e.Msg(), "config drift: this node's") || e.Str("level") != "warn" {
+		return false
+	}
+	var named []string
+	for _, k := range []string{"added", "removed", "changed"} {
+		l, _ := e[k].([]any)
+		for _, x := range l {
+			s, _ := x.(string)
+			named = append(named, s)
+		}
+	}
+	if len(named) != len(jobs) {
+		return false
+	}
+	for _, j := range jobs {
+		if !strings.Contains(" "+strings.Join(named, " ")+" ", " "+j+" ") {
+			return false
+		}
+	}
+	return true
+}
+
+// metricLine reports whether the node's /metrics has exactly line.
+func metricLine(t *testing.T, listen, line string) bool {
+	_, body := httpGet(t, "http://"+listen+"/metrics")
+	return strings.Contains(body, "\n"+line+"\n")
+}
+
+// TestControl_ConfigDrift is issue 12, "What it must show" 1: three
+// daemons, d2 with an extra job and d3 with a changed schedule. `cronlock
+// nodes` lists three live nodes and names both jobs; every node logs the
+// drift naming the two jobs; cronlock_config_drift is 1 on all three;
+// after a SIGHUP that aligns the configs it is 0 on all three and each
+// logs that the drift is over.
+func TestControl_ConfigDrift(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	base := []map[string]any{
+		{"name": "backup", "schedule": "0 3 * * *", "command": "true"},
+		{"name": "report", "schedule": "0 4 * * *", "command": "true"},
+	}
+	extra := append(append([]map[string]any{}, base...), map[string]any{"name": "extra", "schedule": "0 5 * * *", "command": "true"})
+	changed := []map[string]any{base[0], {"name": "report", "schedule": "30 4 * * *", "command": "true"}}
+	cfgs := []string{writeConfig(t, controlConfig(srv.Addr(), base...)), writeConfig(t, controlConfig(srv.Addr(), extra...)),
+		writeConfig(t, controlConfig(srv.Addr(), changed...))}
+	var nodes []*node
+	var listen []string
+	for i, cfg := range cfgs {
+		l := freeAddr(t)
+		n := startNode(t, cfg, withNodeID([]string{"d1", "d2", "d3"}[i]), withEnv("CRONLOCK_HTTP_LISTEN="+l))
+		nodes, listen = append(nodes, n), append(listen, l)
+	}
+	for _, n := range nodes {
+		waitEngineRunning(n)
+	}
+	waitFor(t, 5*time.Second, "three live nodes", func() bool { return len(readNodes(t, cfgs[0]).states()) == 3 })
+	v := readNodes(t, cfgs[0])
+	var drifting []string
+	for _, j := range v.Drift {
+		drifting = append(drifting, j.Job)
+	}
+	if s := v.states(); s["d1"] != "live" || s["d2"] != "live" || s["d3"] != "live" || strings.Join(drifting, ",") != "extra,report" {
+		t.Errorf("cronlock nodes: states %v, drifting jobs %q; want d1..d3 live, extra and report", s, drifting)
+	}
+	out, _, _ := cli(t, cfgs[0], "status")
+	if !strings.Contains(out, "2 configurations on d1, d2, d3") {
+		t.Errorf("cronlock status does not show report's drift:\n%s", out)
+	}
+	for i, n := range nodes {
+		n.WaitLog(5*time.Second, "the drift warning naming extra and report", func(e logEntry) bool { return driftNamed(e, "extra", "report") })
+		waitFor(t, 2*time.Second, "cronlock_config_drift 1", func() bool { return metricLine(t, listen[i], "cronlock_config_drift 1") })
+	}
+	writeConfigAt(t, cfgs[1], controlConfig(srv.Addr(), base...))
+	writeConfigAt(t, cfgs[2], controlConfig(srv.Addr(), base...))
+	for _, n := range nodes[1:] {
+		n.Signal(syscall.SIGHUP)
+	}
+	for i, n := range nodes {
+		n.WaitLog(5*time.Second, "config drift over", func(e logEntry) bool { return strings.HasPrefix(e.Msg(), "config drift over") })
+		if !metricLine(t, listen[i], "cronlock_config_drift 0") {
+			t.Errorf("%s: /metrics has no line \"cronlock_config_drift 0\" after the aligning reload", n.name)
+		}
+	}
+	if v := readNodes(t, cfgs[0]); len(v.Drift) != 0 {
+		t.Errorf("cronlock nodes after the reload: drift %+v, want none", v.Drift)
+	}
+	stopAll(t, 15*time.Second, nodes...)
 }

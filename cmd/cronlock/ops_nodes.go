@@ -137,3 +137,17 @@ func printNodes(env *runEnv, v *clusterView) {
 		fmt.Fprintf(env.stdout, "config drift: %s\n", j)
 	}
 }
+
+// annotate adds the cluster's view of row's job: where it is running and
+// how it drifts.
+func (v *clusterView) annotate(row *statusRow) {
+	row.RunningOn = []string{}
+	for _, n := range v.Nodes {
+		if n.State == "live" && n.Running[row.Job] > 0 {
+			row.RunningOn = append(row.RunningOn, n.NodeID)
+		}
+	}
+	if j, ok := v.byJob[row.Job]; ok {
+		row.Drift = &j
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/drift"
 )
 
 // tableTime is how the status table shows instants: in the job's zone with
@@ -32,8 +33,14 @@ type statusRow struct {
 	Paused      bool        `json:"paused"`
 	Fence       int64       `json:"fence"` // last fencing token handed out
 	Slot        int64       `json:"slot"`  // last claimed or skipped slot, Unix seconds
-	loc         *time.Location
-	next        time.Time
+	// RunningOn are the live nodes with a run of the job in progress, by
+	// their heartbeat records (sorted).
+	RunningOn []string `json:"running_on"`
+	// Drift is how the job differs between the live nodes; null when it is
+	// configured alike on all of them.
+	Drift *drift.Job `json:"drift"`
+	loc   *time.Location
+	next  time.Time
 }
 
 // historyRow is one run in `cronlock history -json` (and the last run in
@@ -90,12 +97,17 @@ func runStatus(ctx context.Context, args []string, env *runEnv) int {
 		return opsFail(env, "status", 1, err)
 	}
 	now := time.Now()
+	cluster, err := s.readCluster(ctx, now)
+	if err != nil {
+		return opsFail(env, "status", 1, s.redisHint(err))
+	}
 	rows := make([]statusRow, 0, len(jobs))
 	for _, j := range jobs {
 		row, err := s.status(ctx, j, now)
 		if err != nil {
 			return opsFail(env, "status", 1, s.redisHint(err))
 		}
+		cluster.annotate(&row)
 		rows = append(rows, row)
 	}
 	if *asJSON {
@@ -149,7 +161,7 @@ func (s *opsSession) status(ctx context.Context, j *config.Job, now time.Time) (
 // printStatusTable prints the status rows as an aligned table.
 func printStatusTable(env *runEnv, rows []statusRow) {
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSCHEDULE\tNEXT FIRE\tLAST RUN\tNODE\tRESULT\tEXIT\tLEASE\tPAUSED\tFENCE\t")
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tNEXT FIRE\tLAST RUN\tNODE\tRESULT\tEXIT\tLEASE\tPAUSED\tFENCE\tDRIFT\t")
 	for _, r := range rows {
 		next := "-"
 		switch {
@@ -171,8 +183,12 @@ func printStatusTable(env *runEnv, rows []statusRow) {
 		if r.Paused {
 			paused = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.Job, r.Schedule, next, last, node, result,
-			exit, lease, paused, r.Fence)
+		driftText := "-"
+		if r.Drift != nil {
+			driftText = strings.TrimPrefix(r.Drift.String(), r.Job+": ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", r.Job, r.Schedule, next, last, node, result,
+			exit, lease, paused, r.Fence, driftText)
 	}
 	_ = tw.Flush()
 }
