@@ -202,8 +202,86 @@ func TestControl_ConfigDrift(t *testing.T) {
 			t.Errorf("%s: /metrics has no line \"cronlock_config_drift 0\" after the aligning reload", n.name)
 		}
 	}
-	if v := readNodes(t, cfgs[0]); len(v.Drift) != 0 {
+	v = readNodes(t, cfgs[0])
+	if len(v.Drift) != 0 {
 		t.Errorf("cronlock nodes after the reload: drift %+v, want none", v.Drift)
+	}
+	// d3's reload is in report's audit trail, with report's new hash.
+	out, _, _ = cli(t, cfgs[0], "history", "report", "-events", "-json")
+	var evs []struct {
+		Type, Node string
+		ConfigHash string `json:"config_hash"`
+	}
+	if err := json.Unmarshal([]byte(out), &evs); err != nil || len(evs) != 1 || evs[0].Type != "reload" || evs[0].Node != "d3" ||
+		evs[0].ConfigHash != v.Nodes[0].Jobs["report"] {
+		t.Errorf("history report -events: %v\n%s\nwant one reload by d3 with hash %s", err, out, v.Nodes[0].Jobs["report"])
+	}
+	stopAll(t, 15*time.Second, nodes...)
+}
+
+// TestControl_PauseForLiftsItself is issue 12, "What it must show" 3:
+// `cronlock pause tick -for 3s -note "db migration"` on a three-node
+// cluster running a per-second job. No node runs a slot of the pause
+// (each is skipped as paused by the node whose claim came first, the
+// others find it claimed); status shows the note and the end; the job
+// runs again by itself after 3 s; `history -events` shows the pause (who,
+// note, end) and the auto-resume at its end.
+func TestControl_PauseForLiftsItself(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ledger := newLedger(t)
+	cfg := writeConfig(t, controlConfig(srv.Addr(), map[string]any{"name": "tick", "schedule": "* * * * * *",
+		"command": ledgerCommand(ledger, "")}))
+	nodes, ready := startNodes(t, cfg, nodeSpec{id: "p1"}, nodeSpec{id: "p2"}, nodeSpec{id: "p3"})
+	waitLedgerSlotAfter(t, ledger, "tick", ready)
+	out, errs, code := cli(t, cfg, "pause", "tick", "-for", "3s", "-note", "db migration")
+	paused := time.Now()
+	if code != 0 || !strings.Contains(out, ": db migration") {
+		t.Fatalf("pause: exit %d, %q %q", code, out, errs)
+	}
+	st, _, _ := cli(t, cfg, "status", "-json")
+	var rows []struct {
+		Paused bool `json:"paused"`
+		Pause  *struct {
+			By    string    `json:"by"`
+			Note  string    `json:"note"`
+			Until time.Time `json:"until"`
+		} `json:"pause"`
+	}
+	if err := json.Unmarshal([]byte(st), &rows); err != nil || len(rows) != 1 || !rows[0].Paused || rows[0].Pause == nil ||
+		rows[0].Pause.Note != "db migration" || rows[0].Pause.Until.Sub(paused) > 3*time.Second || !strings.Contains(rows[0].Pause.By, "@") {
+		t.Errorf("status -json while paused: %v %s; want paused by user@host with the note and an end 3 s on", err, st)
+	}
+	// The first slot whose claim comes after the pause to the last one before its end.
+	first, last := paused.Unix()+1, paused.Add(3*time.Second).Unix()-1
+	waitLedgerSlotAfter(t, ledger, "tick", paused.Add(3*time.Second))
+	for _, r := range readLedger(t, ledger) {
+		if r.Slot >= first && r.Slot <= last {
+			t.Errorf("slot %d ran on %s during the pause", r.Slot, r.Node)
+		}
+	}
+	for s := first; s <= last; s++ {
+		skipped := 0
+		for _, n := range nodes {
+			for _, e := range logsOf(n, "slot skipped", "tick") {
+				if e.Slot() == s && e.Str("reason") == "paused" {
+					skipped++
+				}
+			}
+		}
+		if skipped != 1 {
+			t.Errorf("slot %d: skipped as paused by %d nodes, want 1 (the others find it claimed)", s, skipped)
+		}
+	}
+	ev, _, code := cli(t, cfg, "history", "tick", "-events", "-json")
+	var evs []struct {
+		Type, By, Note string
+		Until          time.Time
+		Auto           bool
+	}
+	if err := json.Unmarshal([]byte(ev), &evs); code != 0 || err != nil || len(evs) != 2 || evs[0].Type != "auto_resume" || !evs[0].Auto ||
+		evs[1].Type != "pause" || evs[1].Note != "db migration" || evs[1].Until.IsZero() {
+		t.Errorf("history -events: exit %d, %v\n%s\nwant auto_resume, then the pause with its note and end", code, err, ev)
 	}
 	stopAll(t, 15*time.Second, nodes...)
 }

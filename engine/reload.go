@@ -32,11 +32,13 @@ func (e *Engine) reload(ctx context.Context) {
 		e.log.Error("reload interrupted", zap.Error(err))
 		return
 	}
+	before := e.jobHashes()
 	e.cfg.Jobs = cfg.Jobs
 	e.health.setJobs(cfg.Jobs)
 	e.noteKillGrace(cfg.Jobs)
 	hashes := config.JobHashes(cfg.Jobs)
 	hash := config.ConfigHash(hashes)
+	e.recordReload(ctx, before, hashes)
 	if e.node != nil {
 		if err := e.node.SetJobs(ctx, hashes, hash); err != nil {
 			e.log.Error("reload: the heartbeat record keeps the previous job hashes", zap.Error(err))

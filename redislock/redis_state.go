@@ -11,8 +11,8 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// State reads the job's state hash, pause flag and lease in one pipelined
-// round trip (HGETALL, EXISTS, GET, PTTL; not atomic, so a lease expiring in
+// State reads the job's state hash, pause key and lease in one pipelined
+// round trip (HGETALL, GET, GET, PTTL; not atomic, so a lease expiring in
 // between shows a holder with LeaseTTL 0).
 func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	ctx, cancel := r.call(ctx)
@@ -20,7 +20,7 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	lease := r.key("job", job)
 	res := r.c.DoMulti(ctx,
 		r.c.B().Hgetall().Key(r.key("state", job)).Build(),
-		r.c.B().Exists().Key(r.key("paused", job)).Build(),
+		r.c.B().Get().Key(r.key("paused", job)).Build(),
 		r.c.B().Get().Key(lease).Build(),
 		r.c.B().Pttl().Key(lease).Build(),
 	)
@@ -28,9 +28,9 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	if err != nil {
 		return JobState{}, fmt.Errorf("state %q: %w", job, err)
 	}
-	paused, err := res[1].AsInt64()
-	if err != nil {
-		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+	paused, perr := res[1].ToString()
+	if perr != nil && !rueidis.IsRedisNil(perr) {
+		return JobState{}, fmt.Errorf("state %q: %w", job, perr)
 	}
 	holder, err := res[2].ToString()
 	if err != nil && !rueidis.IsRedisNil(err) {
@@ -40,7 +40,11 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	if err != nil {
 		return JobState{}, fmt.Errorf("state %q: %w", job, err)
 	}
-	st := JobState{Paused: paused == 1, LeaseHolder: holder}
+	st := JobState{Paused: perr == nil, LeaseHolder: holder}
+	if st.Paused {
+		p := decodePause(paused)
+		st.Pause = &p
+	}
 	if pttl > 0 {
 		st.LeaseTTL = time.Duration(pttl) * time.Millisecond
 	}

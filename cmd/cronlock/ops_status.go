@@ -12,6 +12,7 @@ import (
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/drift"
+	"github.com/cronlock/cronlock/redislock"
 )
 
 // tableTime is how the status table shows instants: in the job's zone with
@@ -31,8 +32,11 @@ type statusRow struct {
 	LeaseHolder string      `json:"lease_holder"`
 	LeaseTTLMs  int64       `json:"lease_ttl_ms"` // remaining lease time
 	Paused      bool        `json:"paused"`
-	Fence       int64       `json:"fence"` // last fencing token handed out
-	Slot        int64       `json:"slot"`  // last claimed or skipped slot, Unix seconds
+	// Pause is who paused the job, when, why and until; null when not
+	// paused.
+	Pause *redislock.Pause `json:"pause"`
+	Fence int64            `json:"fence"` // last fencing token handed out
+	Slot  int64            `json:"slot"`  // last claimed or skipped slot, Unix seconds
 	// RunningOn are the live nodes with a run of the job in progress, by
 	// their heartbeat records (sorted).
 	RunningOn []string `json:"running_on"`
@@ -146,7 +150,7 @@ func (s *opsSession) status(ctx context.Context, j *config.Job, now time.Time) (
 		return statusRow{}, err
 	}
 	row := statusRow{Job: j.Name, Schedule: j.Schedule, Timezone: j.Location.String(), Enabled: j.Enabled,
-		LeaseHolder: st.LeaseHolder, LeaseTTLMs: st.LeaseTTL.Milliseconds(), Paused: st.Paused,
+		LeaseHolder: st.LeaseHolder, LeaseTTLMs: st.LeaseTTL.Milliseconds(), Paused: st.Paused, Pause: st.Pause,
 		Fence: st.Fence, Slot: st.Slot, loc: j.Location}
 	if next := j.Sched.Next(now); !next.IsZero() {
 		row.next = next.In(j.Location)
@@ -182,6 +186,12 @@ func printStatusTable(env *runEnv, rows []statusRow) {
 		paused := "no"
 		if r.Paused {
 			paused = "yes"
+			if r.Pause != nil && !r.Pause.Until.IsZero() {
+				paused += ", until " + r.Pause.Until.In(r.loc).Format(tableTime)
+			}
+			if r.Pause != nil && r.Pause.Note != "" {
+				paused += ": " + r.Pause.Note
+			}
 		}
 		driftText := "-"
 		if r.Drift != nil {
@@ -205,8 +215,9 @@ func ownerNode(owner string) string {
 // JOB`: the job's most recent runs, newest first. -json includes each run's
 // output tail. Errors print one line and return 1.
 func runHistory(ctx context.Context, args []string, env *runEnv) int {
-	f := newOpsFlags("history", "[-config FILE] [-n 20] [-json] JOB", env)
-	n := f.fs.Int("n", 20, "number of runs to show (1..1000)")
+	f := newOpsFlags("history", "[-config FILE] [-n 20] [-json] [-events] JOB", env)
+	n := f.fs.Int("n", 20, "number of runs (or events) to show (1..1000)")
+	events := f.fs.Bool("events", false, "show the job's audit trail (pauses, resumes, run requests, reloads) instead of its runs")
 	asJSON := f.fs.Bool("json", false, "print a JSON array (with output tails) instead of a table")
 	if code := f.parse(args); code >= 0 {
 		return code
@@ -227,6 +238,9 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
+	if *events {
+		return s.printEvents(cctx, env, f.args[0], *n, *asJSON)
+	}
 	recs, err := s.backend.History(cctx, f.args[0], *n)
 	if err != nil {
 		return opsFail(env, "history", 1, s.redisHint(err))
