@@ -29,9 +29,9 @@ const (
 
 // Pause is the value of a job's pause key.
 type Pause struct {
-	By    string    `json:"by"`              // user@host of the operator
-	At    time.Time `json:"at"`              // when, UTC, by the operator's clock
-	Note  string    `json:"note,omitempty"`  // why
+	By    string    `json:"by"`             // user@host of the operator
+	At    time.Time `json:"at"`             // when, UTC, by the operator's clock
+	Note  string    `json:"note,omitempty"` // why
 	Until time.Time `json:"until,omitzero"` // the pause's end, UTC; zero = until resumed
 }
 
