@@ -13,6 +13,7 @@ import (
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/engine"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/statedir"
@@ -198,24 +199,20 @@ func runPause(ctx context.Context, args []string, env *runEnv) int {
 	if code := f.oneJob(); code >= 0 {
 		return code
 	}
-	now := time.Now().UTC()
-	p := redislock.Pause{By: requester(env), At: now, Note: *note}
-	switch {
-	case *forD != 0 && *until != "":
+	spec := control.PauseSpec{For: *forD, Note: *note}
+	if *forD != 0 && *until != "" {
 		return opsFail(env, "pause", 2, errors.New("-for and -until both set: give one end"))
-	case *forD < 0:
-		return opsFail(env, "pause", 2, fmt.Errorf("-for %v: want a positive duration, e.g. 2h", *forD))
-	case *forD > 0:
-		p.Until = now.Add(*forD)
-	case *until != "":
+	}
+	if *until != "" {
 		t, err := time.Parse(time.RFC3339, *until)
 		if err != nil {
 			return opsFail(env, "pause", 2, fmt.Errorf("-until %q: want RFC 3339, e.g. 2026-12-01T18:00:00Z", *until))
 		}
-		if !t.After(now) {
-			return opsFail(env, "pause", 2, fmt.Errorf("-until %s is not in the future", *until))
-		}
-		p.Until = t.UTC()
+		spec.Until = t
+	}
+	p, err := spec.Pause(requester(env), time.Now())
+	if err != nil {
+		return opsFail(env, "pause", 2, fmt.Errorf("-%w", err))
 	}
 	s, code, err := openOps("pause", f.config, false, env)
 	if s == nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/redis/rueidis"
@@ -65,17 +66,17 @@ func record(t *testing.T, r *redislock.Redis, job, node string, start time.Time,
 	}
 }
 
-func statusJSON(t *testing.T, cfg string) map[string]statusRow {
+func statusJSON(t *testing.T, cfg string) map[string]control.JobStatus {
 	t.Helper()
 	code, out, errs := runCLI(t, nil, "status", "-config", cfg, "-json")
 	if code != 0 {
 		t.Fatalf("status: exit %d, stderr %q", code, errs)
 	}
-	var rows []statusRow
+	var rows []control.JobStatus
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("status -json: %v in %q", err, out)
 	}
-	m := map[string]statusRow{}
+	m := map[string]control.JobStatus{}
 	for _, r := range rows {
 		m[r.Job] = r
 	}
@@ -136,7 +137,7 @@ func TestPauseResume_ShownInStatus(t *testing.T) {
 		t.Errorf("after resume: got paused, want not paused")
 	}
 	code, out, _ = runCLI(t, nil, "history", "-events", "-json", "-config", cfg, "backup")
-	var evs []eventRow
+	var evs []control.Event
 	if err := json.Unmarshal([]byte(out), &evs); code != 0 || err != nil || len(evs) != 2 ||
 		evs[0].Type != "resume" || evs[0].By != "dev@"+host || evs[1].Type != "pause" || evs[1].Note != "db migration" {
 		t.Errorf("history -events: exit %d, %v, %+v; want resume by dev, then pause with the note", code, err, evs)
@@ -160,7 +161,7 @@ func TestHistory_NewestFirstJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("history: exit %d, stderr %q", code, errs)
 	}
-	var rows []historyRow
+	var rows []control.Run
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("history -json: %v in %q", err, out)
 	}

@@ -1,4 +1,4 @@
-package main
+package control
 
 import (
 	"testing"
@@ -20,7 +20,7 @@ func TestWithAutoResumes(t *testing.T) {
 		{Type: "reload", At: at(5), Node: "n1"},    // not a pause change
 		{Type: "pause", At: at(0), Until: at(8)},   // lifted itself at 8 (the reload is no pause change)
 	}
-	rows := withAutoResumes(evs, at(60))
+	rows := WithAutoResumes(evs, at(60))
 	var got []string
 	for _, r := range rows {
 		got = append(got, r.Type+"@"+r.At.Format("04"))
