@@ -92,6 +92,7 @@ func builtinDefaults() map[string]any {
 		"redis.key_prefix":        "cronlock:",
 		"redis.dial_timeout":      5 * time.Second,
 		"log.level":               "info",
+		"http.auth":               AuthWrites,
 	}
 }
 

@@ -50,6 +50,8 @@ var scalarKeys = []struct {
 	{"log.level", "debug", "debug", func(c *Config) any { return c.Log.Level }, "debug", false},
 	{"log.format", "json", "json", func(c *Config) any { return c.Log.Format }, "json", false},
 	{"http.listen", "127.0.0.1:9999", "127.0.0.1:9999", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:9999", false},
+	{"http.token_file", "/env/token", "/env/token", func(c *Config) any { return c.HTTP.TokenFile }, "/env/token", false},
+	{"http.auth", "writes", "writes", func(c *Config) any { return c.HTTP.Auth }, "writes", false},
 }
 
 func TestKeys_DerivedFromStructTags(t *testing.T) {
@@ -77,7 +79,7 @@ func TestKeys_DerivedFromStructTags(t *testing.T) {
 		"redis.":     {"address", "addresses", "username", "password", "db", "key_prefix", "sentinel_master", "tls", "dial_timeout", "allow_eviction"},
 		"redis.tls.": {"enabled", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"},
 		"log.":       {"level", "format"},
-		"http.":      {"listen"},
+		"http.":      {"listen", "token_file", "auth"},
 	}
 	for prefix, want := range children {
 		if got := knownChildren(prefix); !slices.Equal(got, want) {

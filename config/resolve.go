@@ -40,6 +40,7 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 	checkRedis(&cfg.Redis, p, path)
 	checkTLSFiles(cfg.Lock.Backend, cfg.Redis.TLS, p, opts.Purpose, path)
 	checkListen(cfg.HTTP.Listen, p, path("http.listen"))
+	checkAPIAuth(cfg.HTTP, p, opts.Purpose, path)
 }
 
 // checkListen checks http.listen as net.Listen("tcp", l) will read it at

@@ -110,10 +110,23 @@ type Log struct {
 	Format string `mapstructure:"format"` // json|console; "" = console on a terminal, json otherwise
 }
 
-// HTTP configures the metrics and health endpoint.
+// HTTP configures the metrics and health endpoints and the HTTP API
+// (package api).
 type HTTP struct {
 	Listen string `mapstructure:"listen"` // e.g. 127.0.0.1:9464; "" = off
+	// TokenFile holds the API's bearer token (surrounding whitespace
+	// trimmed); "" = no token: the mutating endpoints answer 403.
+	TokenFile string `mapstructure:"token_file"`
+	// Auth is which API requests need the token: "writes" (default: the
+	// mutating ones) or "all".
+	Auth string `mapstructure:"auth"`
 }
+
+// Values of HTTP.Auth.
+const (
+	AuthWrites = "writes"
+	AuthAll    = "all"
+)
 
 // JobFields are the fields a job may set and `defaults:` may give for all
 // jobs. Pointers distinguish "not set" from a zero value so that defaults

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -283,4 +286,35 @@ func checkHeartbeat(d time.Duration, p *problems, path string) {
 	if d < minHeartbeat || d > maxHeartbeat {
 		p.err(path, "%v is outside %v..%v; e.g. 5s (the default)", d, minHeartbeat, maxHeartbeat)
 	}
+}
+
+// checkAPIAuth checks http.auth and http.token_file as the daemon reads
+// them at start (ReadToken).
+func checkAPIAuth(h HTTP, p *problems, purpose Purpose, path func(string) string) {
+	oneOf(p, path("http.auth"), h.Auth, AuthWrites, AuthAll)
+	if h.Auth == AuthAll && h.TokenFile == "" {
+		p.err(path("http.auth"), "%q needs a token: set http.token_file, or use %q", AuthAll, AuthWrites)
+	}
+	if h.TokenFile != "" {
+		_, err := ReadToken(h.TokenFile)
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		hostProblem(p, purpose, path("http.token_file"), msg)
+	}
+}
+
+// ReadToken returns the API token in file, surrounding whitespace
+// trimmed. A file that cannot be read or holds no token is an error.
+func ReadToken(file string) ([]byte, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, errors.New(fileError(file, err))
+	}
+	tok := bytes.TrimSpace(data)
+	if len(tok) == 0 {
+		return nil, fmt.Errorf("file %q holds no token; write one (e.g. head -c 32 /dev/urandom | base64 > %s)", file, file)
+	}
+	return tok, nil
 }

@@ -75,6 +75,10 @@ type Engine struct {
 
 	stopping atomic.Bool // the shutdown has begun: /readyz says not ready
 
+	// jobsNow is the running job configuration for the HTTP API's
+	// goroutines; reload stores the new one.
+	jobsNow atomic.Pointer[[]config.Job]
+
 	records *runrecords.Store // run records in the state directory; nil without one
 
 	// Supervisor state, owned by the Run goroutine.
@@ -103,6 +107,8 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e := &Engine{opts: opts, cfg: cfg, log: opts.Log, reg: opts.Registry, kill: make(chan struct{}),
 		killNow: make(chan struct{}), failed: make(chan error, 1)}
 	e.noteKillGrace(cfg.Jobs)
+	jobs := cfg.Jobs
+	e.jobsNow.Store(&jobs)
 	if e.reg == nil {
 		e.reg = prometheus.NewRegistry()
 	}

@@ -34,6 +34,8 @@ func (e *Engine) reload(ctx context.Context) {
 	}
 	before := e.jobHashes()
 	e.cfg.Jobs = cfg.Jobs
+	jobs := cfg.Jobs
+	e.jobsNow.Store(&jobs)
 	e.health.setJobs(cfg.Jobs)
 	e.noteKillGrace(cfg.Jobs)
 	hashes := config.JobHashes(cfg.Jobs)
