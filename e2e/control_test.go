@@ -3,7 +3,13 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -284,4 +290,83 @@ func TestControl_PauseForLiftsItself(t *testing.T) {
 		t.Errorf("history -events: exit %d, %v\n%s\nwant auto_resume, then the pause with its note and end", code, err, ev)
 	}
 	stopAll(t, 15*time.Second, nodes...)
+}
+
+// apiDo sends an API request and returns the status and body.
+func apiDo(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(data)
+}
+
+// TestControl_API is issue 12, "What it must show" 4, against two real
+// daemons: GET /api/v1/jobs is what `cronlock status -json` prints; POST
+// …/pause without the token and with a wrong one is 401, with it 200 and
+// the job is paused cluster-wide (status shows it, a manual run elsewhere
+// is refused); on the daemon without http.token_file it is 403. (The
+// handlers' answers are checked against the OpenAPI document in
+// api/api_test.go.)
+func TestControl_API(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jobs := []map[string]any{{"name": "yearly", "schedule": "0 0 1 1 *", "command": "true"},
+		{"name": "monthly", "schedule": "0 0 1 * *", "command": "true", "timezone": "Europe/Paris"}}
+	withToken := controlConfig(srv.Addr(), jobs...)
+	withToken["http"] = map[string]any{"token_file": tokenFile}
+	cfg1, cfg2 := writeConfig(t, withToken), writeConfig(t, controlConfig(srv.Addr(), jobs...))
+	l1, l2 := freeAddr(t), freeAddr(t)
+	n1 := startNode(t, cfg1, withNodeID("a1"), withEnv("CRONLOCK_HTTP_LISTEN="+l1))
+	n2 := startNode(t, cfg2, withNodeID("a2"), withEnv("CRONLOCK_HTTP_LISTEN="+l2))
+	waitEngineRunning(n1)
+	waitEngineRunning(n2)
+	waitFor(t, 5*time.Second, "two live nodes", func() bool { return len(readNodes(t, cfg1).states()) == 2 })
+
+	code, apiJobs := apiDo(t, "GET", "http://"+l1+"/api/v1/jobs", "", "")
+	status, _, _ := cli(t, cfg1, "status", "-json")
+	var a, s any
+	if err := errors.Join(json.Unmarshal([]byte(apiJobs), &a), json.Unmarshal([]byte(status), &s)); code != 200 || err != nil ||
+		!reflect.DeepEqual(a, s) {
+		t.Errorf("GET /api/v1/jobs (%d, %v):\n%s\nwant what cronlock status -json prints:\n%s", code, err, apiJobs, status)
+	}
+	pause := "http://" + l1 + "/api/v1/jobs/yearly/pause"
+	body := `{"for": "1h", "note": "db migration"}`
+	for tok, want := range map[string]int{"": 401, "wrong": 401} {
+		if code, resp := apiDo(t, "POST", pause, tok, body); code != want || !strings.Contains(resp, `"error"`) {
+			t.Errorf("POST pause with token %q: %d %s, want %d with a JSON error", tok, code, resp, want)
+		}
+	}
+	if code, resp := apiDo(t, "POST", "http://"+l2+"/api/v1/jobs/yearly/pause", "s3cret-token", body); code != 403 ||
+		!strings.Contains(resp, "http.token_file") {
+		t.Errorf("POST pause on the daemon without a token: %d %s, want 403 naming http.token_file", code, resp)
+	}
+	if out, _, _ := cli(t, cfg1, "status", "yearly", "-json"); strings.Contains(out, `"paused": true`) {
+		t.Fatalf("refused pauses paused the job:\n%s", out)
+	}
+	if code, resp := apiDo(t, "POST", pause, "s3cret-token", body); code != 200 || !strings.Contains(resp, `"paused": true`) {
+		t.Fatalf("POST pause with the token: %d %s, want 200", code, resp)
+	}
+	out, _, _ := cli(t, cfg2, "status", "yearly", "-json")
+	if !strings.Contains(out, `"paused": true`) || !strings.Contains(out, `"note": "db migration"`) || !strings.Contains(out, `"by": "api(127.0.0.1)@a1"`) {
+		t.Errorf("status (with the other node's config) after the API pause:\n%s\nwant paused by api(127.0.0.1)@a1 with the note", out)
+	}
+	if _, errs, code := cli(t, cfg2, "run", "yearly"); code != 1 || !strings.Contains(errs, "paused") {
+		t.Errorf("cronlock run yearly after the API pause: exit %d, %s; want refused as paused", code, errs)
+	}
+	stopAll(t, 15*time.Second, n1, n2)
 }
