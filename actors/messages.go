@@ -75,7 +75,10 @@ type Reconfigure struct{ Job config.Job }
 // ended or was refused.
 type RunNow struct {
 	Force bool
-	Reply chan<- Ran
+	// Requester names who asked (user@host), for the history record; ""
+	// when not known.
+	Requester string
+	Reply     chan<- Ran
 }
 
 func (Fire) jobMsg()        {}
@@ -109,6 +112,8 @@ type RunInfo struct {
 	Slot    time.Time // zero for a manual run
 	Trigger Trigger
 	Fence   int64
+	// Requester is who asked for a manual run ("" otherwise).
+	Requester string
 }
 
 // RunFinished is the final result of one run (after the last attempt),
@@ -131,7 +136,7 @@ func (f RunFinished) Record() RunRecord {
 	if !f.Slot.IsZero() {
 		slot = f.Slot.Unix()
 	}
-	return RunRecord{RunID: f.RunID, Slot: slot, Trigger: f.Trigger, Node: f.Node, Start: f.Started,
+	return RunRecord{RunID: f.RunID, Slot: slot, Trigger: f.Trigger, Requester: f.Requester, Node: f.Node, Start: f.Started,
 		End: f.Finished, Attempts: f.Attempts, Result: f.Result, ExitCode: f.ExitCode, Fence: f.Fence,
 		OutputTail: string(lastBytes(f.Tail, MaxOutputTail))}
 }

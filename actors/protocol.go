@@ -200,6 +200,7 @@ type RunRecord struct {
 	RunID      string
 	Slot       int64 // Unix seconds UTC; 0 for a manual run
 	Trigger    Trigger
+	Requester  string // who asked for a manual run (user@host); "" otherwise
 	Node       string
 	Start, End time.Time // stored with nanosecond precision, returned in UTC
 	Attempts   int

@@ -65,7 +65,8 @@ type Run struct {
 	Node       string `json:"node"`
 	Slot       string `json:"slot"`
 	SlotUnix   int64  `json:"slot_unix"`
-	Trigger    string `json:"trigger"` // schedule | catchup | manual ("" for runs recorded before triggers were)
+	Trigger    string `json:"trigger"`             // schedule | catchup | manual ("" for runs recorded before triggers were)
+	Requester  string `json:"requester,omitempty"` // who asked for a manual run, user@host
 	Attempts   int    `json:"attempts"`
 	Result     string `json:"result"`
 	ExitCode   int    `json:"exit_code"`
@@ -84,7 +85,7 @@ func (r *Run) EndTime() time.Time { return r.end }
 func NewRun(r actors.RunRecord, tail bool) *Run {
 	h := &Run{RunID: r.RunID, Start: r.Start.UTC().Format(time.RFC3339Nano),
 		End: r.End.UTC().Format(time.RFC3339Nano), DurationMs: r.End.Sub(r.Start).Milliseconds(),
-		Node: r.Node, SlotUnix: r.Slot, Trigger: string(r.Trigger), Attempts: r.Attempts, Result: r.Result, ExitCode: r.ExitCode,
+		Node: r.Node, SlotUnix: r.Slot, Trigger: string(r.Trigger), Requester: r.Requester, Attempts: r.Attempts, Result: r.Result, ExitCode: r.ExitCode,
 		Fence: r.Fence, start: r.Start, end: r.End}
 	if r.Slot != 0 {
 		h.Slot = time.Unix(r.Slot, 0).UTC().Format(time.RFC3339)

@@ -16,7 +16,7 @@ import (
 var minimalACL = []string{"on", ">s3cret", "resetkeys", "~cronlock:*", "resetchannels", "-@all",
 	"+hello", "+ping", "+time", "+info", "+config|get", "+evalsha", "+eval", "+script|load",
 	"+hmget", "+hset", "+hincrby", "+hgetall", "+set", "+get", "+del", "+exists", "+pttl", "+pexpire",
-	"+xadd", "+xrevrange", "+zadd", "+zrange", "+zrem", "+zremrangebyscore"}
+	"+xadd", "+xrevrange", "+zadd", "+zrange", "+zrem", "+zremrangebyscore", "+zrangebyscore", "+rpush", "+lpop", "+lrem", "+hget"}
 
 // TestACL_MinimalUser runs a daemon and the operating commands as a Redis
 // user with exactly minimalACL: slots run, the node is ready, status,

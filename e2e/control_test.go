@@ -365,8 +365,111 @@ func TestControl_API(t *testing.T) {
 	if !strings.Contains(out, `"paused": true`) || !strings.Contains(out, `"note": "db migration"`) || !strings.Contains(out, `"by": "api(127.0.0.1)@a1"`) {
 		t.Errorf("status (with the other node's config) after the API pause:\n%s\nwant paused by api(127.0.0.1)@a1 with the note", out)
 	}
-	if _, errs, code := cli(t, cfg2, "run", "yearly"); code != 1 || !strings.Contains(errs, "paused") {
+	if _, errs, code := cli(t, cfg2, "run", "yearly", "-local"); code != 1 || !strings.Contains(errs, "paused") {
 		t.Errorf("cronlock run yearly after the API pause: exit %d, %s; want refused as paused", code, errs)
 	}
 	stopAll(t, 15*time.Second, n1, n2)
+}
+
+// TestControl_RunOnTheCluster is issue 12, "What it must show" 2: three
+// daemons; `cronlock run JOB -wait` from a machine with no daemon (this
+// test's own state directory and config) runs the job once, on one node,
+// whose hook runs there; the command exits with the job's exit code (3);
+// history shows trigger manual and the requester. Then 20 concurrent
+// `run -wait` requests: each is run once or refused by the overlap
+// policy (the lease is held), and the ledger holds exactly as many runs
+// as requests that ran: no request ran twice.
+func TestControl_RunOnTheCluster(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ledger, hooks := newLedger(t), newLedger(t)
+	cfg := writeConfig(t, controlConfig(srv.Addr(), map[string]any{"name": "job", "schedule": "0 0 1 1 *",
+		"command":    `echo "$CRONLOCK_RUN_ID $CRONLOCK_NODE_ID $CRONLOCK_TRIGGER" >> ` + shellQuote(ledger) + `; exit 3`,
+		"on_failure": `echo "$CRONLOCK_RUN_ID $CRONLOCK_NODE_ID" >> ` + shellQuote(hooks)}))
+	nodes, _ := startNodes(t, cfg, nodeSpec{id: "r1"}, nodeSpec{id: "r2"}, nodeSpec{id: "r3"})
+	waitFor(t, 5*time.Second, "three live nodes", func() bool { return len(readNodes(t, cfg).states()) == 3 })
+
+	cmd := exec.Command(binary, "run", "job", "-wait", "-reason", "e2e", "-config", cfg)
+	cmd.Env = append(cmd.Environ(), "CRONLOCK_NODE_STATE_DIR="+t.TempDir(), "USER=tester")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	_ = cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(stderr.String(), "taken by r") {
+		t.Fatalf("cronlock run job -wait: exit %d, stderr %q; want 3 (the job's) and who took it", code, stderr.String())
+	}
+	runs := ledgerLines(t, ledger)
+	if len(runs) != 1 || runs[0][2] != "manual" {
+		t.Fatalf("ledger %q: want one manual run", runs)
+	}
+	waitFor(t, 5*time.Second, "the on_failure hook", func() bool { return len(ledgerLines(t, hooks)) == 1 })
+	if h := ledgerLines(t, hooks)[0]; h[0] != runs[0][0] || h[1] != runs[0][1] {
+		t.Errorf("hook ran as %q, want on the run's node with its run id %q", h, runs[0][:2])
+	}
+	out, _, _ := cli(t, cfg, "history", "job", "-json")
+	host, _ := os.Hostname()
+	if !strings.Contains(out, `"trigger": "manual"`) || !strings.Contains(out, `"requester": "tester@`+host+`"`) {
+		t.Errorf("history -json: want trigger manual and requester tester@%s:\n%s", host, out)
+	}
+
+	const n = 20
+	codes := make([]int, n)
+	errs := make([]string, n)
+	done := make(chan int, n)
+	for i := range n {
+		go func() {
+			c := exec.Command(binary, "run", "job", "-wait", "-timeout", "15s", "-config", cfg)
+			c.Env = append(c.Environ(), "CRONLOCK_NODE_STATE_DIR="+t.TempDir())
+			var e bytes.Buffer
+			c.Stderr = &e
+			_ = c.Run()
+			codes[i], errs[i] = c.ProcessState.ExitCode(), e.String()
+			done <- i
+		}()
+	}
+	for range n {
+		<-done
+	}
+	ran, refused := 0, 0
+	for i := range n {
+		switch {
+		case codes[i] == 3:
+			ran++
+		case codes[i] == 1 && strings.Contains(errs[i], "lease held"):
+			refused++
+		default:
+			t.Errorf("request %d: exit %d, %q; want 3 (ran) or 1 refused by the overlap policy", i, codes[i], errs[i])
+		}
+	}
+	if got := len(ledgerLines(t, ledger)) - 1; got != ran {
+		t.Errorf("%d requests ran, but the ledger has %d runs: a request ran twice (or a run went unreported)", ran, got)
+	}
+	if ran == 0 {
+		t.Errorf("none of %d requests ran", n)
+	}
+	t.Logf("20 concurrent requests: %d ran, %d refused (overlap)", ran, refused)
+	stopAll(t, 15*time.Second, nodes...)
+}
+
+// TestControl_RunNotTakenFailsClearly: a request for a job that the live
+// daemon has disabled is taken by nobody; with -timeout 1s the command
+// fails, says so, and the request never runs afterwards.
+func TestControl_RunNotTakenFailsClearly(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ledger := newLedger(t)
+	cfg := writeConfig(t, controlConfig(srv.Addr(), map[string]any{"name": "job", "schedule": "0 0 1 1 *", "enabled": false,
+		"command": ledgerCommand(ledger, "")}))
+	nodes, _ := startNodes(t, cfg, nodeSpec{id: "t1"})
+	waitFor(t, 5*time.Second, "a live node", func() bool { return len(readNodes(t, cfg).states()) == 1 })
+	start := time.Now()
+	_, errs, code := cli(t, cfg, "run", "job", "-timeout", "1s")
+	if code != 1 || !strings.Contains(errs, "no daemon took the run request of job within 1s; it was withdrawn") ||
+		time.Since(start) > 5*time.Second {
+		t.Errorf("run -timeout 1s: exit %d, %q after %v; want 1 naming the timeout", code, errs, time.Since(start))
+	}
+	time.Sleep(time.Second) // a late taker would have run it by now
+	if l := ledgerLines(t, ledger); len(l) != 0 {
+		t.Errorf("the withdrawn request ran: %q", l)
+	}
+	stopAll(t, 15*time.Second, nodes...)
 }

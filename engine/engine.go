@@ -16,6 +16,7 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/runrecords"
+	"github.com/cronlock/cronlock/runrequests"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -66,6 +67,7 @@ type Engine struct {
 	hooks   *actors.HookRunner
 	janitor *actors.Janitor
 	node    *registry.Heartbeat // nil for the memory backend
+	taker   *runrequests.Taker  // nil for the memory backend
 	jobs    *jobSet
 	health  *health
 	ready   atomic.Bool   // READY=1 sent; STATUS= updates may follow
@@ -137,6 +139,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
 		Records: e.runRecords()},
 		e.ticker, locker)
+	e.taker = e.newTaker()
 	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
 	return e, nil
 }
@@ -240,6 +243,9 @@ func (e *Engine) startClaimers(ctx, claimCtx context.Context) (runsDone, hooksDo
 	e.goActor(&g, claimCtx, "job set", e.jobs.Run)
 	e.goActor(&g, claimCtx, "janitor", e.janitor.Run)
 	e.goActor(&g, claimCtx, "health monitor", e.health.Run)
+	if e.taker != nil {
+		e.goActor(&g, claimCtx, "run request taker", e.taker.Run)
+	}
 	runs, hooks := make(chan struct{}), make(chan struct{})
 	go func() { defer close(runs); _ = g.Wait() }()
 	go func() { defer close(hooks); _ = e.hooks.Run(context.WithoutCancel(ctx)) }()

@@ -14,7 +14,9 @@ type ManualOptions struct {
 	Environ []string      // the caller's environment, passed to the run and hooks
 	Locker  actors.Locker // required: the configured backend, already open
 	Force   bool          // run even if the job is paused or disabled
-	Start   actors.Starter
+	// Requester (user@host) goes into the history record.
+	Requester string
+	Start     actors.Starter
 }
 
 // RunJob runs job once, now, in this process, through the daemon's run
@@ -49,7 +51,7 @@ func RunJob(ctx context.Context, cfg *config.Config, job config.Job, o ManualOpt
 	go func() { defer close(janitorDone); _ = janitor.Run(jctx) }()
 
 	reply := make(chan actors.Ran, 1)
-	_ = a.Send(actx, actors.RunNow{Force: o.Force, Reply: reply}) // actx is live: never fails
+	_ = a.Send(actx, actors.RunNow{Force: o.Force, Requester: o.Requester, Reply: reply}) // actx is live: never fails
 	var ran actors.Ran
 	select {
 	case ran = <-reply:

@@ -122,6 +122,7 @@ func encodeRecord(rec actors.RunRecord) []string {
 		"run_id", rec.RunID,
 		"slot", strconv.FormatInt(rec.Slot, 10),
 		"trigger", string(rec.Trigger),
+		"requester", rec.Requester,
 		"node", rec.Node,
 		"start", rec.Start.UTC().Format(time.RFC3339Nano),
 		"end", rec.End.UTC().Format(time.RFC3339Nano),
@@ -141,6 +142,7 @@ func decodeRecord(m map[string]string, prefix string) (actors.RunRecord, error) 
 		Node:       m[prefix+"node"],
 		Result:     m[prefix+"result"],
 		Trigger:    actors.Trigger(m[prefix+"trigger"]),
+		Requester:  m[prefix+"requester"],
 		OutputTail: m[prefix+"output_tail"],
 	}
 	var errs [6]error

@@ -171,6 +171,9 @@ func printHistoryTable(env *runEnv, rows []*control.Run) {
 		if trigger == "" {
 			trigger = "-"
 		}
+		if r.Requester != "" {
+			trigger += " by " + r.Requester
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t\n", r.StartTime().UTC().Format(time.RFC3339),
 			r.EndTime().UTC().Format(time.RFC3339), r.EndTime().Sub(r.StartTime()).Round(time.Millisecond), r.Node, slot, trigger,
 			r.Attempts, r.Result, r.ExitCode, r.Fence)
