@@ -91,6 +91,7 @@ func New(o Options) http.Handler {
 		{"/api/v1/jobs/{job}/events", map[string]http.HandlerFunc{"GET": s.read(s.events)}},
 		{"/api/v1/jobs/{job}/pause", map[string]http.HandlerFunc{"POST": s.write(s.pause)}},
 		{"/api/v1/jobs/{job}/resume", map[string]http.HandlerFunc{"POST": s.write(s.resume)}},
+		{"/api/v1/jobs/{job}/run", map[string]http.HandlerFunc{"POST": s.write(s.run)}},
 		{"/api/v1/nodes", map[string]http.HandlerFunc{"GET": s.read(s.nodes)}},
 		{"/api/v1/openapi.json", map[string]http.HandlerFunc{"GET": s.read(s.openapi)}},
 	}

@@ -159,6 +159,9 @@ func TestAPI_ResponsesMatchOpenAPI(t *testing.T) {
 		{"GET", "/api/v1/jobs/backup/events", "", "", 200},
 		{"POST", "/api/v1/jobs/backup/resume", testToken, ``, 200},
 		{"POST", "/api/v1/jobs/backup/resume", testToken, ``, 200},
+		{"POST", "/api/v1/jobs/backup/run", "", `{}`, 401},
+		{"POST", "/api/v1/jobs/backup/run", testToken, `{"timeout": "20m"}`, 400},
+		{"POST", "/api/v1/jobs/backup/run", testToken, `{"timeout": "300ms"}`, 504},
 		{"DELETE", "/api/v1/jobs/backup", "", "", 405},
 		{"GET", "/api/v1/nothing", "", "", 404},
 	} {
@@ -179,8 +182,52 @@ func TestAPI_ResponsesMatchOpenAPI(t *testing.T) {
 	}
 	var evs []struct{ Type, By string }
 	_, body = f.do("GET", "/api/v1/jobs/backup/events", "", "")
-	if err := json.Unmarshal(body, &evs); err != nil || len(evs) != 3 || evs[2].Type != "pause" || !strings.HasPrefix(evs[2].By, "api(") {
-		t.Errorf("events: %s; want resume, resume, pause by api(…)@web1", body)
+	if err := json.Unmarshal(body, &evs); err != nil || len(evs) != 4 || !strings.HasPrefix(evs[3].By, "api(") {
+		t.Errorf("events: %s; want run_request (the timed-out run), resume, resume, pause by api(…)@web1", body)
+	}
+	for i, want := range []string{"run_request", "resume", "resume", "pause"} {
+		if len(evs) == 4 && evs[i].Type != want {
+			t.Errorf("event %d: %s, want %s", i, evs[i].Type, want)
+		}
+	}
+}
+
+// POST …/run answers once a daemon took the request (here the test plays
+// the daemon on the real Redis: it pops the request and reports it
+// finished), and with "wait" once it finished.
+func TestAPI_RunTakenAndFinished(t *testing.T) {
+	f := newFixture(t, []byte(testToken), config.AuthWrites)
+	daemon := make(chan error, 1)
+	go func() {
+		ctx := context.Background()
+		for {
+			req, err := f.r.TakeRun(ctx, "backup", "web1", time.Now())
+			if err != nil || req != nil {
+				if err == nil {
+					time.Sleep(200 * time.Millisecond) // the requester sees "taken" first
+					err = f.r.SetRunStatus(ctx, "backup", redislock.RunStatus{ID: req.ID, State: redislock.RunFinished, Node: "web1",
+						At: time.Now(), RunID: "run-9", Result: "failure", ExitCode: 3})
+				}
+				daemon <- err
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	code, body := f.do("POST", "/api/v1/jobs/backup/run", testToken, `{"wait": true, "reason": "test"}`)
+	if err := <-daemon; err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Request string
+		Status  redislock.RunStatus
+	}
+	if err := json.Unmarshal(body, &res); code != 200 || err != nil || res.Status.State != "finished" || res.Status.ExitCode != 3 ||
+		res.Status.Node != "web1" {
+		t.Errorf("POST run with wait: %d %s; want 200, finished on web1 with exit code 3", code, body)
+	}
+	if st, err := f.r.GetRunStatus(t.Context(), "backup", res.Request); err != nil || st == nil || st.RunID != "run-9" {
+		t.Errorf("request status in Redis: %+v, %v", st, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -200,4 +201,60 @@ func decodeBody(r *http.Request, v any) error {
 		return fmt.Errorf("%w: %v; want a JSON object such as {\"for\": \"2h\", \"note\": \"why\"}", errBody, err)
 	}
 	return nil
+}
+
+// runRequest is the body of POST …/run.
+type runRequest struct {
+	Reason  string `json:"reason"`
+	Force   bool   `json:"force"`
+	Wait    bool   `json:"wait"`
+	Timeout string `json:"timeout"`
+}
+
+// run answers POST /api/v1/jobs/{job}/run: as `cronlock run` (on the
+// cluster): 200 with the request's status once a daemon took it (with
+// "wait": once it finished or was refused), 504 when none took it within
+// the timeout (default 30s; the request is withdrawn).
+func (s *server) run(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.findJob(w, r)
+	if !ok {
+		return
+	}
+	var req runRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	timeout := 30 * time.Second
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 || d > control.MaxRunTimeout {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("timeout %q: want a duration above 0 and at most %v", req.Timeout, control.MaxRunTimeout))
+			return
+		}
+		timeout = d
+	}
+	rd, err := s.o.Redis()
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "redis not reachable: "+err.Error())
+		return
+	}
+	rr := control.NewRunRequest(j.Name, s.requester(r), req.Reason, req.Force, s.o.Now())
+	st, err := control.RequestRun(r.Context(), rd, rr, timeout)
+	switch {
+	case errors.Is(err, control.ErrNotTaken):
+		writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("no daemon took the run request of %s within %v; it was withdrawn and will not run "+
+			"(is the job configured and enabled on a live daemon?)", j.Name, timeout))
+		return
+	case err != nil:
+		redisError(w, err)
+		return
+	}
+	if req.Wait {
+		if st, err = control.WaitRun(r.Context(), rd, j.Name, rr.ID); err != nil {
+			redisError(w, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"job": j.Name, "request": rr.ID, "status": st})
 }

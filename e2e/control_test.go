@@ -365,6 +365,10 @@ func TestControl_API(t *testing.T) {
 	if !strings.Contains(out, `"paused": true`) || !strings.Contains(out, `"note": "db migration"`) || !strings.Contains(out, `"by": "api(127.0.0.1)@a1"`) {
 		t.Errorf("status (with the other node's config) after the API pause:\n%s\nwant paused by api(127.0.0.1)@a1 with the note", out)
 	}
+	if code, resp := apiDo(t, "POST", "http://"+l1+"/api/v1/jobs/yearly/run", "s3cret-token", `{"wait": true}`); code != 200 ||
+		!strings.Contains(resp, `"state": "refused"`) || !strings.Contains(resp, `"skip": "paused"`) {
+		t.Errorf("POST run (wait) of the paused job: %d %s; want 200, refused by a daemon as paused", code, resp)
+	}
 	if _, errs, code := cli(t, cfg2, "run", "yearly", "-local"); code != 1 || !strings.Contains(errs, "paused") {
 		t.Errorf("cronlock run yearly after the API pause: exit %d, %s; want refused as paused", code, errs)
 	}
