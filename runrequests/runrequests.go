@@ -27,6 +27,11 @@ type Store interface {
 	SetRunStatus(ctx context.Context, job string, st redislock.RunStatus) error
 }
 
+// SkipNotHeld is the refusal of a request whose job this node no longer
+// has (a reload removed it between the poll and the hand-over). It is a
+// request status, not a slot skip reason.
+const SkipNotHeld = "not_held"
+
 // DefaultEvery is the default poll interval.
 const DefaultEvery = 250 * time.Millisecond
 
@@ -145,9 +150,12 @@ func (t *Taker) handle(ctx context.Context, req redislock.RunRequest) {
 	err := t.o.Start(hctx, req.Job, actors.RunNow{Force: req.Force, Requester: req.Requester, Reply: reply})
 	cancel()
 	st := redislock.RunStatus{ID: req.ID, Node: t.o.Node}
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
 		st.State, st.Skip, st.Error = redislock.RunRefused, actors.SkipShuttingDown, err.Error()
-	} else {
+	case err != nil:
+		st.State, st.Skip, st.Error = redislock.RunRefused, SkipNotHeld, err.Error()
+	default:
 		ran := <-reply // the actor answers every RunNow it took
 		st = status(req.ID, t.o.Node, ran)
 	}

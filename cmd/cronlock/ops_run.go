@@ -129,6 +129,9 @@ func (s *opsSession) refusal(ctx context.Context, job string, ran actors.Ran) er
 	case actors.SkipRedisError:
 		return s.redisHint(ran.Err)
 	}
+	if ran.Err != nil && ran.Err.Error() != "" {
+		return fmt.Errorf("job %s: not started (%s: %v)", job, ran.Skip, ran.Err)
+	}
 	return fmt.Errorf("job %s: not started (%s)", job, ran.Skip)
 }
 
