@@ -35,7 +35,9 @@ func TestTaker_HeldJobsOnlyAndFailedHandOverReported(t *testing.T) {
 	}
 	tk := New(Options{Log: zap.NewNop(), Store: r, Node: "n1", Every: 20 * time.Millisecond,
 		Held: func(job string) bool { return job == "mine" },
-		Start: func(context.Context, string, actors.RunNow) error { return errors.New("engine: job not configured on this node") }})
+		Start: func(context.Context, string, actors.RunNow) error {
+			return errors.New("engine: job not configured on this node")
+		}})
 	done := make(chan error, 1)
 	go func() { done <- tk.Run(ctx) }()
 	deadline := time.Now().Add(5 * time.Second)
