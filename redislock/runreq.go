@@ -12,7 +12,7 @@ import (
 
 // Run requests (docs/protocol.md, "Runs on the cluster"): `cronlock run
 // JOB` pushes a request onto the list P runs:J and notes the job in the
-// sorted set P runs:pending (scored by request time, Unix ms). Daemons
+// sorted set P pending-runs:all (scored by request time, Unix ms). Daemons
 // poll the pending set and pop (LPOP) the requests of the jobs they hold:
 // each request is popped by exactly one daemon, so it runs at most once.
 // The request's progress is kept in the hash P runstatus:J (field: the
@@ -59,7 +59,9 @@ type RunStatus struct {
 	Error    string    `json:"error,omitempty"`
 }
 
-func (r *Redis) pendingRuns() string { return r.key("runs", "pending") }
+// pendingRuns is the pending set's key, of its own kind (a job may be named
+// "pending").
+func (r *Redis) pendingRuns() string { return r.key("pending-runs", "all") }
 
 // requestScript pushes a request, records it as pending and appends the
 // run_request event, atomically.
