@@ -109,6 +109,7 @@ type runEvent struct {
 	won, failed bool
 	slot        time.Time // the run's slot (zero for a manual run)
 	claim       Claim     // evClaimed: the answer, when not failed
+	next        *handoff  // evEnded: the pending slot the run's Finish handed the lease to
 }
 
 type runEventKind int
@@ -203,6 +204,9 @@ func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
 		j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 		if ev.won {
 			j.releasing--
+			if ev.next != nil { // before the held fires: the lease is the pending slot's
+				j.startPending(ctx, ev.next)
+			}
 			j.decideHeld(ctx, ev.failed, ev.slot)
 		}
 	}
@@ -230,7 +234,7 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 		j.skip(slot, SkipDisabled)
 	case ctx.Err() != nil:
 		j.skip(slot, SkipShuttingDown)
-	case exclusive && j.active > 0:
+	case exclusive && j.active > 0 && !queues(j.cfg):
 		j.skip(slot, SkipOverlapLocal)
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
 		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
@@ -264,6 +268,15 @@ func (j *Job) see(c Claim) {
 		j.seenSlot.Store(c.StateSlot)
 	}
 	j.lastSeen[1] = max(j.lastSeen[1], c.StateFence)
+}
+
+// startPending starts the run of a pending slot whose lease the Finish of
+// the run before it took (overlap queue or replace). It runs even when
+// shutdown has begun: the slot is claimed, and a claimed slot nobody runs
+// would be silently missed.
+func (j *Job) startPending(ctx context.Context, h *handoff) {
+	r := &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
+	j.start(ctx, r, nil)
 }
 
 // onRunNow starts a manual run. A disabled job is refused unless forced;
@@ -350,7 +363,9 @@ func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 	r.minSlot, r.minFence = j.lastSeen[0], j.lastSeen[1]
 	r.events = j.events // the actor receives until running == 0
 	go func() {
-		defer func() { j.events <- runEvent{kind: evEnded, won: r.won, failed: r.releaseFailed, slot: r.info.Slot} }()
+		defer func() {
+			j.events <- runEvent{kind: evEnded, won: r.won, failed: r.releaseFailed, slot: r.info.Slot, next: r.next}
+		}()
 		ran := r.execute(ctx)
 		if reply != nil {
 			reply <- ran

@@ -54,20 +54,31 @@ func Acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimReque
 	if err != nil || c.Outcome != Claimed {
 		return c, nil, err
 	}
-	l := &Lease{log: log, locker: locker, job: req.Job, ttl: req.TTL, acquired: sent,
-		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{})}
 	if !req.Lease {
+		l := newLease(log, locker, req.Job, "", req.TTL, sent)
 		close(l.done)
 		return c, l, nil
 	}
-	l.owner = req.Owner
+	return c, adoptLease(ctx, log, locker, req.Job, req.Owner, req.TTL, sent), nil
+}
+
+func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time) *Lease {
+	return &Lease{log: log, locker: locker, job: job, owner: owner, ttl: ttl, acquired: sent,
+		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{})}
+}
+
+// adoptLease returns a renewing Lease for a lease that owner holds since
+// the call sent at sent (a claim, or a Finish that handed the lease on).
+// The renewals run until End, whatever happens to ctx.
+func adoptLease(ctx context.Context, log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time) *Lease {
+	l := newLease(log, locker, job, owner, ttl, sent)
 	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
 	go func() {
 		defer close(l.done)
 		l.keepAlive(kctx)
 	}()
-	return c, l, nil
+	return l
 }
 
 // Lost delivers at most one LeaseLost, then nothing. It is never closed.
@@ -75,16 +86,26 @@ func (l *Lease) Lost() <-chan LeaseLost { return l.lost }
 
 // End stops the renewals (waiting for them), then releases the lease with
 // compare-and-DEL and appends rec to the job's history, in one round trip
-// on a fresh context bounded by releaseTimeout. It returns the backend's
-// error; the lease may then still be held and should be handed to the
-// janitor (Owner). Call it once.
-func (l *Lease) End(ctx context.Context, rec RunRecord) error {
+// on a fresh context bounded by releaseTimeout. next, when not "", is the
+// lease value that takes the job's pending slot (overlap queue, replace):
+// the answer then says which slot it was handed and its fence, and the
+// returned *Lease (non-nil only then, logging to nextLog) already renews
+// it with this lease's ttl. It returns the backend's error; the lease (and next's) may then
+// still be held and should be handed to the janitor. Call it once.
+func (l *Lease) End(ctx context.Context, rec RunRecord, next string, nextLog *zap.Logger) (Finished, *Lease, error) {
 	l.stop()
 	<-l.done
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_, err := l.locker.Finish(rctx, l.job, l.owner, rec)
-	return err
+	if l.owner == "" {
+		next = ""
+	}
+	sent := time.Now()
+	f, err := l.locker.Finish(rctx, FinishRequest{Job: l.job, Owner: l.owner, Record: rec, Next: next, TTL: l.ttl})
+	if err != nil || f.Fence == 0 {
+		return f, nil, err
+	}
+	return f, adoptLease(ctx, nextLog, l.locker, l.job, next, l.ttl, sent), nil
 }
 
 // Owner is the lease value "nodeID:uuid", or "" when no lease is held.

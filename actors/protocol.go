@@ -26,9 +26,45 @@ type Locker interface {
 	// Release deletes a lease owner still holds (compare-and-DEL) and says
 	// whether it did.
 	Release(ctx context.Context, job, owner string) (bool, error)
-	// Finish releases the lease (if owner, non-empty, holds it) and appends
-	// the run's history record, in one round trip.
-	Finish(ctx context.Context, job, owner string, rec RunRecord) (bool, error)
+	// Finish releases the lease (if req.Owner, non-empty, holds it),
+	// appends the run's history record and, when req.Next is set, hands
+	// the lease to the job's pending slot, in one round trip.
+	Finish(ctx context.Context, req FinishRequest) (Finished, error)
+}
+
+// FinishRequest ends a run (Locker.Finish).
+type FinishRequest struct {
+	// Job is the job name (non-empty).
+	Job string
+	// Owner is the run's lease value; "" = the run held no lease
+	// (overlap: allow).
+	Owner string
+	// Record is the run's history record.
+	Record RunRecord
+	// Next, with overlap queue or replace, is the lease value of the run
+	// that takes the job's pending slot (docs/protocol.md, "Queue and
+	// replace"): when the lease was released and a slot is pending, the
+	// lease is set to Next for TTL, the pending slot is cleared and a fence
+	// is handed out, atomically. "" while this node stops: a pending slot is
+	// then cleared and returned with Fence 0 (it will not run).
+	Next string
+	// TTL is the lease time to live for Next (whole milliseconds, >= 1ms
+	// when Next is set).
+	TTL time.Duration
+}
+
+// Finished answers a FinishRequest.
+type Finished struct {
+	// Released says the run's lease was deleted (it was still Owner's).
+	Released bool
+	// Pending is the job's pending slot (Unix seconds) that the finish took
+	// off the queue, 0 = none. With Fence > 0 it is claimed: Next holds the
+	// lease and Fence is its fencing token. With Fence 0 (Next was "") it
+	// was dropped and will not run.
+	Pending, Fence int64
+	// StateSlot and StateFence are state.slot and state.fence afterwards
+	// (what the node remembers, as for Claim).
+	StateSlot, StateFence int64
 }
 
 // Outcome is the result of a Claim (docs/protocol.md, "claim").
@@ -52,6 +88,11 @@ const (
 	// already have run, so it is not run (at most once); nothing is
 	// recorded.
 	NoRecord
+	// Queued: overlap queue or replace, the lease is held and no slot was
+	// pending: the slot is recorded as the job's pending slot and runs when
+	// the holder's run ends (the holder's Finish hands it the lease). With
+	// replace the holder is asked to terminate its run.
+	Queued
 )
 
 // String returns the skip-reason spelling: "claimed", "claimed_elsewhere",
@@ -66,6 +107,10 @@ func (o Outcome) String() string {
 		return SkipPaused
 	case Overlap:
 		return SkipOverlap
+	case NoRecord:
+		return SkipNoRecord
+	case Queued:
+		return "queued"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -100,6 +145,11 @@ type ClaimRequest struct {
 	// job has no claimed-slot record: a catch-up must be able to tell that
 	// the slot did not run (docs/protocol.md, "Catch-up").
 	NeedRecord bool
+	// Queue (overlap queue and replace, with Lease): when the lease is held
+	// and no slot is pending, record this slot as the pending slot
+	// (Queued) instead of skipping it; when one is pending, skip it
+	// (Overlap).
+	Queue bool
 }
 
 // Validate reports a malformed request; both backends call it first.
@@ -114,6 +164,21 @@ func (req ClaimRequest) Validate() error {
 	case req.Lease && req.Owner == "":
 		return errors.New("empty lease owner")
 	case req.Lease && req.TTL < time.Millisecond:
+		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
+	case req.Queue && (!req.Lease || req.Slot == 0):
+		return errors.New("queue needs a lease and a slot")
+	}
+	return nil
+}
+
+// Validate reports a malformed request; both backends call it first.
+func (req FinishRequest) Validate() error {
+	switch {
+	case req.Job == "":
+		return errors.New("empty job name")
+	case req.Next != "" && req.Owner == "":
+		return errors.New("a lease handed on needs a lease released")
+	case req.Next != "" && req.TTL < time.Millisecond:
 		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
 	}
 	return nil
@@ -134,8 +199,15 @@ type Claim struct {
 	Repaired              bool
 	FoundSlot, FoundFence int64
 	// Holder is the lease value ("nodeID:runID") that made the claim an
-	// Overlap; "" otherwise.
+	// Overlap or Queued; "" otherwise.
 	Holder string
+	// Pending (Overlap with a Queue request) is the slot already pending
+	// that this one could not displace (Unix seconds), 0 otherwise.
+	Pending int64
+	// Dropped (a Queue request that found the lease free) is a pending slot
+	// whose holder ended without handing the lease on (its node stopped or
+	// crashed): the claim cleared it, and it will not run. 0 = none.
+	Dropped int64
 }
 
 // MissedCheck asks a backend to report, once in the cluster, the slots of
@@ -189,6 +261,9 @@ const (
 	TriggerSchedule Trigger = "schedule" // the slot came due
 	TriggerCatchup  Trigger = "catchup"  // a missed slot within catchup_window
 	TriggerManual   Trigger = "manual"   // `cronlock run JOB`
+	// TriggerQueued: a pending slot (overlap queue or replace) that the
+	// lease was handed to when the run before it ended.
+	TriggerQueued Trigger = "queued"
 )
 
 // MaxOutputTail is the largest RunRecord.OutputTail stored, in bytes (the

@@ -36,19 +36,29 @@ type run struct {
 	log     *zap.Logger
 	lostErr error // set once the lease is lost
 
+	// pre is the claim this run was handed by the Finish of the run before
+	// it (a pending slot, overlap queue or replace): it does not claim.
+	pre *handoff
+	// next is what this run's Finish handed on: the pending slot, for the
+	// job actor to start (nil = nothing).
+	next *handoff
+
 	recorded int // attempt whose run record exists (records.go); 0 = none
 }
 
 // execute runs the job once and returns what happened: a skip reason, or
 // the final result (which has also been sent to the hook runner).
 func (r *run) execute(ctx context.Context) Ran {
-	r.info.RunID, r.info.Node = uuid.NewString(), r.deps.NodeID
+	if r.info.RunID == "" {
+		r.info.RunID = uuid.NewString()
+	}
+	r.info.Node = r.deps.NodeID
 	r.log = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
 		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger)))
 	if !r.info.Slot.IsZero() {
 		r.log = r.log.With(slotField(r.info.Slot))
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && r.pre == nil { // a handed-on slot is claimed: it runs
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
 	}
@@ -83,12 +93,16 @@ func (r *run) skip(reason string, err error, fields ...zap.Field) Ran {
 // abandoned: a slot that Redis gave us and nobody runs would be a silently
 // missed run.
 func (r *run) claim(ctx context.Context) (Ran, bool) {
+	if r.pre != nil {
+		return r.adopt()
+	}
 	useLease := r.job.Overlap != config.OverlapAllow || r.info.Trigger == TriggerManual
 	req := ClaimRequest{Job: r.job.Name, Owner: r.info.Node + ":" + r.info.RunID, TTL: r.job.LockTTL,
 		Lease: useLease, IgnorePause: r.force, MinSlot: r.minSlot, MinFence: r.minFence,
 		NeedRecord: r.info.Trigger == TriggerCatchup}
 	if !r.info.Slot.IsZero() {
 		req.Slot = r.info.Slot.Unix()
+		req.Queue = queues(r.job)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
@@ -117,6 +131,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if c.Repaired {
 		r.stateRepaired(c)
 	}
+	if c.Dropped > 0 {
+		r.droppedPending(c.Dropped)
+	}
 	switch c.Outcome {
 	case Claimed:
 		r.lease, r.info.Fence = lease, c.Fence
@@ -125,7 +142,12 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	case Paused:
 		return r.skip(SkipPaused, nil), false
 	case Overlap:
+		if c.Pending > 0 {
+			return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder), zap.Int64("pending_slot", c.Pending)), false
+		}
 		return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder)), false
+	case Queued:
+		return r.queued(c), false
 	case NoRecord:
 		r.log.Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
 			"or redis lost its state and no live node remembers it), so this slot may already have run")
@@ -221,14 +243,38 @@ func (r *run) waitGrace() {
 }
 
 // end releases the lease and writes the history record in one round trip;
-// a lease whose release failed goes to the janitor.
+// a lease whose release failed goes to the janitor. With overlap queue or
+// replace the same call hands the lease to the job's pending slot (r.next),
+// unless shutdown has begun: then a pending slot is dropped, and skipped
+// shutting_down.
 func (r *run) end(ctx context.Context, fin RunFinished) {
-	if err := r.lease.End(ctx, fin.Record()); err != nil {
+	var next string
+	var nextID string
+	if queues(r.job) && ctx.Err() == nil {
+		nextID = uuid.NewString()
+		next = r.info.Node + ":" + nextID
+	}
+	nextLog := r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", nextID),
+		zap.String("node_id", r.info.Node), zap.String("trigger", string(TriggerQueued)))
+	f, lease, err := r.lease.End(ctx, fin.Record(), next, nextLog)
+	if err != nil {
 		r.releaseFailed = true
 		r.log.Warn("lease release and history record failed; the janitor retries the release", zap.Error(err))
 		if owner := r.lease.Owner(); owner != "" {
 			r.phantom(owner)
+			if next != "" { // the call may have handed it the lease
+				r.phantom(next)
+			}
 		}
+		return
+	}
+	switch {
+	case f.Pending > 0 && lease != nil:
+		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Fence,
+			stateSlot: f.StateSlot, stateFence: f.StateFence}
+	case f.Pending > 0:
+		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipShuttingDown,
+			zap.String("cause", "the slot was pending behind this node's run, which ended during the shutdown"))
 	}
 }
 

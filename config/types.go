@@ -138,10 +138,14 @@ type JobFields struct {
 }
 
 // Overlap policies: when a job's previous run still holds its lease at the
-// next slot, skip that slot, or allow the runs side by side.
+// next slot, skip that slot, allow the runs side by side, queue the slot
+// (at most one pending, run when the lease is released), or replace the
+// running run (terminate it, then run the slot).
 const (
-	OverlapSkip  = "skip"
-	OverlapAllow = "allow"
+	OverlapSkip    = "skip"
+	OverlapAllow   = "allow"
+	OverlapQueue   = "queue"
+	OverlapReplace = "replace"
 )
 
 // Lock-lost policies: when a run's lease is lost, kill the run, or let it
@@ -165,7 +169,7 @@ type Job struct {
 	Env           map[string]string
 	User          string
 	Enabled       bool          // default true
-	Overlap       string        // skip | allow
+	Overlap       string        // skip | allow | queue | replace
 	OnLockLost    string        // kill | continue
 	CatchupWindow time.Duration // 0 = off
 	Jitter        time.Duration

@@ -146,7 +146,7 @@ func (c *checker) fields(prefix string, f JobFields) {
 		c.user(prefix+"user", *f.User)
 	}
 	if f.Overlap != nil {
-		oneOf(p, prefix+"overlap", *f.Overlap, OverlapSkip, OverlapAllow)
+		oneOf(p, prefix+"overlap", *f.Overlap, OverlapSkip, OverlapAllow, OverlapQueue, OverlapReplace)
 	}
 	if f.OnLockLost != nil {
 		oneOf(p, prefix+"on_lock_lost", *f.OnLockLost, LockLostKill, LockLostContinue)

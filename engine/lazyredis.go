@@ -81,12 +81,12 @@ func (l *lazyRedis) Release(ctx context.Context, job, owner string) (bool, error
 	return r.Release(ctx, job, owner)
 }
 
-func (l *lazyRedis) Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (bool, error) {
+func (l *lazyRedis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
 	r, err := l.client()
 	if err != nil {
-		return false, err
+		return actors.Finished{}, err
 	}
-	return r.Finish(ctx, job, owner, rec)
+	return r.Finish(ctx, req)
 }
 
 func (l *lazyRedis) Ping(ctx context.Context) error {

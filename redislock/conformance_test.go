@@ -38,6 +38,9 @@ var conformance = []struct {
 	{"MissedSlotsSeenAfterLoss", testMissedSeen},
 	{"MissedSlotsInBatches", testMissedBatches},
 	{"FenceAtMaximumFails", testFenceAtMaximum},
+	{"QueueKeepsOnePendingSlot", testQueuePending},
+	{"QueueDropsPendingOfVanishedHolder", testQueueDropped},
+	{"QueueFinishWhileStoppingDropsPending", testQueueStopping},
 }
 
 // A claim that would increment a fencing token at math.MaxInt64 fails

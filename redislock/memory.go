@@ -41,6 +41,7 @@ type Memory struct {
 type memJob struct {
 	slot, fence int64
 	missedTo    int64 // the latest slot reported missed (ReportMissed)
+	queued      int64 // the pending slot (overlap queue, replace); 0 = none
 	paused      bool
 	owner       string    // lease holder, "" when none
 	expires     time.Time // lease expiry; valid when owner != ""
@@ -103,20 +104,21 @@ func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 	if req.MinFence > j.fence {
 		j.fence, c.Repaired = req.MinFence, true
 	}
-	slot, owner, expires := j.slot, j.owner, j.expires
-	c.Outcome = m.decide(j, req)
+	slot, owner, expires, queued := j.slot, j.owner, j.expires, j.queued
+	c.Outcome = m.decide(j, req, &c)
 	if c.Outcome == actors.Claimed {
 		if j.fence == math.MaxInt64 {
 			// No token is left to hand out (Redis: HINCRBY fails with
-			// "increment or decrement would overflow"). The slot and the
-			// lease are left as they were; the repair above stays.
-			j.slot, j.owner, j.expires = slot, owner, expires
+			// "increment or decrement would overflow"). The slot, the
+			// lease and the pending slot are left as they were; the repair
+			// above stays.
+			j.slot, j.owner, j.expires, j.queued = slot, owner, expires, queued
 			return actors.Claim{}, fmt.Errorf("claim %q: the fencing token is at its maximum %d and cannot be incremented", req.Job, j.fence)
 		}
 		j.fence++
 		c.Fence = j.fence
 	}
-	if c.Outcome == actors.Overlap {
+	if c.Outcome == actors.Overlap || c.Outcome == actors.Queued {
 		c.Holder = j.owner
 	}
 	c.StateSlot, c.StateFence = j.slot, j.fence
@@ -124,8 +126,9 @@ func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 }
 
 // decide is claim steps 1–3 and the slot record of step 4 (the caller
-// increments the fence of a claimed slot). m.mu must be held.
-func (m *Memory) decide(j *memJob, req actors.ClaimRequest) actors.Outcome {
+// increments the fence of a claimed slot), with the pending slot of a Queue
+// request (c.Pending, c.Dropped). m.mu must be held.
+func (m *Memory) decide(j *memJob, req actors.ClaimRequest, c *actors.Claim) actors.Outcome {
 	if req.Slot > 0 && j.slot >= req.Slot {
 		return actors.ClaimedElsewhere
 	}
@@ -136,10 +139,18 @@ func (m *Memory) decide(j *memJob, req actors.ClaimRequest) actors.Outcome {
 	switch {
 	case j.paused && !req.IgnorePause:
 		outcome = actors.Paused
+	case req.Lease && j.owner != "" && req.Queue && j.queued == 0:
+		outcome, j.queued = actors.Queued, req.Slot
 	case req.Lease && j.owner != "":
 		outcome = actors.Overlap
+		if req.Queue {
+			c.Pending = j.queued
+		}
 	case req.Lease:
 		j.owner, j.expires = req.Owner, time.Now().Add(req.TTL.Truncate(time.Millisecond))
+		if req.Queue {
+			c.Dropped, j.queued = j.queued, 0
+		}
 	}
 	if req.Slot > 0 {
 		j.slot = req.Slot

@@ -139,6 +139,8 @@ func (r *Redis) call(ctx context.Context) (context.Context, context.CancelFunc) 
 	return context.WithTimeout(ctx, r.callTimeout)
 }
 
+// key is the Redis key of one of a job's records: kind "job" (the lease),
+// "state", "history", "paused", "pending" (docs/protocol.md, "Keys").
 func (r *Redis) key(kind, job string) string { return r.prefix + kind + ":" + job }
 
 // flag is a script's boolean argument.
@@ -159,10 +161,10 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	keys := []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job)}
+	keys := []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job), r.key("pending", req.Job)}
 	args := []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
 		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10),
-		flag(req.NeedRecord)}
+		flag(req.NeedRecord), flag(req.Queue)}
 	vals, err := claimScript.Exec(ctx, r.c, keys, args).ToArray()
 	if err != nil {
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
@@ -176,12 +178,15 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 
 // decodeClaim reads claimScript's reply.
 func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
-	if len(vals) != 8 {
-		return actors.Claim{}, fmt.Errorf("script returned %d values, want 8", len(vals))
+	if len(vals) != 10 {
+		return actors.Claim{}, fmt.Errorf("script returned %d values, want 10", len(vals))
 	}
-	var n [7]int64
+	var n [10]int64
 	var errs []error
 	for i := range n {
+		if i == 7 {
+			continue // the holder
+		}
 		var err error
 		n[i], err = vals[i].AsInt64()
 		errs = append(errs, err)
@@ -191,7 +196,7 @@ func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
 		return actors.Claim{}, err
 	}
 	return actors.Claim{Outcome: actors.Outcome(n[0]), Fence: n[1], StateSlot: n[2], StateFence: n[3],
-		Repaired: n[4] == 1, FoundSlot: n[5], FoundFence: n[6], Holder: holder}, nil
+		Repaired: n[4] == 1, FoundSlot: n[5], FoundFence: n[6], Holder: holder, Pending: n[8], Dropped: n[9]}, nil
 }
 
 // Renew resets the lease TTL (whole milliseconds, at least 1ms) if the lease

@@ -11,14 +11,17 @@ import "github.com/redis/rueidis"
 // prefix carries a {hash tag} so they live in one slot.
 
 // claimScript is the claim step of docs/protocol.md ("Claim"): the state
-// repair (step 0), then steps 1–4.
+// repair (step 0), then steps 1–4, with the pending slot of overlap queue
+// and replace (docs/protocol.md, "Queue and replace").
 //
-//	KEYS: 1 lease, 2 state, 3 paused
+//	KEYS: 1 lease, 2 state, 3 paused, 4 pending
 //	ARGV: 1 slot (0 = manual), 2 owner, 3 ttl ms, 4 "1" = take the lease,
 //	      5 "1" = ignore pause (a forced manual run), 6 min slot, 7 min fence,
 //	      8 "1" = need a record (catch-up): no slot record → outcome 4, NoRecord
+//	      9 "1" = queue: a held lease records the slot as pending (outcome 5)
 //	returns {outcome, fence, state slot, state fence, repaired (0|1),
-//	         found slot, found fence, lease holder ("" unless overlap)};
+//	         found slot, found fence, lease holder ("" unless overlap or
+//	         queued), pending slot kept (overlap), pending slot dropped};
 //	outcome numbers are the actors.Outcome constants.
 var claimScript = rueidis.NewLuaScript(`
 local slot = tonumber(ARGV[1])
@@ -33,8 +36,9 @@ if tonumber(ARGV[7]) > fence then
   fence, repaired = tonumber(ARGV[7]), 1
   redis.call("HSET", KEYS[2], "fence", ARGV[7])
 end
+local kept, dropped = 0, 0
 local function reply(outcome, f, holder)
-  return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder}
+  return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder, kept, dropped}
 end
 local function record()
   if slot > 0 then
@@ -51,7 +55,19 @@ end
 if ARGV[4] == "1" then
   if not redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then
     record()
-    return reply(3, 0, redis.call("GET", KEYS[1]) or "")
+    local holder = redis.call("GET", KEYS[1]) or ""
+    if ARGV[9] == "1" then
+      kept = tonumber(redis.call("GET", KEYS[4]) or "0")
+      if kept == 0 then
+        redis.call("SET", KEYS[4], ARGV[1])
+        return reply(5, 0, holder)
+      end
+    end
+    return reply(3, 0, holder)
+  end
+  if ARGV[9] == "1" then
+    dropped = tonumber(redis.call("GET", KEYS[4]) or "0")
+    if dropped > 0 then redis.call("DEL", KEYS[4]) end
   end
 end
 record()
@@ -98,19 +114,25 @@ return 0
 // finishScript ends a run in one round trip: compare-and-DEL of the lease
 // (when ARGV[2] names an owner), then it appends the run record to the
 // capped history stream and copies its fields, except output_tail, into the
-// state hash as last_<field>. It returns 1 when a lease was deleted, else 0.
+// state hash as last_<field>. When the lease was released and a slot is
+// pending (overlap queue or replace), it hands the lease to ARGV[3] for
+// ARGV[4] ms, clears the pending slot and increments the fence; with ARGV[3]
+// "" it clears the pending slot only (the node stops: it will not run).
 // MAXLEN is exact, not "~": approximate trimming only drops whole stream
 // nodes (100 entries by default), so a cap of 100 could keep ~200 entries.
 //
-//	KEYS: 1 lease, 2 history, 3 state; ARGV: 1 max length, 2 owner ("" = no
-//	lease), 3.. field, value pairs
+//	KEYS: 1 lease, 2 history, 3 state, 4 pending; ARGV: 1 max length,
+//	2 owner ("" = no lease), 3 next owner ("" = none), 4 ttl ms,
+//	5.. field, value pairs
+//	returns {released (0|1), pending slot taken (0 = none), fence handed
+//	         to the next owner (0 = none), state slot, state fence}
 var finishScript = rueidis.NewLuaScript(`
 local released = 0
 if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
   released = redis.call("DEL", KEYS[1])
 end
 local fields, last = {}, {}
-for i = 3, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   fields[#fields+1] = ARGV[i]
   fields[#fields+1] = ARGV[i+1]
   if ARGV[i] ~= "output_tail" then
@@ -120,5 +142,17 @@ for i = 3, #ARGV, 2 do
 end
 redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(fields))
 redis.call("HSET", KEYS[3], unpack(last))
-return released
+local pending, fence = 0, 0
+if released == 1 then
+  pending = tonumber(redis.call("GET", KEYS[4]) or "0")
+  if pending > 0 then
+    redis.call("DEL", KEYS[4])
+    if ARGV[3] ~= "" then
+      redis.call("SET", KEYS[1], ARGV[3], "PX", ARGV[4])
+      fence = redis.call("HINCRBY", KEYS[3], "fence", 1)
+    end
+  end
+end
+local h = redis.call("HMGET", KEYS[3], "slot", "fence")
+return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0")}
 `)

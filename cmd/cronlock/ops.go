@@ -26,7 +26,7 @@ type opsBackend interface {
 	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
 	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (bool, error)
+	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
 	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
 	State(ctx context.Context, job string) (redislock.JobState, error)
 	Pause(ctx context.Context, job string) error

@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// slotReasons collects, over nodes, the skip reasons logged for each slot
+// of job, and the slots logged as queued.
+func slotReasons(nodes []*node, job string) (skips map[int64][]string, queued map[int64][]string) {
+	skips, queued = map[int64][]string{}, map[int64][]string{}
+	for _, n := range nodes {
+		for _, e := range n.Logs() {
+			if e.Str("job") != job {
+				continue
+			}
+			switch {
+			case e.Msg() == "slot skipped":
+				skips[e.Slot()] = append(skips[e.Slot()], e.Str("reason"))
+			case len(e.Msg()) > 12 && e.Msg()[:12] == "slot queued:":
+				queued[e.Slot()] = append(queued[e.Slot()], n.name)
+			}
+		}
+	}
+	return skips, queued
+}
+
+// TestOverlap_QueueRunsPendingSlotWhenRunEnds is issue 13, item 1
+// (queue): a 2.5 s job every second with overlap queue on 3 nodes, for
+// 10 s (the issue says 15 s; 10 s keeps the test inside the e2e budget and
+// still covers three hand-ons). Asserted: never two runs at once; every
+// run after the first starts within 100 ms of the end of the run before
+// it; no slot runs or is queued more than once; every other slot of the
+// span is skipped overlap by exactly one node.
+func TestOverlap_QueueRunsPendingSlotWhenRunEnds(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ledger := newLedger(t)
+	job := map[string]any{"name": "q", "schedule": "* * * * * *", "overlap": "queue", "timeout": "10s",
+		"command": intervalCommand(ledger, 2500*time.Millisecond)}
+	nodes, ready := startNodes(t, writeConfig(t, redisConfig(srv.Addr(), job)),
+		nodeSpec{id: "n1"}, nodeSpec{id: "n2"}, nodeSpec{id: "n3"})
+	sleepUntil(ready.Add(10 * time.Second))
+	stopAt := time.Now()
+	stopAll(t, 15*time.Second, nodes...)
+
+	runs := readIntervals(t, ledger)
+	if len(runs) < 3 {
+		t.Fatalf("got %d runs, want at least 3: %+v", len(runs), runs)
+	}
+	ranBy := map[int64][]string{}
+	for i, r := range runs {
+		ranBy[r.Slot] = append(ranBy[r.Slot], r.Node)
+		if r.End.IsZero() {
+			t.Errorf("run of slot %d on %s: no end recorded", r.Slot, r.Node)
+			continue
+		}
+		if i == 0 {
+			continue
+		}
+		prev := runs[i-1]
+		if r.Start.Before(prev.End) {
+			t.Errorf("run of slot %d on %s started at %s, before the run of slot %d on %s ended (%s): two runs at once",
+				r.Slot, r.Node, r.Start.Format("05.000"), prev.Slot, prev.Node, prev.End.Format("05.000"))
+		}
+		gap := r.Start.Sub(prev.End)
+		t.Logf("slot %d on %s: started %v after the previous run ended", r.Slot, r.Node, gap)
+		if gap > 100*time.Millisecond {
+			t.Errorf("run of slot %d on %s started %v after the run before it ended, want within 100ms", r.Slot, r.Node, gap)
+		}
+		if r.Slot <= prev.Slot {
+			t.Errorf("run of slot %d after the run of slot %d: want increasing slots", r.Slot, prev.Slot)
+		}
+	}
+	skips, queued := slotReasons(nodes, "q")
+	for slot, by := range queued {
+		if len(by) != 1 {
+			t.Errorf("slot %d queued %d times (%v), want at most once", slot, len(by), by)
+		}
+		if len(ranBy[slot]) == 0 && slot < runs[len(runs)-1].Slot {
+			t.Errorf("slot %d was queued but did not run", slot)
+		}
+	}
+	first := runs[0].Slot
+	for slot := first + 1; slot < stopAt.Unix()-3; slot++ {
+		overlaps := 0
+		for _, r := range skips[slot] {
+			if r == "overlap" {
+				overlaps++
+			} else if r != "claimed_elsewhere" {
+				t.Errorf("slot %d skipped %s, want overlap or claimed_elsewhere", slot, r)
+			}
+		}
+		switch {
+		case len(ranBy[slot]) > 1:
+			t.Errorf("slot %d ran %d times (%v), want at most once", slot, len(ranBy[slot]), ranBy[slot])
+		case len(ranBy[slot]) == 1 && overlaps > 0:
+			t.Errorf("slot %d ran and was skipped overlap", slot)
+		case len(ranBy[slot]) == 0 && overlaps != 1:
+			t.Errorf("slot %d did not run: got %d overlap skips (%v), want exactly 1", slot, overlaps, skips[slot])
+		}
+	}
+}

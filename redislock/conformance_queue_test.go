@@ -1,0 +1,95 @@
+package redislock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+)
+
+func queueClaim(t *testing.T, b backend, job string, slot int64, owner string) actors.Claim {
+	t.Helper()
+	c, err := b.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: slot, Owner: owner, TTL: time.Minute, Lease: true, Queue: true})
+	if err != nil {
+		t.Fatalf("claim slot %d: %v", slot, err)
+	}
+	return c
+}
+
+// A slot that comes due while the lease is held becomes the one pending
+// slot; the next one is an overlap naming it; the holder's Finish hands
+// the lease to the pending slot with the next fence, and the Finish of that
+// run finds nothing pending.
+func testQueuePending(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	if c := queueClaim(t, b, job, 10, "n1:a"); c.Outcome != actors.Claimed || c.Fence != 1 {
+		t.Fatalf("slot 10: got %+v, want claimed with fence 1", c)
+	}
+	if c := queueClaim(t, b, job, 11, "n2:b"); c.Outcome != actors.Queued || c.Holder != "n1:a" {
+		t.Fatalf("slot 11: got %+v, want queued behind n1:a", c)
+	}
+	if c := queueClaim(t, b, job, 12, "n3:c"); c.Outcome != actors.Overlap || c.Pending != 11 || c.StateSlot != 12 {
+		t.Fatalf("slot 12: got %+v, want overlap with pending slot 11 and state slot 12", c)
+	}
+	f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:a", Record: sampleRecord(1), Next: "n1:d", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Released || f.Pending != 11 || f.Fence != 2 || f.StateFence != 2 || f.StateSlot != 12 {
+		t.Fatalf("finish of slot 10: got %+v, want released, pending 11 handed on with fence 2, state slot 12", f)
+	}
+	if st, _ := b.State(ctxT(t), job); st.LeaseHolder != "n1:d" {
+		t.Fatalf("lease holder after the hand-on: got %q, want n1:d", st.LeaseHolder)
+	}
+	if c := queueClaim(t, b, job, 13, "n2:e"); c.Outcome != actors.Queued || c.Holder != "n1:d" {
+		t.Fatalf("slot 13: got %+v, want queued behind n1:d", c)
+	}
+	f, err = b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:d", Record: sampleRecord(2), Next: "n1:f", TTL: time.Minute})
+	if err != nil || f.Pending != 13 || f.Fence != 3 {
+		t.Fatalf("finish of slot 11: got %+v, %v; want pending 13 with fence 3", f, err)
+	}
+	f, err = b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:f", Record: sampleRecord(3), Next: "n1:g", TTL: time.Minute})
+	if err != nil || !f.Released || f.Pending != 0 || f.Fence != 0 {
+		t.Fatalf("finish of slot 13: got %+v, %v; want released, nothing pending", f, err)
+	}
+	if st, _ := b.State(ctxT(t), job); st.LeaseHolder != "" {
+		t.Fatalf("lease holder with nothing pending: got %q, want none", st.LeaseHolder)
+	}
+}
+
+// A pending slot whose holder vanished (its lease released or expired
+// without a Finish) is cleared by the next claim, which says so.
+func testQueueDropped(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	queueClaim(t, b, job, 20, "n1:a")
+	if c := queueClaim(t, b, job, 21, "n2:b"); c.Outcome != actors.Queued {
+		t.Fatalf("slot 21: got %+v, want queued", c)
+	}
+	if ok, err := b.Release(ctxT(t), job, "n1:a"); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if c := queueClaim(t, b, job, 22, "n3:c"); c.Outcome != actors.Claimed || c.Dropped != 21 {
+		t.Fatalf("slot 22: got %+v, want claimed with pending slot 21 dropped", c)
+	}
+	if c := queueClaim(t, b, job, 23, "n2:d"); c.Outcome != actors.Queued {
+		t.Fatalf("slot 23: got %+v, want queued (the dropped slot no longer pending)", c)
+	}
+}
+
+// A Finish without Next (the node stops) clears the pending slot and
+// returns it with fence 0; the lease is released.
+func testQueueStopping(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	queueClaim(t, b, job, 30, "n1:a")
+	queueClaim(t, b, job, 31, "n2:b")
+	f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:a", Record: sampleRecord(1)})
+	if err != nil || !f.Released || f.Pending != 31 || f.Fence != 0 {
+		t.Fatalf("finish: got %+v, %v; want released, pending 31 dropped (fence 0)", f, err)
+	}
+	if c := queueClaim(t, b, job, 32, "n2:c"); c.Outcome != actors.Claimed || c.Dropped != 0 || c.Fence != 2 {
+		t.Fatalf("slot 32: got %+v, want claimed with fence 2, nothing dropped", c)
+	}
+}
