@@ -44,7 +44,7 @@ func (l *slowLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error)
 		return Claim{}, ctx.Err()
 	}
 }
-func (l *slowLocker) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+func (l *slowLocker) Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error) {
 	return l.mem.Load().Renew(ctx, job, owner, ttl)
 }
 func (l *slowLocker) Release(ctx context.Context, job, owner string) (bool, error) {

@@ -41,7 +41,17 @@ type Lease struct {
 	lost     chan LeaseLost
 	stop     context.CancelFunc
 	done     chan struct{}
+	// replace (overlap replace): a renewal that finds a pending slot
+	// reports it once on replaced, and renewals come at least every
+	// replaceRenewEvery so that the run learns it soon.
+	replace  bool
+	replaced chan int64
 }
+
+// replaceRenewEvery bounds the renewal interval of an overlap: replace
+// lease: the holder learns of a slot waiting to replace its run within it
+// (docs/protocol.md, "Queue and replace").
+const replaceRenewEvery = 500 * time.Millisecond
 
 // Acquire sends req (one round trip, bounded by ctx) and, when the claim
 // succeeds, returns a Lease that already renews itself; otherwise the
@@ -49,29 +59,36 @@ type Lease struct {
 // happens to ctx (a run outlives the start of a shutdown). log should carry
 // the job's name.
 func Acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest) (Claim, *Lease, error) {
+	return acquire(ctx, log, locker, req, false)
+}
+
+// acquire is Acquire; replace makes the Lease report a pending slot found
+// by a renewal on Replaced (overlap replace).
+func acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest, replace bool) (Claim, *Lease, error) {
 	sent := time.Now()
 	c, err := locker.Claim(ctx, req)
 	if err != nil || c.Outcome != Claimed {
 		return c, nil, err
 	}
 	if !req.Lease {
-		l := newLease(log, locker, req.Job, "", req.TTL, sent)
+		l := newLease(log, locker, req.Job, "", req.TTL, sent, false)
 		close(l.done)
 		return c, l, nil
 	}
-	return c, adoptLease(ctx, log, locker, req.Job, req.Owner, req.TTL, sent), nil
+	return c, adoptLease(ctx, log, locker, req.Job, req.Owner, req.TTL, sent, replace), nil
 }
 
-func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time) *Lease {
+func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, replace bool) *Lease {
 	return &Lease{log: log, locker: locker, job: job, owner: owner, ttl: ttl, acquired: sent,
-		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{})}
+		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{}),
+		replace: replace, replaced: make(chan int64, 1)}
 }
 
 // adoptLease returns a renewing Lease for a lease that owner holds since
 // the call sent at sent (a claim, or a Finish that handed the lease on).
 // The renewals run until End, whatever happens to ctx.
-func adoptLease(ctx context.Context, log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time) *Lease {
-	l := newLease(log, locker, job, owner, ttl, sent)
+func adoptLease(ctx context.Context, log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, replace bool) *Lease {
+	l := newLease(log, locker, job, owner, ttl, sent, replace)
 	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
 	go func() {
@@ -105,8 +122,13 @@ func (l *Lease) End(ctx context.Context, rec RunRecord, next string, nextLog *za
 	if err != nil || f.Fence == 0 {
 		return f, nil, err
 	}
-	return f, adoptLease(ctx, nextLog, l.locker, l.job, next, l.ttl, sent), nil
+	return f, adoptLease(ctx, nextLog, l.locker, l.job, next, l.ttl, sent, l.replace), nil
 }
+
+// Replaced delivers, at most once, the pending slot (Unix seconds) that a
+// renewal of an overlap: replace lease found: the run is to stop so that
+// the slot can run. Never closed; nothing comes for other policies.
+func (l *Lease) Replaced() <-chan int64 { return l.replaced }
 
 // Owner is the lease value "nodeID:uuid", or "" when no lease is held.
 func (l *Lease) Owner() string { return l.owner }
@@ -119,8 +141,13 @@ func (l *Lease) keepAlive(ctx context.Context) {
 	deadline := l.acquired.Add(l.ttl - margin)
 	expiry := time.NewTimer(time.Until(deadline))
 	defer expiry.Stop()
-	tick := time.NewTicker(l.ttl / 3)
+	every := l.ttl / 3
+	if l.replace {
+		every = min(every, replaceRenewEvery)
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	asked := false // the replace request was reported
 	for {
 		select {
 		case <-ctx.Done():
@@ -130,10 +157,14 @@ func (l *Lease) keepAlive(ctx context.Context) {
 			return
 		case <-tick.C:
 			sent := time.Now()
-			switch err := l.renew(ctx, deadline); {
+			switch pending, err := l.renew(ctx, deadline); {
 			case err == nil:
 				deadline = sent.Add(l.ttl - margin)
 				expiry.Reset(time.Until(deadline))
+				if l.replace && pending > 0 && !asked {
+					asked = true
+					l.replaced <- pending // 1-buffered, sent once
+				}
 			case errors.Is(err, ErrNotHeld):
 				l.report(err, margin/2)
 				return
@@ -149,10 +180,10 @@ func (l *Lease) keepAlive(ctx context.Context) {
 
 // renew makes one compare-and-PEXPIRE call, bounded by TTL/3 and by the
 // local deadline so that the deadline timer is never starved.
-func (l *Lease) renew(ctx context.Context, deadline time.Time) error {
+func (l *Lease) renew(ctx context.Context, deadline time.Time) (int64, error) {
 	d := min(l.ttl/3, time.Until(deadline))
 	if d <= 0 {
-		return context.DeadlineExceeded
+		return 0, context.DeadlineExceeded
 	}
 	rctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()

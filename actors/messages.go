@@ -39,11 +39,14 @@ const (
 	ResultTimeout  = "timeout"
 	ResultLockLost = "lock_lost"
 	ResultError    = "error"
+	// ResultReplaced: the run was terminated (SIGTERM, SIGKILL after
+	// kill_grace) because a newer slot replaces it (overlap replace).
+	ResultReplaced = "replaced"
 )
 
 // results lists every run result, in metric order; its length sizes the
 // per-job counters.
-var results = [...]string{ResultSuccess, ResultFailure, ResultTimeout, ResultLockLost, ResultError}
+var results = [...]string{ResultSuccess, ResultFailure, ResultTimeout, ResultLockLost, ResultError, ResultReplaced}
 
 // jobMsg is the sealed set of messages a job actor accepts.
 type jobMsg interface{ jobMsg() }

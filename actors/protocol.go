@@ -20,9 +20,10 @@ import (
 type Locker interface {
 	// Claim runs the claim step for one slot (or a manual run) atomically.
 	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
-	// Renew extends a lease owner still holds to ttl (compare-and-PEXPIRE);
-	// an error wrapping ErrNotHeld says it is no longer held.
-	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
+	// Renew extends a lease owner still holds to ttl (compare-and-PEXPIRE)
+	// and returns the job's pending slot (overlap queue and replace; 0 =
+	// none); an error wrapping ErrNotHeld says it is no longer held.
+	Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error)
 	// Release deletes a lease owner still holds (compare-and-DEL) and says
 	// whether it did.
 	Release(ctx context.Context, job, owner string) (bool, error)

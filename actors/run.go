@@ -35,6 +35,9 @@ type run struct {
 	lease   *Lease
 	log     *zap.Logger
 	lostErr error // set once the lease is lost
+	// replacedBy is the pending slot that replaces this run (overlap
+	// replace), 0 = none.
+	replacedBy int64
 
 	// pre is the claim this run was handed by the Finish of the run before
 	// it (a pending slot, overlap queue or replace): it does not claim.
@@ -65,7 +68,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	if ran, ok := r.claim(ctx); !ok {
 		return ran
 	}
-	fin := r.attempts(ctx, r.lease.Lost())
+	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
 	if r.lease.Owner() != "" {
 		r.waitGrace()
 	}
@@ -106,7 +109,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
-	c, lease, err := Acquire(cctx, r.log, r.deps.Locker, req)
+	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req, r.job.Overlap == config.OverlapReplace)
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
@@ -179,27 +182,30 @@ func (r *run) phantom(owner string) {
 }
 
 // attempts runs the command up to 1+retries times.
-func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
+func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-chan int64) RunFinished {
 	fin := RunFinished{RunInfo: r.info, Cfg: r.job}
 	backoff := r.job.RetryBackoff
 	base := r.log
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
 		r.log = base.With(zap.Int("attempt", attempt)) // every later line of the run carries it
-		out := r.attempt(attempt, lost)
+		out := r.attempt(attempt, lost, replaced)
 		if attempt == 1 {
 			fin.Started = out.Started
 		}
 		fin.Result, fin.ExitCode, fin.Signal = out.result, out.ExitCode, out.Signal
 		fin.Tail, fin.Finished = out.Tail, out.Finished
-		if fin.Result == ResultSuccess || r.lostErr != nil || attempt > r.job.Retries || ctx.Err() != nil {
+		if fin.Result == ResultSuccess || r.lostErr != nil || r.replacedBy != 0 || attempt > r.job.Retries || ctx.Err() != nil {
 			return fin
 		}
 		r.log.Info("attempt failed; retrying", zap.String("result", fin.Result),
 			zap.Duration("backoff", backoff))
-		if !r.sleep(ctx, backoff, lost) {
-			if r.lostErr != nil {
+		if !r.sleep(ctx, backoff, lost, replaced) {
+			switch {
+			case r.lostErr != nil:
 				fin.Result = ResultLockLost
+			case r.replacedBy != 0:
+				fin.Result = ResultReplaced
 			}
 			return fin
 		}
@@ -208,8 +214,8 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
 }
 
 // sleep waits d; it returns false when the run must stop instead (shutdown,
-// kill, or lease lost).
-func (r *run) sleep(ctx context.Context, d time.Duration, lost <-chan LeaseLost) bool {
+// kill, lease lost, or replaced).
+func (r *run) sleep(ctx context.Context, d time.Duration, lost <-chan LeaseLost, replaced <-chan int64) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -219,8 +225,18 @@ func (r *run) sleep(ctx context.Context, d time.Duration, lost <-chan LeaseLost)
 	case <-r.deps.Kill:
 	case l := <-lost:
 		r.onLost(l)
+	case slot := <-replaced:
+		r.onReplaced(slot)
 	}
 	return false
+}
+
+// onReplaced notes the pending slot that replaces this run (overlap
+// replace): no further attempt is made, and the result is replaced.
+func (r *run) onReplaced(slot int64) {
+	r.replacedBy = slot
+	r.log.Info("run replaced: a newer slot is pending (overlap replace); terminating the run",
+		zap.Int64("pending_slot", slot), zap.Duration("kill_grace", r.job.KillGrace))
 }
 
 func (r *run) onLost(l LeaseLost) {

@@ -103,3 +103,60 @@ func TestOverlap_QueueRunsPendingSlotWhenRunEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlap_ReplaceTerminatesTheRunningRun is issue 13, item 1
+// (replace): a 10 s job every 3 s with overlap replace on 3 nodes. Each
+// slot that comes due while the previous slot's run goes on is queued, the
+// holder learns it at its next renewal (every 500 ms for replace), sends
+// SIGTERM and hands the lease to the new slot once the run is dead.
+// Asserted: every slot of the span runs exactly once; each run starts
+// after the previous one has ended, killed by SIGTERM (the command's trap
+// records it), and the node that ran the previous one logged it finished
+// with result replaced before the next run started.
+func TestOverlap_ReplaceTerminatesTheRunningRun(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ledger := newLedger(t)
+	job := map[string]any{"name": "r", "schedule": "*/3 * * * * *", "overlap": "replace", "timeout": "30s",
+		"kill_grace": "2s", "command": intervalCommand(ledger, 10*time.Second)}
+	cfg := redisConfig(srv.Addr(), job)
+	cfg["node"] = map[string]any{"shutdown_timeout": "1s"} // the last run is cut at the stop: the test stays short
+	nodes, ready := startNodes(t, writeConfig(t, cfg), nodeSpec{id: "n1"}, nodeSpec{id: "n2"}, nodeSpec{id: "n3"})
+	sleepUntil(ready.Add(10 * time.Second))
+	stopAt := time.Now()
+	stopAll(t, 20*time.Second, nodes...)
+
+	runs := readIntervals(t, ledger)
+	if len(runs) < 3 {
+		t.Fatalf("got %d runs, want at least 3: %+v", len(runs), runs)
+	}
+	finished := map[int64][]logEntry{} // slot → "run finished" lines
+	for _, n := range nodes {
+		for _, e := range logsOf(n, "run finished", "r") {
+			finished[e.Slot()] = append(finished[e.Slot()], e)
+		}
+	}
+	ranBy := map[int64][]string{}
+	for i, r := range runs {
+		ranBy[r.Slot] = append(ranBy[r.Slot], r.Node)
+		if i == 0 {
+			continue
+		}
+		prev := runs[i-1]
+		if prev.How != "killed" || prev.End.After(r.Start) {
+			t.Errorf("run of slot %d on %s: got end %q at %s, want killed before the run of slot %d started at %s",
+				prev.Slot, prev.Node, prev.How, prev.End.Format("05.000"), r.Slot, r.Start.Format("05.000"))
+		}
+		fl := finished[prev.Slot]
+		if len(fl) != 1 || fl[0].Str("result") != "replaced" || fl[0].Str("node_id") != prev.Node || !fl[0].Time().Before(r.Start) {
+			t.Errorf("run of slot %d on %s: got finished lines %v, want one with result replaced on %s before %s",
+				prev.Slot, prev.Node, fl, prev.Node, r.Start.Format("05.000"))
+		}
+		t.Logf("slot %d on %s started %v after slot %d on %s was dead", r.Slot, r.Node, r.Start.Sub(prev.End), prev.Slot, prev.Node)
+	}
+	for _, s := range slotsBetween(runs[0].Slot, stopAt.Unix()-2, 3) {
+		if len(ranBy[s]) != 1 {
+			t.Errorf("slot %d: got runs on %v, want exactly one", s, ranBy[s])
+		}
+	}
+}

@@ -65,10 +65,10 @@ func (l *lazyRedis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.
 	return r.Claim(ctx, req)
 }
 
-func (l *lazyRedis) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+func (l *lazyRedis) Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error) {
 	r, err := l.client()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	return r.Renew(ctx, job, owner, ttl)
 }

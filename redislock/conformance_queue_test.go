@@ -29,6 +29,9 @@ func testQueuePending(t *testing.T, s store) {
 	if c := queueClaim(t, b, job, 11, "n2:b"); c.Outcome != actors.Queued || c.Holder != "n1:a" {
 		t.Fatalf("slot 11: got %+v, want queued behind n1:a", c)
 	}
+	if pending, err := b.Renew(ctxT(t), job, "n1:a", time.Minute); err != nil || pending != 11 {
+		t.Fatalf("renew by the holder: got (%d, %v), want pending slot 11", pending, err)
+	}
 	if c := queueClaim(t, b, job, 12, "n3:c"); c.Outcome != actors.Overlap || c.Pending != 11 || c.StateSlot != 12 {
 		t.Fatalf("slot 12: got %+v, want overlap with pending slot 11 and state slot 12", c)
 	}

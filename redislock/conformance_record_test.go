@@ -115,7 +115,7 @@ func testInvalid(t *testing.T, s store) {
 			t.Errorf("Claim(%+v): got nil error, want invalid request", req)
 		}
 	}
-	if err := b.Renew(ctxT(t), "j", "a:1", 0); err == nil {
+	if _, err := b.Renew(ctxT(t), "j", "a:1", 0); err == nil {
 		t.Errorf("Renew with ttl 0: got nil error")
 	}
 	if _, err := b.Release(ctxT(t), "j", ""); err == nil {

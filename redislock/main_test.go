@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 // suite runs against it. (Consumers declare their own small interfaces.)
 type backend interface {
 	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
-	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
+	Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error)
 	Release(ctx context.Context, job, owner string) (bool, error)
 	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
 	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)

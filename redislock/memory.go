@@ -158,19 +158,20 @@ func (m *Memory) decide(j *memJob, req actors.ClaimRequest, c *actors.Claim) act
 	return outcome
 }
 
-// Renew resets the lease TTL if owner holds it; see Redis.Renew.
-func (m *Memory) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+// Renew resets the lease TTL if owner holds it and returns the pending
+// slot; see Redis.Renew.
+func (m *Memory) Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error) {
 	if err := errors.Join(validateLease(job, owner, ttl), ctx.Err()); err != nil {
-		return fmt.Errorf("renew %q: %w", job, err)
+		return 0, fmt.Errorf("renew %q: %w", job, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(job)
 	if j.owner != owner {
-		return fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
+		return 0, fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
 	}
 	j.expires = time.Now().Add(ttl.Truncate(time.Millisecond))
-	return nil
+	return j.queued, nil
 }
 
 // Release deletes the lease if owner holds it; see Redis.Release.

@@ -200,24 +200,26 @@ func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
 }
 
 // Renew resets the lease TTL (whole milliseconds, at least 1ms) if the lease
-// still holds owner: compare-and-PEXPIRE. It returns nil when renewed, an
-// error wrapping actors.ErrNotHeld when the lease is gone or held by someone else,
-// and any other error when the result is unknown.
-func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+// still holds owner: compare-and-PEXPIRE. When renewed it returns the job's
+// pending slot (Unix seconds; 0 = none: overlap queue and replace,
+// docs/protocol.md, "Queue and replace") and nil; an error wrapping
+// actors.ErrNotHeld when the lease is gone or held by someone else, and any
+// other error when the result is unknown.
+func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error) {
 	if err := validateLease(job, owner, ttl); err != nil {
-		return fmt.Errorf("renew %q: %w", job, err)
+		return 0, fmt.Errorf("renew %q: %w", job, err)
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	n, err := renewScript.Exec(ctx, r.c, []string{r.key("job", job)},
+	n, err := renewScript.Exec(ctx, r.c, []string{r.key("job", job), r.key("pending", job)},
 		[]string{owner, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
 	switch {
 	case err != nil:
-		return fmt.Errorf("renew %q: %w", job, err)
-	case n == 0:
-		return fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
+		return 0, fmt.Errorf("renew %q: %w", job, err)
+	case n < 0:
+		return 0, fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
 	}
-	return nil
+	return n, nil
 }
 
 // Release deletes the lease if it holds owner: compare-and-DEL. released

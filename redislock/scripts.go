@@ -91,14 +91,16 @@ redis.call("HSET", KEYS[1], "missed_to", ARGV[3])
 return last
 `)
 
-// renewScript is compare-and-PEXPIRE: 1 renewed, 0 not ours.
+// renewScript is compare-and-PEXPIRE: when renewed it returns the pending
+// slot (0 = none; overlap queue and replace), -1 when the lease is not ours.
 //
-//	KEYS: 1 lease; ARGV: 1 owner, 2 ttl ms
+//	KEYS: 1 lease, 2 pending; ARGV: 1 owner, 2 ttl ms
 var renewScript = rueidis.NewLuaScript(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
-  return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+  redis.call("PEXPIRE", KEYS[1], ARGV[2])
+  return tonumber(redis.call("GET", KEYS[2]) or "0")
 end
-return 0
+return -1
 `)
 
 // releaseScript is compare-and-DEL: 1 deleted, 0 not ours.

@@ -24,7 +24,7 @@ const opsCallTimeout = 5 * time.Second
 // Implemented by *redislock.Redis and *redislock.Memory.
 type opsBackend interface {
 	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
-	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
+	Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error)
 	Release(ctx context.Context, job, owner string) (bool, error)
 	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
 	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
