@@ -288,6 +288,8 @@ func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 		m.Reply <- Ran{Skip: SkipDisabled}
 	case ctx.Err() != nil:
 		m.Reply <- Ran{Skip: SkipShuttingDown}
+	case m.Backfill:
+		j.start(ctx, &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
 	default:
 		r := &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual}, force: m.Force}
 		j.start(ctx, r, m.Reply)

@@ -25,6 +25,9 @@ const (
 	// of the job's last claimed slot (a new job, or Redis lost its state
 	// and no live node remembers it): the slot may already have run.
 	SkipNoRecord = "no_record"
+	// SkipAlreadyRun: a backfill slot that an earlier backfill ran (it is
+	// listed, not counted: `cronlock backfill` is no daemon).
+	SkipAlreadyRun = "already_run"
 )
 
 // skipReasons lists every skip reason, in metric order; its length sizes
@@ -79,6 +82,10 @@ type Reconfigure struct{ Job config.Job }
 type RunNow struct {
 	Force bool
 	Reply chan<- Ran
+	// Backfill, with Slot, runs that past slot (trigger backfill,
+	// ClaimRequest.Backfill) instead of a manual run.
+	Backfill bool
+	Slot     time.Time
 }
 
 func (Fire) jobMsg()        {}

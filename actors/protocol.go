@@ -94,6 +94,9 @@ const (
 	// the holder's run ends (the holder's Finish hands it the lease). With
 	// replace the holder is asked to terminate its run.
 	Queued
+	// AlreadyRun: a backfill claim (ClaimRequest.Backfill) of a slot that
+	// an earlier backfill claimed; nothing is written.
+	AlreadyRun
 )
 
 // String returns the skip-reason spelling: "claimed", "claimed_elsewhere",
@@ -112,6 +115,8 @@ func (o Outcome) String() string {
 		return SkipNoRecord
 	case Queued:
 		return "queued"
+	case AlreadyRun:
+		return SkipAlreadyRun
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -151,6 +156,12 @@ type ClaimRequest struct {
 	// (Queued) instead of skipping it; when one is pending, skip it
 	// (Overlap).
 	Queue bool
+	// Backfill (`cronlock backfill`) claims a past slot out of order: the
+	// slot check against state.slot (step 1) is not made and state.slot is
+	// not changed; instead the slot is recorded in the job's set of
+	// backfilled slots, and a slot already in it is AlreadyRun. Pause and
+	// lease apply as for any claim, and a refused claim records nothing.
+	Backfill bool
 }
 
 // Validate reports a malformed request; both backends call it first.
@@ -168,6 +179,8 @@ func (req ClaimRequest) Validate() error {
 		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
 	case req.Queue && (!req.Lease || req.Slot == 0):
 		return errors.New("queue needs a lease and a slot")
+	case req.Backfill && (req.Slot == 0 || req.Queue || req.NeedRecord):
+		return errors.New("backfill needs a slot, and neither queue nor a record")
 	}
 	return nil
 }
@@ -265,6 +278,8 @@ const (
 	// TriggerQueued: a pending slot (overlap queue or replace) that the
 	// lease was handed to when the run before it ended.
 	TriggerQueued Trigger = "queued"
+	// TriggerBackfill: a past slot run by `cronlock backfill`.
+	TriggerBackfill Trigger = "backfill"
 )
 
 // MaxOutputTail is the largest RunRecord.OutputTail stored, in bytes (the

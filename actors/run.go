@@ -105,7 +105,8 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		NeedRecord: r.info.Trigger == TriggerCatchup}
 	if !r.info.Slot.IsZero() {
 		req.Slot = r.info.Slot.Unix()
-		req.Queue = queues(r.job)
+		req.Queue = queues(r.job) && r.info.Trigger != TriggerBackfill
+		req.Backfill = r.info.Trigger == TriggerBackfill
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
@@ -145,12 +146,19 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	case Paused:
 		return r.skip(SkipPaused, nil), false
 	case Overlap:
+		if r.info.Trigger == TriggerBackfill { // the caller claims again: not a skip yet
+			r.log.Debug("backfill slot not claimed: the lease is held", zap.String("lease_holder", c.Holder))
+			return Ran{Skip: SkipOverlap}, false
+		}
 		if c.Pending > 0 {
 			return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder), zap.Int64("pending_slot", c.Pending)), false
 		}
 		return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder)), false
 	case Queued:
 		return r.queued(c), false
+	case AlreadyRun:
+		r.log.Info("backfill slot not run: an earlier backfill ran it")
+		return Ran{Skip: SkipAlreadyRun}, false
 	case NoRecord:
 		r.log.Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
 			"or redis lost its state and no live node remembers it), so this slot may already have run")
@@ -266,7 +274,7 @@ func (r *run) waitGrace() {
 func (r *run) end(ctx context.Context, fin RunFinished) {
 	var next string
 	var nextID string
-	if queues(r.job) && ctx.Err() == nil {
+	if queues(r.job) && r.info.Trigger != TriggerBackfill && ctx.Err() == nil {
 		nextID = uuid.NewString()
 		next = r.info.Node + ":" + nextID
 	}

@@ -96,3 +96,49 @@ func testQueueStopping(t *testing.T, s store) {
 		t.Fatalf("slot 32: got %+v, want claimed with fence 2, nothing dropped", c)
 	}
 }
+
+// A backfill claim ignores state.slot and leaves it alone, records the
+// slot in the backfilled set (a second claim of it is AlreadyRun), is
+// refused by a held lease or a pause without recording anything, and
+// hands out fences from the job's counter.
+func testBackfillClaim(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	bf := func(slot int64, owner string) actors.Claim {
+		t.Helper()
+		c, err := b.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: slot, Owner: owner, TTL: time.Minute, Lease: true, Backfill: true})
+		if err != nil {
+			t.Fatalf("backfill claim of slot %d: %v", slot, err)
+		}
+		return c
+	}
+	queueClaim(t, b, job, 100, "n1:a") // a scheduled slot, running
+	if c := bf(40, "n2:b"); c.Outcome != actors.Overlap || c.Holder != "n1:a" {
+		t.Fatalf("backfill while the lease is held: got %+v, want overlap naming n1:a", c)
+	}
+	if _, err := b.Release(ctxT(t), job, "n1:a"); err != nil {
+		t.Fatal(err)
+	}
+	if c := bf(40, "n2:b"); c.Outcome != actors.Claimed || c.Fence != 2 || c.StateSlot != 100 {
+		t.Fatalf("backfill of slot 40: got %+v, want claimed with fence 2, state slot still 100", c)
+	}
+	if _, err := b.Release(ctxT(t), job, "n2:b"); err != nil {
+		t.Fatal(err)
+	}
+	if c := bf(40, "n3:c"); c.Outcome != actors.AlreadyRun {
+		t.Fatalf("second backfill of slot 40: got %+v, want already run", c)
+	}
+	if err := b.Pause(ctxT(t), job); err != nil {
+		t.Fatal(err)
+	}
+	if c := bf(41, "n3:d"); c.Outcome != actors.Paused {
+		t.Fatalf("backfill of a paused job: got %+v, want paused", c)
+	}
+	if err := b.Resume(ctxT(t), job); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Backfilled(ctxT(t), job, 0, 1000)
+	if err != nil || len(got) != 1 || got[0] != 40 {
+		t.Fatalf("Backfilled: got %v, %v; want [40] (41 was refused)", got, err)
+	}
+}

@@ -41,6 +41,7 @@ var conformance = []struct {
 	{"QueueKeepsOnePendingSlot", testQueuePending},
 	{"QueueDropsPendingOfVanishedHolder", testQueueDropped},
 	{"QueueFinishWhileStoppingDropsPending", testQueueStopping},
+	{"BackfillClaimsOncePerSlot", testBackfillClaim},
 }
 
 // A claim that would increment a fencing token at math.MaxInt64 fails

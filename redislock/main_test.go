@@ -34,6 +34,7 @@ type backend interface {
 	Time(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error
 	ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error)
+	Backfilled(ctx context.Context, job string, from, to int64) ([]int64, error)
 	Close()
 }
 

@@ -40,8 +40,9 @@ type Memory struct {
 
 type memJob struct {
 	slot, fence int64
-	missedTo    int64 // the latest slot reported missed (ReportMissed)
-	queued      int64 // the pending slot (overlap queue, replace); 0 = none
+	missedTo    int64          // the latest slot reported missed (ReportMissed)
+	queued      int64          // the pending slot (overlap queue, replace); 0 = none
+	backfilled  map[int64]bool // slots claimed by a backfill
 	paused      bool
 	owner       string    // lease holder, "" when none
 	expires     time.Time // lease expiry; valid when owner != ""
@@ -129,6 +130,9 @@ func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 // increments the fence of a claimed slot), with the pending slot of a Queue
 // request (c.Pending, c.Dropped). m.mu must be held.
 func (m *Memory) decide(j *memJob, req actors.ClaimRequest, c *actors.Claim) actors.Outcome {
+	if req.Backfill {
+		return m.decideBackfill(j, req)
+	}
 	if req.Slot > 0 && j.slot >= req.Slot {
 		return actors.ClaimedElsewhere
 	}
@@ -156,6 +160,26 @@ func (m *Memory) decide(j *memJob, req actors.ClaimRequest, c *actors.Claim) act
 		j.slot = req.Slot
 	}
 	return outcome
+}
+
+// decideBackfill is the claim of a backfill slot (ClaimRequest.Backfill).
+// m.mu must be held.
+func (m *Memory) decideBackfill(j *memJob, req actors.ClaimRequest) actors.Outcome {
+	switch {
+	case j.backfilled[req.Slot]:
+		return actors.AlreadyRun
+	case j.paused && !req.IgnorePause:
+		return actors.Paused
+	case req.Lease && j.owner != "":
+		return actors.Overlap
+	case req.Lease:
+		j.owner, j.expires = req.Owner, time.Now().Add(req.TTL.Truncate(time.Millisecond))
+	}
+	if j.backfilled == nil {
+		j.backfilled = map[int64]bool{}
+	}
+	j.backfilled[req.Slot] = true
+	return actors.Claimed
 }
 
 // Renew resets the lease TTL if owner holds it and returns the pending

@@ -140,7 +140,8 @@ func (r *Redis) call(ctx context.Context) (context.Context, context.CancelFunc) 
 }
 
 // key is the Redis key of one of a job's records: kind "job" (the lease),
-// "state", "history", "paused", "pending" (docs/protocol.md, "Keys").
+// "state", "history", "paused", "pending", "backfill" (docs/protocol.md,
+// "Redis keys").
 func (r *Redis) key(kind, job string) string { return r.prefix + kind + ":" + job }
 
 // flag is a script's boolean argument.
@@ -161,10 +162,11 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	keys := []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job), r.key("pending", req.Job)}
+	keys := []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job), r.key("pending", req.Job),
+		r.key("backfill", req.Job)}
 	args := []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
 		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10),
-		flag(req.NeedRecord), flag(req.Queue)}
+		flag(req.NeedRecord), flag(req.Queue), flag(req.Backfill)}
 	vals, err := claimScript.Exec(ctx, r.c, keys, args).ToArray()
 	if err != nil {
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)

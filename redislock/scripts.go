@@ -14,11 +14,13 @@ import "github.com/redis/rueidis"
 // repair (step 0), then steps 1–4, with the pending slot of overlap queue
 // and replace (docs/protocol.md, "Queue and replace").
 //
-//	KEYS: 1 lease, 2 state, 3 paused, 4 pending
+//	KEYS: 1 lease, 2 state, 3 paused, 4 pending, 5 backfilled slots
 //	ARGV: 1 slot (0 = manual), 2 owner, 3 ttl ms, 4 "1" = take the lease,
 //	      5 "1" = ignore pause (a forced manual run), 6 min slot, 7 min fence,
 //	      8 "1" = need a record (catch-up): no slot record → outcome 4, NoRecord
 //	      9 "1" = queue: a held lease records the slot as pending (outcome 5)
+//	      10 "1" = backfill: no slot check or record; the slot goes into
+//	         the backfilled set, and one already there is outcome 6
 //	returns {outcome, fence, state slot, state fence, repaired (0|1),
 //	         found slot, found fence, lease holder ("" unless overlap or
 //	         queued), pending slot kept (overlap), pending slot dropped};
@@ -45,6 +47,16 @@ local function record()
     cur = slot
     redis.call("HSET", KEYS[2], "slot", ARGV[1])
   end
+end
+if ARGV[10] == "1" then
+  if redis.call("ZSCORE", KEYS[5], ARGV[1]) then return reply(6, 0, "") end
+  if ARGV[5] ~= "1" and redis.call("EXISTS", KEYS[3]) == 1 then return reply(2, 0, "") end
+  if ARGV[4] == "1" and not redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then
+    return reply(3, 0, redis.call("GET", KEYS[1]) or "")
+  end
+  redis.call("ZADD", KEYS[5], ARGV[1], ARGV[1])
+  fence = redis.call("HINCRBY", KEYS[2], "fence", 1)
+  return reply(0, fence, "")
 end
 if slot > 0 and cur >= slot then return reply(1, 0, "") end
 if ARGV[8] == "1" and cur == 0 then return reply(4, 0, "") end

@@ -17,6 +17,7 @@ var commandSummaries = []struct{ name, summary string }{
 	{"status", "per job: next fire time, last run, lease holder, paused (reads Redis)"},
 	{"history", "the recent runs of one job, newest first (reads Redis)"},
 	{"run", "run one job now, through the cluster lease, with its hooks and history"},
+	{"backfill", "run one job for every past slot in a range, once each in the cluster"},
 	{"pause", "pause one job on every node of the cluster"},
 	{"resume", "resume a paused job on every node of the cluster"},
 	{"completion", "print a bash or zsh completion script: cronlock completion bash|zsh"},

@@ -54,6 +54,7 @@ func subcommands() map[string]subcommand {
 		"status":     runStatus,
 		"history":    runHistory,
 		"run":        runManual,
+		"backfill":   runBackfill,
 		"pause":      runPause,
 		"resume":     runResume,
 		"completion": runCompletion,

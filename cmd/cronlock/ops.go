@@ -31,6 +31,7 @@ type opsBackend interface {
 	State(ctx context.Context, job string) (redislock.JobState, error)
 	Pause(ctx context.Context, job string) error
 	Resume(ctx context.Context, job string) error
+	Backfilled(ctx context.Context, job string, from, to int64) ([]int64, error)
 	Close()
 }
 
