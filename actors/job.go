@@ -47,6 +47,9 @@ type JobDeps struct {
 	Records RunRecords
 
 	repeats *repeatLog // set by NewJob: summarises the job's repeated warnings
+	// maxRunsTold is set once the job's first max_runs skip was logged at
+	// info (later ones are debug: the job is done, every slot says so).
+	maxRunsTold *atomic.Bool
 }
 
 // Proc is a started process as the actors use it (*process.Proc).
@@ -136,6 +139,7 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 		deps.ClaimTimeout = DefaultClaimTimeout
 	}
 	deps.repeats = newRepeatLog(repeatEvery)
+	deps.maxRunsTold = new(atomic.Bool)
 	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
 }
 
@@ -338,6 +342,12 @@ func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields .
 		log = deps.Log.Debug
 	case SkipOverlapLocal:
 		log = deps.Log.Warn
+	case SkipMaxRuns:
+		if deps.maxRunsTold.Swap(true) {
+			log = deps.Log.Debug
+		} else {
+			fields = append(fields, zap.String("cause", "job done: it has made its max_runs successful runs in the cluster"))
+		}
 	}
 	write := func(extra ...zap.Field) {
 		log("slot skipped", append(append([]zap.Field{zap.String("job", job), zap.String("node_id", deps.NodeID), slotField(slot),

@@ -46,6 +46,15 @@ type Lease struct {
 	// replaceRenewEvery so that the run learns it soon.
 	replace  bool
 	replaced chan int64
+	maxRuns  int64 // the job's max_runs, sent with the finish (0 = none)
+}
+
+// leaseOpts are a job's settings that a Lease applies: replace (overlap
+// replace: report pending slots on Replaced, renew at least every
+// replaceRenewEvery) and maxRuns (max_runs, sent with the finish).
+type leaseOpts struct {
+	replace bool
+	maxRuns int64
 }
 
 // replaceRenewEvery bounds the renewal interval of an overlap: replace
@@ -59,36 +68,35 @@ const replaceRenewEvery = 500 * time.Millisecond
 // happens to ctx (a run outlives the start of a shutdown). log should carry
 // the job's name.
 func Acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest) (Claim, *Lease, error) {
-	return acquire(ctx, log, locker, req, false)
+	return acquire(ctx, log, locker, req, leaseOpts{})
 }
 
-// acquire is Acquire; replace makes the Lease report a pending slot found
-// by a renewal on Replaced (overlap replace).
-func acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest, replace bool) (Claim, *Lease, error) {
+// acquire is Acquire with the job's lease options.
+func acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest, o leaseOpts) (Claim, *Lease, error) {
 	sent := time.Now()
 	c, err := locker.Claim(ctx, req)
 	if err != nil || c.Outcome != Claimed {
 		return c, nil, err
 	}
 	if !req.Lease {
-		l := newLease(log, locker, req.Job, "", req.TTL, sent, false)
+		l := newLease(log, locker, req.Job, "", req.TTL, sent, o)
 		close(l.done)
 		return c, l, nil
 	}
-	return c, adoptLease(ctx, log, locker, req.Job, req.Owner, req.TTL, sent, replace), nil
+	return c, adoptLease(ctx, log, locker, req.Job, req.Owner, req.TTL, sent, o), nil
 }
 
-func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, replace bool) *Lease {
+func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
 	return &Lease{log: log, locker: locker, job: job, owner: owner, ttl: ttl, acquired: sent,
 		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{}),
-		replace: replace, replaced: make(chan int64, 1)}
+		replace: o.replace, replaced: make(chan int64, 1), maxRuns: o.maxRuns}
 }
 
 // adoptLease returns a renewing Lease for a lease that owner holds since
 // the call sent at sent (a claim, or a Finish that handed the lease on).
 // The renewals run until End, whatever happens to ctx.
-func adoptLease(ctx context.Context, log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, replace bool) *Lease {
-	l := newLease(log, locker, job, owner, ttl, sent, replace)
+func adoptLease(ctx context.Context, log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
+	l := newLease(log, locker, job, owner, ttl, sent, o)
 	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
 	go func() {
@@ -118,11 +126,12 @@ func (l *Lease) End(ctx context.Context, rec RunRecord, next string, nextLog *za
 		next = ""
 	}
 	sent := time.Now()
-	f, err := l.locker.Finish(rctx, FinishRequest{Job: l.job, Owner: l.owner, Record: rec, Next: next, TTL: l.ttl})
+	f, err := l.locker.Finish(rctx, FinishRequest{Job: l.job, Owner: l.owner, Record: rec, Next: next, TTL: l.ttl,
+		MaxRuns: l.maxRuns})
 	if err != nil || f.Fence == 0 {
 		return f, nil, err
 	}
-	return f, adoptLease(ctx, nextLog, l.locker, l.job, next, l.ttl, sent, l.replace), nil
+	return f, adoptLease(ctx, nextLog, l.locker, l.job, next, l.ttl, sent, leaseOpts{replace: l.replace, maxRuns: l.maxRuns}), nil
 }
 
 // Replaced delivers, at most once, the pending slot (Unix seconds) that a

@@ -28,12 +28,15 @@ const (
 	// SkipAlreadyRun: a backfill slot that an earlier backfill ran (it is
 	// listed, not counted: `cronlock backfill` is no daemon).
 	SkipAlreadyRun = "already_run"
+	// SkipMaxRuns: the job has made its max_runs successful runs in the
+	// cluster (counted in Redis): it is done.
+	SkipMaxRuns = "max_runs"
 )
 
 // skipReasons lists every skip reason, in metric order; its length sizes
 // the per-job counters.
 var skipReasons = [...]string{SkipClaimedElsewhere, SkipOverlap, SkipOverlapLocal,
-	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNoRecord}
+	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNoRecord, SkipMaxRuns}
 
 // Run results; a hook sees them as CRONLOCK_RESULT.
 const (

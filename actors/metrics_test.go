@@ -25,6 +25,7 @@ func TestMetrics_ExportsSeries(t *testing.T) {
 # TYPE cronlock_skips_total counter
 cronlock_skips_total{job="backup",reason="claimed_elsewhere"} 0
 cronlock_skips_total{job="backup",reason="disabled"} 0
+cronlock_skips_total{job="backup",reason="max_runs"} 0
 cronlock_skips_total{job="backup",reason="no_record"} 0
 cronlock_skips_total{job="backup",reason="overlap"} 1
 cronlock_skips_total{job="backup",reason="overlap_local"} 0

@@ -52,6 +52,10 @@ type FinishRequest struct {
 	// TTL is the lease time to live for Next (whole milliseconds, >= 1ms
 	// when Next is set).
 	TTL time.Duration
+	// MaxRuns (> 0): a pending slot is not handed on once state.runs, with
+	// this run counted, has reached it (it is dropped: Pending with Fence
+	// 0). A Record with result success increments state.runs in any case.
+	MaxRuns int64
 }
 
 // Finished answers a FinishRequest.
@@ -60,9 +64,11 @@ type Finished struct {
 	Released bool
 	// Pending is the job's pending slot (Unix seconds) that the finish took
 	// off the queue, 0 = none. With Fence > 0 it is claimed: Next holds the
-	// lease and Fence is its fencing token. With Fence 0 (Next was "") it
-	// was dropped and will not run.
+	// lease and Fence is its fencing token. With Fence 0 (Next was "", or
+	// MaxRuns was reached) it was dropped and will not run.
 	Pending, Fence int64
+	// Runs is state.runs afterwards: the job's successful runs.
+	Runs int64
 	// StateSlot and StateFence are state.slot and state.fence afterwards
 	// (what the node remembers, as for Claim).
 	StateSlot, StateFence int64
@@ -97,6 +103,10 @@ const (
 	// AlreadyRun: a backfill claim (ClaimRequest.Backfill) of a slot that
 	// an earlier backfill claimed; nothing is written.
 	AlreadyRun
+	// MaxRunsReached: the job has made ClaimRequest.MaxRuns successful
+	// runs in the cluster (state.runs); the slot was recorded (a backfill
+	// slot is not).
+	MaxRunsReached
 )
 
 // String returns the skip-reason spelling: "claimed", "claimed_elsewhere",
@@ -117,6 +127,8 @@ func (o Outcome) String() string {
 		return "queued"
 	case AlreadyRun:
 		return SkipAlreadyRun
+	case MaxRunsReached:
+		return SkipMaxRuns
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -162,6 +174,10 @@ type ClaimRequest struct {
 	// backfilled slots, and a slot already in it is AlreadyRun. Pause and
 	// lease apply as for any claim, and a refused claim records nothing.
 	Backfill bool
+	// MaxRuns (> 0) refuses the claim with MaxRunsReached once state.runs,
+	// the job's successful runs counted by Finish, has reached it (job
+	// field max_runs). 0 = no limit; manual runs send 0.
+	MaxRuns int64
 }
 
 // Validate reports a malformed request; both backends call it first.
@@ -171,6 +187,8 @@ func (req ClaimRequest) Validate() error {
 		return errors.New("empty job name")
 	case req.Slot < 0:
 		return fmt.Errorf("negative slot %d", req.Slot)
+	case req.MaxRuns < 0:
+		return fmt.Errorf("negative max runs %d", req.MaxRuns)
 	case req.MinSlot < 0 || req.MinFence < 0:
 		return fmt.Errorf("negative minimum slot %d or fence %d", req.MinSlot, req.MinFence)
 	case req.Lease && req.Owner == "":

@@ -103,6 +103,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	req := ClaimRequest{Job: r.job.Name, Owner: r.info.Node + ":" + r.info.RunID, TTL: r.job.LockTTL,
 		Lease: useLease, IgnorePause: r.force, MinSlot: r.minSlot, MinFence: r.minFence,
 		NeedRecord: r.info.Trigger == TriggerCatchup}
+	if r.info.Trigger != TriggerManual {
+		req.MaxRuns = int64(r.job.MaxRuns)
+	}
 	if !r.info.Slot.IsZero() {
 		req.Slot = r.info.Slot.Unix()
 		req.Queue = queues(r.job) && r.info.Trigger != TriggerBackfill
@@ -110,7 +113,8 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
-	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req, r.job.Overlap == config.OverlapReplace)
+	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req,
+		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
@@ -159,6 +163,8 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	case AlreadyRun:
 		r.log.Info("backfill slot not run: an earlier backfill ran it")
 		return Ran{Skip: SkipAlreadyRun}, false
+	case MaxRunsReached:
+		return r.skip(SkipMaxRuns, nil, zap.Int("max_runs", r.job.MaxRuns)), false
 	case NoRecord:
 		r.log.Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
 			"or redis lost its state and no live node remembers it), so this slot may already have run")
@@ -296,6 +302,8 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	case f.Pending > 0 && lease != nil:
 		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Fence,
 			stateSlot: f.StateSlot, stateFence: f.StateFence}
+	case f.Pending > 0 && r.job.MaxRuns > 0 && f.Runs >= int64(r.job.MaxRuns):
+		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipMaxRuns, zap.Int("max_runs", r.job.MaxRuns))
 	case f.Pending > 0:
 		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipShuttingDown,
 			zap.String("cause", "the slot was pending behind this node's run, which ended during the shutdown"))

@@ -135,6 +135,7 @@ type JobFields struct {
 	OnFailure     *string           `mapstructure:"on_failure"`
 	HookTimeout   *time.Duration    `mapstructure:"hook_timeout"`
 	InheritEnv    *bool             `mapstructure:"inherit_env"`
+	MaxRuns       *int              `mapstructure:"max_runs"`
 }
 
 // Overlap policies: when a job's previous run still holds its lease at the
@@ -182,6 +183,10 @@ type Job struct {
 	// daemon's (less its systemd and CRONLOCK_* variables); false starts
 	// from cron's minimal environment. The job's env is added either way.
 	InheritEnv bool
+	// MaxRuns (0 = unlimited) stops the job after this many successful runs
+	// in the cluster, counted in Redis (state.runs): later slots are
+	// skipped max_runs.
+	MaxRuns int
 
 	// Location is the schedule's zone: CRON_TZ=/TZ= prefix > timezone >
 	// node.timezone > host local.

@@ -151,6 +151,9 @@ func (c *checker) fields(prefix string, f JobFields) {
 	if f.OnLockLost != nil {
 		oneOf(p, prefix+"on_lock_lost", *f.OnLockLost, LockLostKill, LockLostContinue)
 	}
+	if f.MaxRuns != nil && *f.MaxRuns < 0 {
+		p.err(prefix+"max_runs", "%d is negative; use 0 for no limit, or the number of successful runs after which the job stops", *f.MaxRuns)
+	}
 	switch {
 	case f.Retries == nil:
 	case *f.Retries < 0:

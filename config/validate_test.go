@@ -52,6 +52,7 @@ func TestValidate_Rules(t *testing.T) {
 		{"redis.db -1", "redis: {db: -1}\n", "", Options{}, `redis.db: -1 is out of range`},
 		{"redis.db not a number", "redis: {db: one}\n", "", Options{}, `redis.db: want a whole number, got "one"`},
 		{"overlap enum", job("  overlap: buffer\n"), "", Options{}, `overlap: unknown value "buffer"; want one of skip, allow, queue, replace`},
+		{"max_runs negative", job("  max_runs: -1\n"), "", Options{}, `max_runs: -1 is negative; use 0 for no limit`},
 		{"on_lock_lost enum", job("  on_lock_lost: ignore\n"), "", Options{}, `on_lock_lost: unknown value "ignore"; want one of kill, continue`},
 		{"backend enum", "lock: {backend: etcd}\n", "", Options{}, `lock.backend: unknown value "etcd"`},
 		{"log.level enum", "log: {level: verbose}\n", "", Options{}, `log.level: unknown value "verbose"`},

@@ -142,3 +142,59 @@ func testBackfillClaim(t *testing.T, s store) {
 		t.Fatalf("Backfilled: got %v, %v; want [40] (41 was refused)", got, err)
 	}
 }
+
+// max_runs: Finish counts successful runs (state.runs); once they reach
+// MaxRuns a claim is MaxRunsReached (the slot recorded), a backfill claim
+// too, a manual claim (MaxRuns 0) is not limited, and a pending slot is
+// not handed on by the finish that reached the limit.
+func testMaxRuns(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	claim := func(slot int64, owner string, queue bool) actors.Claim {
+		t.Helper()
+		c, err := b.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: slot, Owner: owner, TTL: time.Minute, Lease: true,
+			Queue: queue, MaxRuns: 2})
+		if err != nil {
+			t.Fatalf("claim of slot %d: %v", slot, err)
+		}
+		return c
+	}
+	finish := func(owner, result, next string) actors.Finished {
+		t.Helper()
+		rec := sampleRecord(1)
+		rec.Result = result
+		f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: owner, Record: rec, Next: next, TTL: time.Minute, MaxRuns: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	claim(1, "n1:a", false)
+	if f := finish("n1:a", actors.ResultSuccess, ""); f.Runs != 1 {
+		t.Fatalf("runs after one success: got %d, want 1", f.Runs)
+	}
+	claim(2, "n1:b", false)
+	if f := finish("n1:b", actors.ResultFailure, ""); f.Runs != 1 {
+		t.Fatalf("runs after a failure: got %d, want 1 (only successes count)", f.Runs)
+	}
+	claim(3, "n1:c", true)
+	if c := claim(4, "n2:d", true); c.Outcome != actors.Queued {
+		t.Fatalf("slot 4: got %+v, want queued", c)
+	}
+	if f := finish("n1:c", actors.ResultSuccess, "n1:e"); f.Runs != 2 || f.Pending != 4 || f.Fence != 0 {
+		t.Fatalf("finish reaching max_runs: got %+v, want runs 2 and pending slot 4 dropped (fence 0)", f)
+	}
+	if c := claim(5, "n1:f", false); c.Outcome != actors.MaxRunsReached || c.StateSlot != 5 {
+		t.Fatalf("slot 5: got %+v, want max runs reached with the slot recorded", c)
+	}
+	if c, err := b.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: 1, Owner: "n3:g", TTL: time.Minute, Lease: true,
+		Backfill: true, MaxRuns: 2}); err != nil || c.Outcome != actors.MaxRunsReached {
+		t.Fatalf("backfill claim: got %+v, %v; want max runs reached", c, err)
+	}
+	if c, err := b.Claim(ctxT(t), actors.ClaimRequest{Job: job, Owner: "n3:h", TTL: time.Minute, Lease: true}); err != nil || c.Outcome != actors.Claimed {
+		t.Fatalf("manual claim: got %+v, %v; want claimed (max_runs does not limit manual runs)", c, err)
+	}
+	if st, err := b.State(ctxT(t), job); err != nil || st.Runs != 2 {
+		t.Fatalf("State: got %+v, %v; want runs 2", st, err)
+	}
+}

@@ -42,6 +42,7 @@ var conformance = []struct {
 	{"QueueDropsPendingOfVanishedHolder", testQueueDropped},
 	{"QueueFinishWhileStoppingDropsPending", testQueueStopping},
 	{"BackfillClaimsOncePerSlot", testBackfillClaim},
+	{"MaxRunsCountsSuccesses", testMaxRuns},
 }
 
 // A claim that would increment a fencing token at math.MaxInt64 fails

@@ -27,17 +27,18 @@ func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Fi
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	args := append([]string{strconv.Itoa(r.historyLen), req.Owner, req.Next, strconv.FormatInt(req.TTL.Milliseconds(), 10)},
-		encodeRecord(req.Record)...)
+	args := append([]string{strconv.Itoa(r.historyLen), req.Owner, req.Next, strconv.FormatInt(req.TTL.Milliseconds(), 10),
+		strconv.FormatInt(req.MaxRuns, 10)}, encodeRecord(req.Record)...)
 	keys := []string{r.key("job", req.Job), r.key("history", req.Job), r.key("state", req.Job), r.key("pending", req.Job)}
 	vals, err := finishScript.Exec(ctx, r.c, keys, args).AsIntSlice()
-	if err == nil && len(vals) != 5 {
-		err = fmt.Errorf("script returned %d values, want 5", len(vals))
+	if err == nil && len(vals) != 6 {
+		err = fmt.Errorf("script returned %d values, want 6", len(vals))
 	}
 	if err != nil {
 		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
 	}
-	return actors.Finished{Released: vals[0] == 1, Pending: vals[1], Fence: vals[2], StateSlot: vals[3], StateFence: vals[4]}, nil
+	return actors.Finished{Released: vals[0] == 1, Pending: vals[1], Fence: vals[2], StateSlot: vals[3], StateFence: vals[4],
+		Runs: vals[5]}, nil
 }
 
 // Finish releases the lease (if req.Owner holds it), records req.Record
@@ -59,9 +60,13 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 	}
 	m.mu.Lock()
 	j := m.job(req.Job)
+	if req.Record.Result == actors.ResultSuccess {
+		j.runs++
+	}
+	f.Runs = j.runs
 	if f.Released && j.queued > 0 {
 		f.Pending, j.queued = j.queued, 0
-		if req.Next != "" && j.fence < math.MaxInt64 {
+		if req.Next != "" && j.fence < math.MaxInt64 && (req.MaxRuns == 0 || j.runs < req.MaxRuns) {
 			j.owner, j.expires = req.Next, time.Now().Add(req.TTL.Truncate(time.Millisecond))
 			j.fence++
 			f.Fence = j.fence
@@ -69,7 +74,7 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 	}
 	f.StateSlot, f.StateFence = j.slot, j.fence
 	m.mu.Unlock()
-	if f.Fence > 0 {
+	if f.Fence > 0 || (req.MaxRuns > 0 && req.Record.Result == actors.ResultSuccess) { // runs of other jobs reach the file with the next write
 		if err := m.commit(ctx, req.Job); err != nil {
 			return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
 		}

@@ -43,6 +43,7 @@ type memJob struct {
 	missedTo    int64          // the latest slot reported missed (ReportMissed)
 	queued      int64          // the pending slot (overlap queue, replace); 0 = none
 	backfilled  map[int64]bool // slots claimed by a backfill
+	runs        int64          // successful runs (max_runs)
 	paused      bool
 	owner       string    // lease holder, "" when none
 	expires     time.Time // lease expiry; valid when owner != ""
@@ -139,6 +140,12 @@ func (m *Memory) decide(j *memJob, req actors.ClaimRequest, c *actors.Claim) act
 	if req.NeedRecord && j.slot == 0 {
 		return actors.NoRecord
 	}
+	if req.MaxRuns > 0 && j.runs >= req.MaxRuns {
+		if req.Slot > 0 {
+			j.slot = req.Slot
+		}
+		return actors.MaxRunsReached
+	}
 	outcome := actors.Claimed
 	switch {
 	case j.paused && !req.IgnorePause:
@@ -168,6 +175,8 @@ func (m *Memory) decideBackfill(j *memJob, req actors.ClaimRequest) actors.Outco
 	switch {
 	case j.backfilled[req.Slot]:
 		return actors.AlreadyRun
+	case req.MaxRuns > 0 && j.runs >= req.MaxRuns:
+		return actors.MaxRunsReached
 	case j.paused && !req.IgnorePause:
 		return actors.Paused
 	case req.Lease && j.owner != "":
@@ -262,7 +271,7 @@ func (m *Memory) State(ctx context.Context, job string) (JobState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(job)
-	st := JobState{Slot: j.slot, Fence: j.fence, Paused: j.paused, LeaseHolder: j.owner}
+	st := JobState{Slot: j.slot, Fence: j.fence, Paused: j.paused, LeaseHolder: j.owner, Runs: j.runs}
 	if j.owner != "" {
 		st.LeaseTTL = time.Until(j.expires).Truncate(time.Millisecond)
 	}

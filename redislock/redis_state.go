@@ -47,6 +47,9 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	if st.Slot, err = parseInt(h, "slot"); err == nil {
 		st.Fence, err = parseInt(h, "fence")
 	}
+	if err == nil {
+		st.Runs, err = parseInt(h, "runs")
+	}
 	if err == nil && h["last_run_id"] != "" {
 		var last actors.RunRecord
 		last, err = decodeRecord(h, "last_")

@@ -21,6 +21,8 @@ import "github.com/redis/rueidis"
 //	      9 "1" = queue: a held lease records the slot as pending (outcome 5)
 //	      10 "1" = backfill: no slot check or record; the slot goes into
 //	         the backfilled set, and one already there is outcome 6
+//	      11 max runs (0 = none): state.runs >= it → outcome 7, the slot
+//	         recorded (not for a backfill)
 //	returns {outcome, fence, state slot, state fence, repaired (0|1),
 //	         found slot, found fence, lease holder ("" unless overlap or
 //	         queued), pending slot kept (overlap), pending slot dropped};
@@ -48,8 +50,11 @@ local function record()
     redis.call("HSET", KEYS[2], "slot", ARGV[1])
   end
 end
+local max_runs = tonumber(ARGV[11])
+local done = max_runs > 0 and tonumber(redis.call("HGET", KEYS[2], "runs") or "0") >= max_runs
 if ARGV[10] == "1" then
   if redis.call("ZSCORE", KEYS[5], ARGV[1]) then return reply(6, 0, "") end
+  if done then return reply(7, 0, "") end
   if ARGV[5] ~= "1" and redis.call("EXISTS", KEYS[3]) == 1 then return reply(2, 0, "") end
   if ARGV[4] == "1" and not redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then
     return reply(3, 0, redis.call("GET", KEYS[1]) or "")
@@ -60,6 +65,10 @@ if ARGV[10] == "1" then
 end
 if slot > 0 and cur >= slot then return reply(1, 0, "") end
 if ARGV[8] == "1" and cur == 0 then return reply(4, 0, "") end
+if done then
+  record()
+  return reply(7, 0, "")
+end
 if ARGV[5] ~= "1" and redis.call("EXISTS", KEYS[3]) == 1 then
   record()
   return reply(2, 0, "")
@@ -131,42 +140,48 @@ return 0
 // state hash as last_<field>. When the lease was released and a slot is
 // pending (overlap queue or replace), it hands the lease to ARGV[3] for
 // ARGV[4] ms, clears the pending slot and increments the fence; with ARGV[3]
-// "" it clears the pending slot only (the node stops: it will not run).
+// "" it clears the pending slot only (the node stops: it will not run), as
+// it does when ARGV[5] (max runs, 0 = none) has been reached. A record with
+// result success increments state.runs.
 // MAXLEN is exact, not "~": approximate trimming only drops whole stream
 // nodes (100 entries by default), so a cap of 100 could keep ~200 entries.
 //
 //	KEYS: 1 lease, 2 history, 3 state, 4 pending; ARGV: 1 max length,
 //	2 owner ("" = no lease), 3 next owner ("" = none), 4 ttl ms,
-//	5.. field, value pairs
+//	5 max runs, 6.. field, value pairs
 //	returns {released (0|1), pending slot taken (0 = none), fence handed
-//	         to the next owner (0 = none), state slot, state fence}
+//	         to the next owner (0 = none), state slot, state fence, runs}
 var finishScript = rueidis.NewLuaScript(`
 local released = 0
 if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
   released = redis.call("DEL", KEYS[1])
 end
-local fields, last = {}, {}
-for i = 5, #ARGV, 2 do
+local fields, last, success = {}, {}, false
+for i = 6, #ARGV, 2 do
   fields[#fields+1] = ARGV[i]
   fields[#fields+1] = ARGV[i+1]
   if ARGV[i] ~= "output_tail" then
     last[#last+1] = "last_" .. ARGV[i]
     last[#last+1] = ARGV[i+1]
   end
+  if ARGV[i] == "result" and ARGV[i+1] == "success" then success = true end
 end
 redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(fields))
 redis.call("HSET", KEYS[3], unpack(last))
+local runs = tonumber(redis.call("HGET", KEYS[3], "runs") or "0")
+if success then runs = redis.call("HINCRBY", KEYS[3], "runs", 1) end
+local max_runs = tonumber(ARGV[5])
 local pending, fence = 0, 0
 if released == 1 then
   pending = tonumber(redis.call("GET", KEYS[4]) or "0")
   if pending > 0 then
     redis.call("DEL", KEYS[4])
-    if ARGV[3] ~= "" then
+    if ARGV[3] ~= "" and (max_runs == 0 or runs < max_runs) then
       redis.call("SET", KEYS[1], ARGV[3], "PX", ARGV[4])
       fence = redis.call("HINCRBY", KEYS[3], "fence", 1)
     end
   end
 end
 local h = redis.call("HMGET", KEYS[3], "slot", "fence")
-return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0")}
+return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0"), runs}
 `)
