@@ -32,8 +32,15 @@ type statusRow struct {
 	Paused      bool        `json:"paused"`
 	Fence       int64       `json:"fence"` // last fencing token handed out
 	Slot        int64       `json:"slot"`  // last claimed or skipped slot, Unix seconds
-	loc         *time.Location
-	next        time.Time
+	// Runs is the job's successful runs counted for max_runs; MaxRuns its
+	// limit (0 = none).
+	Runs    int64 `json:"runs"`
+	MaxRuns int   `json:"max_runs"`
+	// Done says why the job fires no more ("" while it does): "max_runs"
+	// once Runs has reached MaxRuns, "at_passed" once its @at time passed.
+	Done string `json:"done"`
+	loc  *time.Location
+	next time.Time
 }
 
 // historyRow is one run in `cronlock history -json` (and the last run in
@@ -135,7 +142,13 @@ func (s *opsSession) status(ctx context.Context, j *config.Job, now time.Time) (
 	}
 	row := statusRow{Job: j.Name, Schedule: j.Schedule, Timezone: j.Location.String(), Enabled: j.Enabled,
 		LeaseHolder: st.LeaseHolder, LeaseTTLMs: st.LeaseTTL.Milliseconds(), Paused: st.Paused,
-		Fence: st.Fence, Slot: st.Slot, loc: j.Location}
+		Fence: st.Fence, Slot: st.Slot, Runs: st.Runs, MaxRuns: j.MaxRuns, loc: j.Location}
+	if at, once := j.Sched.Once(); once && !at.After(now) {
+		row.Done = "at_passed"
+	}
+	if j.MaxRuns > 0 && st.Runs >= int64(j.MaxRuns) {
+		row.Done = "max_runs"
+	}
 	if next := j.Sched.Next(now); !next.IsZero() {
 		row.next = next.In(j.Location)
 		row.Next = row.next.Format(time.RFC3339)
@@ -155,6 +168,10 @@ func printStatusTable(env *runEnv, rows []statusRow) {
 		switch {
 		case !r.Enabled:
 			next = "(disabled)"
+		case r.Done == "max_runs":
+			next = fmt.Sprintf("(done: %d of max_runs %d)", r.Runs, r.MaxRuns)
+		case r.Done == "at_passed":
+			next = "(done: @at passed)"
 		case !r.next.IsZero():
 			next = r.next.Format(tableTime)
 		}
