@@ -106,7 +106,7 @@ func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 	if req.MinFence > j.fence {
 		j.fence, c.Repaired = req.MinFence, true
 	}
-	slot, owner, expires, queued := j.slot, j.owner, j.expires, j.queued
+	slot, owner, expires, queued, backfilled := j.slot, j.owner, j.expires, j.queued, j.backfilled[req.Slot]
 	c.Outcome = m.decide(j, req, &c)
 	if c.Outcome == actors.Claimed {
 		if j.fence == math.MaxInt64 {
@@ -115,6 +115,9 @@ func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 			// lease and the pending slot are left as they were; the repair
 			// above stays.
 			j.slot, j.owner, j.expires, j.queued = slot, owner, expires, queued
+			if req.Backfill && !backfilled {
+				delete(j.backfilled, req.Slot)
+			}
 			return actors.Claim{}, fmt.Errorf("claim %q: the fencing token is at its maximum %d and cannot be incremented", req.Job, j.fence)
 		}
 		j.fence++
