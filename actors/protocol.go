@@ -46,8 +46,8 @@ type FinishRequest struct {
 	// that takes the job's pending slot (docs/protocol.md, "Queue and
 	// replace"): when the lease was released and a slot is pending, the
 	// lease is set to Next for TTL, the pending slot is cleared and a fence
-	// is handed out, atomically. "" while this node stops: a pending slot is
-	// then cleared and returned with Fence 0 (it will not run).
+	// is handed out, atomically. "" while this node stops: a pending slot
+	// then stays pending (Finished.Left), for another node's next claim.
 	Next string
 	// TTL is the lease time to live for Next (whole milliseconds, >= 1ms
 	// when Next is set).
@@ -64,9 +64,12 @@ type Finished struct {
 	Released bool
 	// Pending is the job's pending slot (Unix seconds) that the finish took
 	// off the queue, 0 = none. With Fence > 0 it is claimed: Next holds the
-	// lease and Fence is its fencing token. With Fence 0 (Next was "", or
-	// MaxRuns was reached) it was dropped and will not run.
+	// lease and Fence is its fencing token. With Fence 0 it was not handed
+	// on: Left says it stays pending for the next claim (Next was ""),
+	// otherwise MaxRuns was reached and it was dropped.
 	Pending, Fence int64
+	// Left: the pending slot stays pending (see Pending).
+	Left bool
 	// Runs is state.runs afterwards: the job's successful runs.
 	Runs int64
 	// StateSlot and StateFence are state.slot and state.fence afterwards
@@ -236,10 +239,12 @@ type Claim struct {
 	// Pending (Overlap with a Queue request) is the slot already pending
 	// that this one could not displace (Unix seconds), 0 otherwise.
 	Pending int64
-	// Dropped (a Queue request that found the lease free) is a pending slot
-	// whose holder ended without handing the lease on (its node stopped or
-	// crashed): the claim cleared it, and it will not run. 0 = none.
-	Dropped int64
+	// Takes (Claimed, a Queue request that found the lease free) is a
+	// pending slot whose holder ended without handing the lease on (its
+	// node stopped or crashed): the claim took the lease for that slot,
+	// which the caller runs, and the requested slot is now the pending one.
+	// 0 = none.
+	Takes int64
 }
 
 // MissedCheck asks a backend to report, once in the cluster, the slots of

@@ -51,10 +51,15 @@ func (r *run) queued(c Claim) Ran {
 	return Ran{Skip: "queued"}
 }
 
-// droppedPending reports a pending slot that a claim cleared because the
-// lease was free: the run it waited for ended without handing the lease on
-// (its node stopped or crashed). The slot does not run: skipped overlap.
-func (r *run) droppedPending(slot int64) {
-	skipSlot(r.deps, r.job.Name, time.Unix(slot, 0), SkipOverlap, zap.Int64("displaced_by", unixOrZero(r.info.Slot)),
-		zap.String("cause", "the run it was pending behind ended without handing on the lease (its node stopped or crashed)"))
+// takePending makes this run the run of the pending slot its claim took
+// (Claim.Takes): the run it waited for ended without handing the lease on
+// (its node stopped or crashed), so this run runs it (trigger queued) and
+// the slot it claimed for is the pending one now.
+func (r *run) takePending(slot int64) {
+	queued := r.info.Slot
+	r.info.Slot, r.info.Trigger = time.Unix(slot, 0).In(queued.Location()), TriggerQueued
+	r.log = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
+		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger)), slotField(r.info.Slot))
+	r.log.Info("running the pending slot: the run it waited for ended without handing on the lease "+
+		"(its node stopped or crashed); the slot that came due is pending now", zap.Int64("queued_slot", unixOrZero(queued)))
 }

@@ -139,11 +139,11 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if c.Repaired {
 		r.stateRepaired(c)
 	}
-	if c.Dropped > 0 {
-		r.droppedPending(c.Dropped)
-	}
 	switch c.Outcome {
 	case Claimed:
+		if c.Takes > 0 {
+			r.takePending(c.Takes)
+		}
 		r.lease, r.info.Fence = lease, c.Fence
 		r.log = r.log.With(zap.Int64("fence", c.Fence))
 		return Ran{}, true
@@ -275,8 +275,8 @@ func (r *run) waitGrace() {
 // end releases the lease and writes the history record in one round trip;
 // a lease whose release failed goes to the janitor. With overlap queue or
 // replace the same call hands the lease to the job's pending slot (r.next),
-// unless shutdown has begun: then a pending slot is dropped, and skipped
-// shutting_down.
+// unless shutdown has begun: then a pending slot is left for another
+// node's next claim.
 func (r *run) end(ctx context.Context, fin RunFinished) {
 	var next string
 	var nextID string
@@ -302,11 +302,11 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	case f.Pending > 0 && lease != nil:
 		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Fence,
 			stateSlot: f.StateSlot, stateFence: f.StateFence}
-	case f.Pending > 0 && r.job.MaxRuns > 0 && f.Runs >= int64(r.job.MaxRuns):
-		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipMaxRuns, zap.Int("max_runs", r.job.MaxRuns))
+	case f.Pending > 0 && f.Left:
+		r.log.Info("pending slot left for another node: this node stops; the next claim of the job runs it",
+			zap.Int64("pending_slot", f.Pending))
 	case f.Pending > 0:
-		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipShuttingDown,
-			zap.String("cause", "the slot was pending behind this node's run, which ended during the shutdown"))
+		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipMaxRuns, zap.Int("max_runs", r.job.MaxRuns))
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func slotReasons(nodes []*node, job string) (skips map[int64][]string, queued ma
 			switch {
 			case e.Msg() == "slot skipped":
 				skips[e.Slot()] = append(skips[e.Slot()], e.Str("reason"))
-			case len(e.Msg()) > 12 && e.Msg()[:12] == "slot queued:":
+			case strings.HasPrefix(e.Msg(), "slot queued:"):
 				queued[e.Slot()] = append(queued[e.Slot()], n.name)
 			}
 		}
@@ -159,4 +160,73 @@ func TestOverlap_ReplaceTerminatesTheRunningRun(t *testing.T) {
 			t.Errorf("slot %d: got runs on %v, want exactly one", s, ranBy[s])
 		}
 	}
+}
+
+// TestOverlap_QueuePendingSlotSurvivesHolderCrash: overlap queue on 3
+// nodes, a 3 s job every second with lock_ttl 2s. The node running the
+// job is SIGKILLed while a slot is pending behind its run. Asserted: the
+// pending slot runs once, on another node, with trigger queued, after the
+// dead node's lease expired; no slot runs twice.
+func TestOverlap_QueuePendingSlotSurvivesHolderCrash(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ledger := newLedger(t)
+	job := map[string]any{"name": "qc", "schedule": "* * * * * *", "overlap": "queue", "lock_ttl": "2s",
+		"command": ledgerCommand(ledger, "sleep 3")}
+	nodes, _ := startNodes(t, writeConfig(t, redisConfig(srv.Addr(), job)),
+		nodeSpec{id: "n1"}, nodeSpec{id: "n2"}, nodeSpec{id: "n3"})
+	// Find the holder of the first run and a slot queued behind it.
+	var holder *node
+	var queued logEntry
+	waitFor(t, 10*time.Second, "a slot queued behind a run", func() bool {
+		for _, n := range nodes {
+			for _, e := range n.Logs() {
+				if e.Str("job") == "qc" && strings.HasPrefix(e.Msg(), "slot queued:") {
+					queued = e
+					for _, h := range nodes {
+						if strings.HasPrefix(e.Str("lease_holder"), h.name+":") {
+							holder = h
+						}
+					}
+					return holder != nil
+				}
+			}
+		}
+		return false
+	})
+	holder.Kill()
+	killedAt := time.Now()
+	var alive []*node
+	for _, n := range nodes {
+		if n != holder {
+			alive = append(alive, n)
+		}
+	}
+	var took logEntry
+	waitFor(t, 10*time.Second, "the pending slot run by another node", func() bool {
+		for _, n := range alive {
+			for _, e := range n.Logs() {
+				if e.Str("job") == "qc" && e.Slot() == queued.Slot() && e.Msg() == "run finished" {
+					took = e
+					return true
+				}
+			}
+		}
+		return false
+	})
+	stopAll(t, 15*time.Second, alive...)
+	if took.Str("trigger") != "queued" || took.Str("result") != "success" {
+		t.Errorf("pending slot %d: got %v, want a successful run with trigger queued", queued.Slot(), took)
+	}
+	if took.Time().Before(killedAt.Add(2 * time.Second)) {
+		t.Errorf("pending slot finished at %s, before the dead node's lease (lock_ttl 2s) could expire after %s",
+			took.Time().Format("05.000"), killedAt.Format("05.000"))
+	}
+	for slot, by := range slotsByJob(readLedger(t, ledger))["qc"] {
+		if len(by) > 1 {
+			t.Errorf("slot %d ran on %v, want at most once", slot, by)
+		}
+	}
+	t.Logf("slot %d queued behind %s (killed at %s), run by %s at %s", queued.Slot(), holder.name,
+		killedAt.Format("05.000"), took.Str("node_id"), took.Time().Format("05.000"))
 }

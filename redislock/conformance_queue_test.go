@@ -62,7 +62,9 @@ func testQueuePending(t *testing.T, s store) {
 }
 
 // A pending slot whose holder vanished (its lease released or expired
-// without a Finish) is cleared by the next claim, which says so.
+// without a Finish) is taken by the next claim that finds the lease free:
+// it claims the lease for that slot, and its own slot becomes the pending
+// one.
 func testQueueDropped(t *testing.T, s store) {
 	b := s.newClient(t)
 	job := t.Name()
@@ -73,27 +75,31 @@ func testQueueDropped(t *testing.T, s store) {
 	if ok, err := b.Release(ctxT(t), job, "n1:a"); err != nil || !ok {
 		t.Fatalf("release: %v %v", ok, err)
 	}
-	if c := queueClaim(t, b, job, 22, "n3:c"); c.Outcome != actors.Claimed || c.Dropped != 21 {
-		t.Fatalf("slot 22: got %+v, want claimed with pending slot 21 dropped", c)
+	if c := queueClaim(t, b, job, 22, "n3:c"); c.Outcome != actors.Claimed || c.Takes != 21 || c.Fence != 2 || c.StateSlot != 22 {
+		t.Fatalf("slot 22: got %+v, want claimed for pending slot 21 with fence 2, state slot 22", c)
 	}
-	if c := queueClaim(t, b, job, 23, "n2:d"); c.Outcome != actors.Queued {
-		t.Fatalf("slot 23: got %+v, want queued (the dropped slot no longer pending)", c)
+	if c := queueClaim(t, b, job, 23, "n2:d"); c.Outcome != actors.Overlap || c.Pending != 22 || c.Holder != "n3:c" {
+		t.Fatalf("slot 23: got %+v, want overlap behind n3:c with slot 22 pending", c)
+	}
+	f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n3:c", Record: sampleRecord(1), Next: "n3:e", TTL: time.Minute})
+	if err != nil || f.Pending != 22 || f.Fence != 3 {
+		t.Fatalf("finish of slot 21: got %+v, %v; want slot 22 handed on with fence 3", f, err)
 	}
 }
 
-// A Finish without Next (the node stops) clears the pending slot and
-// returns it with fence 0; the lease is released.
+// A Finish without Next (the node stops) releases the lease and leaves the
+// pending slot pending (Left); the next claim takes it.
 func testQueueStopping(t *testing.T, s store) {
 	b := s.newClient(t)
 	job := t.Name()
 	queueClaim(t, b, job, 30, "n1:a")
 	queueClaim(t, b, job, 31, "n2:b")
 	f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:a", Record: sampleRecord(1)})
-	if err != nil || !f.Released || f.Pending != 31 || f.Fence != 0 {
-		t.Fatalf("finish: got %+v, %v; want released, pending 31 dropped (fence 0)", f, err)
+	if err != nil || !f.Released || f.Pending != 31 || f.Fence != 0 || !f.Left {
+		t.Fatalf("finish: got %+v, %v; want released, pending 31 left pending (fence 0)", f, err)
 	}
-	if c := queueClaim(t, b, job, 32, "n2:c"); c.Outcome != actors.Claimed || c.Dropped != 0 || c.Fence != 2 {
-		t.Fatalf("slot 32: got %+v, want claimed with fence 2, nothing dropped", c)
+	if c := queueClaim(t, b, job, 32, "n2:c"); c.Outcome != actors.Claimed || c.Takes != 31 || c.Fence != 2 {
+		t.Fatalf("slot 32: got %+v, want claimed for pending slot 31 with fence 2", c)
 	}
 }
 

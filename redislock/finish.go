@@ -31,14 +31,14 @@ func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Fi
 		strconv.FormatInt(req.MaxRuns, 10)}, encodeRecord(req.Record)...)
 	keys := []string{r.key("job", req.Job), r.key("history", req.Job), r.key("state", req.Job), r.key("pending", req.Job)}
 	vals, err := finishScript.Exec(ctx, r.c, keys, args).AsIntSlice()
-	if err == nil && len(vals) != 6 {
-		err = fmt.Errorf("script returned %d values, want 6", len(vals))
+	if err == nil && len(vals) != 7 {
+		err = fmt.Errorf("script returned %d values, want 7", len(vals))
 	}
 	if err != nil {
 		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
 	}
 	return actors.Finished{Released: vals[0] == 1, Pending: vals[1], Fence: vals[2], StateSlot: vals[3], StateFence: vals[4],
-		Runs: vals[5]}, nil
+		Runs: vals[5], Left: vals[6] == 1}, nil
 }
 
 // Finish releases the lease (if req.Owner holds it), records req.Record
@@ -65,11 +65,17 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 	}
 	f.Runs = j.runs
 	if f.Released && j.queued > 0 {
-		f.Pending, j.queued = j.queued, 0
-		if req.Next != "" && j.fence < math.MaxInt64 && (req.MaxRuns == 0 || j.runs < req.MaxRuns) {
+		f.Pending = j.queued
+		switch {
+		case req.MaxRuns > 0 && j.runs >= req.MaxRuns:
+			j.queued = 0 // the job is done
+		case req.Next != "" && j.fence < math.MaxInt64:
+			j.queued = 0
 			j.owner, j.expires = req.Next, time.Now().Add(req.TTL.Truncate(time.Millisecond))
 			j.fence++
 			f.Fence = j.fence
+		default:
+			f.Left = true // for the next claim (Redis: HINCRBY fails at the maximum)
 		}
 	}
 	f.StateSlot, f.StateFence = j.slot, j.fence

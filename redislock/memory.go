@@ -132,7 +132,7 @@ func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 
 // decide is claim steps 1–3 and the slot record of step 4 (the caller
 // increments the fence of a claimed slot), with the pending slot of a Queue
-// request (c.Pending, c.Dropped). m.mu must be held.
+// request (c.Pending, c.Takes). m.mu must be held.
 func (m *Memory) decide(j *memJob, req actors.ClaimRequest, c *actors.Claim) actors.Outcome {
 	if req.Backfill {
 		return m.decideBackfill(j, req)
@@ -162,8 +162,8 @@ func (m *Memory) decide(j *memJob, req actors.ClaimRequest, c *actors.Claim) act
 		}
 	case req.Lease:
 		j.owner, j.expires = req.Owner, time.Now().Add(req.TTL.Truncate(time.Millisecond))
-		if req.Queue {
-			c.Dropped, j.queued = j.queued, 0
+		if req.Queue && j.queued > 0 {
+			c.Takes, j.queued = j.queued, req.Slot
 		}
 	}
 	if req.Slot > 0 {

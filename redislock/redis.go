@@ -198,7 +198,7 @@ func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
 		return actors.Claim{}, err
 	}
 	return actors.Claim{Outcome: actors.Outcome(n[0]), Fence: n[1], StateSlot: n[2], StateFence: n[3],
-		Repaired: n[4] == 1, FoundSlot: n[5], FoundFence: n[6], Holder: holder, Pending: n[8], Dropped: n[9]}, nil
+		Repaired: n[4] == 1, FoundSlot: n[5], FoundFence: n[6], Holder: holder, Pending: n[8], Takes: n[9]}, nil
 }
 
 // Renew resets the lease TTL (whole milliseconds, at least 1ms) if the lease

@@ -25,7 +25,8 @@ import "github.com/redis/rueidis"
 //	         recorded (not for a backfill)
 //	returns {outcome, fence, state slot, state fence, repaired (0|1),
 //	         found slot, found fence, lease holder ("" unless overlap or
-//	         queued), pending slot kept (overlap), pending slot dropped};
+//	         queued), pending slot kept (overlap), pending slot taken
+//	         (claimed: the claim runs that slot, and its own is pending)};
 //	outcome numbers are the actors.Outcome constants.
 var claimScript = rueidis.NewLuaScript(`
 local slot = tonumber(ARGV[1])
@@ -40,9 +41,9 @@ if tonumber(ARGV[7]) > fence then
   fence, repaired = tonumber(ARGV[7]), 1
   redis.call("HSET", KEYS[2], "fence", ARGV[7])
 end
-local kept, dropped = 0, 0
+local kept, takes = 0, 0
 local function reply(outcome, f, holder)
-  return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder, kept, dropped}
+  return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder, kept, takes}
 end
 local function record()
   if slot > 0 then
@@ -87,8 +88,8 @@ if ARGV[4] == "1" then
     return reply(3, 0, holder)
   end
   if ARGV[9] == "1" then
-    dropped = tonumber(redis.call("GET", KEYS[4]) or "0")
-    if dropped > 0 then redis.call("DEL", KEYS[4]) end
+    takes = tonumber(redis.call("GET", KEYS[4]) or "0")
+    if takes > 0 then redis.call("SET", KEYS[4], ARGV[1]) end
   end
 end
 record()
@@ -140,17 +141,19 @@ return 0
 // state hash as last_<field>. When the lease was released and a slot is
 // pending (overlap queue or replace), it hands the lease to ARGV[3] for
 // ARGV[4] ms, clears the pending slot and increments the fence; with ARGV[3]
-// "" it clears the pending slot only (the node stops: it will not run), as
-// it does when ARGV[5] (max runs, 0 = none) has been reached. A record with
-// result success increments state.runs.
+// "" (the node stops) it leaves the pending slot for the next claim of
+// another node; when ARGV[5] (max runs, 0 = none) has been reached it clears
+// it (the job is done). A record with result success increments
+// state.runs.
 // MAXLEN is exact, not "~": approximate trimming only drops whole stream
 // nodes (100 entries by default), so a cap of 100 could keep ~200 entries.
 //
 //	KEYS: 1 lease, 2 history, 3 state, 4 pending; ARGV: 1 max length,
 //	2 owner ("" = no lease), 3 next owner ("" = none), 4 ttl ms,
 //	5 max runs, 6.. field, value pairs
-//	returns {released (0|1), pending slot taken (0 = none), fence handed
-//	         to the next owner (0 = none), state slot, state fence, runs}
+//	returns {released (0|1), pending slot (0 = none), fence handed to
+//	         the next owner (0 = none), state slot, state fence, runs,
+//	         left (1: the pending slot stays pending)}
 var finishScript = rueidis.NewLuaScript(`
 local released = 0
 if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
@@ -171,17 +174,20 @@ redis.call("HSET", KEYS[3], unpack(last))
 local runs = tonumber(redis.call("HGET", KEYS[3], "runs") or "0")
 if success then runs = redis.call("HINCRBY", KEYS[3], "runs", 1) end
 local max_runs = tonumber(ARGV[5])
-local pending, fence = 0, 0
+local pending, fence, left = 0, 0, 0
 if released == 1 then
   pending = tonumber(redis.call("GET", KEYS[4]) or "0")
-  if pending > 0 then
+  local done = max_runs > 0 and runs >= max_runs
+  if pending > 0 and done then
     redis.call("DEL", KEYS[4])
-    if ARGV[3] ~= "" and (max_runs == 0 or runs < max_runs) then
-      redis.call("SET", KEYS[1], ARGV[3], "PX", ARGV[4])
-      fence = redis.call("HINCRBY", KEYS[3], "fence", 1)
-    end
+  elseif pending > 0 and ARGV[3] ~= "" then
+    redis.call("DEL", KEYS[4])
+    redis.call("SET", KEYS[1], ARGV[3], "PX", ARGV[4])
+    fence = redis.call("HINCRBY", KEYS[3], "fence", 1)
+  elseif pending > 0 then
+    left = 1
   end
 end
 local h = redis.call("HMGET", KEYS[3], "slot", "fence")
-return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0"), runs}
+return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0"), runs, left}
 `)
