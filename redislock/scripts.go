@@ -52,7 +52,7 @@ local function record()
   end
 end
 local max_runs = tonumber(ARGV[11])
-local done = max_runs > 0 and tonumber(redis.call("HGET", KEYS[2], "runs") or "0") >= max_runs
+local done = max_runs > 0 and tonumber(redis.call("HMGET", KEYS[2], "runs")[1] or "0") >= max_runs
 if ARGV[10] == "1" then
   if redis.call("ZSCORE", KEYS[5], ARGV[1]) then return reply(6, 0, "") end
   if done then return reply(7, 0, "") end
@@ -171,7 +171,7 @@ for i = 6, #ARGV, 2 do
 end
 redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(fields))
 redis.call("HSET", KEYS[3], unpack(last))
-local runs = tonumber(redis.call("HGET", KEYS[3], "runs") or "0")
+local runs = tonumber(redis.call("HMGET", KEYS[3], "runs")[1] or "0")
 if success then runs = redis.call("HINCRBY", KEYS[3], "runs", 1) end
 local max_runs = tonumber(ARGV[5])
 local pending, fence, left = 0, 0, 0
