@@ -29,6 +29,9 @@ func testQueuePending(t *testing.T, s store) {
 	if c := queueClaim(t, b, job, 11, "n2:b"); c.Outcome != actors.Queued || c.Holder != "n1:a" {
 		t.Fatalf("slot 11: got %+v, want queued behind n1:a", c)
 	}
+	if st, err := b.State(ctxT(t), job); err != nil || st.Pending != 11 {
+		t.Fatalf("State: got %+v, %v; want pending slot 11", st, err)
+	}
 	if pending, err := b.Renew(ctxT(t), job, "n1:a", time.Minute); err != nil || pending != 11 {
 		t.Fatalf("renew by the holder: got (%d, %v), want pending slot 11", pending, err)
 	}

@@ -274,7 +274,7 @@ func (m *Memory) State(ctx context.Context, job string) (JobState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(job)
-	st := JobState{Slot: j.slot, Fence: j.fence, Paused: j.paused, LeaseHolder: j.owner, Runs: j.runs}
+	st := JobState{Slot: j.slot, Fence: j.fence, Paused: j.paused, LeaseHolder: j.owner, Runs: j.runs, Pending: j.queued}
 	if j.owner != "" {
 		st.LeaseTTL = time.Until(j.expires).Truncate(time.Millisecond)
 	}

@@ -36,6 +36,9 @@ type statusRow struct {
 	// limit (0 = none).
 	Runs    int64 `json:"runs"`
 	MaxRuns int   `json:"max_runs"`
+	// Pending is the job's pending slot (overlap queue, replace), Unix
+	// seconds, 0 = none.
+	Pending int64 `json:"pending_slot"`
 	// Done says why the job fires no more ("" while it does): "max_runs"
 	// once Runs has reached MaxRuns, "at_passed" once its @at time passed.
 	Done string `json:"done"`
@@ -142,7 +145,7 @@ func (s *opsSession) status(ctx context.Context, j *config.Job, now time.Time) (
 	}
 	row := statusRow{Job: j.Name, Schedule: j.Schedule, Timezone: j.Location.String(), Enabled: j.Enabled,
 		LeaseHolder: st.LeaseHolder, LeaseTTLMs: st.LeaseTTL.Milliseconds(), Paused: st.Paused,
-		Fence: st.Fence, Slot: st.Slot, Runs: st.Runs, MaxRuns: j.MaxRuns, loc: j.Location}
+		Fence: st.Fence, Slot: st.Slot, Runs: st.Runs, MaxRuns: j.MaxRuns, Pending: st.Pending, loc: j.Location}
 	if at, once := j.Sched.Once(); once && !at.After(now) {
 		row.Done = "at_passed"
 	}
