@@ -302,6 +302,9 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	case f.Pending > 0 && lease != nil:
 		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Fence,
 			stateSlot: f.StateSlot, stateFence: f.StateFence}
+	case f.Pending > 0 && f.Left && r.info.Trigger == TriggerBackfill:
+		r.log.Info("pending slot left for the next claim of the job, which runs it: a backfill run does not hand on the lease",
+			zap.Int64("pending_slot", f.Pending))
 	case f.Pending > 0 && f.Left:
 		r.log.Info("pending slot left for another node: this node stops; the next claim of the job runs it",
 			zap.Int64("pending_slot", f.Pending))
