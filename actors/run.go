@@ -139,6 +139,13 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if c.Repaired {
 		r.stateRepaired(c)
 	}
+	return r.answer(c, lease)
+}
+
+// answer acts on a claim's answer: a won claim keeps its lease and fence
+// (and takes over a pending slot the claim took); any other outcome is
+// logged and, for a slot, counted as a skip (a queued slot is not a skip).
+func (r *run) answer(c Claim, lease *Lease) (Ran, bool) {
 	switch c.Outcome {
 	case Claimed:
 		if c.Takes > 0 {
