@@ -139,9 +139,6 @@ func (r *Redis) call(ctx context.Context) (context.Context, context.CancelFunc) 
 	return context.WithTimeout(ctx, r.callTimeout)
 }
 
-// key is the Redis key of one of a job's records: kind "job" (the lease),
-// "state", "history", "paused", "pending", "backfill" (docs/protocol.md,
-// "Redis keys").
 func (r *Redis) key(kind, job string) string { return r.prefix + kind + ":" + job }
 
 // flag is a script's boolean argument.
