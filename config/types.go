@@ -152,13 +152,18 @@ type JobFields struct {
 	OnFailure     *string           `mapstructure:"on_failure"`
 	HookTimeout   *time.Duration    `mapstructure:"hook_timeout"`
 	InheritEnv    *bool             `mapstructure:"inherit_env"`
+	MaxRuns       *int              `mapstructure:"max_runs"`
 }
 
 // Overlap policies: when a job's previous run still holds its lease at the
-// next slot, skip that slot, or allow the runs side by side.
+// next slot, skip that slot, allow the runs side by side, queue the slot
+// (at most one pending, run when the lease is released), or replace the
+// running run (terminate it, then run the slot).
 const (
-	OverlapSkip  = "skip"
-	OverlapAllow = "allow"
+	OverlapSkip    = "skip"
+	OverlapAllow   = "allow"
+	OverlapQueue   = "queue"
+	OverlapReplace = "replace"
 )
 
 // Lock-lost policies: when a run's lease is lost, kill the run, or let it
@@ -182,7 +187,7 @@ type Job struct {
 	Env           map[string]string
 	User          string
 	Enabled       bool          // default true
-	Overlap       string        // skip | allow
+	Overlap       string        // skip | allow | queue | replace
 	OnLockLost    string        // kill | continue
 	CatchupWindow time.Duration // 0 = off
 	Jitter        time.Duration
@@ -195,6 +200,10 @@ type Job struct {
 	// daemon's (less its systemd and CRONLOCK_* variables); false starts
 	// from cron's minimal environment. The job's env is added either way.
 	InheritEnv bool
+	// MaxRuns (0 = unlimited) stops the job after this many successful runs
+	// in the cluster, counted in Redis (state.runs): later slots are
+	// skipped max_runs.
+	MaxRuns int
 
 	// Location is the schedule's zone: CRON_TZ=/TZ= prefix > timezone >
 	// node.timezone > host local.

@@ -149,10 +149,13 @@ func (c *checker) fields(prefix string, f JobFields) {
 		c.user(prefix+"user", *f.User)
 	}
 	if f.Overlap != nil {
-		oneOf(p, prefix+"overlap", *f.Overlap, OverlapSkip, OverlapAllow)
+		oneOf(p, prefix+"overlap", *f.Overlap, OverlapSkip, OverlapAllow, OverlapQueue, OverlapReplace)
 	}
 	if f.OnLockLost != nil {
 		oneOf(p, prefix+"on_lock_lost", *f.OnLockLost, LockLostKill, LockLostContinue)
+	}
+	if f.MaxRuns != nil && *f.MaxRuns < 0 {
+		p.err(prefix+"max_runs", "%d is negative; use 0 for no limit, or the number of successful runs after which the job stops", *f.MaxRuns)
 	}
 	switch {
 	case f.Retries == nil:

@@ -45,8 +45,18 @@ type JobStatus struct {
 	// Drift is how the job differs between the live nodes; null when it is
 	// configured alike on all of them.
 	Drift *drift.Job `json:"drift"`
-	loc   *time.Location
-	next  time.Time
+	// Runs is the job's successful runs counted for max_runs; MaxRuns its
+	// limit (0 = none).
+	Runs    int64 `json:"runs"`
+	MaxRuns int   `json:"max_runs"`
+	// Pending is the job's pending slot (overlap queue, replace), Unix
+	// seconds, 0 = none.
+	Pending int64 `json:"pending_slot"`
+	// Done says why the job fires no more ("" while it does): "max_runs"
+	// once Runs has reached MaxRuns, "at_passed" once its @at time passed.
+	Done string `json:"done"`
+	loc  *time.Location
+	next time.Time
 }
 
 // Location is the job's zone.
@@ -65,7 +75,7 @@ type Run struct {
 	Node       string `json:"node"`
 	Slot       string `json:"slot"`
 	SlotUnix   int64  `json:"slot_unix"`
-	Trigger    string `json:"trigger"`             // schedule | catchup | manual ("" for runs recorded before triggers were)
+	Trigger    string `json:"trigger"`             // schedule | catchup | queued | backfill | manual ("" for runs recorded before triggers were)
 	Requester  string `json:"requester,omitempty"` // who asked for a manual run, user@host
 	Attempts   int    `json:"attempts"`
 	Result     string `json:"result"`
@@ -120,7 +130,14 @@ func Jobs(ctx context.Context, r *redislock.Redis, jobs []config.Job, now time.T
 func newJobStatus(j *config.Job, st redislock.JobState, now time.Time) JobStatus {
 	row := JobStatus{Job: j.Name, Schedule: j.Schedule, Timezone: j.Location.String(), Enabled: j.Enabled,
 		LeaseHolder: st.LeaseHolder, LeaseTTLMs: st.LeaseTTL.Milliseconds(), Paused: st.Paused, Pause: st.Pause,
-		Fence: st.Fence, Slot: st.Slot, loc: j.Location, NextFireTimes: []string{}}
+		Fence: st.Fence, Slot: st.Slot, Runs: st.Runs, MaxRuns: j.MaxRuns, Pending: st.Pending,
+		loc: j.Location, NextFireTimes: []string{}}
+	if at, once := j.Sched.Once(); once && !at.After(now) {
+		row.Done = "at_passed"
+	}
+	if j.MaxRuns > 0 && st.Runs >= int64(j.MaxRuns) {
+		row.Done = "max_runs"
+	}
 	t := now
 	for i := 0; i < NextTimes; i++ {
 		if t = j.Sched.Next(t); t.IsZero() {

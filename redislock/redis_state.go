@@ -11,9 +11,9 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// State reads the job's state hash, pause key and lease in one pipelined
-// round trip (HGETALL, GET, GET, PTTL; not atomic, so a lease expiring in
-// between shows a holder with LeaseTTL 0).
+// State reads the job's state hash, pause key, lease and pending slot in
+// one pipelined round trip (HGETALL, GET, GET, PTTL, GET; not atomic, so a
+// lease expiring in between shows a holder with LeaseTTL 0).
 func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
@@ -23,6 +23,7 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 		r.c.B().Get().Key(r.key("paused", job)).Build(),
 		r.c.B().Get().Key(lease).Build(),
 		r.c.B().Pttl().Key(lease).Build(),
+		r.c.B().Get().Key(r.key("pending", job)).Build(),
 	)
 	h, err := res[0].AsStrMap()
 	if err != nil {
@@ -40,7 +41,11 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	if err != nil {
 		return JobState{}, fmt.Errorf("state %q: %w", job, err)
 	}
-	st := JobState{Paused: perr == nil, LeaseHolder: holder}
+	pending, err := res[4].AsInt64()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return JobState{}, fmt.Errorf("state %q: pending slot: %w", job, err)
+	}
+	st := JobState{Paused: perr == nil, LeaseHolder: holder, Pending: pending}
 	if st.Paused {
 		p := decodePause(paused)
 		st.Pause = &p
@@ -50,6 +55,9 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	}
 	if st.Slot, err = parseInt(h, "slot"); err == nil {
 		st.Fence, err = parseInt(h, "fence")
+	}
+	if err == nil {
+		st.Runs, err = parseInt(h, "runs")
 	}
 	if err == nil && h["last_run_id"] != "" {
 		var last actors.RunRecord

@@ -39,6 +39,8 @@ type JobState struct {
 	Pause       *Pause
 	LeaseHolder string        // "" when no lease is held
 	LeaseTTL    time.Duration // remaining lease time, 0 when not held
+	Runs        int64         // successful runs counted for max_runs (state.runs), 0 if none
+	Pending     int64         // the pending slot (overlap queue, replace), 0 if none
 	// Last is the last recorded run, nil if the job never ran. Its
 	// OutputTail is empty: read it with History.
 	Last *actors.RunRecord

@@ -51,6 +51,7 @@ func TestHelp_CommandShowsItsFlags(t *testing.T) {
 		"status":     {"-config", "-json"},
 		"history":    {"-config", "-n", "-json"},
 		"run":        {"-config", "-force"},
+		"backfill":   {"-config", "-from", "-to", "-overlap", "-dry-run"},
 		"pause":      {"-config"},
 		"resume":     {"-config"},
 		"completion": {"bash", "zsh"},

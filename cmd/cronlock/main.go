@@ -55,6 +55,7 @@ func subcommands() map[string]subcommand {
 		"history":    runHistory,
 		"nodes":      runNodes,
 		"run":        runManual,
+		"backfill":   runBackfill,
 		"pause":      runPause,
 		"resume":     runResume,
 		"completion": runCompletion,

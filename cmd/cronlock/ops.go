@@ -28,11 +28,12 @@ const opsCallTimeout = 5 * time.Second
 // Implemented by *redislock.Redis and *redislock.Memory.
 type opsBackend interface {
 	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
-	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
+	Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error)
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (bool, error)
+	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
 	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
 	State(ctx context.Context, job string) (redislock.JobState, error)
+	Backfilled(ctx context.Context, job string, from, to int64) ([]int64, error)
 	Close()
 }
 

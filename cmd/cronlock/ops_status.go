@@ -74,6 +74,10 @@ func printStatusTable(env *runEnv, rows []control.JobStatus) {
 		switch {
 		case !r.Enabled:
 			next = "(disabled)"
+		case r.Done == "max_runs":
+			next = fmt.Sprintf("(done: %d of max_runs %d)", r.Runs, r.MaxRuns)
+		case r.Done == "at_passed":
+			next = "(done: @at passed)"
 		case !r.NextTime().IsZero():
 			next = r.NextTime().Format(tableTime)
 		}

@@ -61,7 +61,7 @@ func record(t *testing.T, r *redislock.Redis, job, node string, start time.Time,
 	rec := actors.RunRecord{RunID: node + start.Format("150405"), Slot: start.Truncate(time.Minute).Unix(),
 		Node: node, Start: start, End: start.Add(1500 * time.Millisecond), Attempts: 1, Result: result,
 		ExitCode: exit, Fence: 7, OutputTail: "out of " + node}
-	if _, err := r.Finish(ctx, job, "", rec); err != nil {
+	if _, err := r.Finish(ctx, actors.FinishRequest{Job: job, Record: rec}); err != nil {
 		t.Fatal(err)
 	}
 }
