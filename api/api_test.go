@@ -53,8 +53,8 @@ jobs:
 	}
 	ctx := t.Context()
 	start := time.Now().Add(-time.Hour).UTC()
-	if _, err := r.Finish(ctx, "backup", "", actors.RunRecord{RunID: "r1", Slot: start.Unix(), Node: "web1", Start: start,
-		End: start.Add(time.Second), Attempts: 1, Result: "success", Trigger: actors.TriggerSchedule, Fence: 3, OutputTail: "done\n"}); err != nil {
+	if _, err := r.Finish(ctx, actors.FinishRequest{Job: "backup", Record: actors.RunRecord{RunID: "r1", Slot: start.Unix(), Node: "web1", Start: start,
+		End: start.Add(time.Second), Attempts: 1, Result: "success", Trigger: actors.TriggerSchedule, Fence: 3, OutputTail: "done\n"}}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
