@@ -33,14 +33,35 @@ type SlotPeeker interface {
 // after it began; then the slot is skipped (busy) and ok is false. When
 // ctx ends first the slot is skipped shutting_down (nothing was claimed).
 // With ok true the caller calls claimed once the claim has its answer.
+//
+// A claim that is expected to queue its slot (r.queueClaim: this node's
+// run of the job holds the lease) adds no run in progress: it takes no
+// place and does not wait, so a node at its limit still queues the slot
+// of its own job (it runs later in the place of the run before it).
+//
+// The run of a pending slot handed on by a Finish (r.pre, trigger queued)
+// is claimed already: it neither waits nor is refused. It takes over the
+// place of the run that handed it on (passPlace), so that the node's runs
+// in progress count it without a gap another claim could take; after a
+// run that held no place (a manual run) it takes one even at the limit.
 func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	l := r.deps.Load
 	if l == nil || r.info.Trigger == TriggerManual {
 		return Ran{}, true
 	}
+	if r.pre != nil {
+		if !r.pre.place {
+			l.Hold()
+		}
+		r.reserved, r.inProgress = true, true
+		return Ran{}, true
+	}
+	if r.queueClaim {
+		return Ran{}, true // placeWon takes a place if the claim wins after all
+	}
 	deadline := time.NewTimer(busyWait)
 	defer deadline.Stop()
-	r.queued = true
+	r.inLoadQueue = true
 	if !sleepCtx(ctx, l.Enter()) {
 		r.claimed()
 		return r.notClaimed(SkipShuttingDown), false
@@ -60,18 +81,47 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	return Ran{}, true
 }
 
+// placeWon counts a won claim's place as a run in progress (Load.Won). A
+// queue claim (r.queueClaim) that won after all (the run before it
+// released the lease first) takes a place now, even at the limit: its
+// slot is claimed and must run.
+func (r *run) placeWon() {
+	l := r.deps.Load
+	switch {
+	case l == nil || r.info.Trigger == TriggerManual:
+	case !r.reserved && r.queueClaim:
+		l.Hold()
+		r.reserved, r.inProgress = true, true
+	case r.reserved && !r.inProgress:
+		l.Won()
+		r.inProgress = true
+	}
+}
+
 // claimed ends the claim's place in the load's queue (nodeload.Load.Leave).
 func (r *run) claimed() {
-	if r.queued {
-		r.queued = false
+	if r.inLoadQueue {
+		r.inLoadQueue = false
 		r.deps.Load.Leave()
 	}
 }
 
-// unreserve gives back the place reserve took.
+// unreserve gives back the place reserve took (unless passPlace handed
+// it on).
 func (r *run) unreserve() {
 	if r.reserved {
-		r.deps.Load.Release(r.won)
+		r.reserved = false
+		r.deps.Load.Release(r.inProgress)
+	}
+}
+
+// passPlace hands this run's place, a run in progress, to the run of the
+// pending slot its Finish handed the lease to (r.next): the place is not
+// released in between.
+func (r *run) passPlace() {
+	if r.next != nil && r.reserved && r.inProgress {
+		r.next.place = true
+		r.reserved = false
 	}
 }
 

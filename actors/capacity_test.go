@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/nodeload"
 	"github.com/cronlock/cronlock/redislock"
@@ -24,12 +25,18 @@ type capNode struct {
 
 func startCapNode(t *testing.T, node, job, command string, mem *redislock.Memory, load *nodeload.Load) *capNode {
 	t.Helper()
+	return startCapNodeJob(t, node, testJob(t, job, command), mem, load)
+}
+
+func startCapNodeJob(t *testing.T, node string, cfg config.Job, mem *redislock.Memory, load *nodeload.Load) *capNode {
+	t.Helper()
+	job := cfg.Name
 	core, logs := observer.New(zapcore.DebugLevel)
 	m := NewMetrics(nil)
 	m.InitJob(job)
 	kill := make(chan struct{})
 	results := make(chan RunFinished, 10)
-	j := NewJob(testJob(t, job, command), JobDeps{Log: zap.New(core), Metrics: m, Locker: mem, NodeID: node,
+	j := NewJob(cfg, JobDeps{Log: zap.New(core), Metrics: m, Locker: mem, NodeID: node,
 		Results: results, Phantoms: make(chan Phantom, 10), Kill: kill, Start: fakeproc.Start, Load: load})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -106,6 +113,57 @@ func TestJob_MaxParallel(t *testing.T) {
 			t.Errorf("b's claimed slot %d, want %d", n, s3.Unix())
 		}
 		for _, c := range []*capNode{a1, b1, b2} {
+			c.stop()
+		}
+	})
+}
+
+// TestJob_MaxParallelQueue: on a node at node.max_parallel 1, a slot of an
+// overlap queue job that comes due while the job's own run holds the
+// lease is still queued (its claim adds no run in progress: not
+// node_busy), and the queued slot handed on by the run's Finish takes
+// over that run's place: it counts as a run in progress from the first
+// instant, so another job's slot meanwhile is node_busy, and the place is
+// given back once it ends.
+func TestJob_MaxParallelQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		load := nodeload.New(1, true, nil)
+		cfg := testJob(t, "q", "sleep 2500ms")
+		cfg.Overlap = config.OverlapQueue
+		q := startCapNodeJob(t, "n1", cfg, mem, load)
+		b := startCapNode(t, "n1", "b", "exit 0", mem, load)
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(s))
+		q.job.Inbox() <- Fire{Job: "q", Slot: s}
+		time.Sleep(time.Second)
+		q.job.Inbox() <- Fire{Job: "q", Slot: s.Add(time.Second)} // the run of s holds the lease
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if r, _ := q.skip(s.Add(time.Second)); r != "" || q.logs.FilterMessageSnippet("slot queued").Len() != 1 || load.InProgress() != 1 {
+			t.Fatalf("q slot %v at the limit: skipped %q, %d queued logs, %d runs in progress; want it queued, 1 run in progress",
+				s.Add(time.Second), r, q.logs.FilterMessageSnippet("slot queued").Len(), load.InProgress())
+		}
+		time.Sleep(time.Until(s.Add(2500 * time.Millisecond))) // the first run ends, the queued slot runs at once
+		synctest.Wait()
+		if q.logs.FilterMessageSnippet("running the pending slot").Len() != 1 || load.InProgress() != 1 {
+			t.Fatalf("after the first run: pending slot run %d times, %d runs in progress; want it running, 1 in progress",
+				q.logs.FilterMessageSnippet("running the pending slot").Len(), load.InProgress())
+		}
+		s3 := s.Add(3 * time.Second)
+		time.Sleep(time.Until(s3))
+		b.job.Inbox() <- Fire{Job: "b", Slot: s3}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if r, _ := b.skip(s3); r != SkipNodeBusy {
+			t.Errorf("b slot %v while the queued slot runs: skipped %q, want node_busy", s3, r)
+		}
+		time.Sleep(time.Until(s.Add(6 * time.Second))) // the queued slot's run (from 2.5 s, 2.5 s long) has ended
+		synctest.Wait()
+		if load.InProgress() != 0 {
+			t.Errorf("after the queued run: %d runs in progress, want 0", load.InProgress())
+		}
+		for _, c := range []*capNode{q, b} {
 			c.stop()
 		}
 	})

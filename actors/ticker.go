@@ -21,6 +21,23 @@ type Nexter interface {
 	Next(after time.Time) time.Time
 }
 
+// onceOf is the fire time of an "@at T" schedule (*schedule.Schedule's
+// Once); false for every other schedule.
+func onceOf(s Nexter) (time.Time, bool) {
+	o, ok := s.(interface{ Once() (time.Time, bool) })
+	if !ok {
+		return time.Time{}, false
+	}
+	return o.Once()
+}
+
+// sameOnce reports whether a and b are "@at" schedules of the same time.
+func sameOnce(a, b Nexter) bool {
+	ta, oa := onceOf(a)
+	tb, ob := onceOf(b)
+	return oa && ob && ta.Equal(tb)
+}
+
 // TickerEntry is one job as the ticker sees it.
 type TickerEntry struct {
 	Job    string
@@ -131,8 +148,8 @@ func (t *Ticker) setEntries(entries []TickerEntry) {
 		}
 		t.byJob[e.Job] = it
 		if it.slot.IsZero() {
-			if ok && prev.parked && prev.Sched == e.Sched {
-				it.parked = true // reported when it was parked: once, not at every reload
+			if ok && prev.parked && (prev.Sched == e.Sched || sameOnce(prev.Sched, e.Sched)) {
+				it.parked = true // reported when it was parked (the same schedule, or the same @at job): once, not at every reload
 				continue
 			}
 			t.park(it, now)
@@ -165,12 +182,17 @@ type windowed interface {
 }
 
 // park takes a job whose next time cannot be computed off the heap, with one
-// log line: never a busy loop. A job whose active window has no fire time
-// left (its active_until has passed, or comes before the next fire time)
-// is reported at info, as configured; any other schedule without a next
-// time is an error.
+// log line: never a busy loop. An "@at T" job whose time has passed is done
+// (info); so is a job whose active window has no fire time left (its
+// active_until has passed, or comes before the next fire time), as
+// configured; any other schedule without a next time is an error.
 func (t *Ticker) park(it *tickerItem, now time.Time) {
 	it.parked = true
+	if at, once := onceOf(it.Sched); once && !at.After(now) {
+		t.log.Info("job done: its @at time has passed; it does not fire again", zap.String("job", it.Job),
+			zap.Time("at", at))
+		return
+	}
 	if w, ok := it.Sched.(windowed); ok {
 		if _, until := w.Window(); !until.IsZero() {
 			msg := "active window ended; the job does not fire any more"

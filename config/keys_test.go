@@ -29,6 +29,7 @@ var scalarKeys = []struct {
 	{"node.timezone", "Europe/Berlin", "Europe/Berlin", func(c *Config) any { return c.Node.Timezone }, "Europe/Berlin", false},
 	{"node.shutdown_timeout", "4s", "4s", func(c *Config) any { return c.Node.ShutdownTimeout }, 4 * time.Second, false},
 	{"node.max_clock_skew", "5s", "5s", func(c *Config) any { return c.Node.MaxClockSkew }, 5 * time.Second, false},
+	{"node.heartbeat_interval", "2s", "2s", func(c *Config) any { return c.Node.HeartbeatInterval }, 2 * time.Second, false},
 	{"node.state_dir", "/env/state", "/env/state", func(c *Config) any { return c.Node.StateDir }, "/env/state", false},
 	{"node.tags", "role=db,zone=a", map[string]any{"role": "db", "zone": "a"}, func(c *Config) any { return c.Node.Tags }, map[string]string{"role": "db", "zone": "a"}, false},
 	{"node.max_parallel", "7", 7, func(c *Config) any { return c.Node.MaxParallel }, 7, false},
@@ -51,6 +52,8 @@ var scalarKeys = []struct {
 	{"log.level", "debug", "debug", func(c *Config) any { return c.Log.Level }, "debug", false},
 	{"log.format", "json", "json", func(c *Config) any { return c.Log.Format }, "json", false},
 	{"http.listen", "127.0.0.1:9999", "127.0.0.1:9999", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:9999", false},
+	{"http.token_file", "/env/token", "/env/token", func(c *Config) any { return c.HTTP.TokenFile }, "/env/token", false},
+	{"http.auth", "writes", "writes", func(c *Config) any { return c.HTTP.Auth }, "writes", false},
 }
 
 func TestKeys_DerivedFromStructTags(t *testing.T) {
@@ -73,12 +76,12 @@ func TestKeys_DerivedFromStructTags(t *testing.T) {
 	}
 	children := map[string][]string{
 		"":           {"node", "lock", "redis", "log", "http", "defaults", "jobs"},
-		"node.":      {"id", "grace_period", "timezone", "shutdown_timeout", "max_clock_skew", "state_dir", "tags", "max_parallel"},
+		"node.":      {"id", "grace_period", "timezone", "shutdown_timeout", "max_clock_skew", "heartbeat_interval", "state_dir", "tags", "max_parallel"},
 		"lock.":      {"backend"},
 		"redis.":     {"address", "addresses", "username", "password", "db", "key_prefix", "sentinel_master", "tls", "dial_timeout", "allow_eviction"},
 		"redis.tls.": {"enabled", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"},
 		"log.":       {"level", "format"},
-		"http.":      {"listen"},
+		"http.":      {"listen", "token_file", "auth"},
 	}
 	for prefix, want := range children {
 		if got := knownChildren(prefix); !slices.Equal(got, want) {

@@ -34,6 +34,7 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 	if cfg.Node.MaxParallel < 0 {
 		p.err(path("node.max_parallel"), "%d is negative; use 0 for no limit, or the most runs this node may have in progress at once", cfg.Node.MaxParallel)
 	}
+	checkHeartbeat(cfg.Node.HeartbeatInterval, p, path("node.heartbeat_interval"))
 	oneOf(p, path("lock.backend"), cfg.Lock.Backend, "redis", "memory")
 	oneOf(p, path("log.level"), cfg.Log.Level, "debug", "info", "warn", "error")
 	if cfg.Log.Format != "" {
@@ -42,6 +43,7 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 	checkRedis(&cfg.Redis, p, path)
 	checkTLSFiles(cfg.Lock.Backend, cfg.Redis.TLS, p, opts.Purpose, path)
 	checkListen(cfg.HTTP.Listen, p, path("http.listen"))
+	checkAPIAuth(cfg.HTTP, p, opts.Purpose, path)
 }
 
 // checkListen checks http.listen as net.Listen("tcp", l) will read it at

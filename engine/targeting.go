@@ -18,11 +18,13 @@ var (
 	_ targeting.Lister = (*lazyRedis)(nil)
 )
 
-// newWatcher returns the actor that reports jobs no live node may run. It
-// reads the other nodes' heartbeat records on a Redis backend; on the
-// memory backend (one node) it judges by this node alone.
+// newWatcher returns the actor that reports jobs no live node may run. On
+// a Redis backend it reads the other nodes' heartbeat records (the node
+// list) once per heartbeat interval; on the memory backend (one node) it
+// judges by this node alone.
 func newWatcher(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer) *targeting.Watcher {
-	o := targeting.Options{Log: opts.Log, Self: targeting.Node{ID: cfg.Node.ID, Tags: cfg.Node.Tags}, Registry: reg}
+	o := targeting.Options{Log: opts.Log, Self: targeting.Node{ID: cfg.Node.ID, Tags: cfg.Node.Tags}, Registry: reg,
+		Every: cfg.Node.HeartbeatInterval}
 	if l, ok := b.Backend.(targeting.Lister); ok && b.kind == "redis" {
 		o.Lister = l
 	}
@@ -43,12 +45,4 @@ func (e *Engine) applyJobs(ctx context.Context, jobs []config.Job) error {
 		return err
 	}
 	return e.targets.SetJobs(ctx, jobs)
-}
-
-func (l *lazyRedis) NodeRecords(ctx context.Context) ([]redislock.NodeRecord, error) {
-	r, err := l.client()
-	if err != nil {
-		return nil, err
-	}
-	return r.NodeRecords(ctx)
 }

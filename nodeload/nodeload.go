@@ -77,6 +77,18 @@ func (l *Load) Reserve() bool {
 	return true
 }
 
+// Hold takes a place that is a run in progress at once, even at
+// max_parallel: for a run whose slot is claimed already and must run (a
+// pending slot handed on by a run that held no place). It is followed by
+// one Release(true).
+func (l *Load) Hold() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held++
+	l.running++
+	l.gauge.Set(float64(l.running))
+}
+
 // Freed returns a channel that is closed by the next Release: a caller
 // that Reserve refused waits on it, then tries again.
 func (l *Load) Freed() <-chan struct{} {

@@ -8,13 +8,11 @@
 package targeting
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/registry"
 )
 
@@ -51,27 +49,31 @@ type Node struct {
 	Tags map[string]string
 }
 
-// MaxAge is how old a heartbeat record may be for its node to count as
-// live: two beats. A node that stopped without deleting its record (killed)
-// stops counting 2 beats after its last one, before its record expires.
-const MaxAge = 2 * registry.DefaultEvery
+// MaxAge is how many of its writer's beats old a heartbeat record may be
+// for its node to count as live: two. A node that stopped without deleting
+// its record (killed) stops counting 2 beats after its last one, before
+// its record's TTL (3 beats) ends and before `cronlock nodes` lists it as
+// gone.
+const MaxAge = 2
 
-// LiveNodes decodes heartbeat records (redislock.Redis.NodeRecords) and
-// keeps those written within MaxAge, judged by the time to live Redis has
-// left on them (so by Redis's clock, not the writers'). ttl is the
-// records' TTL (registry.DefaultTTL). A record that does not decode is
-// left out.
-func LiveNodes(recs []redislock.NodeRecord, ttl time.Duration) []Node {
-	out := make([]Node, 0, len(recs))
-	for _, rec := range recs {
-		if ttl-rec.Left > MaxAge {
+// LiveNodes decodes heartbeat records (the values of
+// redislock.Redis.Nodes, the node list) and keeps those written within
+// MaxAge beats of their writer's interval (registry.DefaultEvery for a
+// record without one) before now. The age is judged by the writer's
+// clock against the reader's (node.max_clock_skew warns when they differ
+// by more than 2 s; two beats are 10 s by default). A value that does not
+// decode is left out.
+func LiveNodes(values [][]byte, now time.Time) []Node {
+	out := make([]Node, 0, len(values))
+	for _, r := range registry.Decode(values) {
+		every := time.Duration(r.EveryMs) * time.Millisecond
+		if every <= 0 {
+			every = registry.DefaultEvery
+		}
+		if now.Sub(r.Heartbeat) > MaxAge*every {
 			continue
 		}
-		var r registry.Record
-		if err := json.Unmarshal(rec.Value, &r); err != nil {
-			continue
-		}
-		out = append(out, Node{ID: rec.ID, Tags: r.Tags})
+		out = append(out, Node{ID: r.NodeID, Tags: r.Tags})
 	}
 	return out
 }

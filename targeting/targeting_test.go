@@ -2,7 +2,9 @@ package targeting
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -11,7 +13,7 @@ import (
 
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/registry"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -44,45 +46,62 @@ func TestMatches(t *testing.T) {
 	}
 }
 
-// LiveNodes keeps records written within MaxAge (by the TTL Redis has
-// left) that decode.
+// LiveNodes keeps records that decode and were written within MaxAge of
+// their writer's beats before now (DefaultEvery for a record without an
+// interval).
 func TestLiveNodes(t *testing.T) {
-	ttl := 15 * time.Second
-	recs := []redislock.NodeRecord{
-		{ID: "fresh", Value: []byte(`{"node_id":"fresh","tags":{"role":"db"}}`), Left: 14 * time.Second},
-		{ID: "edge", Value: []byte(`{"node_id":"edge"}`), Left: ttl - MaxAge},
-		{ID: "stale", Value: []byte(`{"node_id":"stale","tags":{"role":"db"}}`), Left: ttl - MaxAge - time.Millisecond},
-		{ID: "garbled", Value: []byte(`{`), Left: 14 * time.Second},
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rec := func(id string, age time.Duration, everyMs int64, tags string) []byte {
+		return fmt.Appendf(nil, `{"node_id":%q,"instance":"i-%s","heartbeat":%q,"every_ms":%d,"tags":%s}`,
+			id, id, now.Add(-age).Format(time.RFC3339Nano), everyMs, tags)
 	}
-	got := LiveNodes(recs, ttl)
-	if len(got) != 2 || got[0].ID != "fresh" || got[0].Tags["role"] != "db" || got[1].ID != "edge" {
-		t.Errorf("got %+v, want fresh (role=db) and edge", got)
+	values := [][]byte{
+		rec("fresh", time.Second, 5000, `{"role":"db"}`),
+		rec("edge", 2*time.Second, 1000, `{}`),
+		rec("stale", 2*time.Second+time.Millisecond, 1000, `{"role":"db"}`),
+		rec("default", 2*registry.DefaultEvery, 0, `{}`),
+		[]byte(`{`),
+		[]byte(`{"node_id":"noinstance"}`),
+	}
+	got := LiveNodes(values, now)
+	if len(got) != 3 || got[0].ID != "fresh" || got[0].Tags["role"] != "db" || got[1].ID != "edge" || got[2].ID != "default" {
+		t.Errorf("got %+v, want fresh (role=db), edge and default", got)
 	}
 }
 
-// fakeLister serves node lists set by the test (inside a synctest bubble).
+// fakeLister serves node lists set by the test (inside a synctest bubble):
+// each record is written "now", at every listing.
 type fakeLister struct {
 	mu    sync.Mutex
-	recs  []redislock.NodeRecord
+	recs  []registry.Record
 	err   error
 	calls int
 }
 
-func (f *fakeLister) set(recs []redislock.NodeRecord, err error) {
+func (f *fakeLister) set(recs []registry.Record, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.recs, f.err = recs, err
 }
 
-func (f *fakeLister) NodeRecords(context.Context) ([]redislock.NodeRecord, error) {
+func (f *fakeLister) Nodes(context.Context) ([][]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	return slices.Clone(f.recs), f.err
+	var out [][]byte
+	for _, r := range f.recs {
+		r.Heartbeat = time.Now().UTC()
+		v, err := json.Marshal(r)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, v)
+	}
+	return out, f.err
 }
 
-func dbRecord() redislock.NodeRecord {
-	return redislock.NodeRecord{ID: "db1", Value: []byte(`{"node_id":"db1","tags":{"role":"db"}}`), Left: 14 * time.Second}
+func dbRecord() registry.Record {
+	return registry.Record{NodeID: "db1", Instance: "i-db1", EveryMs: 5000, Tags: map[string]string{"role": "db"}}
 }
 
 // TestWatcher_ReportsUnrunnableOnce: a job whose nodes: matches only a node
@@ -92,7 +111,7 @@ func dbRecord() redislock.NodeRecord {
 func TestWatcher_ReportsUnrunnableOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		core, logs := observer.New(zap.InfoLevel)
-		lister := &fakeLister{recs: []redislock.NodeRecord{dbRecord()}}
+		lister := &fakeLister{recs: []registry.Record{dbRecord()}}
 		w := NewWatcher(Options{Log: zap.New(core), Lister: lister, Self: Node{ID: "web1", Tags: map[string]string{"role": "web"}}})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -119,7 +138,7 @@ func TestWatcher_ReportsUnrunnableOnce(t *testing.T) {
 		if gauge("dbjob") != 1 || logs.Len() != 2 || logs.FilterMessageSnippet("node records not read").Len() != 1 || gauge("webjob") != 0 {
 			t.Fatalf("listing fails: gauge %v, logs %v; want 1, and one warning for 4 failed listings", gauge("dbjob"), logs.All())
 		}
-		lister.set([]redislock.NodeRecord{dbRecord()}, nil)
+		lister.set([]registry.Record{dbRecord()}, nil)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if gauge("dbjob") != 0 || logs.FilterMessageSnippet("job runnable again").Len() != 1 || logs.Len() != 4 {
@@ -140,7 +159,7 @@ func TestWatcher_ReportsUnrunnableOnce(t *testing.T) {
 }
 
 // TestWatcher_NoListingWhenSelfMatches: when this node matches every job's
-// nodes:, no job can be unrunnable, so the records are not read (no SCAN).
+// nodes:, no job can be unrunnable, so the records are not read.
 func TestWatcher_NoListingWhenSelfMatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lister := &fakeLister{}

@@ -5,16 +5,16 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/registry"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
 // Lister reads the node heartbeat records; implemented by
-// *redislock.Redis (one SCAN pass and one pipelined read per call).
+// *redislock.Redis (the node list: the node index P nodes:index, then
+// the indexed nodes' records, in two round trips per call).
 type Lister interface {
-	NodeRecords(ctx context.Context) ([]redislock.NodeRecord, error)
+	Nodes(ctx context.Context) ([][]byte, error)
 }
 
 // listTimeout bounds one listing of the node records.
@@ -30,21 +30,21 @@ type Options struct {
 	Self Node
 	// Registry receives cronlock_job_unrunnable; nil = not registered.
 	Registry prometheus.Registerer
-	// Every is the check interval (default registry.DefaultEvery); TTL the
-	// records' time to live (default registry.DefaultTTL).
-	Every, TTL time.Duration
+	// Every is the check interval, this node's heartbeat interval
+	// (default registry.DefaultEvery).
+	Every time.Duration
 }
 
 // Watcher is the actor that reports jobs no live node may run. Create it
 // with NewWatcher, call Run once, and send it the job list with SetJobs
 // (at start and at every reload).
 type Watcher struct {
-	log        *zap.Logger
-	lister     Lister
-	self       Node
-	every, ttl time.Duration
-	gauge      *prometheus.GaugeVec
-	inbox      chan []config.Job
+	log    *zap.Logger
+	lister Lister
+	self   Node
+	every  time.Duration
+	gauge  *prometheus.GaugeVec
+	inbox  chan []config.Job
 
 	// Owned by the Run goroutine.
 	jobs       []config.Job
@@ -58,10 +58,7 @@ func NewWatcher(o Options) *Watcher {
 	if o.Every <= 0 {
 		o.Every = registry.DefaultEvery
 	}
-	if o.TTL <= 0 {
-		o.TTL = registry.DefaultTTL
-	}
-	w := &Watcher{log: o.Log, lister: o.Lister, self: o.Self, every: o.Every, ttl: o.TTL, inbox: make(chan []config.Job),
+	w := &Watcher{log: o.Log, lister: o.Lister, self: o.Self, every: o.Every, inbox: make(chan []config.Job),
 		unrunnable: map[string]bool{},
 		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cronlock_job_unrunnable",
 			Help: "1 while no live node's node.tags match the job's nodes: (its slots are not run), else 0."}, []string{"job"})}
@@ -134,7 +131,7 @@ func (w *Watcher) check(ctx context.Context) {
 	nodes := []Node{w.self}
 	if w.lister != nil && w.targeted() {
 		lctx, cancel := context.WithTimeout(ctx, listTimeout)
-		recs, err := w.lister.NodeRecords(lctx)
+		values, err := w.lister.Nodes(lctx)
 		cancel()
 		if err != nil {
 			w.listFailed(err)
@@ -144,7 +141,7 @@ func (w *Watcher) check(ctx context.Context) {
 			w.lastErr = ""
 			w.log.Info("node records read again")
 		}
-		nodes = append(nodes, LiveNodes(recs, w.ttl)...)
+		nodes = append(nodes, LiveNodes(values, time.Now())...)
 	}
 	for _, j := range w.jobs {
 		w.judge(j, nodes)
@@ -152,7 +149,7 @@ func (w *Watcher) check(ctx context.Context) {
 }
 
 // listFailed logs a failed listing: a warning when the error is new (a
-// refused SCAN, e.g. NOPERM, would otherwise hide unrunnable jobs), debug
+// refused read, e.g. NOPERM, would otherwise hide unrunnable jobs), debug
 // while it repeats (an outage is the health monitor's to report).
 func (w *Watcher) listFailed(err error) {
 	if err.Error() == w.lastErr {
