@@ -123,3 +123,48 @@ func TestTargeting_KilledNodeReportedWithinTTL(t *testing.T) {
 	}
 	stopAll(t, 10*time.Second, web)
 }
+
+// TestTargeting_RunRequestTakenByTaggedNode: `cronlock run` of a job with
+// nodes: asks the cluster, and only a daemon whose node.tags match takes
+// the request (the others have the job in their configuration but do
+// not schedule it); with no such daemon live the command runs nothing
+// here without -force.
+func TestTargeting_RunRequestTakenByTaggedNode(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ledger := newLedger(t)
+	cfg := writeConfig(t, controlConfig(srv.Addr(), map[string]any{"name": "dbjob", "schedule": "0 0 1 1 *",
+		"command": `echo "$CRONLOCK_NODE_ID $CRONLOCK_TRIGGER" >> ` + shellQuote(ledger), "nodes": []string{"role=db"}}))
+	nodes, _ := startNodes(t, cfg, nodeSpec{id: "web1", env: []string{"CRONLOCK_NODE_TAGS=role=web"}},
+		nodeSpec{id: "db1", env: []string{"CRONLOCK_NODE_TAGS=role=db"}}, nodeSpec{id: "web2"})
+	waitFor(t, 5*time.Second, "three live nodes", func() bool { return len(readNodes(t, cfg).states()) == 3 })
+	const runs = 4
+	for i := range runs {
+		cmd := exec.Command(binary, "run", "dbjob", "-wait", "-timeout", "10s", "-config", cfg)
+		cmd.Env = append(cmd.Environ(), "CRONLOCK_NODE_STATE_DIR="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "taken by db1") {
+			t.Fatalf("run %d: %v\n%s\nwant it taken by db1, the node with role=db", i, err, out)
+		}
+	}
+	lines := ledgerLines(t, ledger)
+	if len(lines) != runs {
+		t.Fatalf("ledger %q: want %d runs", lines, runs)
+	}
+	for _, l := range lines {
+		if l[0] != "db1" || l[1] != "manual" {
+			t.Errorf("run %q: want a manual run on db1", l)
+		}
+	}
+	stopAll(t, 10*time.Second, nodes[1])
+	cmd := exec.Command(binary, "run", "dbjob", "-config", cfg)
+	cmd.Env = append(cmd.Environ(), "CRONLOCK_NODE_STATE_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "runs only on nodes whose node.tags have role=db") {
+		t.Errorf("run with the db node stopped: %v\n%s\nwant a refusal naming the tags", err, out)
+	}
+	if n := len(ledgerLines(t, ledger)); n != runs {
+		t.Errorf("ledger has %d runs after the refusal, want %d", n, runs)
+	}
+	stopAll(t, 10*time.Second, nodes[0], nodes[2])
+}
