@@ -84,7 +84,7 @@ func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
 	}
 	addr := strings.Join(opts.Addresses, ",")
 	g := newGuard(log, cfg.Redis.AllowEviction)
-	if len(opts.Addresses) > 1 || opts.SentinelMaster != "" {
+	if redislock.InferMode(opts) != redislock.ModeStandalone {
 		// Sentinel and Cluster clients need a reachable node to be created:
 		// create it lazily so that the daemon starts (not ready) without one.
 		l := &lazyRedis{opts: opts}
@@ -109,7 +109,7 @@ func RedisOptions(cfg *config.Config) (redislock.Options, error) {
 		addrs = []string{rc.Address}
 	}
 	o := redislock.Options{Addresses: addrs, Username: rc.Username, Password: rc.Password, DB: rc.DB,
-		KeyPrefix: rc.KeyPrefix, SentinelMaster: rc.SentinelMaster, DialTimeout: rc.DialTimeout}
+		KeyPrefix: rc.KeyPrefix, SentinelMaster: rc.SentinelMaster, DialTimeout: rc.DialTimeout, Mode: rc.EffectiveMode()}
 	if !rc.TLS.Enabled {
 		return o, nil
 	}

@@ -56,7 +56,7 @@ type health struct {
 
 	// Owned by the Run goroutine.
 	lastStatus string
-	probeKind  string // "" before the first probe, "ok", "unreachable", "failing: …", "cluster node"
+	probeKind  string // "" before the first probe, "ok", "unreachable", "failing: …", "cluster node", "misconfigured: …"
 	probeErr   error
 	lastSkew   time.Time
 	lastInfo   time.Time
@@ -175,6 +175,8 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 	case errors.Is(err, redislock.ErrClusterNode):
 		kind = "cluster node"
 		h.b.guard.observe(nil, err)
+	case errors.Is(err, redislock.ErrModeMismatch):
+		kind = "misconfigured: redis.mode does not match the server"
 	case errors.As(err, &re):
 		kind = "failing: " + shortRedisErr(re)
 	case err != nil:
@@ -191,6 +193,9 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 	case "unreachable":
 		h.log.Error("redis unreachable: slots are skipped (redis_error) until it answers; retrying", zap.Error(err))
 	case "cluster node": // the guard has logged it
+	case "misconfigured: redis.mode does not match the server":
+		h.log.Error("redis.mode does not match the redis server: not claiming, slots are skipped (redis_error) "+
+			"until redis.mode is fixed and the daemon restarted", zap.Error(err))
 	default:
 		h.log.Error("redis answers, but the claim scripts fail on the server that owns the job keys: "+
 			"slots are skipped (redis_error) until they run; retrying", zap.Error(err))

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -37,54 +40,155 @@ var infoScript = rueidis.NewLuaScriptRetryable(`
 return {redis.call("INFO", "memory"), redis.call("INFO", "persistence"), redis.call("INFO", "cluster")}
 `)
 
-// probeSet caches the probe keys of one job list.
+// probeSet caches the probe keys of one job list and one slot map.
 type probeSet struct {
-	jobs []string
-	keys []string
+	jobs  []string
+	slots *slotMap // nil: keys are one per cluster slot in use
+	keys  []string
+}
+
+// slotMapTTL is how long a Cluster's slot map (CLUSTER SLOTS) is used
+// before it is read again; a failed probe reads it again at once.
+const slotMapTTL = 30 * time.Second
+
+// slotMap is a Cluster's hash slots by master, as CLUSTER SLOTS told.
+type slotMap struct {
+	read   time.Time
+	ranges []slotRange
+}
+
+type slotRange struct {
+	lo, hi uint16
+	master string // "host:port" of the master serving lo..hi
+}
+
+// masterOf returns the master serving slot, "" when no master serves it.
+func (m *slotMap) masterOf(slot uint16) string {
+	for _, r := range m.ranges {
+		if slot >= r.lo && slot <= r.hi {
+			return r.master
+		}
+	}
+	return ""
 }
 
 // probeKeys returns the keys the probes run on: for a standalone or
 // Sentinel server one key (the first job's lease key, or P+"probe" without
-// jobs); in Cluster mode the lease key of one job per distinct cluster slot
-// of the jobs' lease keys, so that every shard owning a job's keys is
-// probed. Today key_prefix carries the hash tag and that is one key; with
-// a tag per job name it is one per slot in use. The Cluster result is
-// cached until the job list changes. Safe for concurrent use.
-func (r *Redis) probeKeys(jobs []string) []string {
+// jobs); in Cluster mode the lease key of one job per master that serves a
+// job's keys (jobs whose slot no master serves get a key each, so that the
+// probe sees the CLUSTERDOWN), so every shard that owns a job's keys is
+// probed once. With a hash-tagged key prefix that is one key. The slot map
+// is read with CLUSTER SLOTS (one round trip) at most every slotMapTTL and
+// after a failed probe; when it cannot be read, the last one read is used,
+// and without any, one key per cluster slot in use. The result is cached
+// until the job list or the slot map changes. Safe for concurrent use.
+func (r *Redis) probeKeys(ctx context.Context, jobs []string) []string {
 	if r.c.Mode() != rueidis.ClientModeCluster || len(jobs) == 0 {
 		if len(jobs) == 0 {
 			return []string{r.prefix + "probe"}
 		}
 		return []string{r.key("job", jobs[0])}
 	}
-	if c := r.probes.Load(); c != nil && slices.Equal(c.jobs, jobs) {
+	var sm *slotMap
+	if r.tagIDs {
+		sm = r.clusterSlots(ctx)
+	}
+	if c := r.probes.Load(); c != nil && c.slots == sm && slices.Equal(c.jobs, jobs) {
 		return c.keys
 	}
-	seen := map[uint16]bool{}
+	seen := map[string]bool{}
 	var keys []string
 	for _, j := range jobs {
 		k := r.key("job", j)
 		cmd := r.c.B().Exists().Key(k).Build() // not sent: only its slot is read
-		if s := cmd.Slot(); !seen[s] {
-			seen[s] = true
+		s := cmd.Slot()
+		group := strconv.Itoa(int(s))
+		if sm != nil {
+			if m := sm.masterOf(s); m != "" {
+				group = m
+			}
+		}
+		if !seen[group] {
+			seen[group] = true
 			keys = append(keys, k)
 		}
 	}
-	r.probes.Store(&probeSet{jobs: slices.Clone(jobs), keys: keys})
+	r.probes.Store(&probeSet{jobs: slices.Clone(jobs), slots: sm, keys: keys})
 	return keys
+}
+
+// clusterSlots returns the slot map, read again when it is older than
+// slotMapTTL or was dropped by a failed probe; the last one read when
+// CLUSTER SLOTS fails (nil if none was ever read).
+func (r *Redis) clusterSlots(ctx context.Context) *slotMap {
+	old := r.slots.Load()
+	if old != nil && time.Since(old.read) < slotMapTTL {
+		return old
+	}
+	m, err := r.readClusterSlots(ctx)
+	if err != nil {
+		if old != nil {
+			// Keep the old map, and try again at the next probe.
+			r.slots.Store(&slotMap{read: old.read.Add(-slotMapTTL), ranges: old.ranges})
+			return r.slots.Load()
+		}
+		return nil
+	}
+	r.slots.Store(m)
+	return m
+}
+
+// readClusterSlots runs CLUSTER SLOTS: an array of [start, end, [host,
+// port, id, …] of the master, replicas …].
+func (r *Redis) readClusterSlots(ctx context.Context) (*slotMap, error) {
+	entries, err := r.c.Do(ctx, r.c.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("cluster slots: %w", err)
+	}
+	m := &slotMap{read: time.Now()}
+	for _, e := range entries {
+		f, err := e.ToArray()
+		if err != nil || len(f) < 3 {
+			return nil, fmt.Errorf("cluster slots: malformed entry")
+		}
+		lo, err1 := f[0].AsInt64()
+		hi, err2 := f[1].AsInt64()
+		node, err3 := f[2].ToArray()
+		if err := errors.Join(err1, err2, err3); err != nil || len(node) < 2 {
+			return nil, fmt.Errorf("cluster slots: malformed entry: %v", err)
+		}
+		host, err1 := node[0].ToString()
+		port, err2 := node[1].AsInt64()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("cluster slots: malformed node: %w", err)
+		}
+		m.ranges = append(m.ranges, slotRange{lo: uint16(lo), hi: uint16(hi),
+			master: net.JoinHostPort(host, strconv.FormatInt(port, 10))})
+	}
+	return m, nil
+}
+
+// dropSlots makes the next probe read the slot map again (after a failed
+// probe: the shard may have failed over, or the slots moved).
+func (r *Redis) dropSlots() {
+	if old := r.slots.Load(); old != nil {
+		r.slots.Store(&slotMap{read: time.Time{}, ranges: old.ranges})
+	}
 }
 
 // Probe checks that a claim of any of jobs could run now: it runs
 // probeScript once per probe key (probeKeys: one round trip for a
-// standalone, Sentinel or hash-tagged Cluster keyspace), one after the
+// standalone or Sentinel server or a hash-tagged Cluster keyspace, one per
+// master otherwise, plus CLUSTER SLOTS every slotMapTTL), one after the
 // other, and returns the first error, wrapped as "probe KEY: …". A
 // redirect (MOVED/ASK) on a client not in Cluster mode wraps ErrClusterNode.
 // It blocks until answered or ctx's deadline (CallTimeout without one).
 func (r *Redis) Probe(ctx context.Context, jobs []string) error {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	for _, k := range r.probeKeys(jobs) {
+	for _, k := range r.probeKeys(ctx, jobs) {
 		if err := probeScript.Exec(ctx, r.c, []string{k}, nil).Error(); err != nil {
+			r.dropSlots()
 			return fmt.Errorf("probe %s: %w", k, r.redirect(err))
 		}
 	}
@@ -101,7 +205,7 @@ func (r *Redis) ServerInfo(ctx context.Context, jobs []string) ([]ServerInfo, er
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	var out []ServerInfo
-	for _, k := range r.probeKeys(jobs) {
+	for _, k := range r.probeKeys(ctx, jobs) {
 		secs, err := infoScript.Exec(ctx, r.c, []string{k}, nil).AsStrSlice()
 		if err == nil && len(secs) != 3 {
 			err = fmt.Errorf("script returned %d sections, want 3", len(secs))

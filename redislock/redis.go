@@ -24,11 +24,15 @@ const (
 
 // Options configures New. Zero values take the defaults above.
 type Options struct {
-	// Addresses are "host:port" pairs: one address without SentinelMaster is
-	// a standalone server; with SentinelMaster they are sentinels; several
-	// without SentinelMaster are Cluster seed nodes (the key prefix then needs
-	// a {hash tag}, which config validation enforces).
-	Addresses      []string
+	// Addresses are "host:port" pairs: the server (standalone), the
+	// sentinels (Sentinel) or Cluster seed nodes (Cluster), as Mode says.
+	Addresses []string
+	// Mode is ModeStandalone, ModeSentinel, ModeCluster, or "" to infer it
+	// (InferMode). New confirms it against the server: a Cluster client
+	// whose server is not a Cluster node is an ErrModeMismatch; a standalone
+	// client whose server is a Cluster node is found by ServerInfo and
+	// Probe (ErrClusterNode).
+	Mode           string
 	Username       string // ACL user, may be empty
 	Password       string // never appears in errors
 	DB             int    // SELECT on connect; must be 0 in Cluster mode
@@ -56,19 +60,47 @@ type Redis struct {
 	callTimeout time.Duration
 	historyLen  int
 	probes      atomic.Pointer[probeSet] // probeKeys' cache (Cluster mode)
+	slots       atomic.Pointer[slotMap]  // the Cluster's slot map (probe.go)
+	// mode is the topology the client connected to (Mode constants).
+	mode string
+	// tagIDs: Cluster mode with a key prefix without a hash tag, so key()
+	// puts the tag around the job name (keys.go).
+	tagIDs bool
 }
 
-// New builds a client. A standalone client (one address, no SentinelMaster)
-// is returned even when Redis is unreachable, and connects lazily on the
-// first call that finds Redis up (an unreachable Redis at start is not fatal: keep running, retry).
-// Sentinel and Cluster clients must reach a sentinel or seed node now.
-// Authentication failures are returned for every mode. It does not block
-// longer than DialTimeout per address tried.
+// ErrModeMismatch means that the server is not of the topology redis.mode
+// names (e.g. mode cluster and a server with cluster support disabled).
+var ErrModeMismatch = errors.New("redislock: the server's topology is not redis.mode")
+
+// InferMode is the topology of opts when Mode is "": Sentinel when
+// SentinelMaster is set, Cluster with several addresses, else standalone.
+// A given Mode is returned as it is.
+func InferMode(opts Options) string {
+	switch {
+	case opts.Mode != "":
+		return opts.Mode
+	case opts.SentinelMaster != "":
+		return ModeSentinel
+	case len(opts.Addresses) > 1:
+		return ModeCluster
+	}
+	return ModeStandalone
+}
+
+// New builds a client for the topology InferMode(opts) names. A standalone
+// client is returned even when Redis is unreachable, and connects lazily
+// on the first call that finds Redis up (an unreachable Redis at start is
+// not fatal: keep running, retry). Sentinel and Cluster clients must reach
+// a sentinel or seed node now. Authentication failures are returned for
+// every mode; a Cluster client whose server is not a Cluster node returns
+// an error wrapping ErrModeMismatch. It does not block longer than
+// DialTimeout per address tried.
 func New(opts Options) (*Redis, error) {
 	if len(opts.Addresses) == 0 {
 		return nil, errors.New("redislock: no redis address")
 	}
-	r := &Redis{prefix: opts.KeyPrefix, callTimeout: opts.CallTimeout, historyLen: opts.HistoryLen}
+	mode := InferMode(opts)
+	r := &Redis{prefix: opts.KeyPrefix, callTimeout: opts.CallTimeout, historyLen: opts.HistoryLen, mode: mode}
 	if r.prefix == "" {
 		r.prefix = DefaultKeyPrefix
 	}
@@ -78,7 +110,8 @@ func New(opts Options) (*Redis, error) {
 	if r.historyLen <= 0 {
 		r.historyLen = DefaultHistoryLen
 	}
-	co := clientOption(opts)
+	addrs := strings.Join(opts.Addresses, ",")
+	co := clientOption(opts, mode)
 	c, err := rueidis.NewClient(co)
 	if err != nil {
 		_, isRedisErr := rueidis.IsRedisErr(err)
@@ -86,18 +119,31 @@ func New(opts Options) (*Redis, error) {
 			if c != nil {
 				c.Close()
 			}
-			return nil, fmt.Errorf("redislock: connect to %s: %w", strings.Join(opts.Addresses, ","), err)
+			if re, ok := rueidis.IsRedisErr(err); ok && mode == ModeCluster && strings.Contains(re.Error(), "cluster support disabled") {
+				return nil, fmt.Errorf("redislock: connect to %s: %w: redis.mode is cluster, but the server has "+
+					"cluster support disabled (%w); set redis.mode: standalone (one address) or give the Cluster's nodes", addrs, ErrModeMismatch, err)
+			}
+			return nil, fmt.Errorf("redislock: connect to %s: %w", addrs, err)
 		}
 		// Standalone and unreachable: keep the client, it reconnects lazily.
 	}
+	if mode == ModeCluster && c.Mode() != rueidis.ClientModeCluster {
+		c.Close()
+		return nil, fmt.Errorf("redislock: connect to %s: %w: redis.mode is cluster, but the server is not a "+
+			"Cluster node (cluster_enabled:0); set redis.mode: standalone or give the Cluster's nodes", addrs, ErrModeMismatch)
+	}
 	r.c = c
+	r.tagIDs = mode == ModeCluster && !HasHashTag(r.prefix)
 	return r, nil
 }
 
-// clientOption maps Options to rueidis: Sentinel when
-// SentinelMaster is set, a forced single client for one address, otherwise
-// rueidis's auto mode, which with several addresses expects a Cluster.
-func clientOption(opts Options) rueidis.ClientOption {
+// clientOption maps Options to rueidis: Sentinel for ModeSentinel, a forced
+// single client for ModeStandalone (only the first address is used),
+// otherwise rueidis's auto mode, which asks the seed nodes for the
+// Cluster's slots (CLUSTER SLOTS) and, given exactly one address of a
+// server that is no Cluster node, falls back to a standalone client (New
+// refuses that).
+func clientOption(opts Options, mode string) rueidis.ClientOption {
 	dial := opts.DialTimeout
 	if dial <= 0 {
 		dial = DefaultDialTimeout
@@ -118,11 +164,11 @@ func clientOption(opts Options) rueidis.ClientOption {
 		// auto-pipelined.
 		PipelineMultiplex: -1,
 	}
-	switch {
-	case opts.SentinelMaster != "":
+	switch mode {
+	case ModeSentinel:
 		co.Sentinel = rueidis.SentinelOption{MasterSet: opts.SentinelMaster, TLSConfig: opts.TLS,
 			Dialer: net.Dialer{Timeout: dial, KeepAlive: time.Second}}
-	case len(opts.Addresses) == 1:
+	case ModeStandalone:
 		co.ForceSingleClient = true
 	}
 	return co
@@ -138,8 +184,6 @@ func (r *Redis) call(ctx context.Context) (context.Context, context.CancelFunc) 
 	}
 	return context.WithTimeout(ctx, r.callTimeout)
 }
-
-func (r *Redis) key(kind, job string) string { return r.prefix + kind + ":" + job }
 
 // flag is a script's boolean argument.
 func flag(b bool) string {
