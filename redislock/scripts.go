@@ -7,8 +7,8 @@ import "github.com/redis/rueidis"
 // claimScript increments the fence, and a timed-out call may already have
 // been applied (docs/protocol.md, "Redis calls").
 //
-// All keys of one script share the job's key prefix; in Cluster mode the
-// prefix carries a {hash tag} so they live in one slot.
+// All keys of one script belong to one job; in Cluster mode they carry the
+// job's hash tag (or the prefix's), so they live in one slot (keys.go).
 
 // claimScript is the claim step of docs/protocol.md ("Claim"): the state
 // repair (step 0), then steps 1–4.
