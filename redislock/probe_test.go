@@ -170,3 +170,18 @@ func TestProbe_ClusterKeysSpread(t *testing.T) {
 		t.Fatalf("Probe with one master killed: got nil, want an error")
 	}
 }
+
+// New confirms redis.mode: Cluster mode on servers without cluster support
+// fails with ErrModeMismatch, with one seed address or several.
+func TestNew_ClusterModeOnStandaloneServer(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	for name, addrs := range map[string][]string{"one": {a.Addr()}, "two": {a.Addr(), b.Addr()}} {
+		r, err := New(Options{Addresses: addrs, Mode: ModeCluster})
+		if err == nil {
+			r.Close()
+		}
+		if !errors.Is(err, ErrModeMismatch) || !strings.Contains(err.Error(), "redis.mode is cluster") {
+			t.Errorf("%s address(es): got %v, want ErrModeMismatch naming redis.mode", name, err)
+		}
+	}
+}
