@@ -312,9 +312,9 @@ func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name
 
 // skipSlot logs (info; debug for claimed_elsewhere and disabled, warn for
 // overlap_local) and counts one skipped slot (docs/protocol.md, "Skip
-// reasons"). fields say more about the cause. overlap_local and
-// redis_error repeat on every slot while a long run or an outage lasts:
-// their lines are summarised (repeats.go).
+// reasons"). fields say more about the cause. overlap_local,
+// redis_error and not_replicated repeat on every slot while a long run or
+// an outage lasts: their lines are summarised (repeats.go).
 func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields ...zap.Field) {
 	deps.Metrics.Skip(job, reason)
 	log := deps.Log.Info
@@ -328,7 +328,7 @@ func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields .
 		log("slot skipped", append(append([]zap.Field{zap.String("job", job), zap.String("node_id", deps.NodeID), slotField(slot),
 			zap.String("reason", reason)}, fields...), extra...)...)
 	}
-	if reason == SkipOverlapLocal || reason == SkipRedisError {
+	if reason == SkipOverlapLocal || reason == SkipRedisError || reason == SkipNotReplicated {
 		deps.repeats.Log(reason, write, func() {
 			deps.Log.Debug("slot skipped", append([]zap.Field{zap.String("job", job), zap.String("node_id", deps.NodeID),
 				slotField(slot), zap.String("reason", reason), zap.Bool("summarised", true)}, fields...)...)

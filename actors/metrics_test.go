@@ -26,6 +26,7 @@ func TestMetrics_ExportsSeries(t *testing.T) {
 cronlock_skips_total{job="backup",reason="claimed_elsewhere"} 0
 cronlock_skips_total{job="backup",reason="disabled"} 0
 cronlock_skips_total{job="backup",reason="no_record"} 0
+cronlock_skips_total{job="backup",reason="not_replicated"} 0
 cronlock_skips_total{job="backup",reason="overlap"} 1
 cronlock_skips_total{job="backup",reason="overlap_local"} 0
 cronlock_skips_total{job="backup",reason="paused"} 0

@@ -52,6 +52,15 @@ const (
 	// already have run, so it is not run (at most once); nothing is
 	// recorded.
 	NoRecord
+	// NotReplicated: the claim won (state.slot recorded, fence
+	// incremented, lease taken) but fewer replicas than
+	// redis.min_replicas_acked acknowledged it within
+	// redis.replica_ack_timeout (WAIT): a failover could forget it and let
+	// another node claim the slot again, so it is not run, and the caller
+	// releases the lease. Claim.Fence and Claim.Replicas are set. Never
+	// returned by the claim script itself, only by a backend that waits
+	// for replicas.
+	NotReplicated
 )
 
 // String returns the skip-reason spelling: "claimed", "claimed_elsewhere",
@@ -66,6 +75,10 @@ func (o Outcome) String() string {
 		return SkipPaused
 	case Overlap:
 		return SkipOverlap
+	case NoRecord:
+		return SkipNoRecord
+	case NotReplicated:
+		return SkipNotReplicated
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -136,6 +149,9 @@ type Claim struct {
 	// Holder is the lease value ("nodeID:runID") that made the claim an
 	// Overlap; "" otherwise.
 	Holder string
+	// Replicas is how many replicas acknowledged a won claim (WAIT's
+	// answer) when the backend waits for replicas; 0 otherwise.
+	Replicas int
 }
 
 // MissedCheck asks a backend to report, once in the cluster, the slots of

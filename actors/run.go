@@ -119,6 +119,8 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	}
 	switch c.Outcome {
 	case Claimed:
+		r.deps.repeats.End(repeatNotReplicated) // replicas acknowledge again
+		r.deps.repeats.End(SkipNotReplicated)
 		r.lease, r.info.Fence = lease, c.Fence
 		r.log = r.log.With(zap.Int64("fence", c.Fence))
 		return Ran{}, true
@@ -126,6 +128,16 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		return r.skip(SkipPaused, nil), false
 	case Overlap:
 		return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder)), false
+	case NotReplicated:
+		r.deps.repeats.Log(repeatNotReplicated, func(extra ...zap.Field) {
+			r.log.Warn("claim not replicated; not run: fewer replicas than redis.min_replicas_acked acknowledged it "+
+				"within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
+				append(extra, zap.Int("replicas_acked", c.Replicas), zap.Int64("fence", c.Fence))...)
+		}, nil)
+		if useLease {
+			r.releaseUnrun(req.Owner)
+		}
+		return r.skip(SkipNotReplicated, nil, zap.Int("replicas_acked", c.Replicas)), false
 	case NoRecord:
 		r.log.Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
 			"or redis lost its state and no live node remembers it), so this slot may already have run")
@@ -147,6 +159,18 @@ func (r *run) stateRepaired(c Claim) {
 // phantom hands a lease whose state is unknown to the janitor, so that a
 // claim applied by Redis after our timeout never blocks the job for
 // lock_ttl (docs/protocol.md, "Phantom leases and the janitor").
+// releaseUnrun releases the lease of a won claim that is not run, on a
+// fresh context bounded by the claim timeout; when that fails the janitor
+// releases it later.
+func (r *run) releaseUnrun(owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.deps.ClaimTimeout)
+	defer cancel()
+	if _, err := r.deps.Locker.Release(ctx, r.job.Name, owner); err != nil {
+		r.log.Warn("lease of a claim not run not released; the janitor retries", zap.Error(err))
+		r.phantom(owner)
+	}
+}
+
 func (r *run) phantom(owner string) {
 	p := Phantom{Job: r.job.Name, Owner: owner, Until: time.Now().Add(r.job.LockTTL)}
 	select {

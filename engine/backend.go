@@ -109,7 +109,8 @@ func RedisOptions(cfg *config.Config) (redislock.Options, error) {
 		addrs = []string{rc.Address}
 	}
 	o := redislock.Options{Addresses: addrs, Username: rc.Username, Password: rc.Password, DB: rc.DB,
-		KeyPrefix: rc.KeyPrefix, SentinelMaster: rc.SentinelMaster, DialTimeout: rc.DialTimeout, Mode: rc.EffectiveMode()}
+		KeyPrefix: rc.KeyPrefix, SentinelMaster: rc.SentinelMaster, DialTimeout: rc.DialTimeout, Mode: rc.EffectiveMode(),
+		MinReplicasAcked: rc.MinReplicasAcked, ReplicaAckTimeout: rc.ReplicaAckTimeout}
 	if !rc.TLS.Enabled {
 		return o, nil
 	}
@@ -134,4 +135,14 @@ func RedisOptions(cfg *config.Config) (redislock.Options, error) {
 	}
 	o.TLS = t
 	return o, nil
+}
+
+// claimTimeout bounds one claim: actors.DefaultClaimTimeout, plus the WAIT
+// for replicas when redis.min_replicas_acked is set (a won claim is then
+// two round trips, the second up to redis.replica_ack_timeout).
+func claimTimeout(cfg *config.Config) time.Duration {
+	if cfg.Lock.Backend == "redis" && cfg.Redis.MinReplicasAcked > 0 {
+		return actors.DefaultClaimTimeout + cfg.Redis.ReplicaAckTimeout
+	}
+	return actors.DefaultClaimTimeout
 }

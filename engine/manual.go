@@ -37,7 +37,7 @@ func RunJob(ctx context.Context, cfg *config.Config, job config.Job, o ManualOpt
 	kill := make(chan struct{})
 	a := actors.NewJob(job, actors.JobDeps{Log: o.Log, Metrics: metrics, Locker: o.Locker, NodeID: cfg.Node.ID,
 		Environ: environ, Results: hooks.Inbox(), Phantoms: janitor.Inbox(), Kill: kill,
-		GracePeriod: cfg.Node.GracePeriod, Start: o.Start})
+		GracePeriod: cfg.Node.GracePeriod, Start: o.Start, ClaimTimeout: claimTimeout(cfg)})
 
 	// The actors outlive ctx: an interrupted run is terminated through
 	// Kill, then releases its lease and reports like any other.

@@ -20,6 +20,9 @@ const (
 	DefaultCallTimeout = 3 * time.Second
 	DefaultDialTimeout = 3 * time.Second
 	DefaultHistoryLen  = 100
+	// DefaultReplicaAckTimeout bounds the WAIT of a won claim when
+	// Options.MinReplicasAcked > 0.
+	DefaultReplicaAckTimeout = 500 * time.Millisecond
 )
 
 // Options configures New. Zero values take the defaults above.
@@ -46,6 +49,12 @@ type Options struct {
 	CallTimeout time.Duration
 	// HistoryLen caps each job's history stream, in entries.
 	HistoryLen int
+	// MinReplicasAcked > 0 makes a won claim wait (WAIT) until that many
+	// replicas acknowledged it, for at most ReplicaAckTimeout (default
+	// DefaultReplicaAckTimeout); fewer acknowledgements turn it into
+	// actors.NotReplicated. 0: no WAIT.
+	MinReplicasAcked  int
+	ReplicaAckTimeout time.Duration
 }
 
 // Redis is the Redis backend (standalone, Sentinel or Cluster, through
@@ -66,6 +75,9 @@ type Redis struct {
 	// tagIDs: Cluster mode with a key prefix without a hash tag, so key()
 	// puts the tag around the job name (keys.go).
 	tagIDs bool
+	// minAcks and ackTimeout: Options.MinReplicasAcked, ReplicaAckTimeout.
+	minAcks    int
+	ackTimeout time.Duration
 }
 
 // ErrModeMismatch means that the server is not of the topology redis.mode
@@ -109,6 +121,10 @@ func New(opts Options) (*Redis, error) {
 	}
 	if r.historyLen <= 0 {
 		r.historyLen = DefaultHistoryLen
+	}
+	r.minAcks, r.ackTimeout = opts.MinReplicasAcked, opts.ReplicaAckTimeout
+	if r.ackTimeout < time.Millisecond {
+		r.ackTimeout = DefaultReplicaAckTimeout
 	}
 	addrs := strings.Join(opts.Addresses, ",")
 	co := clientOption(opts, mode)
@@ -194,9 +210,12 @@ func flag(b bool) string {
 }
 
 // Claim runs the claim step (docs/protocol.md, "claim") atomically in one Lua script (one EVALSHA;
-// EVAL as well after a server restart). An error means the outcome is
-// unknown: the claim may have been applied, so the caller must not run the
-// slot and should later Release any lease under req.Owner.
+// EVAL as well after a server restart). With Options.MinReplicasAcked a
+// won claim then waits for the replicas (claimReplicated: one more round
+// trip, at most ReplicaAckTimeout) and may come back as
+// actors.NotReplicated. An error means the outcome is unknown: the claim
+// may have been applied, so the caller must not run the slot and should
+// later Release any lease under req.Owner.
 func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
 	if err := req.Validate(); err != nil {
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
@@ -207,6 +226,13 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	args := []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
 		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10),
 		flag(req.NeedRecord)}
+	if r.minAcks > 0 {
+		c, err := r.claimReplicated(ctx, keys, args)
+		if err != nil {
+			return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		}
+		return c, nil
+	}
 	vals, err := claimScript.Exec(ctx, r.c, keys, args).ToArray()
 	if err != nil {
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)

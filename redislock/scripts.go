@@ -20,7 +20,11 @@ import "github.com/redis/rueidis"
 //	returns {outcome, fence, state slot, state fence, repaired (0|1),
 //	         found slot, found fence, lease holder ("" unless overlap)};
 //	outcome numbers are the actors.Outcome constants.
-var claimScript = rueidis.NewLuaScript(`
+var claimScript = rueidis.NewLuaScript(claimSrc)
+
+// claimSrc is claimScript's source (sent by claimReplicated as EVAL when
+// the server does not know claimSHA).
+const claimSrc = `
 local slot = tonumber(ARGV[1])
 local h = redis.call("HMGET", KEYS[2], "slot", "fence")
 local found_slot, found_fence = tonumber(h[1] or "0"), tonumber(h[2] or "0")
@@ -57,7 +61,7 @@ end
 record()
 fence = redis.call("HINCRBY", KEYS[2], "fence", 1)
 return reply(0, fence, "")
-`)
+`
 
 // missedScript is the missed-slot report of docs/protocol.md ("Missed
 // slots"): the last decided slot is the highest of state.slot, an earlier
