@@ -132,3 +132,22 @@ func TestStartCluster_ThreeMasters(t *testing.T) {
 		t.Errorf("CLUSTER INFO: want every slot assigned:\n%s", info)
 	}
 }
+
+// StartSentinel builds a master, a replica and three sentinels that agree
+// on the master; killing the master makes them promote the replica.
+func TestStartSentinel_FailsOverToTheReplica(t *testing.T) {
+	s := StartSentinel(t)
+	if got := s.MasterAddr(); got != s.Master.Addr() {
+		t.Fatalf("MasterAddr: got %s, want the master %s", got, s.Master.Addr())
+	}
+	s.Master.Do("SET", "k", "v")
+	s.Master.Kill()
+	start := time.Now()
+	if got := s.WaitFailover(s.Master.Addr(), 20*time.Second); got != s.Replica.Addr() {
+		t.Fatalf("after the failover: master %s, want the replica %s", got, s.Replica.Addr())
+	}
+	if v := s.Replica.Do("GET", "k"); v != "v" {
+		t.Errorf("promoted replica: GET k = %q, want v", v)
+	}
+	t.Logf("failover took %v", time.Since(start).Round(10*time.Millisecond))
+}
