@@ -51,6 +51,11 @@ type backend struct {
 	addr   string       // for logs; never holds a password
 	checks serverChecks // nil for the memory backend
 	guard  *guard       // nil for the memory backend
+	// seed is the first configured address and tls the client's TLS
+	// configuration (nil: off), for the explanation of a failure to
+	// connect (redislock.ExplainTLS).
+	seed string
+	tls  *tls.Config
 }
 
 // claimer is what the job actors, the janitor and the job set's
@@ -91,13 +96,13 @@ func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
 		if _, err := l.client(); err != nil {
 			log.Warn("redis client not created yet; retrying in the background", zap.String("redis", addr), zap.Error(err))
 		}
-		return backend{Backend: l, kind: "redis", addr: addr, checks: l, guard: g}, nil
+		return backend{Backend: l, kind: "redis", addr: addr, checks: l, guard: g, seed: opts.Addresses[0], tls: opts.TLS}, nil
 	}
 	r, err := redislock.New(opts)
 	if err != nil {
 		return backend{}, fmt.Errorf("redis client: %w", err)
 	}
-	return backend{Backend: r, kind: "redis", addr: addr, checks: r, guard: g}, nil
+	return backend{Backend: r, kind: "redis", addr: addr, checks: r, guard: g, seed: opts.Addresses[0], tls: opts.TLS}, nil
 }
 
 // RedisOptions maps the config's redis section to redislock options,

@@ -30,6 +30,7 @@ const (
 	skewEvery     = time.Minute
 	infoEvery     = time.Minute
 	healthTimeout = 2 * time.Second
+	tlsDiagEvery  = 10 * time.Second // see explainUnreachable
 )
 
 // health is the actor that watches the backend. For Redis, every check
@@ -55,11 +56,13 @@ type health struct {
 	jobs atomic.Pointer[[]string] // names of the configured jobs (setJobs)
 
 	// Owned by the Run goroutine.
-	lastStatus string
-	probeKind  string // "" before the first probe, "ok", "unreachable", "failing: …", "cluster node", "misconfigured: …"
-	probeErr   error
-	lastSkew   time.Time
-	lastInfo   time.Time
+	lastStatus  string
+	probeKind   string // "" before the first probe, "ok", "unreachable", "failing: …", "cluster node", "misconfigured: …"
+	probeErr    error
+	tlsProb     *redislock.TLSProblem // the TLS cause of the last unanswered probes, nil if none
+	lastTLSDiag time.Time             // when explainUnreachable last connected to look for it
+	lastSkew    time.Time
+	lastInfo    time.Time
 
 	up        atomic.Bool
 	stateText atomic.Pointer[string]
@@ -180,7 +183,7 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 	case errors.As(err, &re):
 		kind = "failing: " + shortRedisErr(re)
 	case err != nil:
-		kind = "unreachable"
+		kind = h.explainUnreachable(ctx, err)
 	}
 	if kind == h.probeKind {
 		return false
@@ -193,6 +196,9 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 	case "unreachable":
 		h.log.Error("redis unreachable: slots are skipped (redis_error) until it answers; retrying", zap.Error(err))
 	case "cluster node": // the guard has logged it
+	case h.tlsProblemKind():
+		h.log.Error("redis TLS fails: "+h.tlsProb.Short+"; slots are skipped (redis_error) until it connects. Fix: "+
+			h.tlsProb.Fix, zap.Error(err))
 	case "misconfigured: redis.mode does not match the server":
 		h.log.Error("redis.mode does not match the redis server: not claiming, slots are skipped (redis_error) "+
 			"until redis.mode is fixed and the daemon restarted", zap.Error(err))
@@ -201,6 +207,33 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 			"slots are skipped (redis_error) until they run; retrying", zap.Error(err))
 	}
 	return false
+}
+
+// explainUnreachable is the kind of a probe that got no answer:
+// "unreachable", or "tls: …" when the failure has a TLS cause
+// (redislock.ExplainTLS). A certificate error in err is read at every
+// check; the explanation that connects once more is made when the probe
+// starts failing and then at most every tlsDiagEvery, and kept meanwhile.
+func (h *health) explainUnreachable(ctx context.Context, err error) string {
+	switch p := redislock.ExplainTLS(ctx, err, h.b.seed, h.b.tls, 0); {
+	case p != nil: // read from err, no I/O
+		h.tlsProb = p
+	case (!strings.HasPrefix(h.probeKind, "tls: ") && h.probeKind != "unreachable") || time.Since(h.lastTLSDiag) >= tlsDiagEvery:
+		h.lastTLSDiag = time.Now()
+		h.tlsProb = redislock.ExplainTLS(ctx, err, h.b.seed, h.b.tls, pingTimeout)
+	}
+	if h.tlsProb != nil {
+		return h.tlsProblemKind()
+	}
+	return "unreachable"
+}
+
+// tlsProblemKind is the kind of the last TLS problem found ("" if none).
+func (h *health) tlsProblemKind() string {
+	if h.tlsProb == nil {
+		return ""
+	}
+	return "tls: " + h.tlsProb.Short
 }
 
 // readServer reads the eviction and persistence settings of the servers

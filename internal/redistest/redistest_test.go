@@ -151,3 +151,17 @@ func TestStartSentinel_FailsOverToTheReplica(t *testing.T) {
 	}
 	t.Logf("failover took %v", time.Since(start).Round(10*time.Millisecond))
 }
+
+// StartTLS serves TLS only: PING over TLS with the generated CA (and, for
+// mTLS, the client certificate) answers; a plaintext PING does not.
+func TestStartTLS(t *testing.T) {
+	for _, mtls := range []bool{false, true} {
+		s := StartTLS(t, mtls)
+		if v := s.Do("PING"); v != "PONG" {
+			t.Errorf("mTLS %v: PING over TLS: got %q, want PONG", mtls, v)
+		}
+		if err := Ping(s.Addr(), time.Second); err == nil {
+			t.Errorf("mTLS %v: plaintext PING answered, want a TLS-only server", mtls)
+		}
+	}
+}
