@@ -136,6 +136,7 @@ func TestStartCluster_ThreeMasters(t *testing.T) {
 // StartSentinel builds a master, a replica and three sentinels that agree
 // on the master; killing the master makes them promote the replica.
 func TestStartSentinel_FailsOverToTheReplica(t *testing.T) {
+	RequireTopologies(t)
 	s := StartSentinel(t)
 	if got := s.MasterAddr(); got != s.Master.Addr() {
 		t.Fatalf("MasterAddr: got %s, want the master %s", got, s.Master.Addr())
@@ -164,4 +165,20 @@ func TestStartTLS(t *testing.T) {
 			t.Errorf("mTLS %v: plaintext PING answered, want a TLS-only server", mtls)
 		}
 	}
+}
+
+// StartClusterReplicas: every master has a replica; killing a master makes
+// its replica take over its slots.
+func TestStartClusterReplicas_FailsOver(t *testing.T) {
+	RequireTopologies(t)
+	c := StartClusterReplicas(t, 3, 1)
+	key := "cronlock:job:{x}"
+	i := c.Shard(key)
+	c.Masters[i].Kill()
+	start := time.Now()
+	promoted := c.WaitPromoted(i, 20*time.Second)
+	if promoted != c.Replicas[i][0] {
+		t.Fatalf("promoted %s, want the replica of shard %d", promoted.Addr(), i)
+	}
+	t.Logf("cluster failover took %v", time.Since(start).Round(10*time.Millisecond))
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ const SentinelMaster = "mymaster"
 type Sentinel struct {
 	t         testing.TB
 	Master    *Server
-	Replica   *Server
+	Replica   *Server   // Replicas[0]
+	Replicas  []*Server // StartSentinelReplicas: more than one
 	Sentinels []*Server
 }
 
@@ -30,8 +32,20 @@ type Sentinel struct {
 // that takes over 20 s. Cleanups kill the processes.
 func StartSentinel(t testing.TB, args ...string) *Sentinel {
 	t.Helper()
+	return StartSentinelReplicas(t, 1, args...)
+}
+
+// StartSentinelReplicas is StartSentinel with n ≥ 1 replicas: after a
+// failover the promoted replica still has n−1 replicas (the sentinels
+// point them at it), which redis.min_replicas_acked needs to go on
+// claiming.
+func StartSentinelReplicas(t testing.TB, n int, args ...string) *Sentinel {
+	t.Helper()
 	s := &Sentinel{t: t, Master: StartWith(t, args...)}
-	s.Replica = StartReplica(t, s.Master, args...)
+	for range n {
+		s.Replicas = append(s.Replicas, StartReplica(t, s.Master, args...))
+	}
+	s.Replica = s.Replicas[0]
 	for range 3 {
 		conf := filepath.Join(t.TempDir(), "sentinel.conf")
 		text := fmt.Sprintf("sentinel monitor %s %s 2\n"+
@@ -94,14 +108,17 @@ func (s *Sentinel) MasterAddr() string {
 }
 
 // WaitFailover waits until the sentinels name another master than old and
-// that server answers as a master (INFO replication role:master). It
-// fails the test after timeout, and returns the new master's address.
+// that server answers as a master (INFO replication role:master) with
+// every other live replica connected to it (connected_slaves). It fails
+// the test after timeout, and returns the new master's address.
 func (s *Sentinel) WaitFailover(old string, timeout time.Duration) string {
 	s.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		if addr := s.MasterAddr(); addr != old {
-			if info, err := Do(addr, time.Second, "INFO", "replication"); err == nil && strings.Contains(info, "role:master") {
+			want := fmt.Sprintf("connected_slaves:%d", len(s.Replicas)-1)
+			if info, err := Do(addr, time.Second, "INFO", "replication"); err == nil && strings.Contains(info, "role:master") &&
+				strings.Contains(info, want) {
 				return addr
 			}
 		}
@@ -113,7 +130,7 @@ func (s *Sentinel) WaitFailover(old string, timeout time.Duration) string {
 }
 
 // waitKnown polls SENTINEL MASTER on each sentinel until it counts one
-// replica and two other sentinels.
+// replica per started replica and two other sentinels.
 func (s *Sentinel) waitKnown(timeout time.Duration) {
 	s.t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -123,7 +140,7 @@ func (s *Sentinel) waitKnown(timeout time.Duration) {
 		for _, x := range s.Sentinels {
 			v, err := Do(x.Addr(), time.Second, "SENTINEL", "MASTER", SentinelMaster)
 			last = v
-			if err == nil && field(v, "num-slaves") == "1" && field(v, "num-other-sentinels") == "2" {
+			if err == nil && field(v, "num-slaves") == strconv.Itoa(len(s.Replicas)) && field(v, "num-other-sentinels") == "2" {
 				ok++
 			}
 		}
