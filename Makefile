@@ -39,9 +39,9 @@ test: ensure-redis
 
 # The failover tests (Sentinel and Cluster masters killed under running
 # daemons, and the fixtures' own failover checks): too heavy for `make
-# test`'s budget, so they skip there unless CRONLOCK_TEST_TOPOLOGIES=1.
+# test`'s budget, so they skip there unless TEST_TOPOLOGIES=1.
 test-topologies: ensure-redis
-	CRONLOCK_TEST_TOPOLOGIES=1 $(GO) test -race -count=1 -timeout 150s -run 'Failover' ./internal/redistest ./e2e
+	TEST_TOPOLOGIES=1 $(GO) test -race -count=1 -timeout 150s -run 'Failover' ./internal/redistest ./e2e
 
 test-cover: ensure-redis
 	$(GO) test -race -count=1 -parallel 8 -timeout 280s -coverprofile=coverage.out ./...
