@@ -135,7 +135,7 @@ func TestStartCluster_ThreeMasters(t *testing.T) {
 
 // StartSentinel builds a master, a replica and three sentinels that agree
 // on the master; killing the master makes them promote the replica.
-func TestStartSentinel_FailsOverToTheReplica(t *testing.T) {
+func TestStartSentinel_FailoverToTheReplica(t *testing.T) {
 	RequireTopologies(t)
 	s := StartSentinel(t)
 	if got := s.MasterAddr(); got != s.Master.Addr() {
@@ -169,7 +169,7 @@ func TestStartTLS(t *testing.T) {
 
 // StartClusterReplicas: every master has a replica; killing a master makes
 // its replica take over its slots.
-func TestStartClusterReplicas_FailsOver(t *testing.T) {
+func TestStartClusterReplicas_Failover(t *testing.T) {
 	RequireTopologies(t)
 	c := StartClusterReplicas(t, 3, 1)
 	key := "cronlock:job:{x}"
