@@ -41,7 +41,7 @@ test: ensure-redis
 # daemons, and the fixtures' own failover checks): too heavy for `make
 # test`'s budget, so they skip there unless TEST_TOPOLOGIES=1.
 test-topologies: ensure-redis
-	TEST_TOPOLOGIES=1 $(GO) test -race -count=1 -timeout 150s -run 'Failover' ./internal/redistest ./e2e
+	TEST_TOPOLOGIES=1 $(GO) test -race -count=1 -timeout 150s -run 'Failover|Topologies' ./internal/redistest ./redislock ./e2e
 
 test-cover: ensure-redis
 	$(GO) test -race -count=1 -parallel 8 -timeout 280s -coverprofile=coverage.out ./...

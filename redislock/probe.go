@@ -189,6 +189,9 @@ func (r *Redis) Probe(ctx context.Context, jobs []string) error {
 	for _, k := range r.probeKeys(ctx, jobs) {
 		if err := probeScript.Exec(ctx, r.c, []string{k}, nil).Error(); err != nil {
 			r.dropSlots()
+			if merr := r.sentinelAsServer(ctx, err); merr != nil {
+				return fmt.Errorf("probe %s: %w", k, merr)
+			}
 			return fmt.Errorf("probe %s: %w", k, r.redirect(err))
 		}
 	}
@@ -240,6 +243,23 @@ func (r *Redis) SavePoints(ctx context.Context) (string, error) {
 		return "", errors.New("config get save: no value for save")
 	}
 	return v, nil
+}
+
+// sentinelAsServer returns an error wrapping ErrModeMismatch when a
+// standalone client's server refused a script (err, a server reply) and
+// INFO server says redis_mode:sentinel: a sentinel's address given without
+// sentinel_master. nil otherwise. One round trip; called only after a
+// failed probe.
+func (r *Redis) sentinelAsServer(ctx context.Context, err error) error {
+	if _, ok := rueidis.IsRedisErr(err); !ok || r.mode != ModeStandalone {
+		return nil
+	}
+	text, ierr := r.c.Do(ctx, r.c.B().Info().Section("server").Build()).ToString()
+	if ierr != nil || ParseInfo(text)["redis_mode"] != "sentinel" {
+		return nil
+	}
+	return fmt.Errorf("%w: the server is a Redis Sentinel, used as a standalone server (%w); set "+
+		"redis.sentinel_master to the master set's name and list the sentinels in redis.addresses", ErrModeMismatch, err)
 }
 
 // redirect wraps a MOVED or ASK reply on a client not in Cluster mode

@@ -185,3 +185,20 @@ func TestNew_ClusterModeOnStandaloneServer(t *testing.T) {
 		}
 	}
 }
+
+// A sentinel's address used as a standalone server (sentinel_master
+// forgotten), and plain servers given as sentinels, are mode mismatches
+// that say what to fix.
+func TestTopologies_SentinelModeMismatch(t *testing.T) {
+	redistest.RequireTopologies(t) // starts a Sentinel setup (about 4 s)
+	s := redistest.StartSentinel(t)
+	r := newRedis(t, s.Sentinels[0].Addr(), Options{})
+	err := r.Probe(ctxT(t), []string{"backup"})
+	if !errors.Is(err, ErrModeMismatch) || !strings.Contains(err.Error(), "redis.sentinel_master") {
+		t.Errorf("probe of a sentinel as a standalone server: got %v, want ErrModeMismatch naming redis.sentinel_master", err)
+	}
+	if _, err := New(Options{Addresses: []string{s.Master.Addr()}, SentinelMaster: redistest.SentinelMaster}); !errors.Is(err, ErrModeMismatch) ||
+		!strings.Contains(err.Error(), "no sentinels") {
+		t.Errorf("a server given as sentinel: got %v, want ErrModeMismatch saying the addresses are no sentinels", err)
+	}
+}

@@ -135,6 +135,10 @@ func New(opts Options) (*Redis, error) {
 			if c != nil {
 				c.Close()
 			}
+			if re, ok := rueidis.IsRedisErr(err); ok && mode == ModeSentinel && strings.Contains(strings.ToLower(re.Error()), "unknown command") {
+				return nil, fmt.Errorf("redislock: connect to %s: %w: redis.mode is sentinel, but the addresses are no "+
+					"sentinels (%w); give the sentinels' addresses (port 26379 by default), or remove sentinel_master", addrs, ErrModeMismatch, err)
+			}
 			if re, ok := rueidis.IsRedisErr(err); ok && mode == ModeCluster && strings.Contains(re.Error(), "cluster support disabled") {
 				return nil, fmt.Errorf("redislock: connect to %s: %w: redis.mode is cluster, but the server has "+
 					"cluster support disabled (%w); set redis.mode: standalone (one address) or give the Cluster's nodes", addrs, ErrModeMismatch, err)
