@@ -127,7 +127,7 @@ func TestFailover_ClusterShardKilled(t *testing.T) {
 
 	c.Masters[killed].Kill()
 	killedAt := time.Now()
-	down := waitReadiness(t, "n1, a shard's master killed", listen, false, "")
+	down := waitReadiness(t, "n1, a shard's master killed", listen, false, "shard "+c.Masters[killed].Addr())
 	c.WaitPromoted(killed, 20*time.Second)
 	promotedAt := time.Now()
 	waitReadiness(t, "n1, the replica took over", listen, true, "ready")

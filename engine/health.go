@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -172,41 +173,68 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 	err := h.b.checks.Probe(pctx, *h.jobs.Load())
 	cancel()
 	h.probeErr = err
-	kind := "ok"
-	var re *rueidis.RedisError
-	switch {
-	case errors.Is(err, redislock.ErrClusterNode):
-		kind = "cluster node"
-		h.b.guard.observe(nil, err)
-	case errors.Is(err, redislock.ErrModeMismatch):
-		kind = "misconfigured: redis.mode does not match the server"
-	case errors.As(err, &re):
-		kind = "failing: " + shortRedisErr(re)
-	case err != nil:
-		kind = h.explainUnreachable(ctx, err)
+	base := h.classify(ctx, err)
+	kind, shard := base, ""
+	var se *redislock.ShardError
+	if errors.As(err, &se) {
+		shard = fmt.Sprintf("shard %s: %d of %d jobs; the others still run", se.Master, se.Jobs, se.Total)
+		kind += " (" + shard + ")"
 	}
 	if kind == h.probeKind {
 		return false
 	}
 	h.probeKind = kind
-	switch kind {
-	case "ok":
+	if base == "ok" {
 		h.log.Info("redis reachable")
 		return true
+	}
+	h.logProbeFailure(base, shard, err)
+	return false
+}
+
+// classify names a probe's outcome (see probeKind).
+func (h *health) classify(ctx context.Context, err error) string {
+	var re *rueidis.RedisError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, redislock.ErrClusterNode):
+		h.b.guard.observe(nil, err)
+		return "cluster node"
+	case errors.Is(err, redislock.ErrModeMismatch):
+		return "misconfigured: redis.mode does not match the server"
+	case errors.As(err, &re):
+		return "failing: " + shortRedisErr(re)
+	}
+	return h.explainUnreachable(ctx, err)
+}
+
+// logProbeFailure logs a new kind of probe failure once; shard, when not
+// "", names the Cluster shard that failed.
+func (h *health) logProbeFailure(base, shard string, err error) {
+	fields := []zap.Field{zap.Error(err)}
+	if shard != "" {
+		fields = append(fields, zap.String("shard", shard))
+	}
+	switch base {
 	case "unreachable":
-		h.log.Error("redis unreachable: slots are skipped (redis_error) until it answers; retrying", zap.Error(err))
+		msg := "redis unreachable: slots are skipped (redis_error) until it answers; retrying"
+		if shard != "" {
+			msg = "a redis Cluster shard is unreachable: the slots of the jobs whose keys it owns are skipped " +
+				"(redis_error) until it answers or its replica takes over; the other shards' jobs still run"
+		}
+		h.log.Error(msg, fields...)
 	case "cluster node": // the guard has logged it
 	case h.tlsProblemKind():
 		h.log.Error("redis TLS fails: "+h.tlsProb.Short+"; slots are skipped (redis_error) until it connects. Fix: "+
-			h.tlsProb.Fix, zap.Error(err))
+			h.tlsProb.Fix, fields...)
 	case "misconfigured: redis.mode does not match the server":
 		h.log.Error("redis.mode does not match the redis server: not claiming, slots are skipped (redis_error) "+
-			"until redis.mode is fixed and the daemon restarted", zap.Error(err))
+			"until redis.mode is fixed and the daemon restarted", fields...)
 	default:
 		h.log.Error("redis answers, but the claim scripts fail on the server that owns the job keys: "+
-			"slots are skipped (redis_error) until they run; retrying", zap.Error(err))
+			"slots are skipped (redis_error) until they run; retrying", fields...)
 	}
-	return false
 }
 
 // explainUnreachable is the kind of a probe that got no answer:

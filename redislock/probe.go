@@ -45,7 +45,26 @@ type probeSet struct {
 	jobs  []string
 	slots *slotMap // nil: keys are one per cluster slot in use
 	keys  []string
+	// shard and jobsOn, by probe key: the master it is on ("" when no
+	// slot map is known) and how many of jobs have their keys there.
+	shard  map[string]string
+	jobsOn map[string]int
 }
+
+// ShardError is a probe that failed on one shard of a Cluster whose jobs'
+// keys spread over several: a claim of the Jobs jobs whose keys Master
+// serves (of Total) would fail, while the other shards' jobs may still
+// run. Err is the probe's error.
+type ShardError struct {
+	Master      string // "host:port" as CLUSTER SLOTS last named it; "" if unknown
+	Jobs, Total int
+	Err         error
+}
+
+func (e *ShardError) Error() string {
+	return fmt.Sprintf("shard %s (%d of %d jobs): %v", e.Master, e.Jobs, e.Total, e.Err)
+}
+func (e *ShardError) Unwrap() error { return e.Err }
 
 // slotMapTTL is how long a Cluster's slot map (CLUSTER SLOTS) is used
 // before it is read again; a failed probe reads it again at once.
@@ -96,25 +115,38 @@ func (r *Redis) probeKeys(ctx context.Context, jobs []string) []string {
 	if c := r.probes.Load(); c != nil && c.slots == sm && slices.Equal(c.jobs, jobs) {
 		return c.keys
 	}
-	seen := map[string]bool{}
-	var keys []string
+	ps := &probeSet{jobs: slices.Clone(jobs), slots: sm, shard: map[string]string{}, jobsOn: map[string]int{}}
+	keyOf := map[string]string{} // group → its probe key
 	for _, j := range jobs {
 		k := r.key("job", j)
 		cmd := r.c.B().Exists().Key(k).Build() // not sent: only its slot is read
 		s := cmd.Slot()
-		group := strconv.Itoa(int(s))
+		group, master := strconv.Itoa(int(s)), ""
 		if sm != nil {
 			if m := sm.masterOf(s); m != "" {
-				group = m
+				group, master = m, m
 			}
 		}
-		if !seen[group] {
-			seen[group] = true
-			keys = append(keys, k)
+		pk, ok := keyOf[group]
+		if !ok {
+			pk, keyOf[group] = k, k
+			ps.keys = append(ps.keys, k)
+			ps.shard[k] = master
 		}
+		ps.jobsOn[pk]++
 	}
-	r.probes.Store(&probeSet{jobs: slices.Clone(jobs), slots: sm, keys: keys})
-	return keys
+	r.probes.Store(ps)
+	return ps.keys
+}
+
+// shardError wraps err, a failed probe on key, as a *ShardError when the
+// jobs' keys are on several shards; else it returns err.
+func (r *Redis) shardError(key string, err error) error {
+	ps := r.probes.Load()
+	if ps == nil || len(ps.keys) < 2 || ps.jobsOn[key] == 0 {
+		return err
+	}
+	return &ShardError{Master: ps.shard[key], Jobs: ps.jobsOn[key], Total: len(ps.jobs), Err: err}
 }
 
 // clusterSlots returns the slot map, read again when it is older than
@@ -180,7 +212,9 @@ func (r *Redis) dropSlots() {
 // probeScript once per probe key (probeKeys: one round trip for a
 // standalone or Sentinel server or a hash-tagged Cluster keyspace, one per
 // master otherwise, plus CLUSTER SLOTS every slotMapTTL), one after the
-// other, and returns the first error, wrapped as "probe KEY: …". A
+// other, and returns the first error, wrapped as "probe KEY: …" (and, on
+// a Cluster whose jobs spread over several shards, as a *ShardError naming
+// the shard). A
 // redirect (MOVED/ASK) on a client not in Cluster mode wraps ErrClusterNode.
 // It blocks until answered or ctx's deadline (CallTimeout without one).
 func (r *Redis) Probe(ctx context.Context, jobs []string) error {
@@ -192,7 +226,7 @@ func (r *Redis) Probe(ctx context.Context, jobs []string) error {
 			if merr := r.sentinelAsServer(ctx, err); merr != nil {
 				return fmt.Errorf("probe %s: %w", k, merr)
 			}
-			return fmt.Errorf("probe %s: %w", k, r.redirect(err))
+			return fmt.Errorf("probe %s: %w", k, r.shardError(k, r.redirect(err)))
 		}
 	}
 	return nil

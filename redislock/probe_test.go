@@ -163,11 +163,14 @@ func TestProbe_ClusterKeysSpread(t *testing.T) {
 	if err != nil || len(infos) != 3 {
 		t.Fatalf("ServerInfo: got %d infos, %v; want one per master (3)", len(infos), err)
 	}
-	c.Owner(keys[1]).Kill()
+	killed := c.Owner(keys[1])
+	killed.Kill()
 	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
 	defer cancel()
-	if err := r.Probe(ctx, jobs); err == nil {
-		t.Fatalf("Probe with one master killed: got nil, want an error")
+	err = r.Probe(ctx, jobs)
+	var se *ShardError
+	if !errors.As(err, &se) || se.Master != killed.Addr() || se.Total != 60 || se.Jobs < 10 || se.Jobs > 30 {
+		t.Fatalf("Probe with one master killed: got %v (%+v), want a ShardError naming %s with its share of 60 jobs", err, se, killed.Addr())
 	}
 }
 
