@@ -195,6 +195,7 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 // classify names a probe's outcome (see probeKind).
 func (h *health) classify(ctx context.Context, err error) string {
 	var re *rueidis.RedisError
+	var acl *redislock.ScriptACLError
 	switch {
 	case err == nil:
 		return "ok"
@@ -203,6 +204,8 @@ func (h *health) classify(ctx context.Context, err error) string {
 		return "cluster node"
 	case errors.Is(err, redislock.ErrModeMismatch):
 		return "misconfigured: redis.mode does not match the server"
+	case errors.As(err, &acl):
+		return "failing: the ACL user may not run " + acl.Command + " (grant +" + strings.ToLower(acl.Command) + ")"
 	case errors.As(err, &re):
 		return "failing: " + shortRedisErr(re)
 	}

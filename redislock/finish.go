@@ -26,7 +26,7 @@ func (r *Redis) Finish(ctx context.Context, job, owner string, rec actors.RunRec
 	n, err := finishScript.Exec(ctx, r.c, []string{r.key("job", job), r.key("history", job), r.key("state", job)},
 		args).AsInt64()
 	if err != nil {
-		return false, fmt.Errorf("finish %q: %w", job, err)
+		return false, fmt.Errorf("finish %q: %w", job, explainScript(err))
 	}
 	return n == 1, nil
 }

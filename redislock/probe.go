@@ -28,7 +28,7 @@ var ErrClusterNode = errors.New("redislock: the server is a Redis Cluster node, 
 // Redis coming back is seen at once rather than at the next check.
 //
 //	KEYS: 1 a job's lease key; returns 0 or 1
-var probeScript = rueidis.NewLuaScriptRetryable(`return redis.call("EXISTS", KEYS[1])`)
+var probeScript = newScript(`return redis.call("EXISTS", KEYS[1])`, true)
 
 // infoScript returns INFO memory, persistence and cluster of the server
 // that owns KEYS[1] (a script is routed by its key; INFO itself has none).
@@ -36,9 +36,9 @@ var probeScript = rueidis.NewLuaScriptRetryable(`return redis.call("EXISTS", KEY
 // nothing.
 //
 //	KEYS: 1 a job's lease key; returns {memory, persistence, cluster}
-var infoScript = rueidis.NewLuaScriptRetryable(`
+var infoScript = newScript(`
 return {redis.call("INFO", "memory"), redis.call("INFO", "persistence"), redis.call("INFO", "cluster")}
-`)
+`, true)
 
 // probeSet caches the probe keys of one job list and one slot map.
 type probeSet struct {
@@ -226,7 +226,7 @@ func (r *Redis) Probe(ctx context.Context, jobs []string) error {
 			if merr := r.sentinelAsServer(ctx, err); merr != nil {
 				return fmt.Errorf("probe %s: %w", k, merr)
 			}
-			return fmt.Errorf("probe %s: %w", k, r.shardError(k, r.redirect(err)))
+			return fmt.Errorf("probe %s: %w", k, r.shardError(k, r.redirect(explainScript(err))))
 		}
 	}
 	return nil
@@ -248,7 +248,7 @@ func (r *Redis) ServerInfo(ctx context.Context, jobs []string) ([]ServerInfo, er
 			err = fmt.Errorf("script returned %d sections, want 3", len(secs))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("server info %s: %w", k, r.redirect(err))
+			return nil, fmt.Errorf("server info %s: %w", k, r.redirect(explainScript(err)))
 		}
 		f := ParseInfo(secs[0] + "\n" + secs[1] + "\n" + secs[2])
 		info := serverInfo(k, f)

@@ -222,7 +222,7 @@ func flag(b bool) string {
 // later Release any lease under req.Owner.
 func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
 	if err := req.Validate(); err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
@@ -233,17 +233,17 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	if r.minAcks > 0 {
 		c, err := r.claimReplicated(ctx, keys, args)
 		if err != nil {
-			return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+			return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
 		}
 		return c, nil
 	}
 	vals, err := claimScript.Exec(ctx, r.c, keys, args).ToArray()
 	if err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
 	}
 	c, err := decodeClaim(vals)
 	if err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
 	}
 	return c, nil
 }
@@ -274,7 +274,7 @@ func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
 // and any other error when the result is unknown.
 func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
 	if err := validateLease(job, owner, ttl); err != nil {
-		return fmt.Errorf("renew %q: %w", job, err)
+		return fmt.Errorf("renew %q: %w", job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
@@ -282,7 +282,7 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 		[]string{owner, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
 	switch {
 	case err != nil:
-		return fmt.Errorf("renew %q: %w", job, err)
+		return fmt.Errorf("renew %q: %w", job, explainScript(err))
 	case n == 0:
 		return fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
 	}
@@ -295,13 +295,13 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 // with its own timeout, never a run's cancelled one.
 func (r *Redis) Release(ctx context.Context, job, owner string) (released bool, err error) {
 	if err := validateLease(job, owner, -1); err != nil {
-		return false, fmt.Errorf("release %q: %w", job, err)
+		return false, fmt.Errorf("release %q: %w", job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	n, err := releaseScript.Exec(ctx, r.c, []string{r.key("job", job)}, []string{owner}).AsInt64()
 	if err != nil {
-		return false, fmt.Errorf("release %q: %w", job, err)
+		return false, fmt.Errorf("release %q: %w", job, explainScript(err))
 	}
 	return n == 1, nil
 }

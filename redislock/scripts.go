@@ -1,6 +1,5 @@
 package redislock
 
-import "github.com/redis/rueidis"
 
 // Scripts run through rueidis.Lua.Exec: EVALSHA first, EVAL on NOSCRIPT
 // (after a restart, failover or SCRIPT FLUSH). They are not marked retryable:
@@ -20,7 +19,7 @@ import "github.com/redis/rueidis"
 //	returns {outcome, fence, state slot, state fence, repaired (0|1),
 //	         found slot, found fence, lease holder ("" unless overlap)};
 //	outcome numbers are the actors.Outcome constants.
-var claimScript = rueidis.NewLuaScript(claimSrc)
+var claimScript = newScript(claimSrc, false)
 
 // claimSrc is claimScript's source (sent by claimReplicated as EVAL when
 // the server does not know claimSHA).
@@ -71,33 +70,33 @@ return reply(0, fence, "")
 // run: nothing to report.
 //
 //	KEYS: 1 state; ARGV: 1 seen slot, 2 certain slot, 3 latest slot
-var missedScript = rueidis.NewLuaScript(`
+var missedScript = newScript(`
 local h = redis.call("HMGET", KEYS[1], "slot", "missed_to")
 local last = math.max(tonumber(h[1] or "0"), tonumber(h[2] or "0"), tonumber(ARGV[1]))
 if last == 0 or last >= tonumber(ARGV[2]) then return -1 end
 redis.call("HSET", KEYS[1], "missed_to", ARGV[3])
 return last
-`)
+`, false)
 
 // renewScript is compare-and-PEXPIRE: 1 renewed, 0 not ours.
 //
 //	KEYS: 1 lease; ARGV: 1 owner, 2 ttl ms
-var renewScript = rueidis.NewLuaScript(`
+var renewScript = newScript(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
   return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end
 return 0
-`)
+`, false)
 
 // releaseScript is compare-and-DEL: 1 deleted, 0 not ours.
 //
 //	KEYS: 1 lease; ARGV: 1 owner
-var releaseScript = rueidis.NewLuaScript(`
+var releaseScript = newScript(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
   return redis.call("DEL", KEYS[1])
 end
 return 0
-`)
+`, false)
 
 // finishScript ends a run in one round trip: compare-and-DEL of the lease
 // (when ARGV[2] names an owner), then it appends the run record to the
@@ -108,7 +107,7 @@ return 0
 //
 //	KEYS: 1 lease, 2 history, 3 state; ARGV: 1 max length, 2 owner ("" = no
 //	lease), 3.. field, value pairs
-var finishScript = rueidis.NewLuaScript(`
+var finishScript = newScript(`
 local released = 0
 if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
   released = redis.call("DEL", KEYS[1])
@@ -125,4 +124,4 @@ end
 redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(fields))
 redis.call("HSET", KEYS[3], unpack(last))
 return released
-`)
+`, false)
