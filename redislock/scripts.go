@@ -1,6 +1,5 @@
 package redislock
 
-
 // Scripts run through rueidis.Lua.Exec: EVALSHA first, EVAL on NOSCRIPT
 // (after a restart, failover or SCRIPT FLUSH). They are not marked retryable:
 // claimScript increments the fence, and a timed-out call may already have
