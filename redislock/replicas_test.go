@@ -67,3 +67,21 @@ func TestClaim_MinReplicasAckedAfterScriptFlush(t *testing.T) {
 		t.Fatalf("claim after SCRIPT FLUSH: got %+v, %v; want claimed by 1 replica", c, err)
 	}
 }
+
+// In Cluster mode the replicated claim runs on the shard that owns the
+// job's keys and WAITs for that shard's replica.
+func TestTopologies_ClusterMinReplicasAcked(t *testing.T) {
+	redistest.RequireTopologies(t) // a Cluster with replicas (about 3 s)
+	c := redistest.StartClusterReplicas(t, 3, 1)
+	r, err := New(Options{Addresses: c.Addrs(), MinReplicasAcked: 1})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(r.Close)
+	for _, job := range []string{"a", "b", "c", "d"} {
+		cl, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: 7, Owner: "n:r", TTL: time.Second, Lease: true})
+		if err != nil || cl.Outcome != actors.Claimed || cl.Replicas != 1 {
+			t.Errorf("claim of %s on shard %d: got %+v, %v; want claimed, acknowledged by 1 replica", job, c.Shard(r.Key("job", job)), cl, err)
+		}
+	}
+}
