@@ -122,8 +122,9 @@ func TestValidate_Valid(t *testing.T) {
 }
 
 // A hash tag in a Cluster key prefix still works (every key in one slot)
-// but is warned about: it does not scale. Outside Cluster mode it is not.
-func TestValidate_ClusterHashTagPrefixWarns(t *testing.T) {
+// but is warned about: it does not scale (outside Cluster mode it is not).
+// insecure_skip_verify is warned about: nothing verifies the server.
+func TestValidate_RedisWarnings(t *testing.T) {
 	const jobs = "jobs:\n- {name: a, schedule: '@daily', command: x}\n"
 	cfg := mustParse(t, "redis: {addresses: [a:1, b:2], key_prefix: '{cronlock}:'}\n"+jobs, "yaml", Options{})
 	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0].String(), `warning: redis.key_prefix: "{cronlock}:" holds a hash tag`) ||
@@ -132,6 +133,10 @@ func TestValidate_ClusterHashTagPrefixWarns(t *testing.T) {
 	}
 	if cfg := mustParse(t, "redis: {address: a:1, key_prefix: '{cronlock}:'}\n"+jobs, "yaml", Options{}); len(cfg.Warnings) != 0 {
 		t.Errorf("standalone: warnings = %v, want none", cfg.Warnings)
+	}
+	cfg = mustParse(t, "redis: {address: a:1, tls: {enabled: true, insecure_skip_verify: true}}\n"+jobs, "yaml", Options{})
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0].String(), "redis.tls.insecure_skip_verify: true: the Redis server's certificate is not verified") {
+		t.Errorf("insecure_skip_verify: warnings = %v, want one saying the certificate is not verified", cfg.Warnings)
 	}
 	if got := mustParse(t, "redis: {address: a:1}\n", "yaml", Options{}).Redis.ReplicaAckTimeout; got != 500*time.Millisecond {
 		t.Errorf("replica_ack_timeout default: got %v, want 500ms", got)

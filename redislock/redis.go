@@ -23,6 +23,9 @@ const (
 	// DefaultReplicaAckTimeout bounds the WAIT of a won claim when
 	// Options.MinReplicasAcked > 0.
 	DefaultReplicaAckTimeout = 500 * time.Millisecond
+	// sentinelRefresh is how often a Sentinel client asks the sentinels
+	// for the master, besides following their announcements.
+	sentinelRefresh = 5 * time.Second
 )
 
 // Options configures New. Zero values take the defaults above.
@@ -186,8 +189,13 @@ func clientOption(opts Options, mode string) rueidis.ClientOption {
 	}
 	switch mode {
 	case ModeSentinel:
+		// TopologyRefreshInterval: besides following +switch-master, ask the
+		// sentinels every 5 s which server is the master, so that one missed
+		// announcement does not bind the client to a demoted master (rueidis
+		// docs, SentinelOption.TopologyRefreshInterval: "Enabling it is
+		// recommended").
 		co.Sentinel = rueidis.SentinelOption{MasterSet: opts.SentinelMaster, TLSConfig: opts.TLS,
-			Dialer: net.Dialer{Timeout: dial, KeepAlive: time.Second}}
+			Dialer: net.Dialer{Timeout: dial, KeepAlive: time.Second}, TopologyRefreshInterval: sentinelRefresh}
 	case ModeStandalone:
 		co.ForceSingleClient = true
 	}
