@@ -24,14 +24,15 @@ import (
 // milliseconds; compare clocks and read the server's policy every
 // minute (the policy at every check while the guard refuses claims).
 const (
-	pingUp        = time.Second
-	pingDown      = 250 * time.Millisecond
-	pingDownMax   = 500 * time.Millisecond
-	pingTimeout   = time.Second
-	skewEvery     = time.Minute
-	infoEvery     = time.Minute
-	healthTimeout = 2 * time.Second
-	tlsDiagEvery  = 10 * time.Second // see explainUnreachable
+	pingUp         = time.Second
+	pingDown       = 250 * time.Millisecond
+	pingDownMax    = 500 * time.Millisecond
+	pingTimeout    = time.Second
+	skewEvery      = time.Minute
+	infoEvery      = time.Minute
+	healthTimeout  = 2 * time.Second
+	tlsDiagEvery   = 10 * time.Second       // see explainUnreachable
+	tlsDiagTimeout = 500 * time.Millisecond // each of its connections
 )
 
 // health is the actor that watches the backend. For Redis, every check
@@ -251,7 +252,7 @@ func (h *health) explainUnreachable(ctx context.Context, err error) string {
 		h.tlsProb = p
 	case (!strings.HasPrefix(h.probeKind, "tls: ") && h.probeKind != "unreachable") || time.Since(h.lastTLSDiag) >= tlsDiagEvery:
 		h.lastTLSDiag = time.Now()
-		h.tlsProb = redislock.ExplainTLS(ctx, err, h.b.seed, h.b.tls, pingTimeout)
+		h.tlsProb = redislock.ExplainTLS(ctx, err, h.b.seed, h.b.tls, tlsDiagTimeout)
 	}
 	if h.tlsProb != nil {
 		return h.tlsProblemKind()
