@@ -236,7 +236,7 @@ func (h *health) logProbeFailure(base, shard string, err error) {
 		h.log.Error("redis.mode does not match the redis server: not claiming, slots are skipped (redis_error) "+
 			"until redis.mode is fixed and the daemon restarted", fields...)
 	default:
-		h.log.Error("redis answers, but the claim scripts fail on the server that owns the job keys: "+
+		h.log.Error("redis answers, but the claim scripts fail on a server that owns job keys: "+
 			"slots are skipped (redis_error) until they run; retrying", fields...)
 	}
 }

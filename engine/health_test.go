@@ -147,7 +147,7 @@ func TestHealth_ScriptingDisabledNotReady(t *testing.T) {
 	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
 	hh.check(t, true)
 	hh.expect(t, "EVALSHA renamed", false, "failing: unknown command 'EVALSHA'")
-	if n := hh.count(zapcore.ErrorLevel, "the claim scripts fail on the server that owns the job keys"); n != 1 {
+	if n := hh.count(zapcore.ErrorLevel, "the claim scripts fail on a server that owns job keys"); n != 1 {
 		t.Errorf("error lines: got %d, want 1", n)
 	}
 }
