@@ -106,3 +106,31 @@ func TestACL_MissingRightIsNamed(t *testing.T) {
 		})
 	}
 }
+
+// In Cluster mode the minimal ACL plus +cluster|slots (README.md, "Redis
+// ACL") is enough: the client and the readiness probe read the slot map,
+// and jobs spread over the shards run.
+func TestACL_MinimalUserCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	for _, m := range c.Masters {
+		m.Do(append([]string{"ACL", "SETUSER", "cronlock"}, append(minimalACL, "+cluster|slots")...)...)
+	}
+	ledger := newLedger(t)
+	listen := freeAddr(t)
+	jobs, names := everySecondJobs(ledger, "job", 6, nil)
+	cfg := redisConfig("", jobs...)
+	cfg["redis"] = map[string]any{"addresses": c.Addrs(), "username": "cronlock", "password": "s3cret"}
+	cfg["http"] = map[string]any{"listen": listen}
+	nodes, ready := startNodes(t, writeConfig(t, cfg), nodeSpec{id: "n1"})
+	for _, j := range names {
+		waitLedgerSlotAfter(t, ledger, j, ready)
+	}
+	waitReadiness(t, "n1", listen, true, "ready")
+	stopAll(t, 10*time.Second, nodes...)
+	for _, e := range nodes[0].Logs() {
+		if strings.Contains(e.Str("error"), "NOPERM") || strings.Contains(e.Str("error"), "grant +") {
+			t.Errorf("daemon log: %s: %s", e.Msg(), e.Str("error"))
+		}
+	}
+}
