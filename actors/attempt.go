@@ -19,7 +19,7 @@ type outcome struct {
 // group on timeout, lease loss (with on_lock_lost: kill) or shutdown kill
 // (docs/architecture.md, "Processes and environment"). It blocks until the process group is
 // gone.
-func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
+func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64) outcome {
 	p, err := r.deps.Start(process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
 		Env: commandEnv(r.deps.Environ, r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
 		Log: r.log})
@@ -50,6 +50,13 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost) outcome {
 		case <-timeout:
 			timeout, result = nil, ResultTimeout
 			r.log.Warn("run timed out; terminating its process group", zap.Duration("timeout", r.job.Timeout))
+			p.Terminate(r.job.KillGrace)
+		case slot := <-replaced:
+			replaced = nil
+			r.onReplaced(slot)
+			if result == "" {
+				result = ResultReplaced
+			}
 			p.Terminate(r.job.KillGrace)
 		case l := <-lost:
 			lost = nil
@@ -100,12 +107,13 @@ func (r *run) finish(res process.Result, result string) outcome {
 	return outcome{Result: res, result: result}
 }
 
-// finishedLevel is the level of a "run finished" line: info for success,
+// finishedLevel is the level of a "run finished" line: info for success
+// and for a run replaced by a newer slot (the overlap policy asked for it),
 // error for an error result (the command could not run as configured),
 // warn for any other failure.
 func finishedLevel(result string) zapcore.Level {
 	switch result {
-	case ResultSuccess:
+	case ResultSuccess, ResultReplaced:
 		return zapcore.InfoLevel
 	case ResultError:
 		return zapcore.ErrorLevel

@@ -44,20 +44,20 @@ func (l *slowLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error)
 		return Claim{}, ctx.Err()
 	}
 }
-func (l *slowLocker) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+func (l *slowLocker) Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error) {
 	return l.mem.Load().Renew(ctx, job, owner, ttl)
 }
 func (l *slowLocker) Release(ctx context.Context, job, owner string) (bool, error) {
 	return l.mem.Load().Release(ctx, job, owner)
 }
-func (l *slowLocker) Finish(ctx context.Context, job, owner string, rec RunRecord) (bool, error) {
+func (l *slowLocker) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
 	t := time.NewTimer(time.Duration(l.finishDelay.Load()))
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return l.mem.Load().Finish(ctx, job, owner, rec)
+		return l.mem.Load().Finish(ctx, req)
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return Finished{}, ctx.Err()
 	}
 }
 

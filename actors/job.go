@@ -47,6 +47,9 @@ type JobDeps struct {
 	Records RunRecords
 
 	repeats *repeatLog // set by NewJob: summarises the job's repeated warnings
+	// maxRunsTold is set once the job's first max_runs skip was logged at
+	// info (later ones are debug: the job is done, every slot says so).
+	maxRunsTold *atomic.Bool
 }
 
 // Proc is a started process as the actors use it (*process.Proc).
@@ -109,6 +112,7 @@ type runEvent struct {
 	won, failed bool
 	slot        time.Time // the run's slot (zero for a manual run)
 	claim       Claim     // evClaimed: the answer, when not failed
+	next        *handoff  // evEnded: the pending slot the run's Finish handed the lease to
 }
 
 type runEventKind int
@@ -135,6 +139,7 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 		deps.ClaimTimeout = DefaultClaimTimeout
 	}
 	deps.repeats = newRepeatLog(repeatEvery)
+	deps.maxRunsTold = new(atomic.Bool)
 	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
 }
 
@@ -203,6 +208,9 @@ func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
 		j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 		if ev.won {
 			j.releasing--
+			if ev.next != nil { // before the held fires: the lease is the pending slot's
+				j.startPending(ctx, ev.next)
+			}
 			j.decideHeld(ctx, ev.failed, ev.slot)
 		}
 	}
@@ -230,7 +238,7 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 		j.skip(slot, SkipDisabled)
 	case ctx.Err() != nil:
 		j.skip(slot, SkipShuttingDown)
-	case exclusive && j.active > 0:
+	case exclusive && j.active > 0 && !queues(j.cfg):
 		j.skip(slot, SkipOverlapLocal)
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
 		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
@@ -266,6 +274,15 @@ func (j *Job) see(c Claim) {
 	j.lastSeen[1] = max(j.lastSeen[1], c.StateFence)
 }
 
+// startPending starts the run of a pending slot whose lease the Finish of
+// the run before it took (overlap queue or replace). It runs even when
+// shutdown has begun: the slot is claimed, and a claimed slot nobody runs
+// would be silently missed.
+func (j *Job) startPending(ctx context.Context, h *handoff) {
+	r := &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
+	j.start(ctx, r, nil)
+}
+
 // onRunNow starts a manual run. A disabled job is refused unless forced;
 // pause and overlap are decided by the claim, as for any run.
 func (j *Job) onRunNow(ctx context.Context, m RunNow) {
@@ -275,8 +292,10 @@ func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 		m.Reply <- Ran{Skip: SkipDisabled}
 	case ctx.Err() != nil:
 		m.Reply <- Ran{Skip: SkipShuttingDown}
+	case m.Backfill:
+		j.start(ctx, &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
 	default:
-		r := &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual}, force: m.Force}
+		r := &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
 		j.start(ctx, r, m.Reply)
 	}
 }
@@ -323,6 +342,12 @@ func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields .
 		log = deps.Log.Debug
 	case SkipOverlapLocal:
 		log = deps.Log.Warn
+	case SkipMaxRuns:
+		if deps.maxRunsTold.Swap(true) {
+			log = deps.Log.Debug
+		} else {
+			fields = append(fields, zap.String("cause", "job done: it has made its max_runs successful runs in the cluster"))
+		}
 	}
 	write := func(extra ...zap.Field) {
 		log("slot skipped", append(append([]zap.Field{zap.String("job", job), zap.String("node_id", deps.NodeID), slotField(slot),
@@ -350,7 +375,9 @@ func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 	r.minSlot, r.minFence = j.lastSeen[0], j.lastSeen[1]
 	r.events = j.events // the actor receives until running == 0
 	go func() {
-		defer func() { j.events <- runEvent{kind: evEnded, won: r.won, failed: r.releaseFailed, slot: r.info.Slot} }()
+		defer func() {
+			j.events <- runEvent{kind: evEnded, won: r.won, failed: r.releaseFailed, slot: r.info.Slot, next: r.next}
+		}()
 		ran := r.execute(ctx)
 		if reply != nil {
 			reply <- ran

@@ -178,13 +178,13 @@ type flakyLocker struct {
 	renewals atomic.Int32
 }
 
-func (f *flakyLocker) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+func (f *flakyLocker) Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error) {
 	f.renewals.Add(1)
 	switch {
 	case f.notHeld.Load():
-		return ErrNotHeld
+		return 0, ErrNotHeld
 	case f.fail.Load():
-		return errRenew
+		return 0, errRenew
 	}
 	return f.Memory.Renew(ctx, job, owner, ttl)
 }

@@ -41,7 +41,26 @@ type Lease struct {
 	lost     chan LeaseLost
 	stop     context.CancelFunc
 	done     chan struct{}
+	// replace (overlap replace): a renewal that finds a pending slot
+	// reports it once on replaced, and renewals come at least every
+	// replaceRenewEvery so that the run learns it soon.
+	replace  bool
+	replaced chan int64
+	maxRuns  int64 // the job's max_runs, sent with the finish (0 = none)
 }
+
+// leaseOpts are a job's settings that a Lease applies: replace (overlap
+// replace: report pending slots on Replaced, renew at least every
+// replaceRenewEvery) and maxRuns (max_runs, sent with the finish).
+type leaseOpts struct {
+	replace bool
+	maxRuns int64
+}
+
+// replaceRenewEvery bounds the renewal interval of an overlap: replace
+// lease: the holder learns of a slot waiting to replace its run within it
+// (docs/protocol.md, "Queue and replace").
+const replaceRenewEvery = 500 * time.Millisecond
 
 // Acquire sends req (one round trip, bounded by ctx) and, when the claim
 // succeeds, returns a Lease that already renews itself; otherwise the
@@ -49,25 +68,42 @@ type Lease struct {
 // happens to ctx (a run outlives the start of a shutdown). log should carry
 // the job's name.
 func Acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest) (Claim, *Lease, error) {
+	return acquire(ctx, log, locker, req, leaseOpts{})
+}
+
+// acquire is Acquire with the job's lease options.
+func acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest, o leaseOpts) (Claim, *Lease, error) {
 	sent := time.Now()
 	c, err := locker.Claim(ctx, req)
 	if err != nil || c.Outcome != Claimed {
 		return c, nil, err
 	}
-	l := &Lease{log: log, locker: locker, job: req.Job, ttl: req.TTL, acquired: sent,
-		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{})}
 	if !req.Lease {
+		l := newLease(log, locker, req.Job, "", req.TTL, sent, o)
 		close(l.done)
 		return c, l, nil
 	}
-	l.owner = req.Owner
+	return c, adoptLease(ctx, log, locker, req.Job, req.Owner, req.TTL, sent, o), nil
+}
+
+func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
+	return &Lease{log: log, locker: locker, job: job, owner: owner, ttl: ttl, acquired: sent,
+		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{}),
+		replace: o.replace, replaced: make(chan int64, 1), maxRuns: o.maxRuns}
+}
+
+// adoptLease returns a renewing Lease for a lease that owner holds since
+// the call sent at sent (a claim, or a Finish that handed the lease on).
+// The renewals run until End, whatever happens to ctx.
+func adoptLease(ctx context.Context, log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
+	l := newLease(log, locker, job, owner, ttl, sent, o)
 	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
 	go func() {
 		defer close(l.done)
 		l.keepAlive(kctx)
 	}()
-	return c, l, nil
+	return l
 }
 
 // Lost delivers at most one LeaseLost, then nothing. It is never closed.
@@ -75,17 +111,33 @@ func (l *Lease) Lost() <-chan LeaseLost { return l.lost }
 
 // End stops the renewals (waiting for them), then releases the lease with
 // compare-and-DEL and appends rec to the job's history, in one round trip
-// on a fresh context bounded by releaseTimeout. It returns the backend's
-// error; the lease may then still be held and should be handed to the
-// janitor (Owner). Call it once.
-func (l *Lease) End(ctx context.Context, rec RunRecord) error {
+// on a fresh context bounded by releaseTimeout. next, when not "", is the
+// lease value that takes the job's pending slot (overlap queue, replace):
+// the answer then says which slot it was handed and its fence, and the
+// returned *Lease (non-nil only then, logging to nextLog) already renews
+// it with this lease's ttl. It returns the backend's error; the lease (and next's) may then
+// still be held and should be handed to the janitor. Call it once.
+func (l *Lease) End(ctx context.Context, rec RunRecord, next string, nextLog *zap.Logger) (Finished, *Lease, error) {
 	l.stop()
 	<-l.done
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_, err := l.locker.Finish(rctx, l.job, l.owner, rec)
-	return err
+	if l.owner == "" {
+		next = ""
+	}
+	sent := time.Now()
+	f, err := l.locker.Finish(rctx, FinishRequest{Job: l.job, Owner: l.owner, Record: rec, Next: next, TTL: l.ttl,
+		MaxRuns: l.maxRuns})
+	if err != nil || f.Fence == 0 {
+		return f, nil, err
+	}
+	return f, adoptLease(ctx, nextLog, l.locker, l.job, next, l.ttl, sent, leaseOpts{replace: l.replace, maxRuns: l.maxRuns}), nil
 }
+
+// Replaced delivers, at most once, the pending slot (Unix seconds) that a
+// renewal of an overlap: replace lease found: the run is to stop so that
+// the slot can run. Never closed; nothing comes for other policies.
+func (l *Lease) Replaced() <-chan int64 { return l.replaced }
 
 // Owner is the lease value "nodeID:uuid", or "" when no lease is held.
 func (l *Lease) Owner() string { return l.owner }
@@ -98,8 +150,13 @@ func (l *Lease) keepAlive(ctx context.Context) {
 	deadline := l.acquired.Add(l.ttl - margin)
 	expiry := time.NewTimer(time.Until(deadline))
 	defer expiry.Stop()
-	tick := time.NewTicker(l.ttl / 3)
+	every := l.ttl / 3
+	if l.replace {
+		every = min(every, replaceRenewEvery)
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	asked := false // the replace request was reported
 	for {
 		select {
 		case <-ctx.Done():
@@ -109,10 +166,14 @@ func (l *Lease) keepAlive(ctx context.Context) {
 			return
 		case <-tick.C:
 			sent := time.Now()
-			switch err := l.renew(ctx, deadline); {
+			switch pending, err := l.renew(ctx, deadline); {
 			case err == nil:
 				deadline = sent.Add(l.ttl - margin)
 				expiry.Reset(time.Until(deadline))
+				if l.replace && pending > 0 && !asked {
+					asked = true
+					l.replaced <- pending // 1-buffered, sent once
+				}
 			case errors.Is(err, ErrNotHeld):
 				l.report(err, margin/2)
 				return
@@ -128,10 +189,10 @@ func (l *Lease) keepAlive(ctx context.Context) {
 
 // renew makes one compare-and-PEXPIRE call, bounded by TTL/3 and by the
 // local deadline so that the deadline timer is never starved.
-func (l *Lease) renew(ctx context.Context, deadline time.Time) error {
+func (l *Lease) renew(ctx context.Context, deadline time.Time) (int64, error) {
 	d := min(l.ttl/3, time.Until(deadline))
 	if d <= 0 {
-		return context.DeadlineExceeded
+		return 0, context.DeadlineExceeded
 	}
 	rctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()

@@ -21,7 +21,7 @@ func acquire(t *testing.T, l Locker, ttl time.Duration) (*Lease, func()) {
 	if err != nil || c.Outcome != Claimed {
 		t.Fatalf("Acquire: got %v, %v, want claimed", c.Outcome, err)
 	}
-	return lease, func() { _ = lease.End(context.Background(), RunRecord{RunID: "x", Slot: 1}) }
+	return lease, func() { _, _, _ = lease.End(context.Background(), RunRecord{RunID: "x", Slot: 1}, "", nil) }
 }
 
 // The lease is renewed every TTL/3 and outlives its TTL many times over.
@@ -92,7 +92,7 @@ func TestLease_EndReleasesAndRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := redislock.NewMemory()
 		lease, _ := acquire(t, mem, 3*time.Second)
-		if err := lease.End(t.Context(), RunRecord{RunID: "r1", Slot: 1, Trigger: TriggerManual}); err != nil {
+		if _, _, err := lease.End(t.Context(), RunRecord{RunID: "r1", Slot: 1, Trigger: TriggerManual}, "", nil); err != nil {
 			t.Fatalf("End: %v", err)
 		}
 		st, _ := mem.State(t.Context(), "j")

@@ -29,12 +29,18 @@ const (
 	// redis.min_replicas_acked acknowledged in time: a failover could
 	// forget it, so the slot is not run and the lease is released.
 	SkipNotReplicated = "not_replicated"
+	// SkipAlreadyRun: a backfill slot that an earlier backfill ran (it is
+	// listed, not counted: `cronlock backfill` is no daemon).
+	SkipAlreadyRun = "already_run"
+	// SkipMaxRuns: the job has made its max_runs successful runs in the
+	// cluster (counted in Redis): it is done.
+	SkipMaxRuns = "max_runs"
 )
 
 // skipReasons lists every skip reason, in metric order; its length sizes
 // the per-job counters.
 var skipReasons = [...]string{SkipClaimedElsewhere, SkipOverlap, SkipOverlapLocal,
-	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNoRecord, SkipNotReplicated}
+	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNoRecord, SkipMaxRuns, SkipNotReplicated}
 
 // Run results; a hook sees them as CRONLOCK_RESULT.
 const (
@@ -43,11 +49,14 @@ const (
 	ResultTimeout  = "timeout"
 	ResultLockLost = "lock_lost"
 	ResultError    = "error"
+	// ResultReplaced: the run was terminated (SIGTERM, SIGKILL after
+	// kill_grace) because a newer slot replaces it (overlap replace).
+	ResultReplaced = "replaced"
 )
 
 // results lists every run result, in metric order; its length sizes the
 // per-job counters.
-var results = [...]string{ResultSuccess, ResultFailure, ResultTimeout, ResultLockLost, ResultError}
+var results = [...]string{ResultSuccess, ResultFailure, ResultTimeout, ResultLockLost, ResultError, ResultReplaced}
 
 // jobMsg is the sealed set of messages a job actor accepts.
 type jobMsg interface{ jobMsg() }
@@ -79,7 +88,14 @@ type Reconfigure struct{ Job config.Job }
 // ended or was refused.
 type RunNow struct {
 	Force bool
-	Reply chan<- Ran
+	// Requester names who asked (user@host), for the history record; ""
+	// when not known.
+	Requester string
+	Reply     chan<- Ran
+	// Backfill, with Slot, runs that past slot (trigger backfill,
+	// ClaimRequest.Backfill) instead of a manual run.
+	Backfill bool
+	Slot     time.Time
 }
 
 func (Fire) jobMsg()        {}
@@ -113,6 +129,8 @@ type RunInfo struct {
 	Slot    time.Time // zero for a manual run
 	Trigger Trigger
 	Fence   int64
+	// Requester is who asked for a manual run ("" otherwise).
+	Requester string
 }
 
 // RunFinished is the final result of one run (after the last attempt),
@@ -135,7 +153,7 @@ func (f RunFinished) Record() RunRecord {
 	if !f.Slot.IsZero() {
 		slot = f.Slot.Unix()
 	}
-	return RunRecord{RunID: f.RunID, Slot: slot, Trigger: f.Trigger, Node: f.Node, Start: f.Started,
+	return RunRecord{RunID: f.RunID, Slot: slot, Trigger: f.Trigger, Requester: f.Requester, Node: f.Node, Start: f.Started,
 		End: f.Finished, Attempts: f.Attempts, Result: f.Result, ExitCode: f.ExitCode, Fence: f.Fence,
 		OutputTail: string(lastBytes(f.Tail, MaxOutputTail))}
 }

@@ -242,6 +242,23 @@ func (m *Metrics) TotalRunning() int64 {
 	return n
 }
 
+// Running returns the runs in progress by job, for the jobs that have
+// any; nil when none has.
+func (m *Metrics) Running() map[string]int64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out map[string]int64
+	for job, s := range m.jobs {
+		if n := s.running.Load(); n > 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[job] = n
+		}
+	}
+	return out
+}
+
 // HookFailed counts a hook ("on_success"/"on_failure") that failed or was
 // not run, by reason (one of the HookFail* constants); unknown names are
 // ignored.

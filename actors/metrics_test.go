@@ -25,6 +25,7 @@ func TestMetrics_ExportsSeries(t *testing.T) {
 # TYPE cronlock_skips_total counter
 cronlock_skips_total{job="backup",reason="claimed_elsewhere"} 0
 cronlock_skips_total{job="backup",reason="disabled"} 0
+cronlock_skips_total{job="backup",reason="max_runs"} 0
 cronlock_skips_total{job="backup",reason="no_record"} 0
 cronlock_skips_total{job="backup",reason="not_replicated"} 0
 cronlock_skips_total{job="backup",reason="overlap"} 1
@@ -45,8 +46,8 @@ cronlock_redis_up 1
 		t.Error(err)
 	}
 	if n, _ := testutil.GatherAndCount(reg, "cronlock_fire_delay_seconds", "cronlock_run_duration_seconds",
-		"cronlock_runs_total", "cronlock_hook_failures_total", "cronlock_lease_lost_total", "cronlock_job_running"); n != 2+5+2*5+1+1 {
-		t.Errorf("got %d series, want 19", n)
+		"cronlock_runs_total", "cronlock_hook_failures_total", "cronlock_lease_lost_total", "cronlock_job_running"); n != 2+5+2*5+1+1+1 { // runs_total: one series per result, replaced included
+		t.Errorf("got %d series, want 20", n)
 	}
 	m.DropJob("backup")
 	if n, _ := testutil.GatherAndCount(reg, "cronlock_runs_total"); n != 0 {

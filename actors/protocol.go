@@ -20,15 +20,61 @@ import (
 type Locker interface {
 	// Claim runs the claim step for one slot (or a manual run) atomically.
 	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
-	// Renew extends a lease owner still holds to ttl (compare-and-PEXPIRE);
-	// an error wrapping ErrNotHeld says it is no longer held.
-	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
+	// Renew extends a lease owner still holds to ttl (compare-and-PEXPIRE)
+	// and returns the job's pending slot (overlap queue and replace; 0 =
+	// none); an error wrapping ErrNotHeld says it is no longer held.
+	Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error)
 	// Release deletes a lease owner still holds (compare-and-DEL) and says
 	// whether it did.
 	Release(ctx context.Context, job, owner string) (bool, error)
-	// Finish releases the lease (if owner, non-empty, holds it) and appends
-	// the run's history record, in one round trip.
-	Finish(ctx context.Context, job, owner string, rec RunRecord) (bool, error)
+	// Finish releases the lease (if req.Owner, non-empty, holds it),
+	// appends the run's history record and, when req.Next is set, hands
+	// the lease to the job's pending slot, in one round trip.
+	Finish(ctx context.Context, req FinishRequest) (Finished, error)
+}
+
+// FinishRequest ends a run (Locker.Finish).
+type FinishRequest struct {
+	// Job is the job name (non-empty).
+	Job string
+	// Owner is the run's lease value; "" = the run held no lease
+	// (overlap: allow).
+	Owner string
+	// Record is the run's history record.
+	Record RunRecord
+	// Next, with overlap queue or replace, is the lease value of the run
+	// that takes the job's pending slot (docs/protocol.md, "Queue and
+	// replace"): when the lease was released and a slot is pending, the
+	// lease is set to Next for TTL, the pending slot is cleared and a fence
+	// is handed out, atomically. "" while this node stops: a pending slot
+	// then stays pending (Finished.Left), for another node's next claim.
+	Next string
+	// TTL is the lease time to live for Next (whole milliseconds, >= 1ms
+	// when Next is set).
+	TTL time.Duration
+	// MaxRuns (> 0): a pending slot is not handed on once state.runs, with
+	// this run counted, has reached it (it is dropped: Pending with Fence
+	// 0). A Record with result success increments state.runs in any case.
+	MaxRuns int64
+}
+
+// Finished answers a FinishRequest.
+type Finished struct {
+	// Released says the run's lease was deleted (it was still Owner's).
+	Released bool
+	// Pending is the job's pending slot (Unix seconds) that the finish took
+	// off the queue, 0 = none. With Fence > 0 it is claimed: Next holds the
+	// lease and Fence is its fencing token. With Fence 0 it was not handed
+	// on: Left says it stays pending for the next claim (Next was ""),
+	// otherwise MaxRuns was reached and it was dropped.
+	Pending, Fence int64
+	// Left: the pending slot stays pending (see Pending).
+	Left bool
+	// Runs is state.runs afterwards: the job's successful runs.
+	Runs int64
+	// StateSlot and StateFence are state.slot and state.fence afterwards
+	// (what the node remembers, as for Claim).
+	StateSlot, StateFence int64
 }
 
 // Outcome is the result of a Claim (docs/protocol.md, "claim").
@@ -52,13 +98,26 @@ const (
 	// already have run, so it is not run (at most once); nothing is
 	// recorded.
 	NoRecord
+	// Queued: overlap queue or replace, the lease is held and no slot was
+	// pending: the slot is recorded as the job's pending slot and runs when
+	// the holder's run ends (the holder's Finish hands it the lease). With
+	// replace the holder is asked to terminate its run.
+	Queued
+	// AlreadyRun: a backfill claim (ClaimRequest.Backfill) of a slot that
+	// an earlier backfill claimed; nothing is written.
+	AlreadyRun
+	// MaxRunsReached: the job has made ClaimRequest.MaxRuns successful
+	// runs in the cluster (state.runs); the slot was recorded (a backfill
+	// slot is not).
+	MaxRunsReached
 	// NotReplicated: the claim won (state.slot recorded, fence
 	// incremented, lease taken) but fewer replicas than
 	// redis.min_replicas_acked acknowledged it within
 	// redis.replica_ack_timeout (WAIT): a failover could forget it and let
 	// another node claim the slot again, so it is not run, and the caller
 	// releases the lease. Claim.Fence and Claim.Replicas are set. Never
-	// returned by the claim script itself, only by a backend that waits
+	// returned by the claim script itself (so it comes after the script's
+	// outcome numbers), only by a backend that waits
 	// for replicas.
 	NotReplicated
 )
@@ -79,6 +138,12 @@ func (o Outcome) String() string {
 		return SkipNoRecord
 	case NotReplicated:
 		return SkipNotReplicated
+	case Queued:
+		return "queued"
+	case AlreadyRun:
+		return SkipAlreadyRun
+	case MaxRunsReached:
+		return SkipMaxRuns
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -113,6 +178,21 @@ type ClaimRequest struct {
 	// job has no claimed-slot record: a catch-up must be able to tell that
 	// the slot did not run (docs/protocol.md, "Catch-up").
 	NeedRecord bool
+	// Queue (overlap queue and replace, with Lease): when the lease is held
+	// and no slot is pending, record this slot as the pending slot
+	// (Queued) instead of skipping it; when one is pending, skip it
+	// (Overlap).
+	Queue bool
+	// Backfill (`cronlock backfill`) claims a past slot out of order: the
+	// slot check against state.slot (step 1) is not made and state.slot is
+	// not changed; instead the slot is recorded in the job's set of
+	// backfilled slots, and a slot already in it is AlreadyRun. Pause and
+	// lease apply as for any claim, and a refused claim records nothing.
+	Backfill bool
+	// MaxRuns (> 0) refuses the claim with MaxRunsReached once state.runs,
+	// the job's successful runs counted by Finish, has reached it (job
+	// field max_runs). 0 = no limit; manual runs send 0.
+	MaxRuns int64
 }
 
 // Validate reports a malformed request; both backends call it first.
@@ -122,11 +202,30 @@ func (req ClaimRequest) Validate() error {
 		return errors.New("empty job name")
 	case req.Slot < 0:
 		return fmt.Errorf("negative slot %d", req.Slot)
+	case req.MaxRuns < 0:
+		return fmt.Errorf("negative max runs %d", req.MaxRuns)
 	case req.MinSlot < 0 || req.MinFence < 0:
 		return fmt.Errorf("negative minimum slot %d or fence %d", req.MinSlot, req.MinFence)
 	case req.Lease && req.Owner == "":
 		return errors.New("empty lease owner")
 	case req.Lease && req.TTL < time.Millisecond:
+		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
+	case req.Queue && (!req.Lease || req.Slot == 0):
+		return errors.New("queue needs a lease and a slot")
+	case req.Backfill && (req.Slot == 0 || req.Queue || req.NeedRecord):
+		return errors.New("backfill needs a slot, and neither queue nor a record")
+	}
+	return nil
+}
+
+// Validate reports a malformed request; both backends call it first.
+func (req FinishRequest) Validate() error {
+	switch {
+	case req.Job == "":
+		return errors.New("empty job name")
+	case req.Next != "" && req.Owner == "":
+		return errors.New("a lease handed on needs a lease released")
+	case req.Next != "" && req.TTL < time.Millisecond:
 		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
 	}
 	return nil
@@ -147,11 +246,20 @@ type Claim struct {
 	Repaired              bool
 	FoundSlot, FoundFence int64
 	// Holder is the lease value ("nodeID:runID") that made the claim an
-	// Overlap; "" otherwise.
+	// Overlap or Queued; "" otherwise.
 	Holder string
 	// Replicas is how many replicas acknowledged a won claim (WAIT's
 	// answer) when the backend waits for replicas; 0 otherwise.
 	Replicas int
+	// Pending (Overlap with a Queue request) is the slot already pending
+	// that this one could not displace (Unix seconds), 0 otherwise.
+	Pending int64
+	// Takes (Claimed, a Queue request that found the lease free) is a
+	// pending slot whose holder ended without handing the lease on (its
+	// node stopped or crashed): the claim took the lease for that slot,
+	// which the caller runs, and the requested slot is now the pending one.
+	// 0 = none.
+	Takes int64
 }
 
 // MissedCheck asks a backend to report, once in the cluster, the slots of
@@ -205,6 +313,11 @@ const (
 	TriggerSchedule Trigger = "schedule" // the slot came due
 	TriggerCatchup  Trigger = "catchup"  // a missed slot within catchup_window
 	TriggerManual   Trigger = "manual"   // `cronlock run JOB`
+	// TriggerQueued: a pending slot (overlap queue or replace) that the
+	// lease was handed to when the run before it ended.
+	TriggerQueued Trigger = "queued"
+	// TriggerBackfill: a past slot run by `cronlock backfill`.
+	TriggerBackfill Trigger = "backfill"
 )
 
 // MaxOutputTail is the largest RunRecord.OutputTail stored, in bytes (the
@@ -216,6 +329,7 @@ type RunRecord struct {
 	RunID      string
 	Slot       int64 // Unix seconds UTC; 0 for a manual run
 	Trigger    Trigger
+	Requester  string // who asked for a manual run (user@host); "" otherwise
 	Node       string
 	Start, End time.Time // stored with nanosecond precision, returned in UTC
 	Attempts   int

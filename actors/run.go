@@ -35,6 +35,16 @@ type run struct {
 	lease   *Lease
 	log     *zap.Logger
 	lostErr error // set once the lease is lost
+	// replacedBy is the pending slot that replaces this run (overlap
+	// replace), 0 = none.
+	replacedBy int64
+
+	// pre is the claim this run was handed by the Finish of the run before
+	// it (a pending slot, overlap queue or replace): it does not claim.
+	pre *handoff
+	// next is what this run's Finish handed on: the pending slot, for the
+	// job actor to start (nil = nothing).
+	next *handoff
 
 	recorded int // attempt whose run record exists (records.go); 0 = none
 }
@@ -42,20 +52,23 @@ type run struct {
 // execute runs the job once and returns what happened: a skip reason, or
 // the final result (which has also been sent to the hook runner).
 func (r *run) execute(ctx context.Context) Ran {
-	r.info.RunID, r.info.Node = uuid.NewString(), r.deps.NodeID
+	if r.info.RunID == "" {
+		r.info.RunID = uuid.NewString()
+	}
+	r.info.Node = r.deps.NodeID
 	r.log = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
 		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger)))
 	if !r.info.Slot.IsZero() {
 		r.log = r.log.With(slotField(r.info.Slot))
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && r.pre == nil { // a handed-on slot is claimed: it runs
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
 	}
 	if ran, ok := r.claim(ctx); !ok {
 		return ran
 	}
-	fin := r.attempts(ctx, r.lease.Lost())
+	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
 	if r.lease.Owner() != "" {
 		r.waitGrace()
 	}
@@ -83,16 +96,25 @@ func (r *run) skip(reason string, err error, fields ...zap.Field) Ran {
 // abandoned: a slot that Redis gave us and nobody runs would be a silently
 // missed run.
 func (r *run) claim(ctx context.Context) (Ran, bool) {
+	if r.pre != nil {
+		return r.adopt()
+	}
 	useLease := r.job.Overlap != config.OverlapAllow || r.info.Trigger == TriggerManual
 	req := ClaimRequest{Job: r.job.Name, Owner: r.info.Node + ":" + r.info.RunID, TTL: r.job.LockTTL,
 		Lease: useLease, IgnorePause: r.force, MinSlot: r.minSlot, MinFence: r.minFence,
 		NeedRecord: r.info.Trigger == TriggerCatchup}
+	if r.info.Trigger != TriggerManual {
+		req.MaxRuns = int64(r.job.MaxRuns)
+	}
 	if !r.info.Slot.IsZero() {
 		req.Slot = r.info.Slot.Unix()
+		req.Queue = queues(r.job) && r.info.Trigger != TriggerBackfill
+		req.Backfill = r.info.Trigger == TriggerBackfill
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
-	c, lease, err := Acquire(cctx, r.log, r.deps.Locker, req)
+	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req,
+		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
@@ -117,25 +139,59 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if c.Repaired {
 		r.stateRepaired(c)
 	}
+	owner := ""
+	if useLease {
+		owner = req.Owner
+	}
+	return r.answer(c, lease, owner)
+}
+
+// answer acts on a claim's answer: a won claim keeps its lease and fence
+// (and takes over a pending slot the claim took); any other outcome is
+// logged and, for a slot, counted as a skip (a queued slot is not a skip).
+// owner is the lease value the claim asked for ("" without a lease): a won
+// claim that was not replicated releases it.
+func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 	switch c.Outcome {
 	case Claimed:
 		r.deps.repeats.End(repeatNotReplicated) // replicas acknowledge again
 		r.deps.repeats.End(SkipNotReplicated)
+		if c.Takes > 0 {
+			r.takePending(c.Takes)
+		}
 		r.lease, r.info.Fence = lease, c.Fence
 		r.log = r.log.With(zap.Int64("fence", c.Fence))
 		return Ran{}, true
 	case Paused:
 		return r.skip(SkipPaused, nil), false
 	case Overlap:
+		if r.info.Trigger == TriggerBackfill { // the caller claims again: not a skip yet
+			r.log.Debug("backfill slot not claimed: the lease is held", zap.String("lease_holder", c.Holder))
+			return Ran{Skip: SkipOverlap}, false
+		}
+		if c.Pending > 0 {
+			return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder), zap.Int64("pending_slot", c.Pending)), false
+		}
 		return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder)), false
+	case Queued:
+		return r.queued(c), false
+	case AlreadyRun:
+		r.log.Info("backfill slot not run: an earlier backfill ran it")
+		return Ran{Skip: SkipAlreadyRun}, false
+	case MaxRunsReached:
+		return r.skip(SkipMaxRuns, nil, zap.Int("max_runs", r.job.MaxRuns)), false
 	case NotReplicated:
 		r.deps.repeats.Log(repeatNotReplicated, func(extra ...zap.Field) {
 			r.log.Warn("claim not replicated; not run: fewer replicas than redis.min_replicas_acked acknowledged it "+
 				"within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
 				append(extra, zap.Int("replicas_acked", c.Replicas), zap.Int64("fence", c.Fence))...)
 		}, nil)
-		if useLease {
-			r.releaseUnrun(req.Owner)
+		if owner != "" {
+			r.releaseUnrun(owner)
+		}
+		if c.Takes > 0 { // the claim took a pending slot: not run either; its own slot stays pending
+			r.log.Info("pending slot taken by the claim not run either: the claim was not replicated",
+				zap.Int64("pending_slot", c.Takes))
 		}
 		return r.skip(SkipNotReplicated, nil, zap.Int("replicas_acked", c.Replicas)), false
 	case NoRecord:
@@ -156,9 +212,6 @@ func (r *run) stateRepaired(c Claim) {
 		zap.Int64("state_slot", c.StateSlot), zap.Int64("state_fence", c.StateFence))
 }
 
-// phantom hands a lease whose state is unknown to the janitor, so that a
-// claim applied by Redis after our timeout never blocks the job for
-// lock_ttl (docs/protocol.md, "Phantom leases and the janitor").
 // releaseUnrun releases the lease of a won claim that is not run, on a
 // fresh context bounded by the claim timeout; when that fails the janitor
 // releases it later.
@@ -171,6 +224,9 @@ func (r *run) releaseUnrun(owner string) {
 	}
 }
 
+// phantom hands a lease whose state is unknown to the janitor, so that a
+// claim applied by Redis after our timeout never blocks the job for
+// lock_ttl (docs/protocol.md, "Phantom leases and the janitor").
 func (r *run) phantom(owner string) {
 	p := Phantom{Job: r.job.Name, Owner: owner, Until: time.Now().Add(r.job.LockTTL)}
 	select {
@@ -181,27 +237,30 @@ func (r *run) phantom(owner string) {
 }
 
 // attempts runs the command up to 1+retries times.
-func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
+func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-chan int64) RunFinished {
 	fin := RunFinished{RunInfo: r.info, Cfg: r.job}
 	backoff := r.job.RetryBackoff
 	base := r.log
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
 		r.log = base.With(zap.Int("attempt", attempt)) // every later line of the run carries it
-		out := r.attempt(attempt, lost)
+		out := r.attempt(attempt, lost, replaced)
 		if attempt == 1 {
 			fin.Started = out.Started
 		}
 		fin.Result, fin.ExitCode, fin.Signal = out.result, out.ExitCode, out.Signal
 		fin.Tail, fin.Finished = out.Tail, out.Finished
-		if fin.Result == ResultSuccess || r.lostErr != nil || attempt > r.job.Retries || ctx.Err() != nil {
+		if fin.Result == ResultSuccess || r.lostErr != nil || r.replacedBy != 0 || attempt > r.job.Retries || ctx.Err() != nil {
 			return fin
 		}
 		r.log.Info("attempt failed; retrying", zap.String("result", fin.Result),
 			zap.Duration("backoff", backoff))
-		if !r.sleep(ctx, backoff, lost) {
-			if r.lostErr != nil {
+		if !r.sleep(ctx, backoff, lost, replaced) {
+			switch {
+			case r.lostErr != nil:
 				fin.Result = ResultLockLost
+			case r.replacedBy != 0:
+				fin.Result = ResultReplaced
 			}
 			return fin
 		}
@@ -210,8 +269,8 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
 }
 
 // sleep waits d; it returns false when the run must stop instead (shutdown,
-// kill, or lease lost).
-func (r *run) sleep(ctx context.Context, d time.Duration, lost <-chan LeaseLost) bool {
+// kill, lease lost, or replaced).
+func (r *run) sleep(ctx context.Context, d time.Duration, lost <-chan LeaseLost, replaced <-chan int64) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -221,8 +280,18 @@ func (r *run) sleep(ctx context.Context, d time.Duration, lost <-chan LeaseLost)
 	case <-r.deps.Kill:
 	case l := <-lost:
 		r.onLost(l)
+	case slot := <-replaced:
+		r.onReplaced(slot)
 	}
 	return false
+}
+
+// onReplaced notes the pending slot that replaces this run (overlap
+// replace): no further attempt is made, and the result is replaced.
+func (r *run) onReplaced(slot int64) {
+	r.replacedBy = slot
+	r.log.Info("run replaced: a newer slot is pending (overlap replace); terminating the run",
+		zap.Int64("pending_slot", slot), zap.Duration("kill_grace", r.job.KillGrace))
 }
 
 func (r *run) onLost(l LeaseLost) {
@@ -245,14 +314,43 @@ func (r *run) waitGrace() {
 }
 
 // end releases the lease and writes the history record in one round trip;
-// a lease whose release failed goes to the janitor.
+// a lease whose release failed goes to the janitor. With overlap queue or
+// replace the same call hands the lease to the job's pending slot (r.next),
+// unless shutdown has begun: then a pending slot is left for another
+// node's next claim.
 func (r *run) end(ctx context.Context, fin RunFinished) {
-	if err := r.lease.End(ctx, fin.Record()); err != nil {
+	var next string
+	var nextID string
+	if queues(r.job) && r.info.Trigger != TriggerBackfill && ctx.Err() == nil {
+		nextID = uuid.NewString()
+		next = r.info.Node + ":" + nextID
+	}
+	nextLog := r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", nextID),
+		zap.String("node_id", r.info.Node), zap.String("trigger", string(TriggerQueued)))
+	f, lease, err := r.lease.End(ctx, fin.Record(), next, nextLog)
+	if err != nil {
 		r.releaseFailed = true
 		r.log.Warn("lease release and history record failed; the janitor retries the release", zap.Error(err))
 		if owner := r.lease.Owner(); owner != "" {
 			r.phantom(owner)
+			if next != "" { // the call may have handed it the lease
+				r.phantom(next)
+			}
 		}
+		return
+	}
+	switch {
+	case f.Pending > 0 && lease != nil:
+		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Fence,
+			stateSlot: f.StateSlot, stateFence: f.StateFence}
+	case f.Pending > 0 && f.Left && r.info.Trigger == TriggerBackfill:
+		r.log.Info("pending slot left for the next claim of the job, which runs it: a backfill run does not hand on the lease",
+			zap.Int64("pending_slot", f.Pending))
+	case f.Pending > 0 && f.Left:
+		r.log.Info("pending slot left for another node: this node stops; the next claim of the job runs it",
+			zap.Int64("pending_slot", f.Pending))
+	case f.Pending > 0:
+		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipMaxRuns, zap.Int("max_runs", r.job.MaxRuns))
 	}
 }
 

@@ -21,6 +21,23 @@ type Nexter interface {
 	Next(after time.Time) time.Time
 }
 
+// onceOf is the fire time of an "@at T" schedule (*schedule.Schedule's
+// Once); false for every other schedule.
+func onceOf(s Nexter) (time.Time, bool) {
+	o, ok := s.(interface{ Once() (time.Time, bool) })
+	if !ok {
+		return time.Time{}, false
+	}
+	return o.Once()
+}
+
+// sameOnce reports whether a and b are "@at" schedules of the same time.
+func sameOnce(a, b Nexter) bool {
+	ta, oa := onceOf(a)
+	tb, ob := onceOf(b)
+	return oa && ob && ta.Equal(tb)
+}
+
 // TickerEntry is one job as the ticker sees it.
 type TickerEntry struct {
 	Job    string
@@ -130,6 +147,10 @@ func (t *Ticker) setEntries(entries []TickerEntry) {
 		}
 		t.byJob[e.Job] = it
 		if it.slot.IsZero() {
+			if prev, ok := old[e.Job]; ok && prev.parked && sameOnce(prev.Sched, e.Sched) {
+				it.parked = true // the same @at job, reported done when it was parked
+				continue
+			}
 			t.park(it)
 			continue
 		}
@@ -154,9 +175,15 @@ func firstUnfired(e TickerEntry, now time.Time) time.Time {
 }
 
 // park takes a job whose next time cannot be computed off the heap, with one
-// error log: never a busy loop.
+// log line: never a busy loop. An "@at T" job whose time has passed is done
+// (info); any other schedule without a next time is an error.
 func (t *Ticker) park(it *tickerItem) {
 	it.parked = true
+	if at, once := onceOf(it.Sched); once {
+		t.log.Info("job done: its @at time has passed; it does not fire again", zap.String("job", it.Job),
+			zap.Time("at", at))
+		return
+	}
 	t.log.Error("schedule yields no next fire time; job parked until reload", zap.String("job", it.Job))
 }
 

@@ -29,6 +29,7 @@ var scalarKeys = []struct {
 	{"node.timezone", "Europe/Berlin", "Europe/Berlin", func(c *Config) any { return c.Node.Timezone }, "Europe/Berlin", false},
 	{"node.shutdown_timeout", "4s", "4s", func(c *Config) any { return c.Node.ShutdownTimeout }, 4 * time.Second, false},
 	{"node.max_clock_skew", "5s", "5s", func(c *Config) any { return c.Node.MaxClockSkew }, 5 * time.Second, false},
+	{"node.heartbeat_interval", "2s", "2s", func(c *Config) any { return c.Node.HeartbeatInterval }, 2 * time.Second, false},
 	{"node.state_dir", "/env/state", "/env/state", func(c *Config) any { return c.Node.StateDir }, "/env/state", false},
 	{"lock.backend", "redis", "redis", func(c *Config) any { return c.Lock.Backend }, "redis", false},
 	{"redis.address", "single:1", "single:1", func(c *Config) any { return c.Redis.Address }, "single:1", true},
@@ -52,6 +53,8 @@ var scalarKeys = []struct {
 	{"log.level", "debug", "debug", func(c *Config) any { return c.Log.Level }, "debug", false},
 	{"log.format", "json", "json", func(c *Config) any { return c.Log.Format }, "json", false},
 	{"http.listen", "127.0.0.1:9999", "127.0.0.1:9999", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:9999", false},
+	{"http.token_file", "/env/token", "/env/token", func(c *Config) any { return c.HTTP.TokenFile }, "/env/token", false},
+	{"http.auth", "writes", "writes", func(c *Config) any { return c.HTTP.Auth }, "writes", false},
 }
 
 func TestKeys_DerivedFromStructTags(t *testing.T) {
@@ -74,12 +77,12 @@ func TestKeys_DerivedFromStructTags(t *testing.T) {
 	}
 	children := map[string][]string{
 		"":           {"node", "lock", "redis", "log", "http", "defaults", "jobs"},
-		"node.":      {"id", "grace_period", "timezone", "shutdown_timeout", "max_clock_skew", "state_dir"},
+		"node.":      {"id", "grace_period", "timezone", "shutdown_timeout", "max_clock_skew", "heartbeat_interval", "state_dir"},
 		"lock.":      {"backend"},
 		"redis.":     {"address", "addresses", "username", "password", "db", "key_prefix", "sentinel_master", "tls", "dial_timeout", "allow_eviction", "mode", "min_replicas_acked", "replica_ack_timeout"},
 		"redis.tls.": {"enabled", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"},
 		"log.":       {"level", "format"},
-		"http.":      {"listen"},
+		"http.":      {"listen", "token_file", "auth"},
 	}
 	for prefix, want := range children {
 		if got := knownChildren(prefix); !slices.Equal(got, want) {

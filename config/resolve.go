@@ -27,6 +27,7 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 		p.err(path("node.state_dir"), "%q is not an absolute path; e.g. /var/lib/cronlock", cfg.Node.StateDir)
 	}
 	resolveNodeID(&cfg.Node, p, opts, path)
+	checkHeartbeat(cfg.Node.HeartbeatInterval, p, path("node.heartbeat_interval"))
 	oneOf(p, path("lock.backend"), cfg.Lock.Backend, "redis", "memory")
 	oneOf(p, path("log.level"), cfg.Log.Level, "debug", "info", "warn", "error")
 	if cfg.Log.Format != "" {
@@ -35,6 +36,7 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 	checkRedis(&cfg.Redis, p, path)
 	checkTLSFiles(cfg.Lock.Backend, cfg.Redis.TLS, p, opts.Purpose, path)
 	checkListen(cfg.HTTP.Listen, p, path("http.listen"))
+	checkAPIAuth(cfg.HTTP, p, opts.Purpose, path)
 }
 
 // checkListen checks http.listen as net.Listen("tcp", l) will read it at

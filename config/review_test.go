@@ -49,7 +49,7 @@ func TestValidate_Findings(t *testing.T) {
 	}{
 		// 1. defaults are checked once, under defaults.<key>.
 		{"defaults enum once", "defaults: {overlap: never}\njobs:\n" + two, "", Options{},
-			[]string{`defaults.overlap: unknown value "never"; want one of skip, allow`}},
+			[]string{`defaults.overlap: unknown value "never"; want one of skip, allow, queue, replace`}},
 		{"defaults type once", "defaults: {timeout: 300, command: [x]}\njobs:\n- {name: a, schedule: '@daily'}\n- {name: b, schedule: '@daily'}\n", "", Options{},
 			[]string{`defaults.command: want a string, got a list`, `defaults.timeout: 300 needs a unit, e.g. 300s (units: ms, s, m, h)`}},
 		{"defaults zone once", "defaults: {timezone: Mars/Base}\njobs:\n" + two, "", Options{},
@@ -57,7 +57,7 @@ func TestValidate_Findings(t *testing.T) {
 		{"defaults user once", "defaults: {user: root}\njobs:\n" + two, "", Options{Euid: 1000, Purpose: ForStart},
 			[]string{`defaults.user: user "root" needs root, but cronlock runs as uid 1000`}},
 		{"job overrides bad default", "defaults: {overlap: never}\njobs:\n- {name: a, schedule: '@daily', command: x, overlap: allow}\n", "", Options{},
-			[]string{`defaults.overlap: unknown value "never"; want one of skip, allow`}},
+			[]string{`defaults.overlap: unknown value "never"; want one of skip, allow, queue, replace`}},
 		// 2. the suggested fix is a valid duration.
 		{"huge float", job("  hook_timeout: 1e9\n"), "", Options{},
 			[]string{`jobs[0] "j": hook_timeout: 1000000000 needs a unit, e.g. 1000000000s (units: ms, s, m, h)`}},
@@ -121,7 +121,7 @@ func TestValidate_Findings(t *testing.T) {
 		{"key order", "jobs:\n- {name: a, zzz: 1, timeout: 5, schedule: '@daily', overlap: q}\n", "", Options{},
 			[]string{`jobs[0] "a": command: missing command; give the shell command to run`,
 				`jobs[0] "a": timeout: 5 needs a unit, e.g. 5s (units: ms, s, m, h)`,
-				`jobs[0] "a": overlap: unknown value "q"; want one of skip, allow`,
+				`jobs[0] "a": overlap: unknown value "q"; want one of skip, allow, queue, replace`,
 				`jobs[0] "a": zzz: unknown key "zzz"`}},
 		// 10. zero jobs, any format.
 		{"empty yaml", "", "", Options{}, []string{`warning: jobs: no jobs configured; add at least one job under ` + "`jobs:`"}},

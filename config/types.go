@@ -48,6 +48,10 @@ type Node struct {
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 	// MaxClockSkew: |local clock − Redis TIME| above it is warned about (2s).
 	MaxClockSkew time.Duration `mapstructure:"max_clock_skew"`
+	// HeartbeatInterval is how often the node rewrites its heartbeat record
+	// in Redis (package registry; default 5s, 100ms..1m). The record counts
+	// as live for 3 intervals (its TTL).
+	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
 	// StateDir holds what the node keeps across its restarts (package
 	// statedir). After Load it is never empty: the configured absolute
 	// path, else $STATE_DIRECTORY (systemd StateDirectory=), else
@@ -130,10 +134,23 @@ type Log struct {
 	Format string `mapstructure:"format"` // json|console; "" = console on a terminal, json otherwise
 }
 
-// HTTP configures the metrics and health endpoint.
+// HTTP configures the metrics and health endpoints and the HTTP API
+// (package api).
 type HTTP struct {
 	Listen string `mapstructure:"listen"` // e.g. 127.0.0.1:9464; "" = off
+	// TokenFile holds the API's bearer token (surrounding whitespace
+	// trimmed); "" = no token: the mutating endpoints answer 403.
+	TokenFile string `mapstructure:"token_file"`
+	// Auth is which API requests need the token: "writes" (default: the
+	// mutating ones) or "all".
+	Auth string `mapstructure:"auth"`
 }
+
+// Values of HTTP.Auth.
+const (
+	AuthWrites = "writes"
+	AuthAll    = "all"
+)
 
 // JobFields are the fields a job may set and `defaults:` may give for all
 // jobs. Pointers distinguish "not set" from a zero value so that defaults
@@ -159,13 +176,18 @@ type JobFields struct {
 	OnFailure     *string           `mapstructure:"on_failure"`
 	HookTimeout   *time.Duration    `mapstructure:"hook_timeout"`
 	InheritEnv    *bool             `mapstructure:"inherit_env"`
+	MaxRuns       *int              `mapstructure:"max_runs"`
 }
 
 // Overlap policies: when a job's previous run still holds its lease at the
-// next slot, skip that slot, or allow the runs side by side.
+// next slot, skip that slot, allow the runs side by side, queue the slot
+// (at most one pending, run when the lease is released), or replace the
+// running run (terminate it, then run the slot).
 const (
-	OverlapSkip  = "skip"
-	OverlapAllow = "allow"
+	OverlapSkip    = "skip"
+	OverlapAllow   = "allow"
+	OverlapQueue   = "queue"
+	OverlapReplace = "replace"
 )
 
 // Lock-lost policies: when a run's lease is lost, kill the run, or let it
@@ -189,7 +211,7 @@ type Job struct {
 	Env           map[string]string
 	User          string
 	Enabled       bool          // default true
-	Overlap       string        // skip | allow
+	Overlap       string        // skip | allow | queue | replace
 	OnLockLost    string        // kill | continue
 	CatchupWindow time.Duration // 0 = off
 	Jitter        time.Duration
@@ -202,6 +224,10 @@ type Job struct {
 	// daemon's (less its systemd and CRONLOCK_* variables); false starts
 	// from cron's minimal environment. The job's env is added either way.
 	InheritEnv bool
+	// MaxRuns (0 = unlimited) stops the job after this many successful runs
+	// in the cluster, counted in Redis (state.runs): later slots are
+	// skipped max_runs.
+	MaxRuns int
 
 	// Location is the schedule's zone: CRON_TZ=/TZ= prefix > timezone >
 	// node.timezone > host local.

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -146,10 +149,13 @@ func (c *checker) fields(prefix string, f JobFields) {
 		c.user(prefix+"user", *f.User)
 	}
 	if f.Overlap != nil {
-		oneOf(p, prefix+"overlap", *f.Overlap, OverlapSkip, OverlapAllow)
+		oneOf(p, prefix+"overlap", *f.Overlap, OverlapSkip, OverlapAllow, OverlapQueue, OverlapReplace)
 	}
 	if f.OnLockLost != nil {
 		oneOf(p, prefix+"on_lock_lost", *f.OnLockLost, LockLostKill, LockLostContinue)
+	}
+	if f.MaxRuns != nil && *f.MaxRuns < 0 {
+		p.err(prefix+"max_runs", "%d is negative; use 0 for no limit, or the number of successful runs after which the job stops", *f.MaxRuns)
 	}
 	switch {
 	case f.Retries == nil:
@@ -269,4 +275,49 @@ func oneOf(p *problems, path, val string, allowed ...string) {
 		}
 	}
 	p.err(path, "unknown value %q; want one of %s", val, strings.Join(allowed, ", "))
+}
+
+// Bounds of node.heartbeat_interval: below 100ms the beats load Redis for
+// nothing; above 1m a dead node stays listed as live for minutes.
+const (
+	minHeartbeat = 100 * time.Millisecond
+	maxHeartbeat = time.Minute
+)
+
+// checkHeartbeat checks node.heartbeat_interval.
+func checkHeartbeat(d time.Duration, p *problems, path string) {
+	if d < minHeartbeat || d > maxHeartbeat {
+		p.err(path, "%v is outside %v..%v; e.g. 5s (the default)", d, minHeartbeat, maxHeartbeat)
+	}
+}
+
+// checkAPIAuth checks http.auth and http.token_file as the daemon reads
+// them at start (ReadToken).
+func checkAPIAuth(h HTTP, p *problems, purpose Purpose, path func(string) string) {
+	oneOf(p, path("http.auth"), h.Auth, AuthWrites, AuthAll)
+	if h.Auth == AuthAll && h.TokenFile == "" {
+		p.err(path("http.auth"), "%q needs a token: set http.token_file, or use %q", AuthAll, AuthWrites)
+	}
+	if h.TokenFile != "" {
+		_, err := ReadToken(h.TokenFile)
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		hostProblem(p, purpose, path("http.token_file"), msg)
+	}
+}
+
+// ReadToken returns the API token in file, surrounding whitespace
+// trimmed. A file that cannot be read or holds no token is an error.
+func ReadToken(file string) ([]byte, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, errors.New(fileError(file, err))
+	}
+	tok := bytes.TrimSpace(data)
+	if len(tok) == 0 {
+		return nil, fmt.Errorf("file %q holds no token; write one (e.g. head -c 32 /dev/urandom | base64 > %s)", file, file)
+	}
+	return tok, nil
 }

@@ -16,7 +16,13 @@ import (
 var minimalACL = []string{"on", ">s3cret", "resetkeys", "~cronlock:*", "resetchannels", "-@all",
 	"+hello", "+ping", "+time", "+info", "+config|get", "+evalsha", "+eval", "+script|load",
 	"+hmget", "+hset", "+hincrby", "+hgetall", "+set", "+get", "+del", "+exists", "+pttl", "+pexpire",
-	"+xadd", "+xrevrange"}
+	"+xadd", "+xrevrange", "+zadd", "+zscore", "+zrange", "+zrem", "+zremrangebyscore", "+zrangebyscore", "+rpush", "+lpop", "+lrem", "+hget"}
+
+// refusedByACL reports whether s holds a Redis ACL refusal: NOPERM for a
+// command or key, or the error of a command a script called.
+func refusedByACL(s string) bool {
+	return strings.Contains(s, "NOPERM") || strings.Contains(s, "can't run this command")
+}
 
 // TestACL_MinimalUser runs a daemon and the operating commands as a Redis
 // user with exactly minimalACL: slots run, the node is ready, status,
@@ -37,18 +43,21 @@ func TestACL_MinimalUser(t *testing.T) {
 	if code, body := httpGet(t, "http://"+listen+"/readyz"); code != 200 {
 		t.Errorf("/readyz: got %d %q, want 200", code, body)
 	}
-	for _, args := range [][]string{{"status"}, {"history", "tick"}, {"pause", "tick"}, {"resume", "tick"}, {"run", "tick"}} {
+	past := time.Now().Add(-time.Minute).Truncate(time.Second).UTC()
+	backfill := []string{"backfill", "tick", "-from", past.Format(time.RFC3339), "-to", past.Add(time.Second).Format(time.RFC3339)}
+	for _, args := range [][]string{{"status"}, {"history", "tick"}, {"pause", "tick"}, {"resume", "tick"}, {"run", "tick"},
+		backfill, append(backfill, "-dry-run")} {
 		cmd := exec.Command(binary, append(args, "-config", cfgFile)...)
 		cmd.Env = append(cmd.Environ(), "CRONLOCK_NODE_STATE_DIR="+t.TempDir())
 		out, err := cmd.CombinedOutput()
-		if err != nil || strings.Contains(string(out), "NOPERM") {
+		if err != nil || refusedByACL(string(out)) {
 			t.Errorf("cronlock %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	stopAll(t, 10*time.Second, nodes...)
 	for _, e := range nodes[0].Logs() {
 		for _, v := range e {
-			if s, ok := v.(string); ok && strings.Contains(s, "NOPERM") {
+			if s, ok := v.(string); ok && refusedByACL(s) {
 				t.Errorf("daemon log: %s: %s", e.Msg(), s)
 			}
 		}

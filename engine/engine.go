@@ -16,6 +16,7 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/runrecords"
+	"github.com/cronlock/cronlock/runrequests"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -66,6 +67,7 @@ type Engine struct {
 	hooks   *actors.HookRunner
 	janitor *actors.Janitor
 	node    *registry.Heartbeat // nil for the memory backend
+	taker   *runrequests.Taker  // nil for the memory backend
 	jobs    *jobSet
 	health  *health
 	ready   atomic.Bool   // READY=1 sent; STATUS= updates may follow
@@ -74,6 +76,10 @@ type Engine struct {
 	failed  chan error    // 1-buffered: the first actor that stopped unexpectedly
 
 	stopping atomic.Bool // the shutdown has begun: /readyz says not ready
+
+	// jobsNow is the running job configuration for the HTTP API's
+	// goroutines; reload stores the new one.
+	jobsNow atomic.Pointer[[]config.Job]
 
 	records *runrecords.Store // run records in the state directory; nil without one
 
@@ -103,6 +109,8 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e := &Engine{opts: opts, cfg: cfg, log: opts.Log, reg: opts.Registry, kill: make(chan struct{}),
 		killNow: make(chan struct{}), failed: make(chan error, 1)}
 	e.noteKillGrace(cfg.Jobs)
+	jobs := cfg.Jobs
+	e.jobsNow.Store(&jobs)
 	if e.reg == nil {
 		e.reg = prometheus.NewRegistry()
 	}
@@ -114,10 +122,10 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.backend = b
-	if e.node, err = newRegistry(cfg.Node.ID, b, opts, e.reg); err != nil {
+	e.metrics = actors.NewMetrics(e.reg)
+	if e.node, err = newRegistry(cfg, b, opts, e.reg, e.metrics.Running); err != nil {
 		return nil, err
 	}
-	e.metrics = actors.NewMetrics(e.reg)
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
 	environ := actors.JobEnviron(opts.Environ, cfg.SecretEnv...) // what runs and hooks inherit
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, environ, opts.Start, e.kill, e.killNow)
@@ -131,6 +139,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
 		Records: e.runRecords(), ClaimTimeout: claimTimeout(cfg)},
 		e.ticker, locker)
+	e.taker = e.newTaker()
 	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
 	return e, nil
 }
@@ -234,6 +243,9 @@ func (e *Engine) startClaimers(ctx, claimCtx context.Context) (runsDone, hooksDo
 	e.goActor(&g, claimCtx, "job set", e.jobs.Run)
 	e.goActor(&g, claimCtx, "janitor", e.janitor.Run)
 	e.goActor(&g, claimCtx, "health monitor", e.health.Run)
+	if e.taker != nil {
+		e.goActor(&g, claimCtx, "run request taker", e.taker.Run)
+	}
 	runs, hooks := make(chan struct{}), make(chan struct{})
 	go func() { defer close(runs); _ = g.Wait() }()
 	go func() { defer close(hooks); _ = e.hooks.Run(context.WithoutCancel(ctx)) }()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cronlock/cronlock/api"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -27,7 +28,12 @@ func (e *Engine) newHTTP() (*httpServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %s: %w", e.cfg.HTTP.Listen, err)
 	}
-	return &httpServer{srv: &http.Server{Handler: e.handler(), ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
+	apiH, err := e.apiHandler()
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return &httpServer{srv: &http.Server{Handler: e.handler(apiH), ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
 }
 
 // Run serves until ctx ends, then shuts the server down (bounded) and
@@ -50,9 +56,13 @@ func (h *httpServer) Run(ctx context.Context) error {
 }
 
 // handler serves /metrics, /healthz (the scheduler loop answers a probe
-// within 1s) and /readyz (not shutting down, and the backend answered).
-func (e *Engine) handler() http.Handler {
+// within 1s), /readyz (not shutting down, and the backend answered) and,
+// when apiH is not nil, the HTTP API under /api/v1/ (package api).
+func (e *Engine) handler(apiH http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if apiH != nil {
+		mux.Handle(api.Prefix, apiH)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)

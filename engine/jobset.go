@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -54,9 +55,39 @@ type applyJobs struct {
 	reply chan struct{}
 }
 type catchupAll struct{}
+type lookupJob struct {
+	name  string
+	reply chan *actors.Job // 1-buffered; nil when the job is not in the set
+}
 
 func (applyJobs) jobSetMsg()  {}
 func (catchupAll) jobSetMsg() {}
+func (lookupJob) jobSetMsg()  {}
+
+// errNoJob is returned by RunNow for a job not in the set.
+var errNoJob = errors.New("engine: job not configured on this node")
+
+// RunNow hands m to the actor of job name. It blocks until the actor took
+// it or ctx ends, and returns errNoJob when the job is not configured (a
+// reload removed it). m.Reply then receives the run's outcome.
+func (s *jobSet) RunNow(ctx context.Context, name string, m actors.RunNow) error {
+	l := lookupJob{name: name, reply: make(chan *actors.Job, 1)}
+	select {
+	case s.inbox <- l:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var a *actors.Job
+	select {
+	case a = <-l.reply:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if a == nil {
+		return errNoJob
+	}
+	return a.Send(ctx, m)
+}
 
 func newJobSet(log *zap.Logger, deps actors.JobDeps, ticker *actors.Ticker, missed claimer) *jobSet {
 	return &jobSet{log: log, deps: deps, ticker: ticker, missed: missed, inbox: make(chan jobSetMsg),
@@ -119,6 +150,12 @@ func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
 	case applyJobs:
 		s.apply(ctx, m.jobs)
 		m.reply <- struct{}{}
+	case lookupJob:
+		if h, ok := s.jobs[m.name]; ok && !h.exited {
+			m.reply <- h.actor
+		} else {
+			m.reply <- nil
+		}
 	case catchupAll:
 		missed := s.missedSlots(ctx)
 		for name, h := range s.jobs {

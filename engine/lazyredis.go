@@ -65,10 +65,10 @@ func (l *lazyRedis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.
 	return r.Claim(ctx, req)
 }
 
-func (l *lazyRedis) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+func (l *lazyRedis) Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error) {
 	r, err := l.client()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	return r.Renew(ctx, job, owner, ttl)
 }
@@ -81,12 +81,12 @@ func (l *lazyRedis) Release(ctx context.Context, job, owner string) (bool, error
 	return r.Release(ctx, job, owner)
 }
 
-func (l *lazyRedis) Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (bool, error) {
+func (l *lazyRedis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
 	r, err := l.client()
 	if err != nil {
-		return false, err
+		return actors.Finished{}, err
 	}
-	return r.Finish(ctx, job, owner, rec)
+	return r.Finish(ctx, req)
 }
 
 func (l *lazyRedis) Ping(ctx context.Context) error {

@@ -14,7 +14,9 @@ type ManualOptions struct {
 	Environ []string      // the caller's environment, passed to the run and hooks
 	Locker  actors.Locker // required: the configured backend, already open
 	Force   bool          // run even if the job is paused or disabled
-	Start   actors.Starter
+	// Requester (user@host) goes into the history record.
+	Requester string
+	Start     actors.Starter
 }
 
 // RunJob runs job once, now, in this process, through the daemon's run
@@ -28,6 +30,21 @@ func RunJob(ctx context.Context, cfg *config.Config, job config.Job, o ManualOpt
 	if ctx.Err() != nil {
 		return actors.Ran{Skip: actors.SkipShuttingDown, Err: ctx.Err()}
 	}
+	var ran actors.Ran
+	withJobActor(ctx, cfg, job, o, func(a *actors.Job, kill chan<- struct{}) {
+		ran = sendRunNow(ctx, a, kill, actors.RunNow{Force: o.Force, Requester: o.Requester})
+	})
+	return ran
+}
+
+// withJobActor wires a job actor for job, with a hook runner and a janitor,
+// in this process, calls use with it, and then stops them, waiting for the
+// runs, their hooks and the janitor's last sweep. use may close kill (once)
+// to terminate running runs. The actors outlive ctx: an interrupted run is
+// terminated through kill, then releases its lease and reports like any
+// other.
+func withJobActor(ctx context.Context, cfg *config.Config, job config.Job, o ManualOptions,
+	use func(a *actors.Job, kill chan<- struct{})) {
 	metrics := actors.NewMetrics(nil)
 	metrics.InitJob(job.Name)
 	// The hook of an interrupted run still runs, bounded by hook_timeout.
@@ -39,8 +56,6 @@ func RunJob(ctx context.Context, cfg *config.Config, job config.Job, o ManualOpt
 		Environ: environ, Results: hooks.Inbox(), Phantoms: janitor.Inbox(), Kill: kill,
 		GracePeriod: cfg.Node.GracePeriod, Start: o.Start, ClaimTimeout: claimTimeout(cfg)})
 
-	// The actors outlive ctx: an interrupted run is terminated through
-	// Kill, then releases its lease and reports like any other.
 	actx, stopActor := context.WithCancel(context.WithoutCancel(ctx))
 	jctx, stopJanitor := context.WithCancel(context.WithoutCancel(ctx))
 	actorDone, hooksDone, janitorDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -48,20 +63,28 @@ func RunJob(ctx context.Context, cfg *config.Config, job config.Job, o ManualOpt
 	go func() { defer close(hooksDone); _ = hooks.Run(actx) }()
 	go func() { defer close(janitorDone); _ = janitor.Run(jctx) }()
 
-	reply := make(chan actors.Ran, 1)
-	_ = a.Send(actx, actors.RunNow{Force: o.Force, Reply: reply}) // actx is live: never fails
-	var ran actors.Ran
-	select {
-	case ran = <-reply:
-	case <-ctx.Done():
-		close(kill)
-		ran = <-reply
-	}
+	use(a, kill)
+
 	stopActor()
 	<-actorDone
 	hooks.Close() // the job actor, the only sender, has returned
 	<-hooksDone
 	stopJanitor() // its last sweep releases a lease whose release failed
 	<-janitorDone
-	return ran
+}
+
+// sendRunNow sends m (its Reply is set here) and waits for the answer; when
+// ctx ends first it closes kill, which terminates the run, and still waits.
+// kill must not have been closed yet.
+func sendRunNow(ctx context.Context, a *actors.Job, kill chan<- struct{}, m actors.RunNow) actors.Ran {
+	reply := make(chan actors.Ran, 1)
+	m.Reply = reply
+	_ = a.Send(context.WithoutCancel(ctx), m) // the actor runs until use returns: never fails
+	select {
+	case ran := <-reply:
+		return ran
+	case <-ctx.Done():
+		close(kill)
+		return <-reply
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
@@ -45,7 +46,7 @@ func persistMemory(b backend, state *statedir.Dir, log *zap.Logger) (backend, er
 // newRegistry returns the heartbeat actor of this node's record in Redis,
 // or nil for the memory backend (one process: no other daemon to clash
 // with).
-func newRegistry(nodeID string, b backend, opts Options, reg prometheus.Registerer) (*registry.Heartbeat, error) {
+func newRegistry(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer, running func() map[string]int64) (*registry.Heartbeat, error) {
 	if b.kind != "redis" {
 		return nil, nil
 	}
@@ -54,12 +55,14 @@ func newRegistry(nodeID string, b backend, opts Options, reg prometheus.Register
 		return nil, fmt.Errorf("engine: redis backend %T does not keep node records", b.Backend)
 	}
 	host, _ := os.Hostname()
-	self := registry.Record{NodeID: nodeID, Instance: uuid.NewString(), Hostname: host, PID: os.Getpid(),
-		Version: opts.Version, Started: time.Now().UTC()}
+	jobs := config.JobHashes(cfg.Jobs)
+	self := registry.Record{NodeID: cfg.Node.ID, Instance: uuid.NewString(), Hostname: host, PID: os.Getpid(),
+		Version: opts.Version, Started: time.Now().UTC(), Jobs: jobs, ConfigHash: config.ConfigHash(jobs)}
 	if opts.State != nil {
 		self.StateDir = opts.State.Path()
 	}
-	return registry.New(registry.Options{Log: opts.Log, Store: store, Registry: reg, Self: self}), nil
+	return registry.New(registry.Options{Log: opts.Log, Store: store, Registry: reg, Self: self,
+		Every: cfg.Node.HeartbeatInterval, Running: running}), nil
 }
 
 func (l *lazyRedis) SwapNode(ctx context.Context, id string, value []byte, ttl time.Duration) ([]byte, error) {
@@ -76,4 +79,28 @@ func (l *lazyRedis) DropNode(ctx context.Context, id string, value []byte) (bool
 		return false, err
 	}
 	return r.DropNode(ctx, id, value)
+}
+
+func (l *lazyRedis) IndexNode(ctx context.Context, id string, at time.Time) error {
+	r, err := l.client()
+	if err != nil {
+		return err
+	}
+	return r.IndexNode(ctx, id, at)
+}
+
+func (l *lazyRedis) UnindexNode(ctx context.Context, id string) error {
+	r, err := l.client()
+	if err != nil {
+		return err
+	}
+	return r.UnindexNode(ctx, id)
+}
+
+func (l *lazyRedis) Nodes(ctx context.Context) ([][]byte, error) {
+	r, err := l.client()
+	if err != nil {
+		return nil, err
+	}
+	return r.Nodes(ctx)
 }

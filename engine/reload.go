@@ -32,10 +32,21 @@ func (e *Engine) reload(ctx context.Context) {
 		e.log.Error("reload interrupted", zap.Error(err))
 		return
 	}
+	before := e.jobHashes()
 	e.cfg.Jobs = cfg.Jobs
+	jobs := cfg.Jobs
+	e.jobsNow.Store(&jobs)
 	e.health.setJobs(cfg.Jobs)
 	e.noteKillGrace(cfg.Jobs)
-	e.log.Info("configuration reloaded", zap.Int("jobs", len(cfg.Jobs)))
+	hashes := config.JobHashes(cfg.Jobs)
+	hash := config.ConfigHash(hashes)
+	e.recordReload(ctx, before, hashes)
+	if e.node != nil {
+		if err := e.node.SetJobs(ctx, hashes, hash); err != nil {
+			e.log.Error("reload: the heartbeat record keeps the previous job hashes", zap.Error(err))
+		}
+	}
+	e.log.Info("configuration reloaded", zap.Int("jobs", len(cfg.Jobs)), zap.String("config_hash", hash))
 }
 
 // logRejected logs a rejected reload as one error line: every problem of

@@ -23,7 +23,7 @@ import (
 // bubble tests keep real network I/O out) and returns its status code.
 func (te *testEngine) get(path string) int {
 	rec := httptest.NewRecorder()
-	te.e.handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	te.e.handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	return rec.Code
 }
 

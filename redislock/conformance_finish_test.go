@@ -14,16 +14,16 @@ func testFinish(t *testing.T, s store) {
 	if _, err := b.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: 1, Owner: "n1:a", TTL: time.Minute, Lease: true}); err != nil {
 		t.Fatal(err)
 	}
-	released, err := b.Finish(ctxT(t), job, "n2:b", sampleRecord(1))
-	if err != nil || released {
-		t.Fatalf("Finish by non-owner: got (%v, %v), want (false, nil)", released, err)
+	f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n2:b", Record: sampleRecord(1)})
+	if err != nil || f.Released {
+		t.Fatalf("Finish by non-owner: got (%v, %v), want (false, nil)", f.Released, err)
 	}
 	if st, _ := b.State(ctxT(t), job); st.LeaseHolder != "n1:a" {
 		t.Fatalf("lease holder after non-owner Finish: got %q, want n1:a", st.LeaseHolder)
 	}
-	released, err = b.Finish(ctxT(t), job, "n1:a", sampleRecord(2))
-	if err != nil || !released {
-		t.Fatalf("Finish by owner: got (%v, %v), want (true, nil)", released, err)
+	f, err = b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:a", Record: sampleRecord(2)})
+	if err != nil || !f.Released {
+		t.Fatalf("Finish by owner: got (%v, %v), want (true, nil)", f.Released, err)
 	}
 	st, err := b.State(ctxT(t), job)
 	if err != nil {
@@ -40,7 +40,7 @@ func testFinish(t *testing.T, s store) {
 		t.Fatalf("history: got %d records, want 2", len(h))
 	}
 	sameRecord(t, "newest", h[0], sampleRecord(2))
-	if _, err := b.Finish(ctxT(t), job, "", sampleRecord(3)); err != nil {
+	if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: sampleRecord(3)}); err != nil {
 		t.Fatalf("Finish without lease: %v", err)
 	}
 }

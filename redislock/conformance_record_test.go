@@ -39,7 +39,7 @@ func testHistory(t *testing.T, s store) {
 	}
 	const n = DefaultHistoryLen + 5
 	for i := 1; i <= n; i++ {
-		if _, err := b.Finish(ctxT(t), job, "", sampleRecord(i)); err != nil {
+		if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: sampleRecord(i)}); err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
 	}
@@ -60,7 +60,7 @@ func testHistory(t *testing.T, s store) {
 	// A long output tail keeps its last 4 KiB; State.Last mirrors the record.
 	long := sampleRecord(n + 1)
 	long.OutputTail = "é" + strings.Repeat("x", actors.MaxOutputTail) + "END"
-	if _, err := b.Finish(ctxT(t), job, "", long); err != nil {
+	if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: long}); err != nil {
 		t.Fatal(err)
 	}
 	h, err = b.History(ctxT(t), job, 1)
@@ -115,7 +115,7 @@ func testInvalid(t *testing.T, s store) {
 			t.Errorf("Claim(%+v): got nil error, want invalid request", req)
 		}
 	}
-	if err := b.Renew(ctxT(t), "j", "a:1", 0); err == nil {
+	if _, err := b.Renew(ctxT(t), "j", "a:1", 0); err == nil {
 		t.Errorf("Renew with ttl 0: got nil error")
 	}
 	if _, err := b.Release(ctxT(t), "j", ""); err == nil {

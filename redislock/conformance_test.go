@@ -38,6 +38,11 @@ var conformance = []struct {
 	{"MissedSlotsSeenAfterLoss", testMissedSeen},
 	{"MissedSlotsInBatches", testMissedBatches},
 	{"FenceAtMaximumFails", testFenceAtMaximum},
+	{"QueueKeepsOnePendingSlot", testQueuePending},
+	{"QueueDropsPendingOfVanishedHolder", testQueueDropped},
+	{"QueueFinishWhileStoppingDropsPending", testQueueStopping},
+	{"BackfillClaimsOncePerSlot", testBackfillClaim},
+	{"MaxRunsCountsSuccesses", testMaxRuns},
 }
 
 // A claim that would increment a fencing token at math.MaxInt64 fails
@@ -287,7 +292,7 @@ func testRenewExtends(t *testing.T, s store) {
 	if st := mustState(t, b, job); st.LeaseTTL <= 0 || st.LeaseTTL > time.Minute {
 		t.Fatalf("lease ttl: got %v, want (0, 1m]", st.LeaseTTL)
 	}
-	if err := b.Renew(ctxT(t), job, "a:1", time.Hour); err != nil {
+	if _, err := b.Renew(ctxT(t), job, "a:1", time.Hour); err != nil {
 		t.Fatalf("renew: got %v, want nil", err)
 	}
 	if st := mustState(t, b, job); st.LeaseTTL < 59*time.Minute || st.LeaseHolder != "a:1" {
@@ -298,11 +303,11 @@ func testRenewExtends(t *testing.T, s store) {
 func testRenewNonOwner(t *testing.T, s store) {
 	b := s.newClient(t)
 	job := t.Name()
-	if err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, actors.ErrNotHeld) {
+	if _, err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, actors.ErrNotHeld) {
 		t.Fatalf("renew without lease: got %v, want actors.ErrNotHeld", err)
 	}
 	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
-	if err := b.Renew(ctxT(t), job, "b:1", time.Hour); !errors.Is(err, actors.ErrNotHeld) {
+	if _, err := b.Renew(ctxT(t), job, "b:1", time.Hour); !errors.Is(err, actors.ErrNotHeld) {
 		t.Fatalf("renew by non-owner: got %v, want actors.ErrNotHeld", err)
 	}
 	if st := mustState(t, b, job); st.LeaseTTL > time.Minute || st.LeaseHolder != "a:1" {
@@ -344,7 +349,7 @@ func testLeaseExpires(t *testing.T, s store) {
 		}
 		time.Sleep(10 * time.Millisecond) // poll interval
 	}
-	if err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, actors.ErrNotHeld) {
+	if _, err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, actors.ErrNotHeld) {
 		t.Fatalf("renew after expiry: got %v, want actors.ErrNotHeld", err)
 	}
 	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 2, Owner: "b:1", TTL: time.Minute, Lease: true}, actors.Claimed)

@@ -4,46 +4,86 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cronlock/cronlock/actors"
+	"math"
 	"strconv"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
 )
 
 // Finish ends a run in ONE round trip (a winning run costs one claim and
-// one release): it releases the lease if it still holds owner
-// (compare-and-DEL; owner "" = the run held no lease, overlap: allow) and
-// appends rec to the capped history stream and copies its fields (but the
-// output tail) into the state hash as last_<field>. released reports
-// whether a lease was deleted. Use a fresh ctx with its own timeout, never
-// a run's cancelled one. On error nothing is known: the lease may or may not
-// have been released (retry the release alone).
-func (r *Redis) Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (released bool, err error) {
-	if job == "" {
-		return false, errors.New("finish: empty job name")
+// one release): it releases the lease if it still holds req.Owner
+// (compare-and-DEL; "" = the run held no lease, overlap: allow), appends
+// req.Record to the capped history stream and copies its fields (but the
+// output tail) into the state hash as last_<field>, and, when the lease was
+// released and a slot is pending, hands the lease to req.Next (or clears
+// the pending slot when req.Next is ""). Use a fresh ctx with its own
+// timeout, never a run's cancelled one. On error nothing is known: the
+// lease may or may not have been released or handed on (the caller hands
+// both owners to the janitor).
+func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
+	if err := req.Validate(); err != nil {
+		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	args := append([]string{strconv.Itoa(r.historyLen), owner}, encodeRecord(rec)...)
-	n, err := finishScript.Exec(ctx, r.c, []string{r.key("job", job), r.key("history", job), r.key("state", job)},
-		args).AsInt64()
-	if err != nil {
-		return false, fmt.Errorf("finish %q: %w", job, explainScript(err))
+	args := append([]string{strconv.Itoa(r.historyLen), req.Owner, req.Next, strconv.FormatInt(req.TTL.Milliseconds(), 10),
+		strconv.FormatInt(req.MaxRuns, 10)}, encodeRecord(req.Record)...)
+	keys := []string{r.key("job", req.Job), r.key("history", req.Job), r.key("state", req.Job), r.key("pending", req.Job)}
+	vals, err := finishScript.Exec(ctx, r.c, keys, args).AsIntSlice()
+	if err == nil && len(vals) != 7 {
+		err = fmt.Errorf("script returned %d values, want 7", len(vals))
 	}
-	return n == 1, nil
+	if err != nil {
+		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+	}
+	return actors.Finished{Released: vals[0] == 1, Pending: vals[1], Fence: vals[2], StateSlot: vals[3], StateFence: vals[4],
+		Runs: vals[5], Left: vals[6] == 1}, nil
 }
 
-// Finish releases the lease (if owner holds it) and records rec; see
-// Redis.Finish.
-func (m *Memory) Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (released bool, err error) {
-	if job == "" {
-		return false, errors.New("finish: empty job name")
+// Finish releases the lease (if req.Owner holds it), records req.Record
+// and hands the lease to the pending slot; see Redis.Finish.
+func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
+	if err := errors.Join(req.Validate(), ctx.Err()); err != nil {
+		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("finish %q: %w", job, err)
+	var f actors.Finished
+	if req.Owner != "" {
+		released, err := m.Release(ctx, req.Job, req.Owner)
+		if err != nil {
+			return actors.Finished{}, err
+		}
+		f.Released = released
 	}
-	if owner != "" {
-		if released, err = m.Release(ctx, job, owner); err != nil {
-			return false, err
+	if err := m.record(ctx, req.Job, req.Record); err != nil {
+		return actors.Finished{}, err
+	}
+	m.mu.Lock()
+	j := m.job(req.Job)
+	if req.Record.Result == actors.ResultSuccess {
+		j.runs++
+	}
+	f.Runs = j.runs
+	if f.Released && j.queued > 0 {
+		f.Pending = j.queued
+		switch {
+		case req.MaxRuns > 0 && j.runs >= req.MaxRuns:
+			j.queued = 0 // the job is done
+		case req.Next != "" && j.fence < math.MaxInt64:
+			j.queued = 0
+			j.owner, j.expires = req.Next, time.Now().Add(req.TTL.Truncate(time.Millisecond))
+			j.fence++
+			f.Fence = j.fence
+		default:
+			f.Left = true // for the next claim (Redis: HINCRBY fails at the maximum)
 		}
 	}
-	return released, m.record(ctx, job, rec)
+	f.StateSlot, f.StateFence = j.slot, j.fence
+	m.mu.Unlock()
+	if f.Fence > 0 || (req.MaxRuns > 0 && req.Record.Result == actors.ResultSuccess) { // runs of other jobs reach the file with the next write
+		if err := m.commit(ctx, req.Job); err != nil {
+			return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+		}
+	}
+	return f, nil
 }

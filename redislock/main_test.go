@@ -24,9 +24,9 @@ func TestMain(m *testing.M) {
 // suite runs against it. (Consumers declare their own small interfaces.)
 type backend interface {
 	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
-	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
+	Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error)
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (bool, error)
+	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
 	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
 	State(ctx context.Context, job string) (JobState, error)
 	Pause(ctx context.Context, job string) error
@@ -34,6 +34,7 @@ type backend interface {
 	Time(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error
 	ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error)
+	Backfilled(ctx context.Context, job string, from, to int64) ([]int64, error)
 	Close()
 }
 

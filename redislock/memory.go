@@ -40,7 +40,10 @@ type Memory struct {
 
 type memJob struct {
 	slot, fence int64
-	missedTo    int64 // the latest slot reported missed (ReportMissed)
+	missedTo    int64          // the latest slot reported missed (ReportMissed)
+	queued      int64          // the pending slot (overlap queue, replace); 0 = none
+	backfilled  map[int64]bool // slots claimed by a backfill
+	runs        int64          // successful runs (max_runs)
 	paused      bool
 	owner       string    // lease holder, "" when none
 	expires     time.Time // lease expiry; valid when owner != ""
@@ -103,20 +106,24 @@ func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 	if req.MinFence > j.fence {
 		j.fence, c.Repaired = req.MinFence, true
 	}
-	slot, owner, expires := j.slot, j.owner, j.expires
-	c.Outcome = m.decide(j, req)
+	slot, owner, expires, queued, backfilled := j.slot, j.owner, j.expires, j.queued, j.backfilled[req.Slot]
+	c.Outcome = m.decide(j, req, &c)
 	if c.Outcome == actors.Claimed {
 		if j.fence == math.MaxInt64 {
 			// No token is left to hand out (Redis: HINCRBY fails with
-			// "increment or decrement would overflow"). The slot and the
-			// lease are left as they were; the repair above stays.
-			j.slot, j.owner, j.expires = slot, owner, expires
+			// "increment or decrement would overflow"). The slot, the
+			// lease and the pending slot are left as they were; the repair
+			// above stays.
+			j.slot, j.owner, j.expires, j.queued = slot, owner, expires, queued
+			if req.Backfill && !backfilled {
+				delete(j.backfilled, req.Slot)
+			}
 			return actors.Claim{}, fmt.Errorf("claim %q: the fencing token is at its maximum %d and cannot be incremented", req.Job, j.fence)
 		}
 		j.fence++
 		c.Fence = j.fence
 	}
-	if c.Outcome == actors.Overlap {
+	if c.Outcome == actors.Overlap || c.Outcome == actors.Queued {
 		c.Holder = j.owner
 	}
 	c.StateSlot, c.StateFence = j.slot, j.fence
@@ -124,22 +131,40 @@ func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 }
 
 // decide is claim steps 1–3 and the slot record of step 4 (the caller
-// increments the fence of a claimed slot). m.mu must be held.
-func (m *Memory) decide(j *memJob, req actors.ClaimRequest) actors.Outcome {
+// increments the fence of a claimed slot), with the pending slot of a Queue
+// request (c.Pending, c.Takes). m.mu must be held.
+func (m *Memory) decide(j *memJob, req actors.ClaimRequest, c *actors.Claim) actors.Outcome {
+	if req.Backfill {
+		return m.decideBackfill(j, req)
+	}
 	if req.Slot > 0 && j.slot >= req.Slot {
 		return actors.ClaimedElsewhere
 	}
 	if req.NeedRecord && j.slot == 0 {
 		return actors.NoRecord
 	}
+	if req.MaxRuns > 0 && j.runs >= req.MaxRuns {
+		if req.Slot > 0 {
+			j.slot = req.Slot
+		}
+		return actors.MaxRunsReached
+	}
 	outcome := actors.Claimed
 	switch {
 	case j.paused && !req.IgnorePause:
 		outcome = actors.Paused
+	case req.Lease && j.owner != "" && req.Queue && j.queued == 0:
+		outcome, j.queued = actors.Queued, req.Slot
 	case req.Lease && j.owner != "":
 		outcome = actors.Overlap
+		if req.Queue {
+			c.Pending = j.queued
+		}
 	case req.Lease:
 		j.owner, j.expires = req.Owner, time.Now().Add(req.TTL.Truncate(time.Millisecond))
+		if req.Queue && j.queued > 0 {
+			c.Takes, j.queued = j.queued, req.Slot
+		}
 	}
 	if req.Slot > 0 {
 		j.slot = req.Slot
@@ -147,19 +172,42 @@ func (m *Memory) decide(j *memJob, req actors.ClaimRequest) actors.Outcome {
 	return outcome
 }
 
-// Renew resets the lease TTL if owner holds it; see Redis.Renew.
-func (m *Memory) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+// decideBackfill is the claim of a backfill slot (ClaimRequest.Backfill).
+// m.mu must be held.
+func (m *Memory) decideBackfill(j *memJob, req actors.ClaimRequest) actors.Outcome {
+	switch {
+	case j.backfilled[req.Slot]:
+		return actors.AlreadyRun
+	case req.MaxRuns > 0 && j.runs >= req.MaxRuns:
+		return actors.MaxRunsReached
+	case j.paused && !req.IgnorePause:
+		return actors.Paused
+	case req.Lease && j.owner != "":
+		return actors.Overlap
+	case req.Lease:
+		j.owner, j.expires = req.Owner, time.Now().Add(req.TTL.Truncate(time.Millisecond))
+	}
+	if j.backfilled == nil {
+		j.backfilled = map[int64]bool{}
+	}
+	j.backfilled[req.Slot] = true
+	return actors.Claimed
+}
+
+// Renew resets the lease TTL if owner holds it and returns the pending
+// slot; see Redis.Renew.
+func (m *Memory) Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error) {
 	if err := errors.Join(validateLease(job, owner, ttl), ctx.Err()); err != nil {
-		return fmt.Errorf("renew %q: %w", job, err)
+		return 0, fmt.Errorf("renew %q: %w", job, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(job)
 	if j.owner != owner {
-		return fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
+		return 0, fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
 	}
 	j.expires = time.Now().Add(ttl.Truncate(time.Millisecond))
-	return nil
+	return j.queued, nil
 }
 
 // Release deletes the lease if owner holds it; see Redis.Release.
@@ -226,7 +274,7 @@ func (m *Memory) State(ctx context.Context, job string) (JobState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(job)
-	st := JobState{Slot: j.slot, Fence: j.fence, Paused: j.paused, LeaseHolder: j.owner}
+	st := JobState{Slot: j.slot, Fence: j.fence, Paused: j.paused, LeaseHolder: j.owner, Runs: j.runs, Pending: j.queued}
 	if j.owner != "" {
 		st.LeaseTTL = time.Until(j.expires).Truncate(time.Millisecond)
 	}

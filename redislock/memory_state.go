@@ -48,10 +48,11 @@ type StateStore interface {
 // memStateFile is the JSON layout of MemoryStateFile, e.g.
 //
 //	{"format":"cronlock memory backend state","version":1,
-//	 "jobs":{"backup":{"slot":1767225600,"fence":42,"paused":true}}}
+//	 "jobs":{"backup":{"slot":1767225600,"fence":42,"paused":true,"runs":3}}}
 //
 // slot is the highest slot claimed or skipped (Unix seconds), fence the
-// last fencing token handed out; jobs that never claimed are left out.
+// last fencing token handed out, runs the successful runs counted for
+// max_runs (left out when 0); jobs that never claimed are left out.
 type memStateFile struct {
 	Format  string                `json:"format"`
 	Version int                   `json:"version"`
@@ -65,6 +66,7 @@ type memDurable struct {
 	Slot   int64 `json:"slot"`
 	Fence  int64 `json:"fence"`
 	Paused bool  `json:"paused,omitempty"`
+	Runs   int64 `json:"runs,omitempty"`
 }
 
 // OpenMemory returns a Memory backend whose slots, fencing tokens and pause
@@ -92,7 +94,7 @@ func OpenMemory(store StateStore) (*Memory, error) {
 			"may then run again, and fencing tokens start again at 1)", path, ErrCorruptState, err)
 	}
 	for name, d := range jobs {
-		m.jobs[name] = &memJob{slot: d.Slot, fence: d.Fence, paused: d.Paused, durable: d}
+		m.jobs[name] = &memJob{slot: d.Slot, fence: d.Fence, paused: d.Paused, runs: d.Runs, durable: d}
 	}
 	m.store = store
 	return m, nil
@@ -129,7 +131,7 @@ func decodeMemState(data []byte, now time.Time) (map[string]memDurable, error) {
 	limit := now.Add(maxSlotAhead).Unix()
 	for name, d := range f.Jobs {
 		switch {
-		case name == "" || d.Slot < 0 || d.Fence < 0:
+		case name == "" || d.Slot < 0 || d.Fence < 0 || d.Runs < 0:
 			return nil, fmt.Errorf("job %q: invalid entry %+v", name, d)
 		case d.Slot > limit:
 			return nil, fmt.Errorf("job %q: slot %d (%s) is more than a year after the local clock (%s); the job would not run "+
@@ -141,7 +143,7 @@ func decodeMemState(data []byte, now time.Time) (map[string]memDurable, error) {
 
 // memStateKeys are the key names of the objects at depth 0 (the file) and
 // 2 (a job's entry) of a state file; depth 1 (jobs) has job names.
-var memStateKeys = [3][]string{{"format", "version", "jobs"}, nil, {"slot", "fence", "paused"}}
+var memStateKeys = [3][]string{{"format", "version", "jobs"}, nil, {"slot", "fence", "paused", "runs"}}
 
 // checkMemStateKeys reads one JSON value at depth (0 for the file) from
 // dec, described as where in errors, and reports a null, a key twice in
@@ -218,6 +220,10 @@ func encodeMemState(jobs []namedDurable) []byte {
 		if j.Paused {
 			b = append(b, `,"paused":true`...)
 		}
+		if j.Runs > 0 {
+			b = append(b, `,"runs":`...)
+			b = strconv.AppendInt(b, j.Runs, 10)
+		}
 		b = append(b, '}')
 	}
 	return append(b, "}}"...)
@@ -241,7 +247,7 @@ func appendJSONString(b []byte, s string) []byte {
 
 // persisted is the part of the job that a persisted Memory keeps.
 func (j *memJob) persisted() memDurable {
-	return memDurable{Slot: j.slot, Fence: j.fence, Paused: j.paused}
+	return memDurable{Slot: j.slot, Fence: j.fence, Paused: j.paused, Runs: j.runs}
 }
 
 // commit returns once the job's current slot, fence and pause flag are in

@@ -120,7 +120,7 @@ func TestMemoryState_FileFormat(t *testing.T) {
 // job name (the memory backend does not rely on config's name rules).
 func TestMemoryState_EncodeMatchesEncodingJSON(t *testing.T) {
 	jobs := map[string]memDurable{"plain.job-1_x": {Slot: 1, Fence: 2}, `quo"te\`: {Fence: 3, Paused: true},
-		"<html>&": {Slot: 4}, "zürich": {Slot: 5, Fence: 6}, "tab\tnl\n": {Slot: 7}, "\u2028": {Fence: 8}}
+		"<html>&": {Slot: 4, Runs: 9}, "zürich": {Slot: 5, Fence: 6}, "tab\tnl\n": {Slot: 7}, "\u2028": {Fence: 8}}
 	var snap []namedDurable
 	for name, d := range jobs {
 		snap = append(snap, namedDurable{name, d})

@@ -23,11 +23,11 @@ func TestMemory_LeaseExpiresAtTTLInBubble(t *testing.T) {
 		if st, _ := m.State(ctx, "j"); st.LeaseHolder != "a:1" || st.LeaseTTL != time.Millisecond {
 			t.Fatalf("at 999ms: got holder %q ttl %v, want a:1, 1ms", st.LeaseHolder, st.LeaseTTL)
 		}
-		if err := m.Renew(ctx, "j", "a:1", time.Second); err != nil {
+		if _, err := m.Renew(ctx, "j", "a:1", time.Second); err != nil {
 			t.Fatalf("renew at 999ms: got %v, want nil", err)
 		}
 		time.Sleep(time.Second)
-		if err := m.Renew(ctx, "j", "a:1", time.Second); !errors.Is(err, actors.ErrNotHeld) {
+		if _, err := m.Renew(ctx, "j", "a:1", time.Second); !errors.Is(err, actors.ErrNotHeld) {
 			t.Fatalf("renew after ttl: got %v, want actors.ErrNotHeld", err)
 		}
 		req.Slot, req.Owner = 2, "b:1"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -59,4 +60,74 @@ func (r *Redis) DropNode(ctx context.Context, id string, value []byte) (bool, er
 		return false, fmt.Errorf("drop node record %q: %w", id, explainScript(err))
 	}
 	return n == 1, nil
+}
+
+// The node index P+"nodes:index" (docs/protocol.md, "The node list"): a
+// sorted set of node ids scored by their last heartbeat (Unix ms), so
+// that the node list needs no SCAN (which Cluster mode would have to run
+// on every shard). Ids not indexed for nodeIndexKeep are pruned by the
+// writers.
+const nodeIndexKeep = time.Hour
+
+func (r *Redis) nodeIndex() string { return r.key("nodes", "index") }
+
+// IndexNode records that node id wrote its heartbeat record at at (ZADD)
+// and prunes ids not indexed for an hour (ZREMRANGEBYSCORE), in one
+// pipelined round trip to the index's one key.
+func (r *Redis) IndexNode(ctx context.Context, id string, at time.Time) error {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	key := r.nodeIndex()
+	for _, res := range r.c.DoMulti(ctx,
+		r.c.B().Zadd().Key(key).ScoreMember().ScoreMember(float64(at.UnixMilli()), id).Build(),
+		r.c.B().Zremrangebyscore().Key(key).Min("-inf").Max("("+strconv.FormatInt(at.Add(-nodeIndexKeep).UnixMilli(), 10)).Build(),
+	) {
+		if err := res.Error(); err != nil {
+			return fmt.Errorf("index node %q: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// UnindexNode removes node id from the index (ZREM), at a clean stop.
+func (r *Redis) UnindexNode(ctx context.Context, id string) error {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	if err := r.c.Do(ctx, r.c.B().Zrem().Key(r.nodeIndex()).Member(id).Build()).Error(); err != nil {
+		return fmt.Errorf("unindex node %q: %w", id, err)
+	}
+	return nil
+}
+
+// Nodes returns the heartbeat records of every indexed node whose record
+// still exists, in node id order: two round trips (ZRANGE of the index,
+// then one pipelined GET per id; in Cluster mode rueidis sends each GET to
+// its shard). Indexed ids whose record has expired are left out.
+func (r *Redis) Nodes(ctx context.Context) ([][]byte, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	ids, err := r.c.Do(ctx, r.c.B().Zrange().Key(r.nodeIndex()).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("node list: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	slices.Sort(ids)
+	cmds := make(rueidis.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = r.c.B().Get().Key(r.key("node", id)).Build()
+	}
+	var out [][]byte
+	for i, res := range r.c.DoMulti(ctx, cmds...) {
+		v, err := res.AsBytes()
+		switch {
+		case rueidis.IsRedisNil(err):
+		case err != nil:
+			return nil, fmt.Errorf("node list: record %q: %w", ids[i], err)
+		default:
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }

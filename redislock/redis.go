@@ -234,10 +234,11 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	keys := []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job)}
+	keys := []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job), r.key("pending", req.Job),
+		r.key("backfill", req.Job)}
 	args := []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
 		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10),
-		flag(req.NeedRecord)}
+		flag(req.NeedRecord), flag(req.Queue), flag(req.Backfill), strconv.FormatInt(req.MaxRuns, 10)}
 	if r.minAcks > 0 {
 		c, err := r.claimReplicated(ctx, keys, args)
 		if err != nil {
@@ -258,12 +259,15 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 
 // decodeClaim reads claimScript's reply.
 func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
-	if len(vals) != 8 {
-		return actors.Claim{}, fmt.Errorf("script returned %d values, want 8", len(vals))
+	if len(vals) != 10 {
+		return actors.Claim{}, fmt.Errorf("script returned %d values, want 10", len(vals))
 	}
-	var n [7]int64
+	var n [10]int64
 	var errs []error
 	for i := range n {
+		if i == 7 {
+			continue // the holder
+		}
 		var err error
 		n[i], err = vals[i].AsInt64()
 		errs = append(errs, err)
@@ -273,28 +277,30 @@ func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
 		return actors.Claim{}, err
 	}
 	return actors.Claim{Outcome: actors.Outcome(n[0]), Fence: n[1], StateSlot: n[2], StateFence: n[3],
-		Repaired: n[4] == 1, FoundSlot: n[5], FoundFence: n[6], Holder: holder}, nil
+		Repaired: n[4] == 1, FoundSlot: n[5], FoundFence: n[6], Holder: holder, Pending: n[8], Takes: n[9]}, nil
 }
 
 // Renew resets the lease TTL (whole milliseconds, at least 1ms) if the lease
-// still holds owner: compare-and-PEXPIRE. It returns nil when renewed, an
-// error wrapping actors.ErrNotHeld when the lease is gone or held by someone else,
-// and any other error when the result is unknown.
-func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) error {
+// still holds owner: compare-and-PEXPIRE. When renewed it returns the job's
+// pending slot (Unix seconds; 0 = none: overlap queue and replace,
+// docs/protocol.md, "Queue and replace") and nil; an error wrapping
+// actors.ErrNotHeld when the lease is gone or held by someone else, and any
+// other error when the result is unknown.
+func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error) {
 	if err := validateLease(job, owner, ttl); err != nil {
-		return fmt.Errorf("renew %q: %w", job, explainScript(err))
+		return 0, fmt.Errorf("renew %q: %w", job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	n, err := renewScript.Exec(ctx, r.c, []string{r.key("job", job)},
+	n, err := renewScript.Exec(ctx, r.c, []string{r.key("job", job), r.key("pending", job)},
 		[]string{owner, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
 	switch {
 	case err != nil:
-		return fmt.Errorf("renew %q: %w", job, explainScript(err))
-	case n == 0:
-		return fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
+		return 0, fmt.Errorf("renew %q: %w", job, explainScript(err))
+	case n < 0:
+		return 0, fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
 	}
-	return nil
+	return n, nil
 }
 
 // Release deletes the lease if it holds owner: compare-and-DEL. released

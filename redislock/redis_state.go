@@ -11,26 +11,27 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// State reads the job's state hash, pause flag and lease in one pipelined
-// round trip (HGETALL, EXISTS, GET, PTTL; not atomic, so a lease expiring in
-// between shows a holder with LeaseTTL 0).
+// State reads the job's state hash, pause key, lease and pending slot in
+// one pipelined round trip (HGETALL, GET, GET, PTTL, GET; not atomic, so a
+// lease expiring in between shows a holder with LeaseTTL 0).
 func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	lease := r.key("job", job)
 	res := r.c.DoMulti(ctx,
 		r.c.B().Hgetall().Key(r.key("state", job)).Build(),
-		r.c.B().Exists().Key(r.key("paused", job)).Build(),
+		r.c.B().Get().Key(r.key("paused", job)).Build(),
 		r.c.B().Get().Key(lease).Build(),
 		r.c.B().Pttl().Key(lease).Build(),
+		r.c.B().Get().Key(r.key("pending", job)).Build(),
 	)
 	h, err := res[0].AsStrMap()
 	if err != nil {
 		return JobState{}, fmt.Errorf("state %q: %w", job, err)
 	}
-	paused, err := res[1].AsInt64()
-	if err != nil {
-		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+	paused, perr := res[1].ToString()
+	if perr != nil && !rueidis.IsRedisNil(perr) {
+		return JobState{}, fmt.Errorf("state %q: %w", job, perr)
 	}
 	holder, err := res[2].ToString()
 	if err != nil && !rueidis.IsRedisNil(err) {
@@ -40,12 +41,23 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	if err != nil {
 		return JobState{}, fmt.Errorf("state %q: %w", job, err)
 	}
-	st := JobState{Paused: paused == 1, LeaseHolder: holder}
+	pending, err := res[4].AsInt64()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return JobState{}, fmt.Errorf("state %q: pending slot: %w", job, err)
+	}
+	st := JobState{Paused: perr == nil, LeaseHolder: holder, Pending: pending}
+	if st.Paused {
+		p := decodePause(paused)
+		st.Pause = &p
+	}
 	if pttl > 0 {
 		st.LeaseTTL = time.Duration(pttl) * time.Millisecond
 	}
 	if st.Slot, err = parseInt(h, "slot"); err == nil {
 		st.Fence, err = parseInt(h, "fence")
+	}
+	if err == nil {
+		st.Runs, err = parseInt(h, "runs")
 	}
 	if err == nil && h["last_run_id"] != "" {
 		var last actors.RunRecord
@@ -118,6 +130,7 @@ func encodeRecord(rec actors.RunRecord) []string {
 		"run_id", rec.RunID,
 		"slot", strconv.FormatInt(rec.Slot, 10),
 		"trigger", string(rec.Trigger),
+		"requester", rec.Requester,
 		"node", rec.Node,
 		"start", rec.Start.UTC().Format(time.RFC3339Nano),
 		"end", rec.End.UTC().Format(time.RFC3339Nano),
@@ -137,6 +150,7 @@ func decodeRecord(m map[string]string, prefix string) (actors.RunRecord, error) 
 		Node:       m[prefix+"node"],
 		Result:     m[prefix+"result"],
 		Trigger:    actors.Trigger(m[prefix+"trigger"]),
+		Requester:  m[prefix+"requester"],
 		OutputTail: m[prefix+"output_tail"],
 	}
 	var errs [6]error

@@ -194,7 +194,7 @@ func TestRedis_KeysFollowSpec(t *testing.T) {
 	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:", HistoryLen: 3})
 	mustClaim(t, r, actors.ClaimRequest{Job: "backup", Slot: 1, Owner: "n1:u", TTL: time.Minute, Lease: true}, actors.Claimed)
 	for i := 1; i <= 5; i++ {
-		if _, err := r.Finish(ctxT(t), "backup", "", sampleRecord(i)); err != nil {
+		if _, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "backup", Record: sampleRecord(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -34,11 +34,17 @@ const DefaultKeyPrefix = "cronlock:"
 
 // JobState is what `cronlock status` shows for one job.
 type JobState struct {
-	Slot        int64 // last claimed or skipped slot, 0 if none
-	Fence       int64 // last fencing token handed out, 0 if none
-	Paused      bool
+	Slot   int64 // last claimed or skipped slot, 0 if none
+	Fence  int64 // last fencing token handed out, 0 if none
+	Paused bool
+	// Pause is who paused the job, when, why and until (Redis backend;
+	// empty fields for a pause written without them); nil when not paused
+	// or on the memory backend.
+	Pause       *Pause
 	LeaseHolder string        // "" when no lease is held
 	LeaseTTL    time.Duration // remaining lease time, 0 when not held
+	Runs        int64         // successful runs counted for max_runs (state.runs), 0 if none
+	Pending     int64         // the pending slot (overlap queue, replace), 0 if none
 	// Last is the last recorded run, nil if the job never ran. Its
 	// OutputTail is empty: read it with History.
 	Last *actors.RunRecord

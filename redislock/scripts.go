@@ -9,14 +9,22 @@ package redislock
 // job's hash tag (or the prefix's), so they live in one slot (keys.go).
 
 // claimScript is the claim step of docs/protocol.md ("Claim"): the state
-// repair (step 0), then steps 1–4.
+// repair (step 0), then steps 1–4, with the pending slot of overlap queue
+// and replace (docs/protocol.md, "Queue and replace").
 //
-//	KEYS: 1 lease, 2 state, 3 paused
+//	KEYS: 1 lease, 2 state, 3 paused, 4 pending, 5 backfilled slots
 //	ARGV: 1 slot (0 = manual), 2 owner, 3 ttl ms, 4 "1" = take the lease,
 //	      5 "1" = ignore pause (a forced manual run), 6 min slot, 7 min fence,
 //	      8 "1" = need a record (catch-up): no slot record → outcome 4, NoRecord
+//	      9 "1" = queue: a held lease records the slot as pending (outcome 5)
+//	      10 "1" = backfill: no slot check or record; the slot goes into
+//	         the backfilled set, and one already there is outcome 6
+//	      11 max runs (0 = none): state.runs >= it → outcome 7, the slot
+//	         recorded (not for a backfill)
 //	returns {outcome, fence, state slot, state fence, repaired (0|1),
-//	         found slot, found fence, lease holder ("" unless overlap)};
+//	         found slot, found fence, lease holder ("" unless overlap or
+//	         queued), pending slot kept (overlap), pending slot taken
+//	         (claimed: the claim runs that slot, and its own is pending)};
 //	outcome numbers are the actors.Outcome constants.
 var claimScript = newScript(claimSrc, false)
 
@@ -35,8 +43,9 @@ if tonumber(ARGV[7]) > fence then
   fence, repaired = tonumber(ARGV[7]), 1
   redis.call("HSET", KEYS[2], "fence", ARGV[7])
 end
+local kept, takes = 0, 0
 local function reply(outcome, f, holder)
-  return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder}
+  return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder, kept, takes}
 end
 local function record()
   if slot > 0 then
@@ -44,8 +53,25 @@ local function record()
     redis.call("HSET", KEYS[2], "slot", ARGV[1])
   end
 end
+local max_runs = tonumber(ARGV[11])
+local done = max_runs > 0 and tonumber(redis.call("HMGET", KEYS[2], "runs")[1] or "0") >= max_runs
+if ARGV[10] == "1" then
+  if redis.call("ZSCORE", KEYS[5], ARGV[1]) then return reply(6, 0, "") end
+  if done then return reply(7, 0, "") end
+  if ARGV[5] ~= "1" and redis.call("EXISTS", KEYS[3]) == 1 then return reply(2, 0, "") end
+  if ARGV[4] == "1" and not redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then
+    return reply(3, 0, redis.call("GET", KEYS[1]) or "")
+  end
+  redis.call("ZADD", KEYS[5], ARGV[1], ARGV[1])
+  fence = redis.call("HINCRBY", KEYS[2], "fence", 1)
+  return reply(0, fence, "")
+end
 if slot > 0 and cur >= slot then return reply(1, 0, "") end
 if ARGV[8] == "1" and cur == 0 then return reply(4, 0, "") end
+if done then
+  record()
+  return reply(7, 0, "")
+end
 if ARGV[5] ~= "1" and redis.call("EXISTS", KEYS[3]) == 1 then
   record()
   return reply(2, 0, "")
@@ -53,7 +79,19 @@ end
 if ARGV[4] == "1" then
   if not redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then
     record()
-    return reply(3, 0, redis.call("GET", KEYS[1]) or "")
+    local holder = redis.call("GET", KEYS[1]) or ""
+    if ARGV[9] == "1" then
+      kept = tonumber(redis.call("GET", KEYS[4]) or "0")
+      if kept == 0 then
+        redis.call("SET", KEYS[4], ARGV[1])
+        return reply(5, 0, holder)
+      end
+    end
+    return reply(3, 0, holder)
+  end
+  if ARGV[9] == "1" then
+    takes = tonumber(redis.call("GET", KEYS[4]) or "0")
+    if takes > 0 then redis.call("SET", KEYS[4], ARGV[1]) end
   end
 end
 record()
@@ -77,14 +115,16 @@ redis.call("HSET", KEYS[1], "missed_to", ARGV[3])
 return last
 `, false)
 
-// renewScript is compare-and-PEXPIRE: 1 renewed, 0 not ours.
+// renewScript is compare-and-PEXPIRE: when renewed it returns the pending
+// slot (0 = none; overlap queue and replace), -1 when the lease is not ours.
 //
-//	KEYS: 1 lease; ARGV: 1 owner, 2 ttl ms
+//	KEYS: 1 lease, 2 pending; ARGV: 1 owner, 2 ttl ms
 var renewScript = newScript(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
-  return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+  redis.call("PEXPIRE", KEYS[1], ARGV[2])
+  return tonumber(redis.call("GET", KEYS[2]) or "0")
 end
-return 0
+return -1
 `, false)
 
 // releaseScript is compare-and-DEL: 1 deleted, 0 not ours.
@@ -100,27 +140,56 @@ return 0
 // finishScript ends a run in one round trip: compare-and-DEL of the lease
 // (when ARGV[2] names an owner), then it appends the run record to the
 // capped history stream and copies its fields, except output_tail, into the
-// state hash as last_<field>. It returns 1 when a lease was deleted, else 0.
+// state hash as last_<field>. When the lease was released and a slot is
+// pending (overlap queue or replace), it hands the lease to ARGV[3] for
+// ARGV[4] ms, clears the pending slot and increments the fence; with ARGV[3]
+// "" (the node stops) it leaves the pending slot for the next claim of
+// another node; when ARGV[5] (max runs, 0 = none) has been reached it clears
+// it (the job is done). A record with result success increments
+// state.runs.
 // MAXLEN is exact, not "~": approximate trimming only drops whole stream
 // nodes (100 entries by default), so a cap of 100 could keep ~200 entries.
 //
-//	KEYS: 1 lease, 2 history, 3 state; ARGV: 1 max length, 2 owner ("" = no
-//	lease), 3.. field, value pairs
+//	KEYS: 1 lease, 2 history, 3 state, 4 pending; ARGV: 1 max length,
+//	2 owner ("" = no lease), 3 next owner ("" = none), 4 ttl ms,
+//	5 max runs, 6.. field, value pairs
+//	returns {released (0|1), pending slot (0 = none), fence handed to
+//	         the next owner (0 = none), state slot, state fence, runs,
+//	         left (1: the pending slot stays pending)}
 var finishScript = newScript(`
 local released = 0
 if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
   released = redis.call("DEL", KEYS[1])
 end
-local fields, last = {}, {}
-for i = 3, #ARGV, 2 do
+local fields, last, success = {}, {}, false
+for i = 6, #ARGV, 2 do
   fields[#fields+1] = ARGV[i]
   fields[#fields+1] = ARGV[i+1]
   if ARGV[i] ~= "output_tail" then
     last[#last+1] = "last_" .. ARGV[i]
     last[#last+1] = ARGV[i+1]
   end
+  if ARGV[i] == "result" and ARGV[i+1] == "success" then success = true end
 end
 redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(fields))
 redis.call("HSET", KEYS[3], unpack(last))
-return released
+local runs = tonumber(redis.call("HMGET", KEYS[3], "runs")[1] or "0")
+if success then runs = redis.call("HINCRBY", KEYS[3], "runs", 1) end
+local max_runs = tonumber(ARGV[5])
+local pending, fence, left = 0, 0, 0
+if released == 1 then
+  pending = tonumber(redis.call("GET", KEYS[4]) or "0")
+  local done = max_runs > 0 and runs >= max_runs
+  if pending > 0 and done then
+    redis.call("DEL", KEYS[4])
+  elseif pending > 0 and ARGV[3] ~= "" then
+    redis.call("DEL", KEYS[4])
+    redis.call("SET", KEYS[1], ARGV[3], "PX", ARGV[4])
+    fence = redis.call("HINCRBY", KEYS[3], "fence", 1)
+  elseif pending > 0 then
+    left = 1
+  end
+end
+local h = redis.call("HMGET", KEYS[3], "slot", "fence")
+return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0"), runs, left}
 `, false)

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/cronlock/cronlock/drift"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -37,7 +38,7 @@ const (
 )
 
 // Record is one daemon process's heartbeat record, the JSON value of
-// P node:ID. Issue 12's node list extends it.
+// P node:ID (docs/protocol.md, "The node heartbeat record").
 type Record struct {
 	NodeID    string    `json:"node_id"`
 	Instance  string    `json:"instance"` // random UUID, one per daemon process
@@ -47,16 +48,48 @@ type Record struct {
 	StateDir  string    `json:"state_dir,omitempty"`
 	Started   time.Time `json:"started"`   // process start, UTC
 	Heartbeat time.Time `json:"heartbeat"` // this write, UTC, by the writer's clock
+	// EveryMs is the writer's beat interval and TTLMs how long after
+	// Heartbeat the record counts as live, in milliseconds. The key
+	// itself expires 2 × TTLMs after the write: in between the node is
+	// listed as gone.
+	EveryMs int64 `json:"every_ms"`
+	TTLMs   int64 `json:"ttl_ms"`
+	// ConfigHash digests the whole job configuration (config.ConfigHash of
+	// Jobs); Jobs maps every configured job to its config.JobHash.
+	ConfigHash string            `json:"config_hash"`
+	Jobs       map[string]string `json:"jobs"`
+	// Running counts the runs in progress on the node, by job (jobs
+	// without runs are absent).
+	Running map[string]int64 `json:"running,omitempty"`
+	// Tags are the node's labels (node.tags, for job targeting); none yet.
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
-// Store keeps heartbeat records; implemented by *redislock.Redis (one
-// round trip per call, key P node:ID).
+// Live reports whether the record was written within its TTL before now.
+// A record without a TTL (written by an older cronlock) is live for
+// DefaultTTL.
+func (r Record) Live(now time.Time) bool {
+	ttl := time.Duration(r.TTLMs) * time.Millisecond
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	return now.Sub(r.Heartbeat) <= ttl
+}
+
+// Store keeps heartbeat records and the node index; implemented by
+// *redislock.Redis (key P node:ID and P nodes:index).
 type Store interface {
 	// SwapNode sets node id's record to value with a TTL and returns the
 	// value it replaced (nil when none), atomically.
 	SwapNode(ctx context.Context, id string, value []byte, ttl time.Duration) ([]byte, error)
 	// DropNode deletes node id's record if it holds exactly value.
 	DropNode(ctx context.Context, id string, value []byte) (bool, error)
+	// IndexNode records node id in the node index, written at at.
+	IndexNode(ctx context.Context, id string, at time.Time) error
+	// UnindexNode removes node id from the node index.
+	UnindexNode(ctx context.Context, id string) error
+	// Nodes returns every indexed node's record that still exists.
+	Nodes(ctx context.Context) ([][]byte, error)
 }
 
 // Options configure New. Log, Store and Self (NodeID, Instance) are
@@ -74,6 +107,9 @@ type Options struct {
 	// Now is the clock of Record.Heartbeat and of conflict ageing; nil =
 	// time.Now.
 	Now func() time.Time
+	// Running returns the runs in progress on this node by job, read at
+	// every beat; nil = none.
+	Running func() map[string]int64
 }
 
 // Heartbeat is the actor that keeps the record. Create it with New, then
@@ -85,6 +121,9 @@ type Heartbeat struct {
 	every, ttl time.Duration
 	now        func() time.Time
 	conflict   prometheus.Gauge
+	running    func() map[string]int64
+	drift      *drift.Detector
+	jobs       chan jobsUpdate
 
 	// Owned by the Run goroutine.
 	written  []byte               // the value of our last successful swap; nil before the first
@@ -103,8 +142,13 @@ func New(o Options) *Heartbeat {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	h := &Heartbeat{log: o.Log.With(zap.String("node_id", o.Self.NodeID)), store: o.Store, self: o.Self,
-		every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]time.Time{},
+	if o.Running == nil {
+		o.Running = func() map[string]int64 { return nil }
+	}
+	o.Self.EveryMs, o.Self.TTLMs = o.Every.Milliseconds(), o.TTL.Milliseconds()
+	log := o.Log.With(zap.String("node_id", o.Self.NodeID))
+	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, drift: drift.NewDetector(log, o.Registry),
+		jobs: make(chan jobsUpdate), every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]time.Time{},
 		conflict: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_node_id_conflict",
 			Help: "1 while another live daemon writes this node's heartbeat record (node.id is not unique), else 0."})}
 	if o.Registry != nil {
@@ -128,7 +172,30 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 			h.drop(ctx)
 			return nil
 		case <-t.C:
+		case u := <-h.jobs:
+			h.self.Jobs, h.self.ConfigHash = u.jobs, u.hash
+			t.Reset(h.every)
 		}
+	}
+}
+
+// jobsUpdate is SetJobs' message: the new job configuration.
+type jobsUpdate struct {
+	jobs map[string]string
+	hash string
+}
+
+// SetJobs replaces the record's job hashes (job name → config.JobHash) and
+// config hash after a reload; the actor writes the record and compares
+// it with the other nodes at once. It blocks until the actor took the
+// update or ctx ends (then it returns ctx.Err()). jobs must not be
+// modified afterwards.
+func (h *Heartbeat) SetJobs(ctx context.Context, jobs map[string]string, hash string) error {
+	select {
+	case h.jobs <- jobsUpdate{jobs: jobs, hash: hash}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -136,6 +203,7 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 func (h *Heartbeat) beat(ctx context.Context) {
 	rec := h.self
 	rec.Heartbeat = h.now().UTC()
+	rec.Running = h.running()
 	value, err := json.Marshal(rec)
 	if err != nil {
 		h.log.Error("heartbeat record not encodable", zap.Error(err)) // cannot happen: plain fields
@@ -143,7 +211,9 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, beatTimeout)
 	defer cancel()
-	old, err := h.store.SwapNode(cctx, h.self.NodeID, value, h.ttl)
+	// The key outlives the TTL by one more TTL: in between, the node list
+	// shows the node as gone.
+	old, err := h.store.SwapNode(cctx, h.self.NodeID, value, 2*h.ttl)
 	if err != nil {
 		h.log.Debug("heartbeat not written", zap.Error(err))
 		return
@@ -152,6 +222,7 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	h.written = value
 	h.check(old, first)
 	h.age()
+	h.compare(cctx, rec.Heartbeat)
 }
 
 // check reports the record we replaced when another live instance wrote
@@ -224,7 +295,14 @@ func (h *Heartbeat) drop(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
 	defer cancel()
-	if _, err := h.store.DropNode(cctx, h.self.NodeID, h.written); err != nil {
+	dropped, err := h.store.DropNode(cctx, h.self.NodeID, h.written)
+	if err != nil {
 		h.log.Debug("heartbeat record not deleted; it expires by its TTL", zap.Error(err), zap.Duration("ttl", h.ttl))
+		return
+	}
+	if dropped {
+		if err := h.store.UnindexNode(cctx, h.self.NodeID); err != nil {
+			h.log.Debug("node not removed from the node index; readers skip its missing record", zap.Error(err))
+		}
 	}
 }

@@ -29,7 +29,8 @@ type daemon struct {
 func newDaemon(store Store, id, instance string, now func() time.Time) daemon {
 	core, logs := observer.New(zapcore.DebugLevel)
 	h := New(Options{Log: zap.New(core), Store: store, Now: now, Self: Record{NodeID: id, Instance: instance,
-		Hostname: "host-" + instance, PID: 4242, Version: "test", Started: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}})
+		Hostname: "host-" + instance, PID: 4242, Version: "test", Started: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Jobs: map[string]string{"a": "1"}, ConfigHash: "cafe"}})
 	return daemon{h: h, logs: logs}
 }
 
@@ -123,20 +124,28 @@ func TestHeartbeat_RecordInRedis(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GET cronlock:node:web1: %v", err)
 	}
-	if ms, _ := c.Do(t.Context(), c.B().Pttl().Key("cronlock:node:web1").Build()).AsInt64(); ms <= 14_000 || ms > 15_000 {
-		t.Errorf("PTTL: got %d ms, want (14000, 15000]", ms)
+	if ms, _ := c.Do(t.Context(), c.B().Pttl().Key("cronlock:node:web1").Build()).AsInt64(); ms <= 29_000 || ms > 30_000 {
+		t.Errorf("PTTL: got %d ms, want (29000, 30000]: twice the 15 s TTL", ms)
 	}
 	var rec Record
 	if err := json.Unmarshal(old, &rec); err != nil {
 		t.Fatalf("record %s: %v", old, err)
 	}
 	if rec.NodeID != "web1" || rec.Instance != "aaaa" || rec.Hostname != "host-aaaa" || rec.PID != 4242 ||
-		rec.Version != "test" || rec.Started.IsZero() || time.Since(rec.Heartbeat) > time.Minute {
+		rec.Version != "test" || rec.Started.IsZero() || time.Since(rec.Heartbeat) > time.Minute ||
+		rec.EveryMs != 5000 || rec.TTLMs != 15000 || rec.ConfigHash != "cafe" || rec.Jobs["a"] != "1" {
 		t.Errorf("record: got %+v", rec)
+	}
+	if ids, err := c.Do(t.Context(), c.B().Zrange().Key("cronlock:nodes:index").Min("0").Max("-1").Build()).AsStrSlice(); err != nil ||
+		len(ids) != 1 || ids[0] != "web1" {
+		t.Errorf("node index: got %q (%v), want [web1]", ids, err)
 	}
 	d.h.drop(t.Context())
 	if n, err := c.Do(t.Context(), c.B().Exists().Key("cronlock:node:web1").Build()).AsInt64(); err != nil || n != 0 {
 		t.Errorf("after drop: EXISTS = %d (%v), want 0", n, err)
+	}
+	if n, err := c.Do(t.Context(), c.B().Zcard().Key("cronlock:nodes:index").Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("after drop: node index has %d ids (%v), want 0", n, err)
 	}
 }
 
@@ -173,9 +182,23 @@ func (m *memStore) DropNode(_ context.Context, _ string, v []byte) (bool, error)
 	return true, nil
 }
 
+func (m *memStore) IndexNode(context.Context, string, time.Time) error { return nil }
+func (m *memStore) UnindexNode(context.Context, string) error          { return nil }
+
+// Nodes returns the one record while it has not expired.
+func (m *memStore) Nodes(context.Context) ([][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.value == nil || !time.Now().Before(m.expires) {
+		return nil, nil
+	}
+	return [][]byte{m.value}, nil
+}
+
 func (m *memStore) beats() int { m.mu.Lock(); defer m.mu.Unlock(); return len(m.ttls) }
 
-// Run beats at once, then every 5 s with a 15 s TTL, and deletes the record
+// Run beats at once, then every 5 s with a 15 s TTL (the key lives 30 s),
+// and deletes the record
 // when ctx ends.
 func TestHeartbeat_RunBeatsAndDropsAtStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -190,8 +213,8 @@ func TestHeartbeat_RunBeatsAndDropsAtStop(t *testing.T) {
 		}
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if n := s.beats(); n != 3 || s.ttls[0] != 15*time.Second {
-			t.Fatalf("after 10 s: %d beats with ttls %v, want 3 with 15s", n, s.ttls)
+		if n := s.beats(); n != 3 || s.ttls[0] != 30*time.Second {
+			t.Fatalf("after 10 s: %d beats with ttls %v, want 3 with 30s (2 × the 15 s TTL)", n, s.ttls)
 		}
 		cancel()
 		if err := <-done; err != nil || s.drops != 1 || s.value != nil {

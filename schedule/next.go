@@ -22,7 +22,15 @@ const maxSegments = 1024
 //     first copy of the repeated hour;
 //   - a wildcard job follows the clock: nothing in a gap (no catch-up), and
 //     it fires in both copies of a repeated hour.
+//
+// "@at T" fires once: Next returns T when T is after `after`, else zero.
 func (s *Schedule) Next(after time.Time) time.Time {
+	if !s.at.IsZero() {
+		if s.at.After(after) {
+			return s.at.In(s.loc)
+		}
+		return time.Time{}
+	}
 	if s.every > 0 {
 		return s.nextEvery(after)
 	}

@@ -22,6 +22,7 @@ type Schedule struct {
 	expr  string
 	loc   *time.Location
 	every time.Duration // > 0 for @every
+	at    time.Time     // non-zero for @at: the one fire time
 
 	// fixed is true when neither the minute nor the hour field starts with
 	// "*": such a job gets Debian cron(8)'s DST treatment (see Next).
@@ -54,6 +55,8 @@ const fieldHelp = "fields are [second 0-59] minute 0-59, hour 0-23, day-of-month
 //   - @yearly @annually @monthly @weekly @daily @midnight @hourly
 //     (case-insensitive), and "@every D" with D a Go duration of whole
 //     seconds, at least 1s, fired at Unix times divisible by D;
+//   - "@at T" with T an RFC 3339 time in whole seconds, fired once at T
+//     (a T that has passed is valid: the job is done, Next yields zero);
 //   - an optional "CRON_TZ=Zone " or "TZ=Zone " prefix that overrides loc.
 //
 // loc is the default zone (the job's timezone or the node zone); nil means
@@ -106,7 +109,7 @@ func parse(expr string, loc *time.Location) (*Schedule, error) {
 		if body, err = s.macro(body); err != nil {
 			return nil, err
 		}
-		if s.every > 0 {
+		if s.every > 0 || !s.at.IsZero() {
 			return s, nil
 		}
 	}
@@ -173,6 +176,17 @@ func (s *Schedule) macro(body string) (string, error) {
 	case name == "@reboot":
 		return "", errors.New("@reboot is not supported: cronlock runs jobs on a clock shared " +
 			"by all nodes; start boot-time tasks with a systemd unit instead")
+	case name == "@at":
+		if len(words) != 2 {
+			return "", errors.New(`@at wants exactly one RFC 3339 time, e.g. "@at 2026-12-24T18:00:00Z"`)
+		}
+		t, err := time.Parse(time.RFC3339, words[1])
+		if err != nil || t.Nanosecond() != 0 || t.Unix() <= 0 {
+			return "", fmt.Errorf("@at wants an RFC 3339 time in whole seconds after 1970, e.g. 2026-12-24T18:00:00Z "+
+				"or 2026-12-24T19:00:00+01:00; got %q", words[1])
+		}
+		s.at = t
+		return "", nil
 	case name == "@every":
 		if len(words) != 2 {
 			return "", errors.New(`@every wants exactly one duration, e.g. "@every 1h30m"`)
@@ -188,7 +202,7 @@ func (s *Schedule) macro(body string) (string, error) {
 	fields, ok := macros[name]
 	if !ok {
 		return "", fmt.Errorf("unknown macro %s: use @yearly, @annually, @monthly, @weekly, "+
-			"@daily, @midnight, @hourly or @every <duration>", words[0])
+			"@daily, @midnight, @hourly, @every <duration> or @at <RFC 3339 time>", words[0])
 	}
 	if len(words) > 1 {
 		return "", fmt.Errorf("%s takes nothing after it: remove %q", words[0],
@@ -239,6 +253,10 @@ func (s *Schedule) fires() bool {
 	ref := time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 	return !s.Next(ref).IsZero() || !s.Next(time.Now()).IsZero()
 }
+
+// Once returns the fire time of an "@at T" schedule and true; the zero
+// time and false for every other form.
+func (s *Schedule) Once() (time.Time, bool) { return s.at.In(s.loc), !s.at.IsZero() }
 
 // Location returns the zone the schedule is evaluated in: the CRON_TZ=/TZ=
 // prefix if present, else the loc given to Parse (UTC if that was nil).

@@ -14,9 +14,11 @@ import (
 // in step with subcommands().
 var commandSummaries = []struct{ name, summary string }{
 	{"next", "print the next fire times of the configured jobs or of an ad-hoc -schedule"},
-	{"status", "per job: next fire time, last run, lease holder, paused (reads Redis)"},
+	{"status", "per job: next fire time, last run, lease holder, pause, drift (reads Redis)"},
 	{"history", "the recent runs of one job, newest first (reads Redis)"},
-	{"run", "run one job now, through the cluster lease, with its hooks and history"},
+	{"nodes", "the daemons of the cluster: live or gone, age, version, config hash, drift (reads Redis)"},
+	{"run", "run one job now on one daemon of the cluster (or -local here), with its hooks and history"},
+	{"backfill", "run one job for every past slot in a range, once each in the cluster"},
 	{"pause", "pause one job on every node of the cluster"},
 	{"resume", "resume a paused job on every node of the cluster"},
 	{"completion", "print a bash or zsh completion script: cronlock completion bash|zsh"},

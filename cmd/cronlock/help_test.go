@@ -51,6 +51,7 @@ func TestHelp_CommandShowsItsFlags(t *testing.T) {
 		"status":     {"-config", "-json"},
 		"history":    {"-config", "-n", "-json"},
 		"run":        {"-config", "-force"},
+		"backfill":   {"-config", "-from", "-to", "-overlap", "-dry-run"},
 		"pause":      {"-config"},
 		"resume":     {"-config"},
 		"completion": {"bash", "zsh"},
@@ -120,7 +121,7 @@ c cronlock st; c cronlock history -; c cronlock -va; c cronlock completion ''; c
 	if err != nil {
 		t.Fatalf("bash: %v\n%s", err, out)
 	}
-	want := "complete -F _cronlock cronlock\nstatus\n-config -json -n\n-validate\nbash zsh\npause\n"
+	want := "complete -F _cronlock cronlock\nstatus\n-config -events -json -n\n-validate\nbash zsh\npause\n"
 	if string(out) != want {
 		t.Errorf("bash completion:\n%s\nwant\n%s", out, want)
 	}

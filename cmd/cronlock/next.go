@@ -155,6 +155,9 @@ func jobResults(cfg *config.Config, names []string) ([]nextResult, error) {
 		if !j.Enabled {
 			r.note = "disabled"
 		}
+		if at, once := j.Sched.Once(); once && !at.After(time.Now()) {
+			r.note = "done: its @at time " + at.Format(time.RFC3339) + " has passed"
+		}
 		out = append(out, r)
 	}
 	return out, nil

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"os/user"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/engine"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/statedir"
@@ -24,13 +28,12 @@ const opsCallTimeout = 5 * time.Second
 // Implemented by *redislock.Redis and *redislock.Memory.
 type opsBackend interface {
 	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
-	Renew(ctx context.Context, job, owner string, ttl time.Duration) error
+	Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error)
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Finish(ctx context.Context, job, owner string, rec actors.RunRecord) (bool, error)
+	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
 	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
 	State(ctx context.Context, job string) (redislock.JobState, error)
-	Pause(ctx context.Context, job string) error
-	Resume(ctx context.Context, job string) error
+	Backfilled(ctx context.Context, job string, from, to int64) ([]int64, error)
 	Close()
 }
 
@@ -96,9 +99,10 @@ func (f *opsFlags) oneJob() int {
 type opsSession struct {
 	cfg     *config.Config
 	backend opsBackend
-	kind    string        // "redis" | "memory"
-	state   *statedir.Dir // the memory backend's state directory, when used
-	note    string        // why the memory backend is not the daemon's, "" when it is
+	kind    string           // "redis" | "memory"
+	state   *statedir.Dir    // the memory backend's state directory, when used
+	note    string           // why the memory backend is not the daemon's, "" when it is
+	redis   *redislock.Redis // the backend when kind is "redis"
 }
 
 // openOps loads path with -validate leniency (as `next` does), printing
@@ -130,7 +134,7 @@ func openOps(op, path string, allowMemory bool, env *runEnv) (*opsSession, int, 
 	if err != nil {
 		return nil, 1, fmt.Errorf("redis client: %w", err)
 	}
-	return &opsSession{cfg: cfg, backend: r, kind: "redis"}, 0, nil
+	return &opsSession{cfg: cfg, backend: r, kind: "redis", redis: r}, 0, nil
 }
 
 // job returns the configured job named name, or an error naming it and
@@ -179,47 +183,128 @@ func redisAddrs(cfg *config.Config) string {
 	return cfg.Redis.Address
 }
 
-// runPause implements `cronlock pause [-config FILE] JOB`: the job is paused
-// cluster-wide (its slots are skipped with reason "paused") until resumed.
+// runPause implements `cronlock pause [-config FILE] [-for D | -until
+// RFC3339] [-note TEXT] JOB`: the job is paused cluster-wide (its slots
+// are skipped with reason "paused") until resumed, or until its end. The
+// pause records who (user@host), when, why and until, and the job's event
+// stream gets a pause event. Errors print one line and return 1 (2 for
+// usage).
 func runPause(ctx context.Context, args []string, env *runEnv) int {
-	return runPauseResume(ctx, "pause", args, env)
-}
-
-// runResume implements `cronlock resume [-config FILE] JOB`.
-func runResume(ctx context.Context, args []string, env *runEnv) int {
-	return runPauseResume(ctx, "resume", args, env)
-}
-
-// runPauseResume sets or clears the job's cluster-wide pause flag and
-// prints "paused JOB" or "resumed JOB". Errors print one line and return 1.
-func runPauseResume(ctx context.Context, op string, args []string, env *runEnv) int {
-	f := newOpsFlags(op, "[-config FILE] JOB", env)
+	f := newOpsFlags("pause", "[-config FILE] [-for D | -until RFC3339] [-note TEXT] JOB", env)
+	forD := f.fs.Duration("for", 0, "lift the pause by itself after this long, e.g. 2h")
+	until := f.fs.String("until", "", "lift the pause by itself at this instant, RFC 3339, e.g. 2026-12-01T18:00:00Z")
+	note := f.fs.String("note", "", "why the job is paused (shown by status and history -events)")
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
 	if code := f.oneJob(); code >= 0 {
 		return code
 	}
-	s, code, err := openOps(op, f.config, false, env)
+	spec := control.PauseSpec{For: *forD, Note: *note}
+	if *forD != 0 && *until != "" {
+		return opsFail(env, "pause", 2, errors.New("-for and -until both set: give one end"))
+	}
+	if *until != "" {
+		t, err := time.Parse(time.RFC3339, *until)
+		if err != nil {
+			return opsFail(env, "pause", 2, fmt.Errorf("-until %q: want RFC 3339, e.g. 2026-12-01T18:00:00Z", *until))
+		}
+		spec.Until = t
+	}
+	p, err := spec.Pause(requester(env), time.Now())
+	if err != nil {
+		return opsFail(env, "pause", 2, fmt.Errorf("-%w", err))
+	}
+	s, code, err := openOps("pause", f.config, false, env)
 	if s == nil {
-		return opsFail(env, op, code, err)
+		return opsFail(env, "pause", code, err)
 	}
 	defer s.close()
 	if _, err := s.job(f.args[0]); err != nil {
-		return opsFail(env, op, 1, err)
+		return opsFail(env, "pause", 1, err)
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	if op == "pause" {
-		err = s.backend.Pause(cctx, f.args[0])
-	} else {
-		err = s.backend.Resume(cctx, f.args[0])
+	if err := s.redis.PauseFor(cctx, f.args[0], p); err != nil {
+		return opsFail(env, "pause", 1, s.redisHint(err))
 	}
-	if err != nil {
-		return opsFail(env, op, 1, s.redisHint(err))
-	}
-	fmt.Fprintf(env.stdout, "%sd %s\n", op, f.args[0])
+	fmt.Fprintf(env.stdout, "paused %s%s\n", f.args[0], pauseText(&p))
 	return 0
+}
+
+// runResume implements `cronlock resume [-config FILE] JOB`: the pause is
+// lifted and the job's event stream gets a resume event naming who.
+func runResume(ctx context.Context, args []string, env *runEnv) int {
+	f := newOpsFlags("resume", "[-config FILE] JOB", env)
+	if code := f.parse(args); code >= 0 {
+		return code
+	}
+	if code := f.oneJob(); code >= 0 {
+		return code
+	}
+	s, code, err := openOps("resume", f.config, false, env)
+	if s == nil {
+		return opsFail(env, "resume", code, err)
+	}
+	defer s.close()
+	if _, err := s.job(f.args[0]); err != nil {
+		return opsFail(env, "resume", 1, err)
+	}
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	old, err := s.redis.ResumeBy(cctx, f.args[0], requester(env), time.Now().UTC())
+	if err != nil {
+		return opsFail(env, "resume", 1, s.redisHint(err))
+	}
+	if old == nil {
+		fmt.Fprintf(env.stdout, "resumed %s (it was not paused)\n", f.args[0])
+		return 0
+	}
+	fmt.Fprintf(env.stdout, "resumed %s (paused%s)\n", f.args[0], pauseText(old))
+	return 0
+}
+
+// pauseText is " by ops@web1 at …, until …: note" (the parts that are set).
+func pauseText(p *redislock.Pause) string {
+	s := ""
+	if p.By != "" {
+		s += " by " + p.By
+	}
+	if !p.At.IsZero() {
+		s += " at " + p.At.UTC().Format(time.RFC3339)
+	}
+	if !p.Until.IsZero() {
+		s += ", until " + p.Until.UTC().Format(time.RFC3339)
+	}
+	if p.Note != "" {
+		s += ": " + p.Note
+	}
+	return s
+}
+
+// requester names the operator: user@host, the user from USER or LOGNAME
+// (else the process's uid), the host from os.Hostname.
+func requester(env *runEnv) string {
+	name := ""
+	for _, kv := range env.environ {
+		if v, ok := strings.CutPrefix(kv, "USER="); ok && v != "" {
+			name = v
+		} else if v, ok := strings.CutPrefix(kv, "LOGNAME="); ok && v != "" && name == "" {
+			name = v
+		}
+	}
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		} else {
+			name = "uid" + strconv.Itoa(os.Getuid())
+		}
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return name + "@" + host
 }
 
 // opsFail prints "cronlock OP: ERR" when err is set (config problems are

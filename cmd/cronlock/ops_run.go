@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"time"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/engine"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -13,36 +17,60 @@ import (
 
 // runUsage is the usage line of `cronlock run`, with the rules an operator
 // needs to know.
-const runUsage = `[-config FILE] [-force] JOB
+const runUsage = `[-config FILE] [-force] [-local] [-wait] [-timeout 30s] [-reason TEXT] JOB
 
-Runs JOB now, in this process, exactly like a scheduled run of the job:
-it takes the cluster lease (but no slot: the schedule is unaffected),
-runs the command as the job's user in its work_dir with its env, retries
-as configured, runs the on_success / on_failure hooks (they see
-CRONLOCK_TRIGGER=manual), and records the run in the job's history with
-trigger manual. The command's output is copied to this terminal.
+Asks the cluster to run JOB now: a run request goes to Redis and exactly
+one live daemon that has the job (configured and enabled) takes it and
+runs it exactly like a scheduled run: through the cluster lease (but no
+slot: the schedule is unaffected), as the job's user in its work_dir with
+its env, with its retries and on_success / on_failure hooks (they see
+CRONLOCK_TRIGGER=manual), and a history record with trigger manual and
+the requester (user@host). A request is never run twice. If no daemon
+takes it within -timeout (default 30s, at most 10m) it is withdrawn and
+the command fails (exit 1). With -wait (the default when stdout is a
+terminal) the command follows the run and exits with its exit code,
+printing the end of its output; otherwise it exits 0 once a daemon took
+the request. Interrupting a wait leaves the run going on the cluster.
+
+-local runs JOB in this process instead (as when no live daemon has the
+job, or with the memory backend): the same run path, the command's output
+copied to this terminal, the exit code the command's (128+N when killed
+by signal N; 1 when it could not start); SIGINT/SIGTERM terminates it and
+releases the lease. With the memory backend the run is local to this
+machine: while no daemon runs it uses the node's state file
+(node.state_dir), so its fencing token follows the daemon's; while the
+daemon runs it is not consulted, and a warning says so.
 
 A paused or disabled job is refused (exit 1) unless -force is given. If
 the lease is held (the job is running on some node) nothing starts and
-the exit code is 1. Otherwise the exit code is the command's (128+N when
-killed by signal N; 1 when it could not start). SIGINT/SIGTERM
-terminates the command's process group and releases the lease. With the
-memory backend the run is local to this machine: while no daemon runs it
-uses the node's state file (node.state_dir), so its fencing token follows
-the daemon's; while the daemon runs it is not consulted, and a warning
-says so.`
+the exit code is 1.`
 
-// runManual implements `cronlock run [-config FILE] [-force] JOB`: it
-// parses flags, opens the backend, hands the run to engine.RunJob and
-// prints what happened.
+// runFlags are the flags of `cronlock run`.
+type runFlags struct {
+	force, local, wait bool
+	timeout            time.Duration
+	reason             string
+}
+
+// runManual implements `cronlock run`: it parses flags, opens the backend
+// and either asks the cluster (runOnCluster) or hands the run to
+// engine.RunJob in this process.
 func runManual(ctx context.Context, args []string, env *runEnv) int {
 	f := newOpsFlags("run", runUsage, env)
-	force := f.fs.Bool("force", false, "run even if the job is paused or disabled")
+	var rf runFlags
+	f.fs.BoolVar(&rf.force, "force", false, "run even if the job is paused or disabled")
+	f.fs.BoolVar(&rf.local, "local", false, "run the job in this process, not on a daemon of the cluster")
+	f.fs.BoolVar(&rf.wait, "wait", isTerminal(env.stdout), "follow the run on the cluster and exit with its exit code (default: when stdout is a terminal)")
+	f.fs.DurationVar(&rf.timeout, "timeout", 30*time.Second, "fail when no daemon takes the request within this long (at most 10m)")
+	f.fs.StringVar(&rf.reason, "reason", "", "why the run is requested (in the job's event stream)")
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
 	if code := f.oneJob(); code >= 0 {
 		return code
+	}
+	if rf.timeout <= 0 || rf.timeout > control.MaxRunTimeout {
+		return opsFail(env, "run", 2, fmt.Errorf("-timeout %v: want more than 0 and at most %v", rf.timeout, control.MaxRunTimeout))
 	}
 	// Output and log lines come from several goroutines: serialise writes.
 	out := zapcore.Lock(zapcore.AddSync(env.stdout))
@@ -57,6 +85,11 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 	if err != nil {
 		return opsFail(env, "run", 1, err)
 	}
+	if s.kind == "redis" && !rf.local {
+		if code, asked := s.runOnCluster(ctx, env, job.Name, rf); asked {
+			return code
+		}
+	}
 	log, err := manualLogger(s.cfg.Log, out, errw)
 	if err != nil {
 		return opsFail(env, "run", 1, fmt.Errorf("log: %w", err))
@@ -65,11 +98,21 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 		log.Warn(s.note)
 	}
 	ran := engine.RunJob(ctx, s.cfg, *job, engine.ManualOptions{Log: log, Environ: env.environ,
-		Locker: s.backend, Force: *force})
+		Locker: s.backend, Force: rf.force, Requester: requester(env)})
 	if ran.Skip != "" {
 		return opsFail(env, "run", 1, s.refusal(ctx, job.Name, ran))
 	}
 	return exitCode(ran.Finished)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // refusal explains why a manual run did not start, with the fix.
@@ -85,6 +128,9 @@ func (s *opsSession) refusal(ctx context.Context, job string, ran actors.Ran) er
 		return fmt.Errorf("job %s: interrupted before it started; not started", job)
 	case actors.SkipRedisError:
 		return s.redisHint(ran.Err)
+	}
+	if ran.Err != nil && ran.Err.Error() != "" {
+		return fmt.Errorf("job %s: not started (%s: %v)", job, ran.Skip, ran.Err)
 	}
 	return fmt.Errorf("job %s: not started (%s)", job, ran.Skip)
 }

@@ -9,66 +9,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/control"
 )
 
 // tableTime is how the status table shows instants: in the job's zone with
 // its offset.
 const tableTime = "2006-01-02 15:04:05 -07:00"
-
-// statusRow is one job in `cronlock status -json`.
-type statusRow struct {
-	Job      string `json:"job"`
-	Schedule string `json:"schedule"`
-	Timezone string `json:"timezone"`
-	Enabled  bool   `json:"enabled"`
-	// Next is the next fire time in the job's zone (RFC 3339), "" when the
-	// schedule has no further time.
-	Next        string      `json:"next"`
-	Last        *historyRow `json:"last"` // null when the job never ran
-	LeaseHolder string      `json:"lease_holder"`
-	LeaseTTLMs  int64       `json:"lease_ttl_ms"` // remaining lease time
-	Paused      bool        `json:"paused"`
-	Fence       int64       `json:"fence"` // last fencing token handed out
-	Slot        int64       `json:"slot"`  // last claimed or skipped slot, Unix seconds
-	loc         *time.Location
-	next        time.Time
-}
-
-// historyRow is one run in `cronlock history -json` (and the last run in
-// status). Instants are RFC 3339 in UTC; Slot is "" for a manual run.
-type historyRow struct {
-	RunID      string `json:"run_id"`
-	Start      string `json:"start"`
-	End        string `json:"end"`
-	DurationMs int64  `json:"duration_ms"`
-	Node       string `json:"node"`
-	Slot       string `json:"slot"`
-	SlotUnix   int64  `json:"slot_unix"`
-	Trigger    string `json:"trigger"` // schedule | catchup | manual ("" for runs recorded before triggers were)
-	Attempts   int    `json:"attempts"`
-	Result     string `json:"result"`
-	ExitCode   int    `json:"exit_code"`
-	Fence      int64  `json:"fence"`
-	OutputTail string `json:"output_tail,omitempty"`
-	start, end time.Time
-}
-
-// newHistoryRow converts a record; the output tail is kept only when tail.
-func newHistoryRow(r actors.RunRecord, tail bool) *historyRow {
-	h := &historyRow{RunID: r.RunID, Start: r.Start.UTC().Format(time.RFC3339Nano),
-		End: r.End.UTC().Format(time.RFC3339Nano), DurationMs: r.End.Sub(r.Start).Milliseconds(),
-		Node: r.Node, SlotUnix: r.Slot, Trigger: string(r.Trigger), Attempts: r.Attempts, Result: r.Result, ExitCode: r.ExitCode,
-		Fence: r.Fence, start: r.Start, end: r.End}
-	if r.Slot != 0 {
-		h.Slot = time.Unix(r.Slot, 0).UTC().Format(time.RFC3339)
-	}
-	if tail {
-		h.OutputTail = r.OutputTail
-	}
-	return h
-}
 
 // runStatus implements `cronlock status [-config FILE] [-json] [JOB...]`:
 // one row per configured job (or per named job) with its next fire time,
@@ -89,14 +36,11 @@ func runStatus(ctx context.Context, args []string, env *runEnv) int {
 	if err != nil {
 		return opsFail(env, "status", 1, err)
 	}
-	now := time.Now()
-	rows := make([]statusRow, 0, len(jobs))
-	for _, j := range jobs {
-		row, err := s.status(ctx, j, now)
-		if err != nil {
-			return opsFail(env, "status", 1, s.redisHint(err))
-		}
-		rows = append(rows, row)
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	rows, err := control.Jobs(cctx, s.redis, jobs, time.Now())
+	if err != nil {
+		return opsFail(env, "status", 1, s.redisHint(err))
 	}
 	if *asJSON {
 		return printJSON(env, rows)
@@ -106,61 +50,40 @@ func runStatus(ctx context.Context, args []string, env *runEnv) int {
 }
 
 // selectJobs returns the named jobs (all when names is empty).
-func (s *opsSession) selectJobs(names []string) ([]*config.Job, error) {
+func (s *opsSession) selectJobs(names []string) ([]config.Job, error) {
 	if len(names) == 0 {
-		out := make([]*config.Job, len(s.cfg.Jobs))
-		for i := range s.cfg.Jobs {
-			out[i] = &s.cfg.Jobs[i]
-		}
-		return out, nil
+		return s.cfg.Jobs, nil
 	}
-	out := make([]*config.Job, 0, len(names))
+	out := make([]config.Job, 0, len(names))
 	for _, n := range names {
 		j, err := s.job(n)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, j)
+		out = append(out, *j)
 	}
 	return out, nil
 }
 
-// status reads one job's state (one round trip) and builds its row.
-func (s *opsSession) status(ctx context.Context, j *config.Job, now time.Time) (statusRow, error) {
-	cctx, cancel := s.call(ctx)
-	defer cancel()
-	st, err := s.backend.State(cctx, j.Name)
-	if err != nil {
-		return statusRow{}, err
-	}
-	row := statusRow{Job: j.Name, Schedule: j.Schedule, Timezone: j.Location.String(), Enabled: j.Enabled,
-		LeaseHolder: st.LeaseHolder, LeaseTTLMs: st.LeaseTTL.Milliseconds(), Paused: st.Paused,
-		Fence: st.Fence, Slot: st.Slot, loc: j.Location}
-	if next := j.Sched.Next(now); !next.IsZero() {
-		row.next = next.In(j.Location)
-		row.Next = row.next.Format(time.RFC3339)
-	}
-	if st.Last != nil {
-		row.Last = newHistoryRow(*st.Last, false)
-	}
-	return row, nil
-}
-
 // printStatusTable prints the status rows as an aligned table.
-func printStatusTable(env *runEnv, rows []statusRow) {
+func printStatusTable(env *runEnv, rows []control.JobStatus) {
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSCHEDULE\tNEXT FIRE\tLAST RUN\tNODE\tRESULT\tEXIT\tLEASE\tPAUSED\tFENCE\t")
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tNEXT FIRE\tLAST RUN\tNODE\tRESULT\tEXIT\tLEASE\tPAUSED\tFENCE\tDRIFT\t")
 	for _, r := range rows {
 		next := "-"
 		switch {
 		case !r.Enabled:
 			next = "(disabled)"
-		case !r.next.IsZero():
-			next = r.next.Format(tableTime)
+		case r.Done == "max_runs":
+			next = fmt.Sprintf("(done: %d of max_runs %d)", r.Runs, r.MaxRuns)
+		case r.Done == "at_passed":
+			next = "(done: @at passed)"
+		case !r.NextTime().IsZero():
+			next = r.NextTime().Format(tableTime)
 		}
 		last, node, result, exit := "never", "-", "-", "-"
 		if r.Last != nil {
-			last = r.Last.start.In(r.loc).Format(tableTime)
+			last = r.Last.StartTime().In(r.Location()).Format(tableTime)
 			node, result, exit = r.Last.Node, r.Last.Result, strconv.Itoa(r.Last.ExitCode)
 		}
 		lease := "-"
@@ -170,9 +93,19 @@ func printStatusTable(env *runEnv, rows []statusRow) {
 		paused := "no"
 		if r.Paused {
 			paused = "yes"
+			if r.Pause != nil && !r.Pause.Until.IsZero() {
+				paused += ", until " + r.Pause.Until.In(r.Location()).Format(tableTime)
+			}
+			if r.Pause != nil && r.Pause.Note != "" {
+				paused += ": " + r.Pause.Note
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.Job, r.Schedule, next, last, node, result,
-			exit, lease, paused, r.Fence)
+		driftText := "-"
+		if r.Drift != nil {
+			driftText = strings.TrimPrefix(r.Drift.String(), r.Job+": ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", r.Job, r.Schedule, next, last, node, result,
+			exit, lease, paused, r.Fence, driftText)
 	}
 	_ = tw.Flush()
 }
@@ -189,8 +122,9 @@ func ownerNode(owner string) string {
 // JOB`: the job's most recent runs, newest first. -json includes each run's
 // output tail. Errors print one line and return 1.
 func runHistory(ctx context.Context, args []string, env *runEnv) int {
-	f := newOpsFlags("history", "[-config FILE] [-n 20] [-json] JOB", env)
-	n := f.fs.Int("n", 20, "number of runs to show (1..1000)")
+	f := newOpsFlags("history", "[-config FILE] [-n 20] [-json] [-events] JOB", env)
+	n := f.fs.Int("n", 20, "number of runs (or events) to show (1..1000)")
+	events := f.fs.Bool("events", false, "show the job's audit trail (pauses, resumes, run requests, reloads) instead of its runs")
 	asJSON := f.fs.Bool("json", false, "print a JSON array (with output tails) instead of a table")
 	if code := f.parse(args); code >= 0 {
 		return code
@@ -211,13 +145,12 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	recs, err := s.backend.History(cctx, f.args[0], *n)
+	if *events {
+		return s.printEvents(cctx, env, f.args[0], *n, *asJSON)
+	}
+	rows, err := control.Runs(cctx, s.redis, f.args[0], *n, *asJSON)
 	if err != nil {
 		return opsFail(env, "history", 1, s.redisHint(err))
-	}
-	rows := make([]*historyRow, 0, len(recs))
-	for _, r := range recs {
-		rows = append(rows, newHistoryRow(r, *asJSON))
 	}
 	if *asJSON {
 		return printJSON(env, rows)
@@ -231,7 +164,7 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 }
 
 // printHistoryTable prints runs as an aligned table; instants in UTC.
-func printHistoryTable(env *runEnv, rows []*historyRow) {
+func printHistoryTable(env *runEnv, rows []*control.Run) {
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "START\tEND\tDURATION\tNODE\tSLOT\tTRIGGER\tATTEMPTS\tRESULT\tEXIT\tFENCE\t")
 	for _, r := range rows {
@@ -242,8 +175,11 @@ func printHistoryTable(env *runEnv, rows []*historyRow) {
 		if trigger == "" {
 			trigger = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t\n", r.start.UTC().Format(time.RFC3339),
-			r.end.UTC().Format(time.RFC3339), r.end.Sub(r.start).Round(time.Millisecond), r.Node, slot, trigger,
+		if r.Requester != "" {
+			trigger += " by " + r.Requester
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t\n", r.StartTime().UTC().Format(time.RFC3339),
+			r.EndTime().UTC().Format(time.RFC3339), r.EndTime().Sub(r.StartTime()).Round(time.Millisecond), r.Node, slot, trigger,
 			r.Attempts, r.Result, r.ExitCode, r.Fence)
 	}
 	_ = tw.Flush()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/redis/rueidis"
@@ -60,22 +61,22 @@ func record(t *testing.T, r *redislock.Redis, job, node string, start time.Time,
 	rec := actors.RunRecord{RunID: node + start.Format("150405"), Slot: start.Truncate(time.Minute).Unix(),
 		Node: node, Start: start, End: start.Add(1500 * time.Millisecond), Attempts: 1, Result: result,
 		ExitCode: exit, Fence: 7, OutputTail: "out of " + node}
-	if _, err := r.Finish(ctx, job, "", rec); err != nil {
+	if _, err := r.Finish(ctx, actors.FinishRequest{Job: job, Record: rec}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func statusJSON(t *testing.T, cfg string) map[string]statusRow {
+func statusJSON(t *testing.T, cfg string) map[string]control.JobStatus {
 	t.Helper()
 	code, out, errs := runCLI(t, nil, "status", "-config", cfg, "-json")
 	if code != 0 {
 		t.Fatalf("status: exit %d, stderr %q", code, errs)
 	}
-	var rows []statusRow
+	var rows []control.JobStatus
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("status -json: %v in %q", err, out)
 	}
-	m := map[string]statusRow{}
+	m := map[string]control.JobStatus{}
 	for _, r := range rows {
 		m[r.Job] = r
 	}
@@ -113,19 +114,40 @@ func TestStatus_ShowsLastRun(t *testing.T) {
 
 func TestPauseResume_ShownInStatus(t *testing.T) {
 	cfg, _, _ := opsRedis(t, "true")
-	code, out, errs := runCLI(t, nil, "pause", "-config", cfg, "backup")
-	if code != 0 || out != "paused backup\n" {
-		t.Fatalf("pause: got exit %d, out %q, stderr %q; want 0, %q", code, out, errs, "paused backup\n")
+	env := []string{"USER=ops"}
+	code, out, errs := runCLI(t, env, "pause", "-config", cfg, "-for", "1h", "-note", "db migration", "backup")
+	host, _ := os.Hostname()
+	if code != 0 || !strings.HasPrefix(out, "paused backup by ops@"+host+" at ") || !strings.HasSuffix(out, ": db migration\n") {
+		t.Fatalf("pause: got exit %d, out %q, stderr %q; want 0, \"paused backup by ops@%s at …, until …: db migration\"", code, out, errs, host)
 	}
-	if rows := statusJSON(t, cfg); !rows["backup"].Paused || rows["report"].Paused {
-		t.Fatalf("after pause: got paused backup=%v report=%v, want true false", rows["backup"].Paused, rows["report"].Paused)
+	rows := statusJSON(t, cfg)
+	if p := rows["backup"].Pause; !rows["backup"].Paused || rows["report"].Paused || p == nil || p.By != "ops@"+host ||
+		p.Note != "db migration" || p.Until.Sub(p.At) != time.Hour {
+		t.Fatalf("after pause: got paused backup=%v (%+v) report=%v, want backup paused by ops for 1h with the note",
+			rows["backup"].Paused, rows["backup"].Pause, rows["report"].Paused)
 	}
-	code, out, _ = runCLI(t, nil, "resume", "backup", "-config", cfg)
-	if code != 0 || out != "resumed backup\n" {
-		t.Fatalf("resume: got exit %d, out %q; want 0, %q", code, out, "resumed backup\n")
+	if _, out, _ := runCLI(t, env, "status", "-config", cfg); !strings.Contains(out, ": db migration") {
+		t.Errorf("status table does not show the note:\n%s", out)
+	}
+	code, out, _ = runCLI(t, []string{"USER=dev"}, "resume", "backup", "-config", cfg)
+	if code != 0 || !strings.HasPrefix(out, "resumed backup (paused by ops@") {
+		t.Fatalf("resume: got exit %d, out %q; want 0, \"resumed backup (paused by ops@…\"", code, out)
 	}
 	if rows := statusJSON(t, cfg); rows["backup"].Paused {
 		t.Errorf("after resume: got paused, want not paused")
+	}
+	code, out, _ = runCLI(t, nil, "history", "-events", "-json", "-config", cfg, "backup")
+	var evs []control.Event
+	if err := json.Unmarshal([]byte(out), &evs); code != 0 || err != nil || len(evs) != 2 ||
+		evs[0].Type != "resume" || evs[0].By != "dev@"+host || evs[1].Type != "pause" || evs[1].Note != "db migration" {
+		t.Errorf("history -events: exit %d, %v, %+v; want resume by dev, then pause with the note", code, err, evs)
+	}
+	for _, bad := range [][]string{{"-for", "1h", "-until", "2099-01-01T00:00:00Z"}, {"-for", "-1h"}, {"-until", "tomorrow"},
+		{"-until", "2001-01-01T00:00:00Z"}} {
+		if code, _, errs := runCLI(t, nil, append(append([]string{"pause", "-config", cfg}, bad...), "backup")...); code != 2 ||
+			!strings.Contains(errs, bad[len(bad)-2]) {
+			t.Errorf("pause %q: exit %d, stderr %q; want 2 naming the flag", bad, code, errs)
+		}
 	}
 }
 
@@ -139,7 +161,7 @@ func TestHistory_NewestFirstJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("history: exit %d, stderr %q", code, errs)
 	}
-	var rows []historyRow
+	var rows []control.Run
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("history -json: %v in %q", err, out)
 	}

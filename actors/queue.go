@@ -1,0 +1,65 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+	"go.uber.org/zap"
+)
+
+// This file holds the run's side of overlap queue and replace
+// (docs/protocol.md, "Queue and replace"): a slot that comes due while the
+// job's lease is held anywhere is recorded as the job's one pending slot,
+// and the Finish of the run holding the lease hands the lease to it.
+
+// queues reports whether the job's overlap policy keeps a pending slot.
+func queues(job config.Job) bool {
+	return job.Overlap == config.OverlapQueue || job.Overlap == config.OverlapReplace
+}
+
+// handoff is a pending slot whose claim a Finish made for this node: the
+// lease (already renewing) and the fencing token.
+type handoff struct {
+	slot                  time.Time
+	runID                 string
+	lease                 *Lease
+	fence                 int64
+	stateSlot, stateFence int64
+}
+
+// adopt takes the claim handed on by the run before (r.pre) as this run's
+// own: no claim is sent.
+func (r *run) adopt() (Ran, bool) {
+	h := r.pre
+	r.won = true
+	r.events <- runEvent{kind: evClaimed, won: true, slot: r.info.Slot,
+		claim: Claim{Outcome: Claimed, Fence: h.fence, StateSlot: h.stateSlot, StateFence: h.stateFence}}
+	r.lease, r.info.Fence = h.lease, h.fence
+	r.log = r.log.With(zap.Int64("fence", h.fence))
+	r.log.Info("running the pending slot: the run before it ended and handed on the lease")
+	return Ran{}, true
+}
+
+// queued logs a slot recorded as the job's pending slot: it is not
+// skipped, it runs once the lease holder's run ends.
+func (r *run) queued(c Claim) Ran {
+	msg := "slot queued: the job runs elsewhere; this slot runs when that run ends"
+	if r.job.Overlap == config.OverlapReplace {
+		msg = "slot queued: the running run is asked to stop (overlap replace); this slot runs once it is dead"
+	}
+	r.log.Info(msg, zap.String("lease_holder", c.Holder))
+	return Ran{Skip: "queued"}
+}
+
+// takePending makes this run the run of the pending slot its claim took
+// (Claim.Takes): the run it waited for ended without handing the lease on
+// (its node stopped or crashed), so this run runs it (trigger queued) and
+// the slot it claimed for is the pending one now.
+func (r *run) takePending(slot int64) {
+	queued := r.info.Slot
+	r.info.Slot, r.info.Trigger = time.Unix(slot, 0).In(queued.Location()), TriggerQueued
+	r.log = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
+		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger)), slotField(r.info.Slot))
+	r.log.Info("running the pending slot: the run it waited for ended without handing on the lease "+
+		"(its node stopped or crashed); the slot that came due is pending now", zap.Int64("queued_slot", unixOrZero(queued)))
+}

@@ -1,0 +1,257 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/registry"
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"go.uber.org/zap"
+)
+
+const testToken = "t0k3n"
+
+// fixture is a handler on a real Redis with two jobs, one finished run, a
+// node record and an event.
+type fixture struct {
+	t      *testing.T
+	r      *redislock.Redis
+	h      http.Handler
+	router routers.Router
+}
+
+func newFixture(t *testing.T, token []byte, auth string) *fixture {
+	t.Helper()
+	srv := redistest.Start(t)
+	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	cfg, err := config.Parse([]byte(`
+redis: {address: "`+srv.Addr()+`"}
+jobs:
+  - {name: backup, schedule: "0 3 * * *", command: "true", timezone: Europe/Paris}
+  - {name: report, schedule: "@daily", command: "true"}
+`), "yaml", config.Options{Hostname: "web1", Environ: []string{"CRONLOCK_NODE_STATE_DIR=" + t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	start := time.Now().Add(-time.Hour).UTC()
+	if _, err := r.Finish(ctx, actors.FinishRequest{Job: "backup", Record: actors.RunRecord{RunID: "r1", Slot: start.Unix(), Node: "web1", Start: start,
+		End: start.Add(time.Second), Attempts: 1, Result: "success", Trigger: actors.TriggerSchedule, Fence: 3, OutputTail: "done\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	rec, _ := json.Marshal(registry.Record{NodeID: "web1", Instance: "i1", Hostname: "web1", PID: 1, Version: "test", Started: now,
+		Heartbeat: now, EveryMs: 5000, TTLMs: 15000, ConfigHash: "h", Jobs: config.JobHashes(cfg.Jobs), Running: map[string]int64{"backup": 1}})
+	if _, err := r.SwapNode(ctx, "web1", rec, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.IndexNode(ctx, "web1", now); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPI)
+	if err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.json is not a valid OpenAPI document: %v", err)
+	}
+	// The document's server is relative (/api/v1); the router matches
+	// absolute URLs.
+	doc.Servers = openapi3.Servers{{URL: "http://localhost/api/v1"}}
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(Options{Log: zap.NewNop(), Jobs: func() []config.Job { return cfg.Jobs }, Token: token, Auth: auth, NodeID: "web1",
+		Redis: func() (*redislock.Redis, error) { return r, nil }})
+	return &fixture{t: t, r: r, h: h, router: router}
+}
+
+// do sends a request and checks the response against the OpenAPI
+// document (status code declared, body valid against its schema). It
+// returns the status and the body.
+func (f *fixture) do(method, path, token, body string) (int, []byte) {
+	f.t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, req)
+	res := rec.Result()
+	data, _ := io.ReadAll(res.Body)
+	route, params, err := f.router.FindRoute(httptest.NewRequest(method, "http://localhost"+path, nil))
+	if err != nil {
+		if res.StatusCode != http.StatusNotFound && res.StatusCode != http.StatusMethodNotAllowed {
+			f.t.Errorf("%s %s: not in the OpenAPI document (%v) but answered %d", method, path, err, res.StatusCode)
+		}
+		f.checkError(method, path, res, data)
+		return res.StatusCode, data
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: res.StatusCode, Header: res.Header,
+		Body: io.NopCloser(bytes.NewReader(data)), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		f.t.Errorf("%s %s → %d: response does not match the OpenAPI document: %v\n%s", method, path, res.StatusCode, err, data)
+	}
+	if res.StatusCode >= 400 {
+		f.checkError(method, path, res, data)
+	}
+	return res.StatusCode, data
+}
+
+// checkError checks that an error answer is {"error": message}.
+func (f *fixture) checkError(method, path string, res *http.Response, data []byte) {
+	f.t.Helper()
+	var e map[string]string
+	if err := json.Unmarshal(data, &e); err != nil || len(e) != 1 || e["error"] == "" ||
+		res.Header.Get("Content-Type") != "application/json" {
+		f.t.Errorf("%s %s → %d: body %s, want a JSON object {\"error\": message}", method, path, res.StatusCode, data)
+	}
+}
+
+// Every endpoint's answers, successes and errors, validate against
+// openapi.json, and the auth rules hold: writes need the token (401
+// without or with a wrong one), reads do not with auth "writes".
+func TestAPI_ResponsesMatchOpenAPI(t *testing.T) {
+	f := newFixture(t, []byte(testToken), config.AuthWrites)
+	for _, c := range []struct {
+		method, path, token, body string
+		want                      int
+	}{
+		{"GET", "/api/v1/jobs", "", "", 200},
+		{"GET", "/api/v1/jobs/backup", "", "", 200},
+		{"GET", "/api/v1/jobs/nope", "", "", 404},
+		{"GET", "/api/v1/jobs/backup/runs?limit=5", "", "", 200},
+		{"GET", "/api/v1/jobs/backup/runs?limit=0", "", "", 400},
+		{"GET", "/api/v1/nodes", "", "", 200},
+		{"GET", "/api/v1/openapi.json", "", "", 200},
+		{"POST", "/api/v1/jobs/backup/pause", "", `{"for": "1h"}`, 401},
+		{"POST", "/api/v1/jobs/backup/pause", "wrong", `{"for": "1h"}`, 401},
+		{"POST", "/api/v1/jobs/backup/pause", testToken, `{"for": "soon"}`, 400},
+		{"POST", "/api/v1/jobs/backup/pause", testToken, `{"for": "1h", "until": "2099-01-01T00:00:00Z"}`, 400},
+		{"POST", "/api/v1/jobs/backup/pause", testToken, `{"bogus": 1}`, 400},
+		{"POST", "/api/v1/jobs/nope/pause", testToken, ``, 404},
+		{"POST", "/api/v1/jobs/backup/pause", testToken, `{"for": "1h", "note": "db migration"}`, 200},
+		{"GET", "/api/v1/jobs/backup", "", "", 200},
+		{"GET", "/api/v1/jobs/backup/events", "", "", 200},
+		{"POST", "/api/v1/jobs/backup/resume", testToken, ``, 200},
+		{"POST", "/api/v1/jobs/backup/resume", testToken, ``, 200},
+		{"POST", "/api/v1/jobs/backup/run", "", `{}`, 401},
+		{"POST", "/api/v1/jobs/backup/run", testToken, `{"timeout": "20m"}`, 400},
+		{"POST", "/api/v1/jobs/backup/run", testToken, `{"timeout": "300ms"}`, 504},
+		{"DELETE", "/api/v1/jobs/backup", "", "", 405},
+		{"GET", "/api/v1/nothing", "", "", 404},
+	} {
+		if got, body := f.do(c.method, c.path, c.token, c.body); got != c.want {
+			t.Errorf("%s %s (token %q, body %s): got %d %s, want %d", c.method, c.path, c.token, c.body, got, body, c.want)
+		}
+	}
+	var job struct {
+		RunningOn []string `json:"running_on"`
+		Last      struct {
+			RunID string `json:"run_id"`
+		} `json:"last"`
+		NextTimes []string `json:"next_fire_times"`
+	}
+	_, body := f.do("GET", "/api/v1/jobs/backup", "", "")
+	if err := json.Unmarshal(body, &job); err != nil || len(job.RunningOn) != 1 || job.Last.RunID != "r1" || len(job.NextTimes) != 3 {
+		t.Errorf("GET /api/v1/jobs/backup: %s; want running on web1, last run r1, 3 next fire times", body)
+	}
+	var evs []struct{ Type, By string }
+	_, body = f.do("GET", "/api/v1/jobs/backup/events", "", "")
+	if err := json.Unmarshal(body, &evs); err != nil || len(evs) != 4 || !strings.HasPrefix(evs[3].By, "api(") {
+		t.Errorf("events: %s; want run_request (the timed-out run), resume, resume, pause by api(…)@web1", body)
+	}
+	for i, want := range []string{"run_request", "resume", "resume", "pause"} {
+		if len(evs) == 4 && evs[i].Type != want {
+			t.Errorf("event %d: %s, want %s", i, evs[i].Type, want)
+		}
+	}
+}
+
+// POST …/run answers once a daemon took the request (here the test plays
+// the daemon on the real Redis: it pops the request and reports it
+// finished), and with "wait" once it finished.
+func TestAPI_RunTakenAndFinished(t *testing.T) {
+	f := newFixture(t, []byte(testToken), config.AuthWrites)
+	daemon := make(chan error, 1)
+	go func() {
+		ctx := context.Background()
+		for {
+			req, err := f.r.TakeRun(ctx, "backup", "web1", time.Now())
+			if err != nil || req != nil {
+				if err == nil {
+					time.Sleep(200 * time.Millisecond) // the requester sees "taken" first
+					err = f.r.SetRunStatus(ctx, "backup", redislock.RunStatus{ID: req.ID, State: redislock.RunFinished, Node: "web1",
+						At: time.Now(), RunID: "run-9", Result: "failure", ExitCode: 3})
+				}
+				daemon <- err
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	code, body := f.do("POST", "/api/v1/jobs/backup/run", testToken, `{"wait": true, "reason": "test"}`)
+	if err := <-daemon; err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Request string
+		Status  redislock.RunStatus
+	}
+	if err := json.Unmarshal(body, &res); code != 200 || err != nil || res.Status.State != "finished" || res.Status.ExitCode != 3 ||
+		res.Status.Node != "web1" {
+		t.Errorf("POST run with wait: %d %s; want 200, finished on web1 with exit code 3", code, body)
+	}
+	if st, err := f.r.GetRunStatus(t.Context(), "backup", res.Request); err != nil || st == nil || st.RunID != "run-9" {
+		t.Errorf("request status in Redis: %+v, %v", st, err)
+	}
+}
+
+// Without a token configured the mutating endpoints are disabled (403,
+// with the reason), whatever the request sends.
+func TestAPI_NoTokenConfiguredForbidsWrites(t *testing.T) {
+	f := newFixture(t, nil, config.AuthWrites)
+	for _, tok := range []string{"", "anything"} {
+		code, body := f.do("POST", "/api/v1/jobs/backup/pause", tok, "")
+		if code != 403 || !strings.Contains(string(body), "http.token_file") {
+			t.Errorf("pause with token %q: got %d %s, want 403 naming http.token_file", tok, code, body)
+		}
+	}
+	if st, _ := f.r.State(t.Context(), "backup"); st.Paused {
+		t.Errorf("a refused pause paused the job")
+	}
+}
+
+// With auth "all" reads need the token too.
+func TestAPI_AuthAllGuardsReads(t *testing.T) {
+	f := newFixture(t, []byte(testToken), config.AuthAll)
+	for tok, want := range map[string]int{"": 401, "wrong": 401, testToken: 200} {
+		if code, body := f.do("GET", "/api/v1/jobs", tok, ""); code != want {
+			t.Errorf("GET /api/v1/jobs with token %q: got %d %s, want %d", tok, code, body, want)
+		}
+	}
+}

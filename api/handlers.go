@@ -1,0 +1,260 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/control"
+	"github.com/cronlock/cronlock/redislock"
+)
+
+// jobs answers GET /api/v1/jobs: control.Jobs of every configured job.
+func (s *server) jobs(w http.ResponseWriter, r *http.Request) {
+	rd, ctx, cancel, ok := s.redis(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	rows, err := control.Jobs(ctx, rd, s.o.Jobs(), s.o.Now())
+	if err != nil {
+		redisError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rows)
+}
+
+// job answers GET /api/v1/jobs/{job}.
+func (s *server) job(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.findJob(w, r)
+	if !ok {
+		return
+	}
+	rd, ctx, cancel, ok := s.redis(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	rows, err := control.Jobs(ctx, rd, []config.Job{j}, s.o.Now())
+	if err != nil {
+		redisError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rows[0])
+}
+
+// runs answers GET /api/v1/jobs/{job}/runs?limit=N, with output tails.
+func (s *server) runs(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.findJob(w, r)
+	if !ok {
+		return
+	}
+	n, ok := limit(w, r)
+	if !ok {
+		return
+	}
+	rd, ctx, cancel, ok := s.redis(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	rows, err := control.Runs(ctx, rd, j.Name, n, true)
+	if err != nil {
+		redisError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rows)
+}
+
+// events answers GET /api/v1/jobs/{job}/events?limit=N.
+func (s *server) events(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.findJob(w, r)
+	if !ok {
+		return
+	}
+	n, ok := limit(w, r)
+	if !ok {
+		return
+	}
+	rd, ctx, cancel, ok := s.redis(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	rows, err := control.Events(ctx, rd, j.Name, n, s.o.Now())
+	if err != nil {
+		redisError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rows)
+}
+
+// nodes answers GET /api/v1/nodes.
+func (s *server) nodes(w http.ResponseWriter, r *http.Request) {
+	rd, ctx, cancel, ok := s.redis(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	v, err := control.Nodes(ctx, rd, s.o.Now())
+	if err != nil {
+		redisError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// openapi answers GET /api/v1/openapi.json.
+func (s *server) openapi(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(OpenAPI)
+}
+
+// pauseRequest is the body of POST …/pause.
+type pauseRequest struct {
+	For   string `json:"for"`
+	Until string `json:"until"`
+	Note  string `json:"note"`
+}
+
+// spec converts the request, naming the bad field.
+func (p pauseRequest) spec() (control.PauseSpec, error) {
+	spec := control.PauseSpec{Note: p.Note}
+	var err error
+	if p.For != "" {
+		if spec.For, err = time.ParseDuration(p.For); err != nil {
+			return spec, fmt.Errorf("for %q: want a duration, e.g. 2h", p.For)
+		}
+	}
+	if p.Until != "" {
+		if spec.Until, err = time.Parse(time.RFC3339, p.Until); err != nil {
+			return spec, fmt.Errorf("until %q: want RFC 3339, e.g. 2026-12-01T18:00:00Z", p.Until)
+		}
+	}
+	return spec, nil
+}
+
+// pause answers POST /api/v1/jobs/{job}/pause: as `cronlock pause`.
+func (s *server) pause(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.findJob(w, r)
+	if !ok {
+		return
+	}
+	var req pauseRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	spec, err := req.spec()
+	var p redislock.Pause
+	if err == nil {
+		p, err = spec.Pause(s.requester(r), s.o.Now())
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rd, ctx, cancel, ok := s.redis(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	if err := rd.PauseFor(ctx, j.Name, p); err != nil {
+		redisError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"job": j.Name, "paused": true, "pause": p})
+}
+
+// resume answers POST /api/v1/jobs/{job}/resume: as `cronlock resume`.
+func (s *server) resume(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.findJob(w, r)
+	if !ok {
+		return
+	}
+	rd, ctx, cancel, ok := s.redis(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	old, err := rd.ResumeBy(ctx, j.Name, s.requester(r), s.o.Now().UTC())
+	if err != nil {
+		redisError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"job": j.Name, "paused": false, "lifted": old})
+}
+
+// maxBody bounds a request body.
+const maxBody = 64 << 10
+
+// decodeBody reads an optional JSON body into v; unknown fields are an
+// error.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && err != io.EOF {
+		return fmt.Errorf("%w: %v; want a JSON object such as {\"for\": \"2h\", \"note\": \"why\"}", errBody, err)
+	}
+	return nil
+}
+
+// runRequest is the body of POST …/run.
+type runRequest struct {
+	Reason  string `json:"reason"`
+	Force   bool   `json:"force"`
+	Wait    bool   `json:"wait"`
+	Timeout string `json:"timeout"`
+}
+
+// run answers POST /api/v1/jobs/{job}/run: as `cronlock run` (on the
+// cluster): 200 with the request's status once a daemon took it (with
+// "wait": once it finished or was refused), 504 when none took it within
+// the timeout (default 30s; the request is withdrawn).
+func (s *server) run(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.findJob(w, r)
+	if !ok {
+		return
+	}
+	var req runRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	timeout := 30 * time.Second
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 || d > control.MaxRunTimeout {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("timeout %q: want a duration above 0 and at most %v", req.Timeout, control.MaxRunTimeout))
+			return
+		}
+		timeout = d
+	}
+	rd, err := s.o.Redis()
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "redis not reachable: "+err.Error())
+		return
+	}
+	rr := control.NewRunRequest(j.Name, s.requester(r), req.Reason, req.Force, s.o.Now())
+	st, err := control.RequestRun(r.Context(), rd, rr, timeout)
+	switch {
+	case errors.Is(err, control.ErrNotTaken):
+		writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("no daemon took the run request of %s within %v; it was withdrawn and will not run "+
+			"(is the job configured and enabled on a live daemon?)", j.Name, timeout))
+		return
+	case err != nil:
+		redisError(w, err)
+		return
+	}
+	if req.Wait {
+		if st, err = control.WaitRun(r.Context(), rd, j.Name, rr.ID); err != nil {
+			redisError(w, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"job": j.Name, "request": rr.ID, "status": st})
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/control"
+	"github.com/cronlock/cronlock/redislock"
+)
+
+// runOnCluster asks the cluster to run job (`cronlock run` without
+// -local): asked is false when no live daemon has the job, and the caller
+// then runs it here. Otherwise code is the exit code: 0 once taken
+// (without -wait), the run's exit code (with -wait), 1 when nobody took
+// the request or the run was refused.
+func (s *opsSession) runOnCluster(ctx context.Context, env *runEnv, job string, rf runFlags) (code int, asked bool) {
+	if ctx.Err() != nil {
+		return opsFail(env, "run", 1, s.refusal(ctx, job, actors.Ran{Skip: actors.SkipShuttingDown})), true
+	}
+	cctx, cancel := s.call(ctx)
+	cluster, err := control.Nodes(cctx, s.redis, time.Now())
+	cancel()
+	if err != nil {
+		return opsFail(env, "run", 1, s.redisHint(err)), true
+	}
+	holders := cluster.Holders(job)
+	if len(holders) == 0 {
+		fmt.Fprintf(env.stderr, "cronlock run: no live daemon has %s in its configuration; running it here (as with -local)\n", job)
+		return 0, false
+	}
+	req := control.NewRunRequest(job, requester(env), rf.reason, rf.force, time.Now())
+	st, err := control.RequestRun(ctx, s.redis, req, rf.timeout)
+	switch {
+	case errors.Is(err, control.ErrNotTaken):
+		return opsFail(env, "run", 1, fmt.Errorf("no daemon took the run request of %s within %v; it was withdrawn and will not run "+
+			"(live daemons with the job: %s; is it enabled there, and are they connected to Redis?)", job, rf.timeout,
+			strings.Join(holders, ", "))), true
+	case err != nil:
+		return opsFail(env, "run", 1, s.redisHint(err)), true
+	}
+	fmt.Fprintf(env.stderr, "cronlock run: request %s of %s taken by %s\n", req.ID, job, st.Node)
+	if !rf.wait {
+		return 0, true
+	}
+	end, err := control.WaitRun(ctx, s.redis, job, req.ID)
+	if err != nil {
+		return opsFail(env, "run", 1, fmt.Errorf("waiting for request %s on %s: %w (the run goes on; see cronlock history %s)",
+			req.ID, st.Node, err, job)), true
+	}
+	return s.reportRemote(ctx, env, job, end), true
+}
+
+// reportRemote prints the end of a run on the cluster and returns its
+// exit code.
+func (s *opsSession) reportRemote(ctx context.Context, env *runEnv, job string, st *redislock.RunStatus) int {
+	switch st.State {
+	case redislock.RunRefused:
+		err := s.refusal(ctx, job, actors.Ran{Skip: st.Skip, Err: errors.New(st.Error)})
+		return opsFail(env, "run", 1, fmt.Errorf("on %s: %w", st.Node, err))
+	case redislock.RunCancelled:
+		return opsFail(env, "run", 1, fmt.Errorf("request %s was withdrawn", st.ID))
+	}
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	if recs, err := s.redis.History(cctx, job, 20); err == nil {
+		for _, r := range recs {
+			if r.RunID == st.RunID {
+				fmt.Fprint(env.stdout, r.OutputTail)
+			}
+		}
+	}
+	fmt.Fprintf(env.stderr, "cronlock run: %s on %s: %s, exit code %d\n", job, st.Node, st.Result, st.ExitCode)
+	switch {
+	case st.ExitCode > 0:
+		return st.ExitCode
+	case st.Result != actors.ResultSuccess:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cronlock/cronlock/control"
+)
+
+// runNodes implements `cronlock nodes [-config FILE] [-json]`: every
+// daemon whose heartbeat record is in Redis, live or gone, with the
+// config drift between the live ones. Errors print one line and return 1.
+func runNodes(ctx context.Context, args []string, env *runEnv) int {
+	f := newOpsFlags("nodes", "[-config FILE] [-json]", env)
+	asJSON := f.fs.Bool("json", false, "print a JSON object {nodes, drift} instead of a table")
+	if code := f.parse(args); code >= 0 {
+		return code
+	}
+	if len(f.args) > 0 {
+		return opsFail(env, "nodes", 2, fmt.Errorf("unexpected argument %q: nodes takes no arguments", f.args[0]))
+	}
+	s, code, err := openOps("nodes", f.config, false, env)
+	if s == nil {
+		return opsFail(env, "nodes", code, err)
+	}
+	defer s.close()
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	v, err := control.Nodes(cctx, s.redis, time.Now())
+	if err != nil {
+		return opsFail(env, "nodes", 1, s.redisHint(err))
+	}
+	if *asJSON {
+		return printJSON(env, v)
+	}
+	printNodes(env, v)
+	return 0
+}
+
+// printNodes prints the node table, then one line per drifting job.
+func printNodes(env *runEnv, v *control.Cluster) {
+	if len(v.Nodes) == 0 {
+		fmt.Fprintln(env.stdout, "no node records in Redis (no daemon on the redis backend has written a heartbeat within its TTL)")
+		return
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tAGE\tHOST\tPID\tVERSION\tSTARTED\tJOBS\tRUNNING\tCONFIG\tDRIFT\t")
+	for _, r := range v.Nodes {
+		running := int64(0)
+		for _, n := range r.Running {
+			running += n
+		}
+		d := "no"
+		switch {
+		case r.State != "live":
+			d = "-"
+		case len(r.Drift) > 0:
+			jobs := make([]string, 0, len(r.Drift))
+			for _, df := range r.Drift {
+				jobs = append(jobs, df.Job)
+			}
+			d = "yes: " + strings.Join(slices.Compact(jobs), ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t\n", r.NodeID, r.State,
+			(time.Duration(r.AgeMs) * time.Millisecond).Round(100*time.Millisecond), r.Hostname, r.PID, r.Version,
+			r.Started.UTC().Format(time.RFC3339), len(r.Jobs), running, r.ConfigHash, d)
+	}
+	_ = tw.Flush()
+	for _, j := range v.Drift {
+		fmt.Fprintf(env.stdout, "config drift: %s\n", j)
+	}
+}

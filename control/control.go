@@ -1,0 +1,198 @@
+// Package control is the cluster's operator model over Redis: what
+// `cronlock status`, `nodes`, `history`, `pause` and `resume` and the HTTP
+// API (package api) read and write, so that the commands and the API
+// answer alike (docs/architecture.md, "Control plane"). It holds no state:
+// every call reads or writes Redis through a *redislock.Redis and blocks
+// until Redis answers or ctx ends.
+package control
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/drift"
+	"github.com/cronlock/cronlock/redislock"
+)
+
+// NextTimes is how many next fire times a JobStatus lists.
+const NextTimes = 3
+
+// JobStatus is one job in `cronlock status -json` and GET /api/v1/jobs.
+type JobStatus struct {
+	Job      string `json:"job"`
+	Schedule string `json:"schedule"`
+	Timezone string `json:"timezone"`
+	Enabled  bool   `json:"enabled"`
+	// Next is the next fire time in the job's zone (RFC 3339), "" when the
+	// schedule has no further time; NextFireTimes the next NextTimes.
+	Next          string   `json:"next"`
+	NextFireTimes []string `json:"next_fire_times"`
+	Last          *Run     `json:"last"` // null when the job never ran
+	LeaseHolder   string   `json:"lease_holder"`
+	LeaseTTLMs    int64    `json:"lease_ttl_ms"` // remaining lease time
+	Paused        bool     `json:"paused"`
+	// Pause is who paused the job, when, why and until; null when not
+	// paused.
+	Pause *redislock.Pause `json:"pause"`
+	Fence int64            `json:"fence"` // last fencing token handed out
+	Slot  int64            `json:"slot"`  // last claimed or skipped slot, Unix seconds
+	// RunningOn are the live nodes with a run of the job in progress, by
+	// their heartbeat records (sorted).
+	RunningOn []string `json:"running_on"`
+	// Drift is how the job differs between the live nodes; null when it is
+	// configured alike on all of them.
+	Drift *drift.Job `json:"drift"`
+	// Runs is the job's successful runs counted for max_runs; MaxRuns its
+	// limit (0 = none).
+	Runs    int64 `json:"runs"`
+	MaxRuns int   `json:"max_runs"`
+	// Pending is the job's pending slot (overlap queue, replace), Unix
+	// seconds, 0 = none.
+	Pending int64 `json:"pending_slot"`
+	// Done says why the job fires no more ("" while it does): "max_runs"
+	// once Runs has reached MaxRuns, "at_passed" once its @at time passed.
+	Done string `json:"done"`
+	loc  *time.Location
+	next time.Time
+}
+
+// Location is the job's zone.
+func (s JobStatus) Location() *time.Location { return s.loc }
+
+// NextTime is the next fire time in the job's zone; zero when none.
+func (s JobStatus) NextTime() time.Time { return s.next }
+
+// Run is one finished run (history, and the last run in JobStatus).
+// Instants are RFC 3339 in UTC; Slot is "" for a manual run.
+type Run struct {
+	RunID      string `json:"run_id"`
+	Start      string `json:"start"`
+	End        string `json:"end"`
+	DurationMs int64  `json:"duration_ms"`
+	Node       string `json:"node"`
+	Slot       string `json:"slot"`
+	SlotUnix   int64  `json:"slot_unix"`
+	Trigger    string `json:"trigger"`             // schedule | catchup | queued | backfill | manual ("" for runs recorded before triggers were)
+	Requester  string `json:"requester,omitempty"` // who asked for a manual run, user@host
+	Attempts   int    `json:"attempts"`
+	Result     string `json:"result"`
+	ExitCode   int    `json:"exit_code"`
+	Fence      int64  `json:"fence"`
+	OutputTail string `json:"output_tail,omitempty"`
+	start, end time.Time
+}
+
+// StartTime and EndTime are the run's instants.
+func (r *Run) StartTime() time.Time { return r.start }
+
+// EndTime is when the run ended.
+func (r *Run) EndTime() time.Time { return r.end }
+
+// NewRun converts a record; the output tail is kept only when tail.
+func NewRun(r actors.RunRecord, tail bool) *Run {
+	h := &Run{RunID: r.RunID, Start: r.Start.UTC().Format(time.RFC3339Nano),
+		End: r.End.UTC().Format(time.RFC3339Nano), DurationMs: r.End.Sub(r.Start).Milliseconds(),
+		Node: r.Node, SlotUnix: r.Slot, Trigger: string(r.Trigger), Requester: r.Requester, Attempts: r.Attempts, Result: r.Result, ExitCode: r.ExitCode,
+		Fence: r.Fence, start: r.Start, end: r.End}
+	if r.Slot != 0 {
+		h.Slot = time.Unix(r.Slot, 0).UTC().Format(time.RFC3339)
+	}
+	if tail {
+		h.OutputTail = r.OutputTail
+	}
+	return h
+}
+
+// Jobs returns the status of each of jobs (one round trip each, plus two
+// for the node list), in order.
+func Jobs(ctx context.Context, r *redislock.Redis, jobs []config.Job, now time.Time) ([]JobStatus, error) {
+	cluster, err := Nodes(ctx, r, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]JobStatus, 0, len(jobs))
+	for i := range jobs {
+		st, err := r.State(ctx, jobs[i].Name)
+		if err != nil {
+			return nil, err
+		}
+		row := newJobStatus(&jobs[i], st, now)
+		cluster.annotate(&row)
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// newJobStatus builds a job's row from its state.
+func newJobStatus(j *config.Job, st redislock.JobState, now time.Time) JobStatus {
+	row := JobStatus{Job: j.Name, Schedule: j.Schedule, Timezone: j.Location.String(), Enabled: j.Enabled,
+		LeaseHolder: st.LeaseHolder, LeaseTTLMs: st.LeaseTTL.Milliseconds(), Paused: st.Paused, Pause: st.Pause,
+		Fence: st.Fence, Slot: st.Slot, Runs: st.Runs, MaxRuns: j.MaxRuns, Pending: st.Pending,
+		loc: j.Location, NextFireTimes: []string{}}
+	if at, once := j.Sched.Once(); once && !at.After(now) {
+		row.Done = "at_passed"
+	}
+	if j.MaxRuns > 0 && st.Runs >= int64(j.MaxRuns) {
+		row.Done = "max_runs"
+	}
+	t := now
+	for i := 0; i < NextTimes; i++ {
+		if t = j.Sched.Next(t); t.IsZero() {
+			break
+		}
+		if i == 0 {
+			row.next = t.In(j.Location)
+			row.Next = row.next.Format(time.RFC3339)
+		}
+		row.NextFireTimes = append(row.NextFireTimes, t.In(j.Location).Format(time.RFC3339))
+	}
+	if st.Last != nil {
+		row.Last = NewRun(*st.Last, false)
+	}
+	return row
+}
+
+// Runs returns job's last n runs, newest first, with their output tails
+// when tail.
+func Runs(ctx context.Context, r *redislock.Redis, job string, n int, tail bool) ([]*Run, error) {
+	recs, err := r.History(ctx, job, n)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]*Run, 0, len(recs))
+	for _, rec := range recs {
+		rows = append(rows, NewRun(rec, tail))
+	}
+	return rows, nil
+}
+
+// PauseSpec is a pause request: an optional end (For, or Until; not both)
+// and a note.
+type PauseSpec struct {
+	For   time.Duration
+	Until time.Time
+	Note  string
+}
+
+// Pause returns the pause record of the request made by by at now, or an
+// error naming the bad field: For and Until both set, For negative, Until
+// not in the future.
+func (p PauseSpec) Pause(by string, now time.Time) (redislock.Pause, error) {
+	out := redislock.Pause{By: by, At: now.UTC(), Note: p.Note}
+	switch {
+	case p.For != 0 && !p.Until.IsZero():
+		return out, fmt.Errorf("for and until both set: give one end")
+	case p.For < 0:
+		return out, fmt.Errorf("for %v: want a positive duration, e.g. 2h", p.For)
+	case p.For > 0:
+		out.Until = out.At.Add(p.For)
+	case !p.Until.IsZero() && !p.Until.After(now):
+		return out, fmt.Errorf("until %s is not in the future", p.Until.Format(time.RFC3339))
+	case !p.Until.IsZero():
+		out.Until = p.Until.UTC()
+	}
+	return out, nil
+}

@@ -1,0 +1,86 @@
+package control
+
+import (
+	"context"
+	"time"
+
+	"github.com/cronlock/cronlock/drift"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/registry"
+)
+
+// NodeRow is one daemon in `cronlock nodes -json`: its heartbeat record
+// plus what the reader derives from it.
+type NodeRow struct {
+	registry.Record
+	// State is "live" while the record was written within its TTL, else
+	// "gone" (the key lingers for one more TTL).
+	State string `json:"state"`
+	AgeMs int64  `json:"age_ms"` // since the last heartbeat, by this machine's clock
+	// Drift lists how the node's jobs differ from the other live nodes'
+	// (empty for a gone node, which is not compared).
+	Drift []drift.Diff `json:"drift"`
+}
+
+// Cluster is the node list with its drift, read once from Redis; it
+// serves `nodes` and `status`.
+type Cluster struct {
+	Nodes []NodeRow `json:"nodes"`
+	// Drift are the jobs not configured alike on every live node.
+	Drift []drift.Job `json:"drift"`
+	byJob map[string]drift.Job
+}
+
+// Nodes reads every node record (two round trips) and compares the live
+// ones.
+func Nodes(ctx context.Context, r *redislock.Redis, now time.Time) (*Cluster, error) {
+	values, err := r.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := &Cluster{Nodes: []NodeRow{}, Drift: []drift.Job{}, byJob: map[string]drift.Job{}}
+	live := map[string]map[string]string{}
+	for _, rec := range registry.Decode(values) {
+		row := NodeRow{Record: rec, State: "gone", AgeMs: now.Sub(rec.Heartbeat).Milliseconds(), Drift: []drift.Diff{}}
+		if rec.Live(now) {
+			row.State = "live"
+			live[rec.NodeID] = rec.Jobs
+		}
+		v.Nodes = append(v.Nodes, row)
+	}
+	for i, row := range v.Nodes {
+		if row.State != "live" {
+			continue
+		}
+		others := map[string]map[string]string{}
+		for id, jobs := range live {
+			if id != row.NodeID {
+				others[id] = jobs
+			}
+		}
+		if d := drift.Compare(row.Jobs, others); d != nil {
+			v.Nodes[i].Drift = d
+		}
+	}
+	if d := drift.Cluster(live); d != nil {
+		v.Drift = d
+	}
+	for _, j := range v.Drift {
+		v.byJob[j.Job] = j
+	}
+	return v, nil
+}
+
+// annotate adds the cluster's view of row's job: where it is running and
+// how it drifts.
+func (v *Cluster) annotate(row *JobStatus) {
+	row.RunningOn = []string{}
+	for _, n := range v.Nodes {
+		if n.State == "live" && n.Running[row.Job] > 0 {
+			row.RunningOn = append(row.RunningOn, n.NodeID)
+		}
+	}
+	if j, ok := v.byJob[row.Job]; ok {
+		row.Drift = &j
+	}
+}

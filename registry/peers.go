@@ -1,0 +1,46 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// compare indexes this node and reads the other nodes' records, then
+// hands the live ones' job hashes to the drift detector. A failed read is
+// logged at debug and the drift state kept until the next beat.
+func (h *Heartbeat) compare(ctx context.Context, at time.Time) {
+	if err := h.store.IndexNode(ctx, h.self.NodeID, at); err != nil {
+		h.log.Debug("node index not written", zap.Error(err))
+		return
+	}
+	values, err := h.store.Nodes(ctx)
+	if err != nil {
+		h.log.Debug("node list not read; config drift not checked this beat", zap.Error(err))
+		return
+	}
+	others := map[string]map[string]string{}
+	for _, r := range Decode(values) {
+		if r.NodeID == h.self.NodeID || !r.Live(h.now()) {
+			continue
+		}
+		others[r.NodeID] = r.Jobs
+	}
+	h.drift.Observe(h.self.Jobs, others)
+}
+
+// Decode returns the records among values that are readable heartbeat
+// records (a JSON object with a node id and an instance), in order;
+// others are left out.
+func Decode(values [][]byte) []Record {
+	out := make([]Record, 0, len(values))
+	for _, v := range values {
+		var r Record
+		if json.Unmarshal(v, &r) == nil && r.NodeID != "" && r.Instance != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}

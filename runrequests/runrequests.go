@@ -1,0 +1,185 @@
+// Package runrequests takes the cluster's run requests for this node's
+// jobs (docs/protocol.md, "Runs on the cluster"): `cronlock run JOB` (or
+// POST /api/v1/jobs/{job}/run) pushes a request in Redis; the Taker of
+// every daemon polls the pending set, pops the requests of the jobs it
+// holds (configured and enabled here) and hands each to the job's actor
+// as actors.RunNow, so that it runs through the normal run path (lease,
+// retries, hooks, history with trigger manual and the requester). A
+// request is popped by exactly one daemon and run at most once. The
+// request's status in Redis says who took it and how it ended.
+package runrequests
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/redislock"
+	"go.uber.org/zap"
+)
+
+// Store is the Redis side; implemented by *redislock.Redis (one round trip
+// per call).
+type Store interface {
+	PendingRunJobs(ctx context.Context, since time.Time) ([]string, error)
+	TakeRun(ctx context.Context, job, node string, at time.Time) (*redislock.RunRequest, error)
+	SetRunStatus(ctx context.Context, job string, st redislock.RunStatus) error
+}
+
+// SkipNotHeld is the refusal of a request whose job this node no longer
+// has (a reload removed it between the poll and the hand-over). It is a
+// request status, not a slot skip reason.
+const SkipNotHeld = "not_held"
+
+// DefaultEvery is the default poll interval.
+const DefaultEvery = 250 * time.Millisecond
+
+// callTimeout bounds each Redis call; handTimeout the hand-over of a
+// request to its job actor.
+const (
+	callTimeout = 2 * time.Second
+	handTimeout = 2 * time.Second
+	// maxPerPoll bounds the requests of one job taken in one poll.
+	maxPerPoll = 64
+)
+
+// Options configure New. Log, Store, Node, Held and Start are required.
+type Options struct {
+	Log   *zap.Logger
+	Store Store
+	Node  string // this node's id, written into the request's status
+	// Held reports whether this node takes requests of job (configured and
+	// enabled here). Called from the Run goroutine.
+	Held func(job string) bool
+	// Start hands m to job's actor; it blocks until the actor took it or
+	// ctx ends (then, or when the job is gone, it returns an error and
+	// m.Reply receives nothing).
+	Start func(ctx context.Context, job string, m actors.RunNow) error
+	Every time.Duration // poll interval; default DefaultEvery
+	Now   func() time.Time
+}
+
+// Taker is the actor that takes run requests. Create it with New, then
+// call Run once.
+type Taker struct {
+	o  Options
+	wg sync.WaitGroup // one per request taken and not yet reported
+}
+
+// New returns the actor; it does no I/O.
+func New(o Options) *Taker {
+	if o.Every <= 0 {
+		o.Every = DefaultEvery
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	o.Log = o.Log.With(zap.String("node_id", o.Node))
+	return &Taker{o: o}
+}
+
+// Run polls every Every until ctx ends (the shutdown begins: no request
+// is taken after that), then waits until every request it took has been
+// reported (their runs end with the shutdown's drain) and returns nil. A
+// failed poll is logged at debug: the health monitor reports Redis
+// outages.
+func (t *Taker) Run(ctx context.Context) error {
+	tick := time.NewTicker(t.o.Every)
+	defer tick.Stop()
+	defer t.wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			t.poll(ctx)
+		}
+	}
+}
+
+// poll takes the pending requests of the held jobs.
+func (t *Taker) poll(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	jobs, err := t.o.Store.PendingRunJobs(cctx, t.o.Now().Add(-redislock.PendingWindow))
+	cancel()
+	if err != nil {
+		t.o.Log.Debug("run requests not polled", zap.Error(err))
+		return
+	}
+	for _, job := range jobs {
+		if !t.o.Held(job) {
+			continue
+		}
+		for range maxPerPoll {
+			if ctx.Err() != nil || !t.takeOne(ctx, job) {
+				break
+			}
+		}
+	}
+}
+
+// takeOne pops one request of job and starts handling it; false when
+// there was none (or the pop failed).
+func (t *Taker) takeOne(ctx context.Context, job string) bool {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	req, err := t.o.Store.TakeRun(cctx, job, t.o.Node, t.o.Now())
+	if err != nil {
+		t.o.Log.Warn("run request not taken", zap.String("job", job), zap.Error(err))
+		return false
+	}
+	if req == nil {
+		return false
+	}
+	t.o.Log.Info("run request taken", zap.String("job", job), zap.String("request", req.ID),
+		zap.String("requester", req.Requester), zap.String("reason", req.Reason), zap.Bool("force", req.Force))
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.handle(ctx, *req)
+	}()
+	return true
+}
+
+// handle hands req to its job actor, waits for the outcome and writes it
+// as the request's status.
+func (t *Taker) handle(ctx context.Context, req redislock.RunRequest) {
+	reply := make(chan actors.Ran, 1)
+	hctx, cancel := context.WithTimeout(ctx, handTimeout)
+	err := t.o.Start(hctx, req.Job, actors.RunNow{Force: req.Force, Requester: req.Requester, Reply: reply})
+	cancel()
+	st := redislock.RunStatus{ID: req.ID, Node: t.o.Node}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		st.State, st.Skip, st.Error = redislock.RunRefused, actors.SkipShuttingDown, err.Error()
+	case err != nil:
+		st.State, st.Skip, st.Error = redislock.RunRefused, SkipNotHeld, err.Error()
+	default:
+		ran := <-reply // the actor answers every RunNow it took
+		st = status(req.ID, t.o.Node, ran)
+	}
+	st.At = t.o.Now().UTC()
+	t.o.Log.Info("run request done", zap.String("job", req.Job), zap.String("request", req.ID), zap.String("state", st.State),
+		zap.String("skip", st.Skip), zap.String("result", st.Result), zap.Int("exit_code", st.ExitCode))
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	defer wcancel()
+	if err := t.o.Store.SetRunStatus(wctx, req.Job, st); err != nil {
+		t.o.Log.Warn("run request's outcome not written; the requester waiting for it sees no end", zap.String("job", req.Job),
+			zap.String("request", req.ID), zap.Error(err))
+	}
+}
+
+// status is the request status of a run's outcome.
+func status(id, node string, ran actors.Ran) redislock.RunStatus {
+	st := redislock.RunStatus{ID: id, Node: node}
+	if ran.Skip != "" {
+		st.State, st.Skip = redislock.RunRefused, ran.Skip
+		if ran.Err != nil {
+			st.Error = ran.Err.Error()
+		}
+		return st
+	}
+	st.State, st.RunID, st.Result, st.ExitCode = redislock.RunFinished, ran.Finished.RunID, ran.Finished.Result, ran.Finished.ExitCode
+	return st
+}
