@@ -69,7 +69,7 @@ func (r *Redis) DropNode(ctx context.Context, id string, value []byte) (bool, er
 // writers.
 const nodeIndexKeep = time.Hour
 
-func (r *Redis) nodeIndex() string { return r.key("nodes", "index") }
+func (r *Redis) nodeIndex() string { return r.globalKey("nodes", "index") }
 
 // IndexNode records that node id wrote its heartbeat record at at (ZADD)
 // and prunes ids not indexed for an hour (ZREMRANGEBYSCORE), in one

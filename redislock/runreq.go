@@ -61,7 +61,7 @@ type RunStatus struct {
 
 // pendingRuns is the pending set's key, of its own kind (a job may be named
 // "pending").
-func (r *Redis) pendingRuns() string { return r.key("pending-runs", "all") }
+func (r *Redis) pendingRuns() string { return r.globalKey("pending-runs", "all") }
 
 // requestScript pushes a request, records it as pending and appends the
 // run_request event, atomically.
