@@ -75,6 +75,13 @@ type Finished struct {
 	// StateSlot and StateFence are state.slot and state.fence afterwards
 	// (what the node remembers, as for Claim).
 	StateSlot, StateFence int64
+	// NotReplicated (with Fence > 0): the lease was handed to Next, but
+	// fewer replicas than redis.min_replicas_acked acknowledged it (WAIT):
+	// like a won claim that was not replicated, the pending slot is not
+	// run and Next's lease is to be released (skip not_replicated).
+	// Replicas is WAIT's answer (0 when no WAIT was sent).
+	NotReplicated bool
+	Replicas      int
 }
 
 // Outcome is the result of a Claim (docs/protocol.md, "claim").

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
@@ -55,6 +56,58 @@ func TestJob_NotReplicatedClaimIsNotRun(t *testing.T) {
 			t.Errorf("a not-replicated slot ran: %+v", fin)
 		case p := <-h.phantoms:
 			t.Errorf("phantom sent although the release succeeded: %+v", p)
+		default:
+		}
+		h.stop(t)
+	})
+}
+
+// unreplicatedHandOver answers from the memory backend, but a finish that
+// hands the lease to the pending slot comes back NotReplicated, as the
+// Redis backend's does with redis.min_replicas_acked.
+type unreplicatedHandOver struct{ *redislock.Memory }
+
+func (l unreplicatedHandOver) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
+	f, err := l.Memory.Finish(ctx, req)
+	if err == nil && f.Fence > 0 {
+		f.NotReplicated = true
+	}
+	return f, err
+}
+
+// overlap: queue with a hand-over the replicas did not acknowledge: the
+// queued slot is not run (skipped not_replicated, a warning naming it) and
+// the lease handed to it is released at once.
+func TestJob_NotReplicatedHandOverIsNotRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		cfg := testJob(t, "q", "sleep 1500ms")
+		cfg.Overlap = config.OverlapQueue
+		h := startJobCfgOn(t, cfg, unreplicatedHandOver{mem})
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(s))
+		h.job.Inbox() <- Fire{Job: "q", Slot: s}
+		time.Sleep(time.Second)
+		h.job.Inbox() <- Fire{Job: "q", Slot: s.Add(time.Second)} // queued
+		first := <-h.results
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if first.Slot != s {
+			t.Errorf("first run: slot %v, want %v", first.Slot, s)
+		}
+		if got := promtest.Value(t, h.metrics, "cronlock_skips_total", "job", "q", "reason", SkipNotReplicated); got != 1 {
+			t.Errorf("not_replicated skips: got %v, want 1 (the queued slot)", got)
+		}
+		if n := h.logs.FilterMessageSnippet("pending slot handed the lease but not run").Len(); n != 1 {
+			t.Errorf("hand-over warnings: got %d, want 1", n)
+		}
+		st, err := mem.State(t.Context(), "q")
+		if err != nil || st.LeaseHolder != "" {
+			t.Errorf("state: got %+v, %v; want no lease held", st, err)
+		}
+		select {
+		case fin := <-h.results:
+			t.Errorf("the not-replicated queued slot ran: %+v", fin.RunInfo)
 		default:
 		}
 		h.stop(t)

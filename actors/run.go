@@ -340,6 +340,12 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 		return
 	}
 	switch {
+	case f.Pending > 0 && f.NotReplicated:
+		r.log.Warn("pending slot handed the lease but not run: fewer replicas than redis.min_replicas_acked "+
+			"acknowledged the hand-over within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
+			zap.Int64("pending_slot", f.Pending), zap.Int("replicas_acked", f.Replicas), zap.Int64("fence", f.Fence))
+		r.releaseUnrun(next)
+		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipNotReplicated, zap.Int("replicas_acked", f.Replicas))
 	case f.Pending > 0 && lease != nil:
 		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Fence,
 			stateSlot: f.StateSlot, stateFence: f.StateFence}

@@ -85,3 +85,65 @@ func TestTopologies_ClusterMinReplicasAcked(t *testing.T) {
 		}
 	}
 }
+
+// A finish that hands the lease to the pending slot (overlap queue) is a
+// won claim of that slot: with MinReplicasAcked it waits for the replicas
+// too. With the replica up the hand-over is acknowledged; with it stopped
+// it comes back NotReplicated with the hand-over's fence (the next owner
+// holds the lease: the caller releases it). A finish with nothing pending
+// does not wait.
+func TestFinish_MinReplicasAckedHandOver(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	// A generous timeout while the replica is up (a loaded machine), a
+	// short one, on a second client, once it is stopped.
+	const ackTimeout = 300 * time.Millisecond
+	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: 3 * time.Second})
+	short := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: ackTimeout})
+	claim := func(slot int64, owner string) actors.Claim {
+		t.Helper()
+		c, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "q", Slot: slot, Owner: owner, TTL: 10 * time.Second,
+			Lease: true, Queue: true})
+		if err != nil {
+			t.Fatalf("claim %d: %v", slot, err)
+		}
+		return c
+	}
+	finish := func(r *Redis, owner, next string) (actors.Finished, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		f, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "q", Owner: owner, Next: next, TTL: 10 * time.Second,
+			Record: actors.RunRecord{RunID: "x", Result: actors.ResultSuccess}})
+		if err != nil {
+			t.Fatalf("finish: %v", err)
+		}
+		return f, time.Since(start)
+	}
+	if c := claim(100, "n1:a"); c.Outcome != actors.Claimed || c.Replicas != 1 {
+		t.Fatalf("first claim: got %+v, want claimed by 1 replica", c)
+	}
+	if c := claim(101, "n2:b"); c.Outcome != actors.Queued {
+		t.Fatalf("second claim: got %+v, want queued", c)
+	}
+	f, _ := finish(r, "n1:a", "n1:c")
+	if f.Pending != 101 || f.Fence == 0 || f.NotReplicated || f.Replicas != 1 {
+		t.Fatalf("hand-over with the replica up: got %+v, want slot 101 handed on, acknowledged by 1 replica", f)
+	}
+	if c := claim(102, "n2:d"); c.Outcome != actors.Queued {
+		t.Fatalf("third claim: got %+v, want queued", c)
+	}
+	replica.Kill()
+	f, took := finish(short, "n1:c", "n1:e")
+	if f.Pending != 102 || f.Fence == 0 || !f.NotReplicated || f.Replicas != 0 {
+		t.Fatalf("hand-over with the replica stopped: got %+v, want slot 102 handed on but not replicated", f)
+	}
+	if took < ackTimeout {
+		t.Errorf("hand-over with the replica stopped took %v, want at least the ack timeout %v (WAIT)", took, ackTimeout)
+	}
+	if holder := master.Do("GET", r.Key("job", "q")); holder != "n1:e" {
+		t.Errorf("lease after a not-replicated hand-over: got %q, want n1:e (the caller releases it)", holder)
+	}
+	if f, took = finish(short, "n1:e", "n1:f"); f.Pending != 0 || f.NotReplicated || took >= ackTimeout {
+		t.Errorf("finish with nothing pending: got %+v after %v, want no hand-over and no WAIT", f, took)
+	}
+}

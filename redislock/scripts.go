@@ -156,7 +156,11 @@ return 0
 //	returns {released (0|1), pending slot (0 = none), fence handed to
 //	         the next owner (0 = none), state slot, state fence, runs,
 //	         left (1: the pending slot stays pending)}
-var finishScript = newScript(`
+var finishScript = newScript(finishSrc, false)
+
+// finishSrc is finishScript's source (sent by finishReplicated as EVAL
+// when the server does not know finishSHA).
+const finishSrc = `
 local released = 0
 if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
   released = redis.call("DEL", KEYS[1])
@@ -192,4 +196,4 @@ if released == 1 then
 end
 local h = redis.call("HMGET", KEYS[3], "slot", "fence")
 return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0"), runs, left}
-`, false)
+`
