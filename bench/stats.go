@@ -38,15 +38,13 @@ func Median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// PairRatios returns daemon[i]/floor[i] for each pair i. A pair whose
-// floor is 0 or NaN, or whose daemon value is NaN, gives NaN (Median skips
-// it). It panics if the slices differ in length: that is a driver bug.
+// PairRatios returns daemon[i]/floor[i] for each pair i that has both
+// values (a workload cut short has a floor without its daemon run). A pair
+// whose floor is 0 or NaN, or whose daemon value is NaN, gives NaN (Median
+// skips it).
 func PairRatios(floor, daemon []float64) []float64 {
-	if len(floor) != len(daemon) {
-		panic("bench: PairRatios: floor and daemon differ in length")
-	}
-	out := make([]float64, len(floor))
-	for i := range floor {
+	out := make([]float64, min(len(floor), len(daemon)))
+	for i := range out {
 		if floor[i] == 0 || math.IsNaN(floor[i]) || math.IsNaN(daemon[i]) {
 			out[i] = math.NaN()
 			continue

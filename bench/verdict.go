@@ -61,8 +61,7 @@ const (
 )
 
 // Evaluate computes the medians, the median of the per-pair ratios and the
-// verdict. A target whose value is NaN (nothing measured) fails. It
-// panics when Floor is set and its length differs from Daemon's.
+// verdict. A target whose value is NaN (nothing measured) fails.
 func (m *Metric) Evaluate() {
 	m.DaemonMedian = Median(m.Daemon)
 	m.FloorMedian, m.Ratio = math.NaN(), math.NaN()
