@@ -99,6 +99,10 @@ const (
 	CallClaim  = "claim"  // the claim script (keys job, state, paused)
 	CallFinish = "finish" // release + history record (keys job, history, state)
 	CallLease  = "renew or release"
+	// Not per slot:
+	CallProbe     = "health check"       // readiness probe, INFO script (keys: one job key, no ARGV)
+	CallMissed    = "missed-slot report" // key state:J
+	CallHeartbeat = "node heartbeat"     // key node:ID
 )
 
 // Classify names a top-level command of cronlock's: one of the Call
@@ -127,7 +131,13 @@ func Classify(c MonitorCommand, prefix string) (kind string, slot int64) {
 		}
 		return CallFinish, slot
 	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"job:") && len(argv) > 0:
-		return CallLease, 0 // the readiness probe and INFO script have a job key and no ARGV
+		return CallLease, 0
+	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"job:"):
+		return CallProbe, 0 // the readiness probe and the INFO script: a job key, no ARGV
+	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"state:"):
+		return CallMissed, 0
+	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"node:"):
+		return CallHeartbeat, 0
 	}
 	return name + " (script)", 0
 }

@@ -37,8 +37,10 @@ func TestClassify(t *testing.T) {
 		{[]string{"EVALSHA", "sha", "3", p + "job:j", p + "state:j", p + "paused:j", "1700000000", "n1:r", "90000"}, CallClaim, 1700000000},
 		{[]string{"EVAL", "script", "3", p + "job:j", p + "history:j", p + "state:j", "100", "n1:r", "run_id", "r", "slot", "1700000001", "trigger", "schedule"}, CallFinish, 1700000001},
 		{[]string{"evalsha", "sha", "1", p + "job:j", "n1:r", "90000"}, CallLease, 0},
-		{[]string{"EVALSHA", "sha", "1", p + "node:n1", "{}"}, "EVALSHA (script)", 0},
-		{[]string{"EVALSHA", "probe", "1", p + "job:j"}, "EVALSHA (script)", 0},
+		{[]string{"EVALSHA", "sha", "1", p + "node:n1", "{}"}, CallHeartbeat, 0},
+		{[]string{"EVALSHA", "probe", "1", p + "job:j"}, CallProbe, 0},
+		{[]string{"EVALSHA", "missed", "1", p + "state:j", "1700000000"}, CallMissed, 0},
+		{[]string{"EVALSHA", "sha", "2", p + "x:j", p + "y:j"}, "EVALSHA (script)", 0},
 		{[]string{"info", "memory"}, "INFO", 0},
 	} {
 		kind, slot := Classify(MonitorCommand{Args: tc.args}, p)
