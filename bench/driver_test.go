@@ -20,6 +20,11 @@ type settings struct {
 	secs    int             // CRONLOCK_BENCH_SECONDS: length of each run; 0 = the workload's default
 	pairs   int             // CRONLOCK_BENCH_PAIRS: floor/daemon pairs, default 3
 	results string          // CRONLOCK_BENCH_RESULTS: results file, default results.json
+	// baseline is CRONLOCK_BENCH_BASELINE: a cronlock binary built from an
+	// older commit; the rate workloads then add a run of it to each pair
+	// (floor, daemon, baseline), so that CPU per run is compared
+	// interleaved. "" = none.
+	baseline string
 }
 
 func (s settings) seconds(def int) int {
@@ -50,6 +55,12 @@ func readSettings(t *testing.T) settings {
 	}
 	if v := os.Getenv("CRONLOCK_BENCH_RESULTS"); v != "" {
 		s.results = v
+	}
+	if v := os.Getenv("CRONLOCK_BENCH_BASELINE"); v != "" {
+		if _, err := exec.LookPath(v); err != nil {
+			t.Fatalf("CRONLOCK_BENCH_BASELINE=%q: %v; give the path of a cronlock binary", v, err)
+		}
+		s.baseline = v
 	}
 	return s
 }

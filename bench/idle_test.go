@@ -29,7 +29,7 @@ func runIdle(t *testing.T, s settings, wl *Workload) {
 		t.Skip("on January 1st the idle jobs are due")
 	}
 	cfg := writeConfig(t, map[string]any{"redis": map[string]any{"address": srv.Addr()}, "jobs": jobs})
-	nd := startNodes(t, cfg, 1)[0]
+	nd := startNodes(t, cronlockBin, cfg, 1)[0]
 	running := nd.lines(t, "engine running")
 	ts, err := time.Parse(zapTime, running[0].TS)
 	if err != nil {

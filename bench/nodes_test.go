@@ -42,11 +42,11 @@ func writeConfig(t *testing.T, cfg map[string]any) string {
 	return path
 }
 
-// startNodes starts n daemons (node ids n1…nN, each with its own state
-// directory and JSON log file) on the config file cfg and waits until every
-// one has logged "engine running" (at most 30 s). A t.Cleanup kills those
-// still running.
-func startNodes(t *testing.T, cfg string, n int) []*node {
+// startNodes starts n daemons of the binary bin (node ids n1…nN, each with
+// its own state directory and JSON log file) on the config file cfg and
+// waits until every one has logged "engine running" (at most 30 s). A
+// t.Cleanup kills those still running.
+func startNodes(t *testing.T, bin, cfg string, n int) []*node {
 	t.Helper()
 	var nodes []*node
 	for i := range n {
@@ -55,8 +55,8 @@ func startNodes(t *testing.T, cfg string, n int) []*node {
 		if err != nil {
 			t.Fatalf("log file: %v", err)
 		}
-		nd.cmd = exec.Command(cronlockBin, "-config", cfg, "-log-format", "json")
-		nd.cmd.Env = append(os.Environ(), "CRONLOCK_NODE_ID="+nd.id, "CRONLOCK_NODE_STATE_DIR="+t.TempDir())
+		nd.cmd = exec.Command(bin, "-config", cfg, "-log-format", "json")
+		nd.cmd.Env = append(daemonEnv(), "CRONLOCK_NODE_ID="+nd.id, "CRONLOCK_NODE_STATE_DIR="+t.TempDir())
 		nd.cmd.Stderr = f
 		nd.started = time.Now()
 		err = nd.cmd.Start()
@@ -72,6 +72,18 @@ func startNodes(t *testing.T, cfg string, n int) []*node {
 		nd.waitLog(t, `"engine running"`, 30*time.Second)
 	}
 	return nodes
+}
+
+// daemonEnv is the driver's environment without its own CRONLOCK_BENCH_*
+// settings (which the daemon would warn about as unknown CRONLOCK_* keys).
+func daemonEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CRONLOCK_BENCH_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // waitLog polls the node's log every 5 ms until it contains s.
@@ -204,4 +216,27 @@ func fireDelaysMs(t *testing.T, nodes []*node, from, to int64) []float64 {
 		}
 	}
 	return out
+}
+
+// logProblems logs, for each node, how many warn and error lines it wrote,
+// by message (with the first such line), so that a missed slot or a
+// failed claim shows its cause in the test log.
+func logProblems(t *testing.T, nodes []*node) {
+	t.Helper()
+	for _, nd := range nodes {
+		count, first := map[string]int{}, map[string]string{}
+		for _, l := range strings.Split(nd.read(t), "\n") {
+			if !strings.Contains(l, `"level":"warn"`) && !strings.Contains(l, `"level":"error"`) {
+				continue
+			}
+			var e struct{ Msg string }
+			_ = json.Unmarshal([]byte(l), &e)
+			if count[e.Msg]++; count[e.Msg] == 1 {
+				first[e.Msg] = l
+			}
+		}
+		for msg, n := range count {
+			t.Logf("%s: %d × %q, first: %s", nd.id, n, msg, first[msg])
+		}
+	}
 }

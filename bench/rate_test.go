@@ -45,7 +45,7 @@ func runRate(t *testing.T, s settings, wl *Workload, spec rateSpec) {
 		p50.Floor = append(p50.Floor, Percentile(starts, 0.5))
 		p99.Floor = append(p99.Floor, Percentile(starts, 0.99))
 
-		d := daemonRate(t, spec, secs)
+		d := daemonRate(t, cronlockBin, spec, secs)
 		wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindDaemon, Load: d.load})
 		p50.Daemon = append(p50.Daemon, Percentile(d.starts, 0.5))
 		p99.Daemon = append(p99.Daemon, Percentile(d.starts, 0.99))
@@ -61,6 +61,14 @@ func runRate(t *testing.T, s settings, wl *Workload, spec rateSpec) {
 			add(wl, "daemon CPU per run", "µs", cpuTarget, d.cpuPerRun)
 		}
 		add(wl, "runs", "", nil, float64(len(d.starts)))
+		if s.baseline != "" {
+			base := daemonRate(t, s.baseline, spec, secs)
+			wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindBaseline, Load: base.load})
+			m := wl.Metric("daemon CPU per run: baseline build (floor column) → this build", "µs", &Target{Of: OfRatio, Max: 0.70})
+			m.Floor, m.Daemon = append(m.Floor, base.cpuPerRun), append(m.Daemon, d.cpuPerRun)
+			add(wl, "baseline build: job-measured start p50", "ms", nil, Percentile(base.starts, 0.5))
+			add(wl, "baseline build: job-measured start p99", "ms", nil, Percentile(base.starts, 0.99))
+		}
 	}
 }
 
@@ -78,14 +86,14 @@ type rateResult struct {
 }
 
 // daemonRate runs spec on a fresh redis-server for secs seconds of slots.
-func daemonRate(t *testing.T, spec rateSpec, secs int) rateResult {
+func daemonRate(t *testing.T, bin string, spec rateSpec, secs int) rateResult {
 	t.Helper()
 	a := take(t)
 	srv := redistest.Start(t)
 	ledger := filepath.Join(t.TempDir(), "daemon")
 	cfg := writeConfig(t, map[string]any{"redis": map[string]any{"address": srv.Addr()},
 		"jobs": jobsConfig(spec.jobs, "* * * * * *", ledger)})
-	nodes := startNodes(t, cfg, spec.nodes)
+	nodes := startNodes(t, bin, cfg, spec.nodes)
 	// Every node is running: its first slot is after now.
 	from := time.Now().Truncate(time.Second).Add(time.Second)
 	sleepUntil(from)
@@ -94,6 +102,7 @@ func daemonRate(t *testing.T, spec rateSpec, secs int) rateResult {
 	sleepUntil(end)
 	cpu := totalCPU(t, nodes) - cpu0
 	stopNodes(t, nodes)
+	logProblems(t, nodes)
 	srv.Stop()
 	var r rateResult
 	r.load = Between(a, take(t))

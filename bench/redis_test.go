@@ -26,7 +26,7 @@ func runRedisCalls(t *testing.T, s settings, wl *Workload) {
 	cfg := writeConfig(t, map[string]any{"redis": map[string]any{"address": srv.Addr()},
 		"jobs": jobsConfig(jobs, "* * * * * *", ledger)})
 	t0 := time.Now()
-	started := startNodes(t, cfg, nodes)
+	started := startNodes(t, cronlockBin, cfg, nodes)
 	from := time.Now().Truncate(time.Second).Add(time.Second)
 	end := from.Add(time.Duration(s.seconds(5)) * time.Second)
 	sleepUntil(end)

@@ -13,6 +13,9 @@ import (
 const (
 	KindFloor  = "floor"
 	KindDaemon = "daemon"
+	// KindBaseline is a daemon run of the baseline binary
+	// (CRONLOCK_BENCH_BASELINE); its values stand in a metric's Floor.
+	KindBaseline = "baseline"
 )
 
 // Run is one measured run of a workload: a floor or a daemon run of pair
