@@ -1,5 +1,5 @@
 // Package bench is the driver behind `make bench`: it measures each
-// workload of docs/benchmarks.md against its floor (a bare Go program,
+// workload of README.md, "Performance" against its floor (a bare Go program,
 // bench/floor, that starts the same commands at the same instants) and
 // against the targets, interleaving floor and daemon runs in one
 // invocation, and prints one table (also written to bench/results.json).

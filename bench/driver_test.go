@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// settings are the driver's environment variables (docs/benchmarks.md).
+// settings are the driver's environment variables (README.md, "Performance").
 type settings struct {
 	only    map[string]bool // CRONLOCK_BENCH_WORKLOADS: comma-separated names; empty = all
 	secs    int             // CRONLOCK_BENCH_SECONDS: length of each run; 0 = the workload's default

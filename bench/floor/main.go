@@ -1,4 +1,4 @@
-// Command floor is the bench driver's floor (docs/benchmarks.md): a bare
+// Command floor is the bench driver's floor (README.md, "Performance"): a bare
 // Go program that starts the same commands at the same instants as the
 // daemons would, without any coordination, so that its start latency is
 // what this machine can do at best.
