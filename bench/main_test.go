@@ -25,9 +25,15 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	cronlockBin, floorBin = filepath.Join(dir, "cronlock"), filepath.Join(dir, "floor")
+	// CRONLOCK_BENCH_PROFILE=DIR: the daemons are the profiling build
+	// (cmd/cronlock/profile_benchprofile.go) and write their profiles to DIR.
+	var tags []string
+	if dir := os.Getenv("CRONLOCK_BENCH_PROFILE"); dir != "" {
+		tags = []string{"-tags", "benchprofile"}
+	}
 	for bin, pkg := range map[string]string{cronlockBin: "github.com/cronlock/cronlock/cmd/cronlock",
 		floorBin: "github.com/cronlock/cronlock/bench/floor"} {
-		build := exec.Command("go", "build", "-trimpath", "-o", bin, pkg)
+		build := exec.Command("go", append(append([]string{"build", "-trimpath"}, tags...), "-o", bin, pkg)...)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: build", pkg+":", err)

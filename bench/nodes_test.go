@@ -57,6 +57,9 @@ func startNodes(t *testing.T, bin, cfg string, n int) []*node {
 		}
 		nd.cmd = exec.Command(bin, "-config", cfg, "-log-format", "json")
 		nd.cmd.Env = append(daemonEnv(), "CRONLOCK_NODE_ID="+nd.id, "CRONLOCK_NODE_STATE_DIR="+t.TempDir())
+		if dir := os.Getenv("CRONLOCK_BENCH_PROFILE"); dir != "" {
+			nd.cmd.Env = append(nd.cmd.Env, "BENCHPROFILE_DIR="+dir, "BENCHPROFILE_SECONDS="+os.Getenv("CRONLOCK_BENCH_PROFILE_SECONDS"))
+		}
 		nd.cmd.Stderr = f
 		nd.started = time.Now()
 		err = nd.cmd.Start()
