@@ -10,8 +10,8 @@ import (
 
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/schedule"
 	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/schedule"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
