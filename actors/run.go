@@ -43,11 +43,14 @@ type run struct {
 // the final result (which has also been sent to the hook runner).
 func (r *run) execute(ctx context.Context) Ran {
 	r.info.RunID, r.info.Node = uuid.NewString(), r.deps.NodeID
-	r.log = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
-		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger)))
+	// The run's fields are encoded when the run first logs, not here: a
+	// run that only finds its slot claimed elsewhere logs nothing at info.
+	fields := []zap.Field{zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
+		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger))}
 	if !r.info.Slot.IsZero() {
-		r.log = r.log.With(slotField(r.info.Slot))
+		fields = append(fields, slotField(r.info.Slot))
 	}
+	r.log = r.deps.Log.WithLazy(fields...)
 	if ctx.Err() != nil {
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
@@ -120,7 +123,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	switch c.Outcome {
 	case Claimed:
 		r.lease, r.info.Fence = lease, c.Fence
-		r.log = r.log.With(zap.Int64("fence", c.Fence))
+		r.log = r.log.WithLazy(zap.Int64("fence", c.Fence))
 		return Ran{}, true
 	case Paused:
 		return r.skip(SkipPaused, nil), false
@@ -163,7 +166,7 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
 	base := r.log
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
-		r.log = base.With(zap.Int("attempt", attempt)) // every later line of the run carries it
+		r.log = base.WithLazy(zap.Int("attempt", attempt)) // every later line of the run carries it
 		out := r.attempt(attempt, lost)
 		if attempt == 1 {
 			fin.Started = out.Started
