@@ -80,6 +80,7 @@ const DefaultClaimTimeout = 2 * time.Second
 type Job struct {
 	deps   JobDeps
 	cfg    config.Job
+	env    []string // jobBaseEnv of cfg: built once per configuration
 	inbox  chan jobMsg
 	events chan runEvent // from the run goroutines: claim answered, releasing, ended
 
@@ -136,7 +137,8 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 		deps.ClaimTimeout = DefaultClaimTimeout
 	}
 	deps.repeats = newRepeatLog(repeatEvery)
-	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
+	return &Job{deps: deps, cfg: cfg, env: jobBaseEnv(deps.Environ, cfg), inbox: make(chan jobMsg, inboxSize),
+		events: make(chan runEvent)}
 }
 
 // SeenSlot is the highest slot (Unix seconds) this node has seen in the
@@ -216,7 +218,7 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 	case Catchup:
 		j.onCatchup(ctx, m)
 	case Reconfigure:
-		j.cfg = m.Job
+		j.cfg, j.env = m.Job, jobBaseEnv(j.deps.Environ, m.Job)
 	case RunNow:
 		j.onRunNow(ctx, m)
 	}
@@ -236,7 +238,7 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
 		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
 	default:
-		j.start(ctx, &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}}, nil)
+		j.start(ctx, &run{job: j.cfg, env: j.env, info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}}, nil)
 	}
 }
 
@@ -277,7 +279,7 @@ func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 	case ctx.Err() != nil:
 		m.Reply <- Ran{Skip: SkipShuttingDown}
 	default:
-		r := &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual}, force: m.Force}
+		r := &run{job: j.cfg, env: j.env, info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual}, force: m.Force}
 		j.start(ctx, r, m.Reply)
 	}
 }

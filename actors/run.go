@@ -20,8 +20,9 @@ const maxRetryBackoff = 10 * time.Minute
 // actor.
 type run struct {
 	job   config.Job
-	info  RunInfo // Job, Slot and Trigger set by the job actor
-	force bool    // a manual run that ignores pause (cronlock run -force)
+	env   []string // the job's base environment (jobBaseEnv); nil = built per attempt
+	info  RunInfo  // Job, Slot and Trigger set by the job actor
+	force bool     // a manual run that ignores pause (cronlock run -force)
 	deps  *JobDeps
 	// minSlot, minFence: the highest slot and fence the job actor has seen,
 	// sent with the claim (state repair).

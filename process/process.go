@@ -116,7 +116,10 @@ func Start(spec Spec) (*Proc, error) {
 	}
 	cmd := exec.Command(spec.Shell, "-c", spec.Command)
 	cmd.Dir = spec.Dir
-	cmd.Env = append([]string{}, spec.Env...)
+	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{} // an empty environment: nil would be the daemon's
+	}
 	cmd.Stdout, cmd.Stderr = w[0], w[1]
 	// Pdeathsig: if the daemon itself dies (SIGKILL, crash), the kernel
 	// kills the command's shell, so a dead node does not keep running a job
