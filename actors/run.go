@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -35,7 +36,8 @@ type run struct {
 
 	lease   *Lease
 	log     *zap.Logger
-	lostErr error // set once the lease is lost
+	fields  []zap.Field // log's fields: the run's, then fence once claimed (attempts add attempt)
+	lostErr error       // set once the lease is lost
 
 	recorded int // attempt whose run record exists (records.go); 0 = none
 }
@@ -44,14 +46,16 @@ type run struct {
 // the final result (which has also been sent to the hook runner).
 func (r *run) execute(ctx context.Context) Ran {
 	r.info.RunID, r.info.Node = uuid.NewString(), r.deps.NodeID
-	// The run's fields are encoded when the run first logs, not here: a
-	// run that only finds its slot claimed elsewhere logs nothing at info.
-	fields := []zap.Field{zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
+	// The run's fields are encoded when the run first logs, not here (a
+	// run that only finds its slot claimed elsewhere logs nothing at info),
+	// and each logger of the run is one layer on the daemon's, so that only
+	// the one that logs is encoded, once.
+	r.fields = []zap.Field{zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
 		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger))}
 	if !r.info.Slot.IsZero() {
-		fields = append(fields, slotField(r.info.Slot))
+		r.fields = append(r.fields, slotField(r.info.Slot))
 	}
-	r.log = r.deps.Log.WithLazy(fields...)
+	r.log = r.deps.Log.WithLazy(r.fields...)
 	if ctx.Err() != nil {
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
@@ -124,7 +128,8 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	switch c.Outcome {
 	case Claimed:
 		r.lease, r.info.Fence = lease, c.Fence
-		r.log = r.log.WithLazy(zap.Int64("fence", c.Fence))
+		r.fields = slices.Concat(r.fields, []zap.Field{zap.Int64("fence", c.Fence)})
+		r.log = r.deps.Log.WithLazy(r.fields...)
 		return Ran{}, true
 	case Paused:
 		return r.skip(SkipPaused, nil), false
@@ -164,10 +169,10 @@ func (r *run) phantom(owner string) {
 func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost) RunFinished {
 	fin := RunFinished{RunInfo: r.info, Cfg: r.job}
 	backoff := r.job.RetryBackoff
-	base := r.log
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
-		r.log = base.WithLazy(zap.Int("attempt", attempt)) // every later line of the run carries it
+		// Every later line of the run carries the attempt.
+		r.log = r.deps.Log.WithLazy(slices.Concat(r.fields, []zap.Field{zap.Int("attempt", attempt)})...)
 		out := r.attempt(attempt, lost)
 		if attempt == 1 {
 			fin.Started = out.Started
