@@ -64,13 +64,16 @@ func runHerd(t *testing.T, s settings, wl *Workload) {
 	for _, n := range perNode {
 		busiest = max(busiest, n)
 	}
-	var claims int
-	var lastClaim float64
+	var claimMs []float64 // server time of each claim of the slot, ms after the minute
 	for _, c := range cmds {
 		if kind, sl := Classify(c, "cronlock:"); kind == CallClaim && sl == slot {
-			claims++
-			lastClaim = max(lastClaim, (c.Time-float64(slot))*1000)
+			claimMs = append(claimMs, (c.Time-float64(slot))*1000)
 		}
+	}
+	claims, lastClaim, medianClaim := len(claimMs), Percentile(claimMs, 1), Percentile(claimMs, 0.5)
+	var claimFailed int
+	for _, nd := range nodes {
+		claimFailed += len(nd.lines(t, "claim failed; not run"))
 	}
 	d := maxStartMs(in)
 	for pair := range 2 {
@@ -81,6 +84,8 @@ func runHerd(t *testing.T, s settings, wl *Workload) {
 		}
 		last.Daemon = append(last.Daemon, d)
 		add(wl, "last claim after the minute (server time)", "ms", &Target{Of: OfDaemon, Max: 250}, lastClaim)
+		add(wl, "median claim after the minute (server time)", "ms", nil, medianClaim)
+		add(wl, "claims failed (daemon logs: claim failed; not run)", "", nil, float64(claimFailed))
 		add(wl, "runs on the busiest node", "%", &Target{Of: OfDaemon, Max: 40}, 100*float64(busiest)/herdJobs)
 		add(wl, "claims per slot", "", &Target{Of: OfDaemon, Max: 3, Exact: true}, float64(claims)/herdJobs)
 		add(wl, "duplicates", "", zero, float64(dups))
