@@ -80,7 +80,8 @@ const DefaultClaimTimeout = 2 * time.Second
 type Job struct {
 	deps   JobDeps
 	cfg    config.Job
-	env    []string // jobBaseEnv of cfg: built once per configuration
+	env    []string // jobBaseEnv of cfg, built at the first run of each configuration
+	envOK  bool     // env is built (nil is a valid env: built per attempt)
 	inbox  chan jobMsg
 	events chan runEvent // from the run goroutines: claim answered, releasing, ended
 
@@ -137,8 +138,17 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 		deps.ClaimTimeout = DefaultClaimTimeout
 	}
 	deps.repeats = newRepeatLog(repeatEvery)
-	return &Job{deps: deps, cfg: cfg, env: jobBaseEnv(deps.Environ, cfg), inbox: make(chan jobMsg, inboxSize),
-		events: make(chan runEvent)}
+	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
+}
+
+// baseEnv is the job's base environment (jobBaseEnv), built at the first
+// run of a configuration: a job that never runs (10,000 idle jobs) holds
+// none.
+func (j *Job) baseEnv() []string {
+	if !j.envOK {
+		j.env, j.envOK = jobBaseEnv(j.deps.Environ, j.cfg), true
+	}
+	return j.env
 }
 
 // SeenSlot is the highest slot (Unix seconds) this node has seen in the
@@ -218,7 +228,7 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 	case Catchup:
 		j.onCatchup(ctx, m)
 	case Reconfigure:
-		j.cfg, j.env = m.Job, jobBaseEnv(j.deps.Environ, m.Job)
+		j.cfg, j.env, j.envOK = m.Job, nil, false
 	case RunNow:
 		j.onRunNow(ctx, m)
 	}
@@ -238,7 +248,7 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
 		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
 	default:
-		j.start(ctx, &run{job: j.cfg, env: j.env, info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}}, nil)
+		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}}, nil)
 	}
 }
 
@@ -279,7 +289,7 @@ func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 	case ctx.Err() != nil:
 		m.Reply <- Ran{Skip: SkipShuttingDown}
 	default:
-		r := &run{job: j.cfg, env: j.env, info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual}, force: m.Force}
+		r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual}, force: m.Force}
 		j.start(ctx, r, m.Reply)
 	}
 }
