@@ -46,6 +46,10 @@ type JobDeps struct {
 	// Records keeps the process group and lease of each run in progress in
 	// the state directory; optional (nil = nothing kept).
 	Records RunRecords
+	// Claims is the daemon's ClaimGate, shared by all its job actors: a won
+	// run starts its process once the node's claims in flight are answered
+	// (at most ClaimGateMax later). Optional (nil = no gate).
+	Claims *ClaimGate
 
 	repeats *repeatLog // set by NewJob: summarises the job's repeated warnings
 }

@@ -63,6 +63,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	if ran, ok := r.claim(ctx); !ok {
 		return ran
 	}
+	r.deps.Claims.wait(ClaimGateMax, r.deps.Kill) // the node's other claims of this instant first
 	fin := r.attempts(ctx, r.lease.Lost())
 	if r.lease.Owner() != "" {
 		r.waitGrace()
@@ -100,7 +101,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
+	r.deps.Claims.begin()
 	c, lease, err := Acquire(cctx, r.log, r.deps.Locker, req)
+	r.deps.Claims.end()
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
