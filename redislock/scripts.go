@@ -3,7 +3,11 @@ package redislock
 import "github.com/redis/rueidis"
 
 // Scripts run through rueidis.Lua.Exec: EVALSHA first, EVAL on NOSCRIPT
-// (after a restart, failover or SCRIPT FLUSH). They are not marked retryable:
+// (after a restart, failover or SCRIPT FLUSH). The claim and finish
+// scripts are loaded with one SCRIPT LOAD at their first use in the
+// process (rueidis.WithLoadSHA1; concurrent first calls wait for it), so
+// that a herd right after start does not send every claim twice, the
+// second time with the script's text (docs/protocol.md, "Redis calls"). They are not marked retryable:
 // claimScript increments the fence, and a timed-out call may already have
 // been applied (docs/protocol.md, "Redis calls").
 //
@@ -57,7 +61,7 @@ end
 record()
 fence = redis.call("HINCRBY", KEYS[2], "fence", 1)
 return reply(0, fence, "")
-`)
+`, rueidis.WithLoadSHA1(true))
 
 // missedScript is the missed-slot report of docs/protocol.md ("Missed
 // slots"): the last decided slot is the highest of state.slot, an earlier
@@ -121,4 +125,4 @@ end
 redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(fields))
 redis.call("HSET", KEYS[3], unpack(last))
 return released
-`)
+`, rueidis.WithLoadSHA1(true))
