@@ -5,6 +5,7 @@ package bench
 import (
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,10 @@ func runHerd(t *testing.T, s settings, wl *Workload) {
 	stopNodes(t, nodes)
 	logProblems(t, nodes)
 	cmds := mon.stop(t)
+	stats, err := redistest.Do(srv.Addr(), 5*time.Second, "INFO", "commandstats")
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
 	srv.Stop()
 	load := Between(a, take(t))
 	slot := minute.Unix()
@@ -86,6 +91,7 @@ func runHerd(t *testing.T, s settings, wl *Workload) {
 		add(wl, "last claim after the minute (server time)", "ms", &Target{Of: OfDaemon, Max: 250}, lastClaim)
 		add(wl, "median claim after the minute (server time)", "ms", nil, medianClaim)
 		add(wl, "claims failed (daemon logs: claim failed; not run)", "", nil, float64(claimFailed))
+		add(wl, "Redis CPU per EVALSHA (server's usec_per_call: mostly claims)", "µs", nil, usecPerCall(stats, "evalsha"))
 		add(wl, "runs on the busiest node", "%", &Target{Of: OfDaemon, Max: 40}, 100*float64(busiest)/herdJobs)
 		add(wl, "claims per slot", "", &Target{Of: OfDaemon, Max: 3, Exact: true}, float64(claims)/herdJobs)
 		add(wl, "duplicates", "", zero, float64(dups))
@@ -99,4 +105,20 @@ func maxStartMs(runs []ledgerRun) float64 {
 		return Percentile(nil, 1)
 	}
 	return Percentile(startsMs(runs), 1)
+}
+
+// usecPerCall is usec_per_call of cmd in INFO commandstats (NaN if absent).
+func usecPerCall(info, cmd string) float64 {
+	for _, l := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+cmd+":"); ok {
+			for _, kv := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
+					if f, err := strconv.ParseFloat(v, 64); err == nil {
+						return f
+					}
+				}
+			}
+		}
+	}
+	return Percentile(nil, 0.5)
 }
