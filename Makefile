@@ -23,7 +23,7 @@ BUILD_DIR   := $(DIST)/build
 NFPM         = $(shell $(GO) -C tools tool -n nfpm)
 MD2MAN       = $(shell $(GO) -C tools tool -n go-md2man)
 
-.PHONY: build install test test-topologies test-cover run bench lint fmt ensure-redis clean man completion package package-test
+.PHONY: build install test test-topologies test-cover run bench bench-go lint fmt ensure-redis clean man completion package package-test
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
@@ -52,7 +52,14 @@ test-cover: ensure-redis
 run: build
 	CRONLOCK_NODE_STATE_DIR=$(CURDIR)/.state ./$(BIN) -config testdata/example.yaml
 
-bench:
+# The bench driver (bench/, README.md "Performance"): floor and daemon runs
+# interleaved, one table, bench/results.json. CRONLOCK_BENCH_WORKLOADS,
+# CRONLOCK_BENCH_SECONDS, CRONLOCK_BENCH_PAIRS and CRONLOCK_BENCH_BASELINE
+# choose what it runs. bench-go runs the Go benchmarks of every package.
+bench: ensure-redis
+	$(GO) test -tags bench -run '^TestBench$$' -count=1 -v -timeout 9m ./bench
+
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 lint:

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -20,8 +21,9 @@ const maxRetryBackoff = 10 * time.Minute
 // actor.
 type run struct {
 	job   config.Job
-	info  RunInfo // Job, Slot and Trigger set by the job actor
-	force bool    // a manual run that ignores pause (cronlock run -force)
+	env   []string // the job's base environment (jobBaseEnv); nil = built per attempt
+	info  RunInfo  // Job, Slot and Trigger set by the job actor
+	force bool     // a manual run that ignores pause (cronlock run -force)
 	deps  *JobDeps
 	// minSlot, minFence: the highest slot and fence the job actor has seen,
 	// sent with the claim (state repair).
@@ -35,6 +37,9 @@ type run struct {
 	lease   *Lease
 	log     *zap.Logger
 	lostErr error // set once the lease is lost
+	// fields are log's fields: the run's, then fence once claimed
+	// (attempts add attempt).
+	fields []zap.Field
 	// replacedBy is the pending slot that replaces this run (overlap
 	// replace), 0 = none.
 	replacedBy int64
@@ -56,11 +61,16 @@ func (r *run) execute(ctx context.Context) Ran {
 		r.info.RunID = uuid.NewString()
 	}
 	r.info.Node = r.deps.NodeID
-	r.log = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
-		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger)))
+	// The run's fields are encoded when the run first logs, not here (a
+	// run that only finds its slot claimed elsewhere logs nothing at info),
+	// and each logger of the run is one layer on the daemon's, so that only
+	// the one that logs is encoded, once.
+	r.fields = []zap.Field{zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
+		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger))}
 	if !r.info.Slot.IsZero() {
-		r.log = r.log.With(slotField(r.info.Slot))
+		r.fields = append(r.fields, slotField(r.info.Slot))
 	}
+	r.log = r.deps.Log.WithLazy(r.fields...)
 	if ctx.Err() != nil && r.pre == nil { // a handed-on slot is claimed: it runs
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
@@ -68,6 +78,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	if ran, ok := r.claim(ctx); !ok {
 		return ran
 	}
+	r.deps.Claims.wait(ClaimGateMax, r.deps.Kill) // the node's other claims of this instant first
 	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
 	if r.lease.Owner() != "" {
 		r.waitGrace()
@@ -113,8 +124,10 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
+	r.deps.Claims.begin()
 	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req,
 		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
+	r.deps.Claims.end()
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
@@ -160,7 +173,8 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 			r.takePending(c.Takes)
 		}
 		r.lease, r.info.Fence = lease, c.Fence
-		r.log = r.log.With(zap.Int64("fence", c.Fence))
+		r.fields = slices.Concat(r.fields, []zap.Field{zap.Int64("fence", c.Fence)})
+		r.log = r.deps.Log.WithLazy(r.fields...)
 		return Ran{}, true
 	case Paused:
 		return r.skip(SkipPaused, nil), false
@@ -240,10 +254,10 @@ func (r *run) phantom(owner string) {
 func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-chan int64) RunFinished {
 	fin := RunFinished{RunInfo: r.info, Cfg: r.job}
 	backoff := r.job.RetryBackoff
-	base := r.log
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
-		r.log = base.With(zap.Int("attempt", attempt)) // every later line of the run carries it
+		// Every later line of the run carries the attempt.
+		r.log = r.deps.Log.WithLazy(slices.Concat(r.fields, []zap.Field{zap.Int("attempt", attempt)})...)
 		out := r.attempt(attempt, lost, replaced)
 		if attempt == 1 {
 			fin.Started = out.Started

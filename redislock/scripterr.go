@@ -16,15 +16,15 @@ import (
 // that a server error that names a script by SHA1 and line can be read.
 var scriptSources = map[string]string{}
 
-// newScript is rueidis.NewLuaScript (or NewLuaScriptRetryable) that also
-// records src in scriptSources.
-func newScript(src string, retryable bool) *rueidis.Lua {
+// newScript is rueidis.NewLuaScript (or NewLuaScriptRetryable) with opts
+// that also records src in scriptSources.
+func newScript(src string, retryable bool, opts ...rueidis.LuaOption) *rueidis.Lua {
 	h := sha1.Sum([]byte(src))
 	scriptSources[hex.EncodeToString(h[:])] = src
 	if retryable {
-		return rueidis.NewLuaScriptRetryable(src)
+		return rueidis.NewLuaScriptRetryable(src, opts...)
 	}
-	return rueidis.NewLuaScript(src)
+	return rueidis.NewLuaScript(src, opts...)
 }
 
 // ScriptACLError is a command a script calls that the server's ACL denies

@@ -1,7 +1,13 @@
 package redislock
 
+import "github.com/redis/rueidis"
+
 // Scripts run through rueidis.Lua.Exec: EVALSHA first, EVAL on NOSCRIPT
-// (after a restart, failover or SCRIPT FLUSH). They are not marked retryable:
+// (after a restart, failover or SCRIPT FLUSH). The claim and finish
+// scripts are loaded with one SCRIPT LOAD at their first use in the
+// process (rueidis.WithLoadSHA1; concurrent first calls wait for it), so
+// that a herd right after start does not send every claim twice, the
+// second time with the script's text (docs/protocol.md, "Redis calls"). They are not marked retryable:
 // claimScript increments the fence, and a timed-out call may already have
 // been applied (docs/protocol.md, "Redis calls").
 //
@@ -26,7 +32,7 @@ package redislock
 //	         queued), pending slot kept (overlap), pending slot taken
 //	         (claimed: the claim runs that slot, and its own is pending)};
 //	outcome numbers are the actors.Outcome constants.
-var claimScript = newScript(claimSrc, false)
+var claimScript = newScript(claimSrc, false, rueidis.WithLoadSHA1(true))
 
 // claimSrc is claimScript's source (sent by claimReplicated as EVAL when
 // the server does not know claimSHA).
@@ -156,7 +162,7 @@ return 0
 //	returns {released (0|1), pending slot (0 = none), fence handed to
 //	         the next owner (0 = none), state slot, state fence, runs,
 //	         left (1: the pending slot stays pending)}
-var finishScript = newScript(finishSrc, false)
+var finishScript = newScript(finishSrc, false, rueidis.WithLoadSHA1(true))
 
 // finishSrc is finishScript's source (sent by finishReplicated as EVAL
 // when the server does not know finishSHA).
