@@ -23,7 +23,7 @@ BUILD_DIR   := $(DIST)/build
 NFPM         = $(shell $(GO) -C tools tool -n nfpm)
 MD2MAN       = $(shell $(GO) -C tools tool -n go-md2man)
 
-.PHONY: build install test test-cover run bench lint fmt ensure-redis clean man completion package package-test
+.PHONY: build install test test-topologies test-cover run bench bench-go lint fmt ensure-redis clean man completion package package-test
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
@@ -37,6 +37,12 @@ ensure-redis:
 test: ensure-redis
 	$(GO) test -race -count=1 -parallel 8 -timeout 280s ./...
 
+# The failover tests (Sentinel and Cluster masters killed under running
+# daemons, and the fixtures' own failover checks): too heavy for `make
+# test`'s budget, so they skip there unless TEST_TOPOLOGIES=1.
+test-topologies: ensure-redis
+	TEST_TOPOLOGIES=1 $(GO) test -race -count=1 -timeout 150s -run 'Failover|Topologies' ./internal/redistest ./redislock ./e2e
+
 test-cover: ensure-redis
 	$(GO) test -race -count=1 -parallel 8 -timeout 280s -coverprofile=coverage.out ./...
 	$(GO) tool cover -func=coverage.out | tail -n 1
@@ -46,7 +52,14 @@ test-cover: ensure-redis
 run: build
 	CRONLOCK_NODE_STATE_DIR=$(CURDIR)/.state ./$(BIN) -config testdata/example.yaml
 
-bench:
+# The bench driver (bench/, README.md "Performance"): floor and daemon runs
+# interleaved, one table, bench/results.json. CRONLOCK_BENCH_WORKLOADS,
+# CRONLOCK_BENCH_SECONDS, CRONLOCK_BENCH_PAIRS and CRONLOCK_BENCH_BASELINE
+# choose what it runs. bench-go runs the Go benchmarks of every package.
+bench: ensure-redis
+	$(GO) test -tags bench -run '^TestBench$$' -count=1 -v -timeout 9m ./bench
+
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 lint:

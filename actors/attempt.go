@@ -21,7 +21,7 @@ type outcome struct {
 // gone.
 func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64) outcome {
 	p, err := r.deps.Start(process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
-		Env: commandEnv(r.deps.Environ, r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
+		Env: runEnv(r.env, r.deps.Environ, r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
 		Log: r.log})
 	if err != nil {
 		r.log.Error("run could not start", zap.Error(err))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/redislock"
@@ -70,12 +71,19 @@ type logHarness struct {
 
 func startJobOn(t *testing.T, name, command string, l Locker) *logHarness {
 	t.Helper()
+	return startJobCfgOn(t, testJob(t, name, command), l)
+}
+
+// startJobCfgOn is startJobOn with a job configuration of the caller's.
+func startJobCfgOn(t *testing.T, cfg config.Job, l Locker) *logHarness {
+	t.Helper()
+	name := cfg.Name
 	core, logs := observer.New(zapcore.DebugLevel)
 	h := &jobHarness{name: name, metrics: NewMetrics(nil), results: make(chan RunFinished, 10),
 		kill: make(chan struct{}), done: make(chan error, 1)}
 	h.metrics.InitJob(name)
 	phantoms := make(chan Phantom, 10)
-	h.job = NewJob(testJob(t, name, command), JobDeps{Log: zap.New(core), Metrics: h.metrics, Locker: l,
+	h.job = NewJob(cfg, JobDeps{Log: zap.New(core), Metrics: h.metrics, Locker: l,
 		NodeID: "n1", Results: h.results, Phantoms: phantoms, Kill: h.kill, Start: fakeproc.Start})
 	ctx, cancel := context.WithCancel(t.Context())
 	h.cancel = cancel

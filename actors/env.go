@@ -63,6 +63,29 @@ func commandEnv(environ []string, job config.Job, info RunInfo, attempt int) []s
 	return appendRunVars(baseEnv(environ, envSpecOf(job), 7), info, attempt)
 }
 
+// jobBaseEnv is the part of a job's command environment that every run
+// shares (baseEnv: the inherited or minimal environment and the job's env),
+// built once per configuration by the job actor. It is nil for a job with a
+// user: that user's HOME, USER and LOGNAME are looked up at each run, as
+// process.Start looks up the user's credential.
+func jobBaseEnv(environ []string, job config.Job) []string {
+	if job.User != "" {
+		return nil
+	}
+	return baseEnv(environ, envSpecOf(job), 0)
+}
+
+// runEnv is commandEnv on a base from jobBaseEnv (copied, then the run
+// variables); a nil base is built now.
+func runEnv(base, environ []string, job config.Job, info RunInfo, attempt int) []string {
+	if base == nil {
+		return commandEnv(environ, job, info, attempt)
+	}
+	env := make([]string, len(base), len(base)+7)
+	copy(env, base)
+	return appendRunVars(env, info, attempt)
+}
+
 // hookEnv is the environment of a hook: the command's environment of the
 // final attempt plus the result variables. file is the path of the output
 // tail file ("" when it could not be written).

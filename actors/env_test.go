@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"maps"
 	"os/user"
 	"slices"
 	"strings"
@@ -81,5 +82,32 @@ func TestCommandEnv_UserIdentity(t *testing.T) {
 	job.Env = map[string]string{"HOME": "/srv"}
 	if m := envMap(commandEnv(nil, job, RunInfo{Job: "j"}, 1)); m["HOME"] != "/srv" {
 		t.Errorf("job env HOME: got %q, want /srv (env wins)", m["HOME"])
+	}
+}
+
+// The base environment built once per configuration gives every run the
+// same environment as building it per run, and runs never share a slice.
+func TestRunEnv_BaseBuiltOnceMatchesPerRun(t *testing.T) {
+	daemon := JobEnviron([]string{"PATH=/opt/bin", "HOME=/root", "EDITOR=vi", "CRONLOCK_REDIS_PASSWORD=x"})
+	for _, inherit := range []bool{true, false} {
+		job := config.Job{Name: "j", Shell: "/bin/sh", InheritEnv: inherit, Env: map[string]string{"A": "b", "EDITOR": "ed"}}
+		base := jobBaseEnv(daemon, job)
+		if base == nil {
+			t.Fatalf("inherit %v: no base for a job without a user", inherit)
+		}
+		for attempt, info := range []RunInfo{{Job: "j", RunID: "r1", Slot: time.Unix(60, 0), Fence: 3}, {Job: "j", RunID: "r2", Fence: 4}} {
+			got, want := runEnv(base, daemon, job, info, attempt+1), commandEnv(daemon, job, info, attempt+1)
+			if !maps.Equal(envMap(got), envMap(want)) || len(got) != len(want) {
+				t.Errorf("inherit %v, run %s: got %v, want %v", inherit, info.RunID, got, want)
+			}
+		}
+		a := runEnv(base, daemon, job, RunInfo{Job: "j", RunID: "a"}, 1)
+		b := runEnv(base, daemon, job, RunInfo{Job: "j", RunID: "b"}, 1)
+		if envMap(a)["CRONLOCK_RUN_ID"] != "a" || envMap(b)["CRONLOCK_RUN_ID"] != "b" {
+			t.Errorf("inherit %v: runs share their environment: %v, %v", inherit, a, b)
+		}
+	}
+	if base := jobBaseEnv(daemon, config.Job{Name: "j", User: "nobody"}); base != nil {
+		t.Errorf("a job with a user: got base %v, want nil (HOME etc. looked up per run)", base)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cronlock/cronlock/nodeload"
 	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // JobDeps are what a job actor needs from the engine. All fields are
@@ -50,6 +51,10 @@ type JobDeps struct {
 	// load-ordered claim delay, actors/capacity.go); optional (nil = no
 	// limit, no delay; manual runs never use it).
 	Load *nodeload.Load
+	// Claims is the daemon's ClaimGate, shared by all its job actors: a won
+	// run starts its process once the node's claims in flight are answered
+	// (at most ClaimGateMax later). Optional (nil = no gate).
+	Claims *ClaimGate
 
 	repeats *repeatLog // set by NewJob: summarises the job's repeated warnings
 	// maxRunsTold is set once the job's first max_runs skip was logged at
@@ -87,6 +92,8 @@ const DefaultClaimTimeout = 2 * time.Second
 type Job struct {
 	deps   JobDeps
 	cfg    config.Job
+	env    []string // jobBaseEnv of cfg, built at the first run of each configuration
+	envOK  bool     // env is built (nil is a valid env: built per attempt)
 	inbox  chan jobMsg
 	events chan runEvent // from the run goroutines: claim answered, releasing, ended
 
@@ -146,6 +153,16 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 	deps.repeats = newRepeatLog(repeatEvery)
 	deps.maxRunsTold = new(atomic.Bool)
 	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
+}
+
+// baseEnv is the job's base environment (jobBaseEnv), built at the first
+// run of a configuration: a job that never runs (10,000 idle jobs) holds
+// none.
+func (j *Job) baseEnv() []string {
+	if !j.envOK {
+		j.env, j.envOK = jobBaseEnv(j.deps.Environ, j.cfg), true
+	}
+	return j.env
 }
 
 // SeenSlot is the highest slot (Unix seconds) this node has seen in the
@@ -228,7 +245,7 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 	case Catchup:
 		j.onCatchup(ctx, m)
 	case Reconfigure:
-		j.cfg = m.Job
+		j.cfg, j.env, j.envOK = m.Job, nil, false
 	case RunNow:
 		j.onRunNow(ctx, m)
 	}
@@ -251,7 +268,7 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 		// With queue or replace, a slot that comes due while this node's
 		// run holds the lease is queued by its claim: no run starts.
 		queueClaim := exclusive && queues(j.cfg) && j.active > 0
-		j.start(ctx, &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}, queueClaim: queueClaim}, nil)
+		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}, queueClaim: queueClaim}, nil)
 	}
 }
 
@@ -287,7 +304,7 @@ func (j *Job) see(c Claim) {
 // shutdown has begun: the slot is claimed, and a claimed slot nobody runs
 // would be silently missed.
 func (j *Job) startPending(ctx context.Context, h *handoff) {
-	r := &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
+	r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
 	j.start(ctx, r, nil)
 }
 
@@ -301,9 +318,9 @@ func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 	case ctx.Err() != nil:
 		m.Reply <- Ran{Skip: SkipShuttingDown}
 	case m.Backfill:
-		j.start(ctx, &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
+		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
 	default:
-		r := &run{job: j.cfg, info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
+		r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
 		j.start(ctx, r, m.Reply)
 	}
 }
@@ -339,36 +356,45 @@ func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name
 
 // skipSlot logs (info; debug for claimed_elsewhere and disabled, warn for
 // overlap_local) and counts one skipped slot (docs/protocol.md, "Skip
-// reasons"). fields say more about the cause. overlap_local and
-// redis_error repeat on every slot while a long run or an outage lasts:
-// their lines are summarised (repeats.go).
+// reasons"). fields say more about the cause. overlap_local,
+// redis_error and not_replicated repeat on every slot while a long run or
+// an outage lasts: their lines are summarised (repeats.go).
 func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields ...zap.Field) {
 	deps.Metrics.Skip(job, reason)
-	log := deps.Log.Info
+	level := zapcore.InfoLevel
 	switch reason {
 	case SkipClaimedElsewhere, SkipDisabled:
-		log = deps.Log.Debug
+		level = zapcore.DebugLevel
 	case SkipOverlapLocal:
-		log = deps.Log.Warn
+		level = zapcore.WarnLevel
 	case SkipMaxRuns:
 		if deps.maxRunsTold.Swap(true) {
-			log = deps.Log.Debug
+			level = zapcore.DebugLevel
 		} else {
 			fields = append(fields, zap.String("cause", "job done: it has made its max_runs successful runs in the cluster"))
 		}
 	}
-	write := func(extra ...zap.Field) {
-		log("slot skipped", append(append([]zap.Field{zap.String("job", job), zap.String("node_id", deps.NodeID), slotField(slot),
-			zap.String("reason", reason)}, fields...), extra...)...)
-	}
-	if reason == SkipOverlapLocal || reason == SkipRedisError {
-		deps.repeats.Log(reason, write, func() {
-			deps.Log.Debug("slot skipped", append([]zap.Field{zap.String("job", job), zap.String("node_id", deps.NodeID),
-				slotField(slot), zap.String("reason", reason), zap.Bool("summarised", true)}, fields...)...)
+	if reason == SkipOverlapLocal || reason == SkipRedisError || reason == SkipNotReplicated {
+		deps.repeats.Log(reason, func(extra ...zap.Field) {
+			writeSkip(deps.Log, level, job, deps.NodeID, slot, reason, fields, extra...)
+		}, func() {
+			writeSkip(deps.Log, zapcore.DebugLevel, job, deps.NodeID, slot, reason, fields, zap.Bool("summarised", true))
 		})
 		return
 	}
-	write()
+	writeSkip(deps.Log, level, job, deps.NodeID, slot, reason, fields)
+}
+
+// writeSkip writes one "slot skipped" line; at a level that is not
+// enabled (claimed_elsewhere at info: two thirds of the slots of a 3-node
+// cluster) it builds nothing.
+func writeSkip(log *zap.Logger, level zapcore.Level, job, node string, slot time.Time, reason string, fields []zap.Field, extra ...zap.Field) {
+	ce := log.Check(level, "slot skipped")
+	if ce == nil {
+		return
+	}
+	ce.Write(append(append([]zap.Field{zap.String("job", job), zap.String("node_id", node), slotField(slot),
+		zap.String("reason", reason)}, fields...), extra...)...)
 }
 
 // start launches r on a goroutine; the actor waits for it in Run/drain.

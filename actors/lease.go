@@ -128,7 +128,7 @@ func (l *Lease) End(ctx context.Context, rec RunRecord, next string, nextLog *za
 	sent := time.Now()
 	f, err := l.locker.Finish(rctx, FinishRequest{Job: l.job, Owner: l.owner, Record: rec, Next: next, TTL: l.ttl,
 		MaxRuns: l.maxRuns})
-	if err != nil || f.Fence == 0 {
+	if err != nil || f.Fence == 0 || f.NotReplicated { // not replicated: the caller releases next
 		return f, nil, err
 	}
 	return f, adoptLease(ctx, nextLog, l.locker, l.job, next, l.ttl, sent, leaseOpts{replace: l.replace, maxRuns: l.maxRuns}), nil

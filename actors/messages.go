@@ -25,6 +25,10 @@ const (
 	// of the job's last claimed slot (a new job, or Redis lost its state
 	// and no live node remembers it): the slot may already have run.
 	SkipNoRecord = "no_record"
+	// SkipNotReplicated: a won claim that fewer replicas than
+	// redis.min_replicas_acked acknowledged in time: a failover could
+	// forget it, so the slot is not run and the lease is released.
+	SkipNotReplicated = "not_replicated"
 	// SkipAlreadyRun: a backfill slot that an earlier backfill ran (it is
 	// listed, not counted: `cronlock backfill` is no daemon).
 	SkipAlreadyRun = "already_run"
@@ -36,7 +40,7 @@ const (
 // skipReasons lists every skip reason, in metric order; its length sizes
 // the per-job counters.
 var skipReasons = [...]string{SkipClaimedElsewhere, SkipOverlap, SkipOverlapLocal,
-	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNoRecord, SkipNodeBusy, SkipMaxRuns}
+	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNoRecord, SkipNodeBusy, SkipMaxRuns, SkipNotReplicated}
 
 // Run results; a hook sees them as CRONLOCK_RESULT.
 const (

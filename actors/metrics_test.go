@@ -28,6 +28,7 @@ cronlock_skips_total{job="backup",reason="disabled"} 0
 cronlock_skips_total{job="backup",reason="max_runs"} 0
 cronlock_skips_total{job="backup",reason="no_record"} 0
 cronlock_skips_total{job="backup",reason="node_busy"} 0
+cronlock_skips_total{job="backup",reason="not_replicated"} 0
 cronlock_skips_total{job="backup",reason="overlap"} 1
 cronlock_skips_total{job="backup",reason="overlap_local"} 0
 cronlock_skips_total{job="backup",reason="paused"} 0

@@ -75,6 +75,13 @@ type Finished struct {
 	// StateSlot and StateFence are state.slot and state.fence afterwards
 	// (what the node remembers, as for Claim).
 	StateSlot, StateFence int64
+	// NotReplicated (with Fence > 0): the lease was handed to Next, but
+	// fewer replicas than redis.min_replicas_acked acknowledged it (WAIT):
+	// like a won claim that was not replicated, the pending slot is not
+	// run and Next's lease is to be released (skip not_replicated).
+	// Replicas is WAIT's answer (0 when no WAIT was sent).
+	NotReplicated bool
+	Replicas      int
 }
 
 // Outcome is the result of a Claim (docs/protocol.md, "claim").
@@ -110,6 +117,16 @@ const (
 	// runs in the cluster (state.runs); the slot was recorded (a backfill
 	// slot is not).
 	MaxRunsReached
+	// NotReplicated: the claim won (state.slot recorded, fence
+	// incremented, lease taken) but fewer replicas than
+	// redis.min_replicas_acked acknowledged it within
+	// redis.replica_ack_timeout (WAIT): a failover could forget it and let
+	// another node claim the slot again, so it is not run, and the caller
+	// releases the lease. Claim.Fence and Claim.Replicas are set. Never
+	// returned by the claim script itself (so it comes after the script's
+	// outcome numbers), only by a backend that waits
+	// for replicas.
+	NotReplicated
 )
 
 // String returns the skip-reason spelling: "claimed", "claimed_elsewhere",
@@ -126,6 +143,8 @@ func (o Outcome) String() string {
 		return SkipOverlap
 	case NoRecord:
 		return SkipNoRecord
+	case NotReplicated:
+		return SkipNotReplicated
 	case Queued:
 		return "queued"
 	case AlreadyRun:
@@ -236,6 +255,9 @@ type Claim struct {
 	// Holder is the lease value ("nodeID:runID") that made the claim an
 	// Overlap or Queued; "" otherwise.
 	Holder string
+	// Replicas is how many replicas acknowledged a won claim (WAIT's
+	// answer) when the backend waits for replicas; 0 otherwise.
+	Replicas int
 	// Pending (Overlap with a Queue request) is the slot already pending
 	// that this one could not displace (Unix seconds), 0 otherwise.
 	Pending int64

@@ -15,6 +15,10 @@ const repeatEvery = time.Minute
 // their skip reason as the key.
 const repeatClaimFailed = "claim failed"
 
+// repeatNotReplicated is the key of "claim not replicated; not run"
+// (every won claim while a replica is down).
+const repeatNotReplicated = "claim not replicated"
+
 // repeatLog summarises repeated identical warnings, such as a claim failing
 // on every slot of a Redis outage or overlap_local on every slot of a long
 // run: the first occurrence of a key is written; after that, at most one

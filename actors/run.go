@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -20,8 +21,9 @@ const maxRetryBackoff = 10 * time.Minute
 // actor.
 type run struct {
 	job   config.Job
-	info  RunInfo // Job, Slot and Trigger set by the job actor
-	force bool    // a manual run that ignores pause (cronlock run -force)
+	env   []string // the job's base environment (jobBaseEnv); nil = built per attempt
+	info  RunInfo  // Job, Slot and Trigger set by the job actor
+	force bool     // a manual run that ignores pause (cronlock run -force)
 	deps  *JobDeps
 	// minSlot, minFence: the highest slot and fence the job actor has seen,
 	// sent with the claim (state repair).
@@ -35,6 +37,9 @@ type run struct {
 	lease   *Lease
 	log     *zap.Logger
 	lostErr error // set once the lease is lost
+	// fields are log's fields: the run's, then fence once claimed
+	// (attempts add attempt).
+	fields []zap.Field
 	// replacedBy is the pending slot that replaces this run (overlap
 	// replace), 0 = none.
 	replacedBy int64
@@ -63,11 +68,16 @@ func (r *run) execute(ctx context.Context) Ran {
 		r.info.RunID = uuid.NewString()
 	}
 	r.info.Node = r.deps.NodeID
-	r.log = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
-		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger)))
+	// The run's fields are encoded when the run first logs, not here (a
+	// run that only finds its slot claimed elsewhere logs nothing at info),
+	// and each logger of the run is one layer on the daemon's, so that only
+	// the one that logs is encoded, once.
+	r.fields = []zap.Field{zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
+		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger))}
 	if !r.info.Slot.IsZero() {
-		r.log = r.log.With(slotField(r.info.Slot))
+		r.fields = append(r.fields, slotField(r.info.Slot))
 	}
+	r.log = r.deps.Log.WithLazy(r.fields...)
 	if ctx.Err() != nil && r.pre == nil { // a handed-on slot is claimed: it runs
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
@@ -82,6 +92,7 @@ func (r *run) execute(ctx context.Context) Ran {
 		return ran
 	}
 	r.placeWon()
+	r.deps.Claims.wait(ClaimGateMax, r.deps.Kill) // the node's other claims of this instant first
 	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
 	if r.lease.Owner() != "" {
 		r.waitGrace()
@@ -128,8 +139,10 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
+	r.deps.Claims.begin()
 	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req,
 		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
+	r.deps.Claims.end()
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
@@ -154,20 +167,29 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if c.Repaired {
 		r.stateRepaired(c)
 	}
-	return r.answer(c, lease)
+	owner := ""
+	if useLease {
+		owner = req.Owner
+	}
+	return r.answer(c, lease, owner)
 }
 
 // answer acts on a claim's answer: a won claim keeps its lease and fence
 // (and takes over a pending slot the claim took); any other outcome is
 // logged and, for a slot, counted as a skip (a queued slot is not a skip).
-func (r *run) answer(c Claim, lease *Lease) (Ran, bool) {
+// owner is the lease value the claim asked for ("" without a lease): a won
+// claim that was not replicated releases it.
+func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 	switch c.Outcome {
 	case Claimed:
+		r.deps.repeats.End(repeatNotReplicated) // replicas acknowledge again
+		r.deps.repeats.End(SkipNotReplicated)
 		if c.Takes > 0 {
 			r.takePending(c.Takes)
 		}
 		r.lease, r.info.Fence = lease, c.Fence
-		r.log = r.log.With(zap.Int64("fence", c.Fence))
+		r.fields = slices.Concat(r.fields, []zap.Field{zap.Int64("fence", c.Fence)})
+		r.log = r.deps.Log.WithLazy(r.fields...)
 		return Ran{}, true
 	case Paused:
 		return r.skip(SkipPaused, nil), false
@@ -187,6 +209,20 @@ func (r *run) answer(c Claim, lease *Lease) (Ran, bool) {
 		return Ran{Skip: SkipAlreadyRun}, false
 	case MaxRunsReached:
 		return r.skip(SkipMaxRuns, nil, zap.Int("max_runs", r.job.MaxRuns)), false
+	case NotReplicated:
+		r.deps.repeats.Log(repeatNotReplicated, func(extra ...zap.Field) {
+			r.log.Warn("claim not replicated; not run: fewer replicas than redis.min_replicas_acked acknowledged it "+
+				"within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
+				append(extra, zap.Int("replicas_acked", c.Replicas), zap.Int64("fence", c.Fence))...)
+		}, nil)
+		if owner != "" {
+			r.releaseUnrun(owner)
+		}
+		if c.Takes > 0 { // the claim took a pending slot: not run either; its own slot stays pending
+			r.log.Info("pending slot taken by the claim not run either: the claim was not replicated",
+				zap.Int64("pending_slot", c.Takes))
+		}
+		return r.skip(SkipNotReplicated, nil, zap.Int("replicas_acked", c.Replicas)), false
 	case NoRecord:
 		r.log.Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
 			"or redis lost its state and no live node remembers it), so this slot may already have run")
@@ -205,6 +241,18 @@ func (r *run) stateRepaired(c Claim) {
 		zap.Int64("state_slot", c.StateSlot), zap.Int64("state_fence", c.StateFence))
 }
 
+// releaseUnrun releases the lease of a won claim that is not run, on a
+// fresh context bounded by the claim timeout; when that fails the janitor
+// releases it later.
+func (r *run) releaseUnrun(owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.deps.ClaimTimeout)
+	defer cancel()
+	if _, err := r.deps.Locker.Release(ctx, r.job.Name, owner); err != nil {
+		r.log.Warn("lease of a claim not run not released; the janitor retries", zap.Error(err))
+		r.phantom(owner)
+	}
+}
+
 // phantom hands a lease whose state is unknown to the janitor, so that a
 // claim applied by Redis after our timeout never blocks the job for
 // lock_ttl (docs/protocol.md, "Phantom leases and the janitor").
@@ -221,10 +269,10 @@ func (r *run) phantom(owner string) {
 func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-chan int64) RunFinished {
 	fin := RunFinished{RunInfo: r.info, Cfg: r.job}
 	backoff := r.job.RetryBackoff
-	base := r.log
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
-		r.log = base.With(zap.Int("attempt", attempt)) // every later line of the run carries it
+		// Every later line of the run carries the attempt.
+		r.log = r.deps.Log.WithLazy(slices.Concat(r.fields, []zap.Field{zap.Int("attempt", attempt)})...)
 		out := r.attempt(attempt, lost, replaced)
 		if attempt == 1 {
 			fin.Started = out.Started
@@ -321,6 +369,12 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 		return
 	}
 	switch {
+	case f.Pending > 0 && f.NotReplicated:
+		r.log.Warn("pending slot handed the lease but not run: fewer replicas than redis.min_replicas_acked "+
+			"acknowledged the hand-over within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
+			zap.Int64("pending_slot", f.Pending), zap.Int("replicas_acked", f.Replicas), zap.Int64("fence", f.Fence))
+		r.releaseUnrun(next)
+		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipNotReplicated, zap.Int("replicas_acked", f.Replicas))
 	case f.Pending > 0 && lease != nil:
 		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Fence,
 			stateSlot: f.StateSlot, stateFence: f.StateFence}

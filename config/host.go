@@ -130,6 +130,10 @@ func checkTLSFiles(backend string, t TLS, p *problems, purpose Purpose, path fun
 	if backend != "redis" {
 		return
 	}
+	if t.InsecureSkipVerify {
+		p.warn(path("redis.tls.insecure_skip_verify"), "true: the Redis server's certificate is not verified, so anyone on "+
+			"the network path can pose as Redis and hand out claims; give its CA in redis.tls.ca_file instead (for tests only)")
+	}
 	if t.CAFile != "" {
 		hostProblem(p, purpose, path("redis.tls.ca_file"), caFileProblem(t.CAFile))
 	}

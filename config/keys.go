@@ -84,15 +84,16 @@ const DefaultRedisAddress = "localhost:6379"
 // applies only when the backend is explicitly redis (see resolveBackend).
 func builtinDefaults() map[string]any {
 	return map[string]any{
-		"node.grace_period":       time.Duration(0),
-		"node.shutdown_timeout":   30 * time.Second,
-		"node.max_clock_skew":     2 * time.Second,
-		"node.heartbeat_interval": 5 * time.Second,
-		"redis.db":                0,
-		"redis.key_prefix":        "cronlock:",
-		"redis.dial_timeout":      5 * time.Second,
-		"log.level":               "info",
-		"http.auth":               AuthWrites,
+		"node.grace_period":         time.Duration(0),
+		"node.shutdown_timeout":     30 * time.Second,
+		"node.max_clock_skew":       2 * time.Second,
+		"node.heartbeat_interval":   5 * time.Second,
+		"redis.db":                  0,
+		"redis.key_prefix":          "cronlock:",
+		"redis.dial_timeout":        5 * time.Second,
+		"redis.replica_ack_timeout": 500 * time.Millisecond,
+		"log.level":                 "info",
+		"http.auth":                 AuthWrites,
 	}
 }
 

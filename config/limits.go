@@ -146,12 +146,18 @@ func checkJSON(data []byte) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var stack []*object // nil entries are lists
+	// The line is counted on from the previous token, not from the start
+	// (lineCol per token made a one-line file of 10,000 jobs take 8 s).
+	pos, line := 0, 1
 	for {
 		tok, err := dec.Token()
 		if err != nil {
 			return nil
 		}
-		line, _ := lineCol(data, int(dec.InputOffset())-1)
+		if off := min(max(int(dec.InputOffset())-1, 0), len(data)); off > pos {
+			line += bytes.Count(data[pos:off], []byte("\n"))
+			pos = off
+		}
 		var top *object
 		if len(stack) > 0 {
 			top = stack[len(stack)-1]

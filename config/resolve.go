@@ -5,15 +5,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/statedir"
 )
-
-// hashTag matches a Redis Cluster hash tag: a non-empty `{…}`.
-var hashTag = regexp.MustCompile(`\{[^{}]+\}`)
 
 // checkTop validates the keys outside `jobs` and `defaults` and fills
 // Node.Location and the default Node.ID (resolveNodeID).
@@ -104,14 +100,64 @@ func checkRedis(r *Redis, p *problems, path func(string) string) {
 	if len(r.Addresses) > 0 && r.Address != "" {
 		p.err("redis.addresses", "set either redis.address or redis.addresses, not both")
 	}
-	cluster := len(r.Addresses) > 1 && r.SentinelMaster == ""
-	if cluster && !hashTag.MatchString(r.KeyPrefix) {
-		p.err(path("redis.key_prefix"), "%q has no hash tag; Redis Cluster (several addresses, no sentinel_master) needs one, e.g. \"{cronlock}:\"", r.KeyPrefix)
+	if r.Mode != "" {
+		oneOf(p, path("redis.mode"), r.Mode, "standalone", "sentinel", "cluster")
 	}
-	if r.SentinelMaster != "" && len(r.Addresses) == 0 && r.Address == "" {
-		p.err("redis.addresses", "sentinel_master is set but no sentinel addresses are given")
+	checkRedisMode(r, p, path)
+	if r.MinReplicasAcked < 0 {
+		p.err(path("redis.min_replicas_acked"), "%d is negative; use 0 to run a claim without waiting for replicas", r.MinReplicasAcked)
+	}
+	if r.ReplicaAckTimeout < time.Millisecond {
+		p.err(path("redis.replica_ack_timeout"), "%v is below 1ms; WAIT's timeout is whole milliseconds (and 0 would wait forever); e.g. 500ms", r.ReplicaAckTimeout)
 	}
 	if (r.TLS.CertFile == "") != (r.TLS.KeyFile == "") {
 		p.err("redis.tls", "cert_file and key_file must be given together")
 	}
+}
+
+// checkRedisMode checks that the addresses, sentinel_master and db fit
+// the topology (given or inferred), and warns about a Cluster key prefix
+// with a hash tag.
+func checkRedisMode(r *Redis, p *problems, path func(string) string) {
+	switch r.EffectiveMode() {
+	case "sentinel":
+		if r.SentinelMaster == "" {
+			p.err(path("redis.sentinel_master"), "redis.mode is sentinel but sentinel_master is empty; give the master set's name (SENTINEL MASTERS), e.g. mymaster")
+		}
+		if len(r.Addresses) == 0 && r.Address == "" {
+			p.err("redis.addresses", "sentinel_master is set but no sentinel addresses are given")
+		}
+	case "cluster":
+		if r.SentinelMaster != "" {
+			p.err(path("redis.sentinel_master"), "is set, but redis.mode is cluster; remove sentinel_master, or set redis.mode: sentinel")
+		}
+		if r.DB != 0 {
+			p.err(path("redis.db"), "%d: Redis Cluster has only database 0; remove redis.db", r.DB)
+		}
+		if hasHashTag(r.KeyPrefix) {
+			p.warn(path("redis.key_prefix"), fmt.Sprintf("%q holds a hash tag, so in Redis Cluster every key of every job is in one "+
+				"hash slot, on one shard: adding masters adds nothing. Without a tag (e.g. \"cronlock:\") each job's keys "+
+				"carry the job name as tag and the jobs spread over the shards; changing it starts the jobs' state afresh "+
+				"(docs/protocol.md, \"Redis keys\")", r.KeyPrefix))
+		}
+	case "standalone":
+		if r.SentinelMaster != "" {
+			p.err(path("redis.sentinel_master"), "is set, but redis.mode is standalone; remove sentinel_master, or set redis.mode: sentinel")
+		}
+		if len(r.Addresses) > 1 {
+			p.err(path("redis.addresses"), "%d addresses, but redis.mode is standalone, which uses one server; give one address, or set redis.mode: cluster or sentinel", len(r.Addresses))
+		}
+	}
+}
+
+// hasHashTag reports whether s holds a Redis Cluster hash tag by Redis's
+// rule (redislock.HasHashTag, which this mirrors: config cannot import
+// redislock): the first "{", then the first "}" after it, with at least
+// one byte between them.
+func hasHashTag(s string) bool {
+	open := strings.IndexByte(s, '{')
+	if open < 0 {
+		return false
+	}
+	return strings.IndexByte(s[open+1:], '}') > 0
 }

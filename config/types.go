@@ -93,8 +93,7 @@ type TLS struct {
 }
 
 // Redis configures the Redis connection: one address; Sentinel (addresses
-// and sentinel_master); or Cluster (several addresses, no sentinel_master,
-// a key_prefix with a hash tag).
+// and sentinel_master); or Cluster (several addresses, or mode: cluster).
 type Redis struct {
 	Address        string        `mapstructure:"address"`
 	Addresses      []string      `mapstructure:"addresses"`
@@ -110,6 +109,31 @@ type Redis struct {
 	// cannot be read): the Redis policy guard then warns instead of
 	// refusing (docs/protocol.md, "Redis policy guard"). Default false.
 	AllowEviction bool `mapstructure:"allow_eviction"`
+	// Mode is the topology: "standalone", "sentinel" or "cluster"; ""
+	// infers it (EffectiveMode). The daemon confirms it against the server
+	// at connect.
+	Mode string `mapstructure:"mode"`
+	// MinReplicasAcked > 0: after a winning claim the node waits until that
+	// many replicas acknowledged it (WAIT N ReplicaAckTimeout) and skips the
+	// slot (not_replicated) when fewer did. 0 (default): no WAIT.
+	MinReplicasAcked int `mapstructure:"min_replicas_acked"`
+	// ReplicaAckTimeout bounds that WAIT (default 500ms; at least 1ms).
+	ReplicaAckTimeout time.Duration `mapstructure:"replica_ack_timeout"`
+}
+
+// EffectiveMode is Mode, or when Mode is "" the topology the addresses
+// imply: "sentinel" with sentinel_master, "cluster" with several
+// addresses, else "standalone".
+func (r Redis) EffectiveMode() string {
+	switch {
+	case r.Mode != "":
+		return r.Mode
+	case r.SentinelMaster != "":
+		return "sentinel"
+	case len(r.Addresses) > 1:
+		return "cluster"
+	}
+	return "standalone"
 }
 
 // Log configures the daemon's zap logger.

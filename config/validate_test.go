@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // job wraps one job's extra YAML lines into a valid config.
@@ -59,7 +60,13 @@ func TestValidate_Rules(t *testing.T) {
 		{"log.format enum", "log: {format: xml}\n", "", Options{}, `log.format: unknown value "xml"`},
 		{"log.level flag", "", "", Options{Flags: map[string]string{"log.level": "loud"}}, `log.level (from flag): unknown value "loud"`},
 		{"user not root at start", job("  user: nobody\n"), "", Options{Euid: 1000, Purpose: ForStart}, `jobs[0] "j": user: user "nobody" needs root`},
-		{"cluster without hash tag", "redis: {addresses: [a:1, b:2]}\n", "", Options{}, `redis.key_prefix: "cronlock:" has no hash tag`},
+		{"mode enum", "redis: {address: a:1, mode: replicated}\n", "", Options{}, `redis.mode: unknown value "replicated"; want one of standalone, sentinel, cluster`},
+		{"sentinel mode without master", "redis: {addresses: [a:1], mode: sentinel}\n", "", Options{}, `redis.sentinel_master: redis.mode is sentinel but sentinel_master is empty`},
+		{"cluster mode with master", "redis: {addresses: [a:1], mode: cluster, sentinel_master: m}\n", "", Options{}, `redis.sentinel_master: is set, but redis.mode is cluster`},
+		{"cluster with db", "redis: {addresses: [a:1, b:2], db: 2}\n", "", Options{}, `redis.db: 2: Redis Cluster has only database 0`},
+		{"standalone with two addresses", "redis: {addresses: [a:1, b:2], mode: standalone}\n", "", Options{}, `redis.addresses: 2 addresses, but redis.mode is standalone`},
+		{"min_replicas_acked negative", "redis: {address: a:1, min_replicas_acked: -1}\n", "", Options{}, `redis.min_replicas_acked: -1 is negative`},
+		{"replica_ack_timeout zero", "redis: {address: a:1, replica_ack_timeout: 0}\n", "", Options{}, `redis.replica_ack_timeout: 0s is below 1ms`},
 		{"enabled not bool", job("  enabled: maybe\n"), "", Options{}, `enabled: want true or false, got "maybe"`},
 		{"retries negative", job("  retries: -1\n"), "", Options{}, `retries: -1 is negative`},
 		{"env not a map", job("  env: [A]\n"), "", Options{}, `env: want a mapping of NAME: value, got a list`},
@@ -96,7 +103,10 @@ func TestValidate_Rules(t *testing.T) {
 
 func TestValidate_Valid(t *testing.T) {
 	tests := []struct{ name, yaml string }{
-		{"cluster with hash tag", "redis: {addresses: [a:1, b:2], key_prefix: '{cronlock}:'}\n"},
+		{"cluster without hash tag", "redis: {addresses: [a:1, b:2]}\n"},
+		{"cluster with one seed address", "redis: {address: a:1, mode: cluster}\n"},
+		{"cluster with hash tag (a warning)", "redis: {addresses: [a:1, b:2], key_prefix: '{cronlock}:'}\n"},
+		{"replicas acked", "redis: {address: a:1, min_replicas_acked: 1, replica_ack_timeout: 200ms}\n"},
 		{"sentinel needs no hash tag", "redis: {addresses: [a:1, b:2], sentinel_master: mymaster}\n"},
 		{"zero timeout means none", job("  timeout: 0s\n")},
 		{"lock_ttl 0 means default", job("  lock_ttl: 0s\n")},
@@ -109,6 +119,28 @@ func TestValidate_Valid(t *testing.T) {
 		if _, err := Parse([]byte(tt.yaml), "yaml", Options{}); err != nil {
 			t.Errorf("%s: %v", tt.name, err)
 		}
+	}
+}
+
+// A hash tag in a Cluster key prefix still works (every key in one slot)
+// but is warned about: it does not scale (outside Cluster mode it is not).
+// insecure_skip_verify is warned about: nothing verifies the server.
+func TestValidate_RedisWarnings(t *testing.T) {
+	const jobs = "jobs:\n- {name: a, schedule: '@daily', command: x}\n"
+	cfg := mustParse(t, "redis: {addresses: [a:1, b:2], key_prefix: '{cronlock}:'}\n"+jobs, "yaml", Options{})
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0].String(), `warning: redis.key_prefix: "{cronlock}:" holds a hash tag`) ||
+		!strings.Contains(cfg.Warnings[0].String(), "one shard") {
+		t.Errorf("cluster: warnings = %v, want one about the hash tag", cfg.Warnings)
+	}
+	if cfg := mustParse(t, "redis: {address: a:1, key_prefix: '{cronlock}:'}\n"+jobs, "yaml", Options{}); len(cfg.Warnings) != 0 {
+		t.Errorf("standalone: warnings = %v, want none", cfg.Warnings)
+	}
+	cfg = mustParse(t, "redis: {address: a:1, tls: {enabled: true, insecure_skip_verify: true}}\n"+jobs, "yaml", Options{})
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0].String(), "redis.tls.insecure_skip_verify: true: the Redis server's certificate is not verified") {
+		t.Errorf("insecure_skip_verify: warnings = %v, want one saying the certificate is not verified", cfg.Warnings)
+	}
+	if got := mustParse(t, "redis: {address: a:1}\n", "yaml", Options{}).Redis.ReplicaAckTimeout; got != 500*time.Millisecond {
+		t.Errorf("replica_ack_timeout default: got %v, want 500ms", got)
 	}
 }
 

@@ -72,3 +72,79 @@ func TestACL_MinimalUser(t *testing.T) {
 		t.Errorf("got %d runs, want the per-second job's and the manual one", len(lines))
 	}
 }
+
+// With one right of minimalACL missing, the error names it: without
+// +evalsha the readiness probe fails and /readyz names the command; without
+// +hincrby (called by the claim script) every claim fails, is skipped
+// redis_error, and the claim warning names the command and the grant.
+// Nothing runs.
+func TestACL_MissingRightIsNamed(t *testing.T) {
+	t.Parallel()
+	for _, missing := range []string{"evalsha", "hincrby"} {
+		t.Run(missing, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			var acl []string
+			for _, r := range minimalACL {
+				if r != "+"+missing {
+					acl = append(acl, r)
+				}
+			}
+			srv.Do(append([]string{"ACL", "SETUSER", "cronlock"}, acl...)...)
+			ledger := newLedger(t)
+			listen := freeAddr(t)
+			cfg := redisConfig(srv.Addr(), map[string]any{"name": "tick", "schedule": "* * * * * *", "command": ledgerCommand(ledger, "")})
+			cfg["redis"] = map[string]any{"address": srv.Addr(), "username": "cronlock", "password": "s3cret"}
+			cfg["http"] = map[string]any{"listen": listen}
+			nodes, _ := startNodes(t, writeConfig(t, cfg), nodeSpec{id: "n1"})
+			// Redis names a command a client sends (NOPERM … 'evalsha'), but
+			// one a script calls only by the script's SHA1 and line: cronlock
+			// reads the command from its script (redislock.ScriptACLError).
+			named := func(e logEntry) bool {
+				return (strings.Contains(e.Str("error"), "NOPERM") && strings.Contains(e.Str("error"), "'"+missing+"'")) ||
+					strings.Contains(e.Str("error"), "grant +"+missing)
+			}
+			switch missing {
+			case "evalsha":
+				waitReadiness(t, "n1", listen, false, "'evalsha'")
+				nodes[0].WaitLog(5*time.Second, "an error naming evalsha", func(e logEntry) bool { return e.Str("level") == "error" && named(e) })
+			case "hincrby":
+				nodes[0].WaitLog(5*time.Second, "a claim warning naming hincrby", func(e logEntry) bool {
+					return e.Msg() == "claim failed; not run" && named(e)
+				})
+			}
+			stopAll(t, 10*time.Second, nodes...)
+			if runs := ledgerLines(t, ledger); len(runs) != 0 {
+				t.Errorf("got %d runs without +%s, want none", len(runs), missing)
+			}
+		})
+	}
+}
+
+// In Cluster mode the minimal ACL plus +cluster|slots (README.md, "Redis
+// ACL") is enough: the client and the readiness probe read the slot map,
+// and jobs spread over the shards run.
+func TestACL_MinimalUserCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	for _, m := range c.Masters {
+		m.Do(append([]string{"ACL", "SETUSER", "cronlock"}, append(minimalACL, "+cluster|slots")...)...)
+	}
+	ledger := newLedger(t)
+	listen := freeAddr(t)
+	jobs, names := everySecondJobs(ledger, "job", 6, nil)
+	cfg := redisConfig("", jobs...)
+	cfg["redis"] = map[string]any{"addresses": c.Addrs(), "username": "cronlock", "password": "s3cret"}
+	cfg["http"] = map[string]any{"listen": listen}
+	nodes, ready := startNodes(t, writeConfig(t, cfg), nodeSpec{id: "n1"})
+	for _, j := range names {
+		waitLedgerSlotAfter(t, ledger, j, ready)
+	}
+	waitReadiness(t, "n1", listen, true, "ready")
+	stopAll(t, 10*time.Second, nodes...)
+	for _, e := range nodes[0].Logs() {
+		if strings.Contains(e.Str("error"), "NOPERM") || strings.Contains(e.Str("error"), "grant +") {
+			t.Errorf("daemon log: %s: %s", e.Msg(), e.Str("error"))
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -89,16 +88,17 @@ func TestReadiness_ScriptingDisabled(t *testing.T) {
 	}
 }
 
-// A 3-master Redis Cluster. A single redis.address that is one of its nodes
-// is refused with the fix (redis.addresses), whether or not that node owns
-// the job keys. A node given the cluster's addresses is ready and runs the
-// job until the shard that owns the job keys is killed; then it is not
-// ready and runs nothing more.
+// A 3-master Redis Cluster. A single redis.address that is one of its nodes,
+// and a one-address redis.addresses list, are refused with the fix
+// (redis.mode: cluster, or redis.addresses), whether or not that node owns
+// the job keys: never ready with every claim failing. A node given the
+// cluster's addresses, and one given a single seed address with
+// redis.mode: cluster, are ready and run the job until the shard that owns
+// the job keys is killed; then they are not ready and run nothing more.
 func TestReadiness_RedisCluster(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
-	const prefix = "{cronlock}:"
-	key := prefix + "job:job00"
+	key := "cronlock:job:{job00}" // the default prefix: the job name is the hash tag
 	ledger := newLedger(t)
 	jobs, _ := everySecondJobs(ledger, "job", 1, nil)
 	type spec struct {
@@ -106,9 +106,11 @@ func TestReadiness_RedisCluster(t *testing.T) {
 		redis map[string]any
 	}
 	specs := []spec{
-		{"single-owner", map[string]any{"address": c.Owner(key).Addr(), "key_prefix": prefix}},
-		{"single-other", map[string]any{"address": c.NotOwner(key).Addr(), "key_prefix": prefix}},
-		{"cluster", map[string]any{"addresses": c.Addrs(), "key_prefix": prefix}},
+		{"single-owner", map[string]any{"address": c.Owner(key).Addr()}},
+		{"single-other", map[string]any{"address": c.NotOwner(key).Addr()}},
+		{"list-of-one", map[string]any{"addresses": []string{c.NotOwner(key).Addr()}}},
+		{"cluster", map[string]any{"addresses": c.Addrs()}},
+		{"seed", map[string]any{"address": c.NotOwner(key).Addr(), "mode": "cluster"}},
 	}
 	listen := map[string]string{}
 	var nodes []*node
@@ -122,23 +124,27 @@ func TestReadiness_RedisCluster(t *testing.T) {
 		waitEngineRunning(n)
 	}
 	time.Sleep(2500 * time.Millisecond) // two slots and two checks: that is the test
-	for _, n := range nodes[:2] {
+	for _, n := range nodes[:3] {
 		waitReadiness(t, n.name, listen[n.name], false, "unsafe: a Cluster node used as a standalone server")
 		fixes := 0
 		for _, e := range n.Logs() {
-			if e.Str("level") == "error" && strings.Contains(e.Msg(), "redis.addresses: [host:port, ...]") {
+			if e.Str("level") == "error" && strings.Contains(e.Msg(), "set redis.mode: cluster") &&
+				strings.Contains(e.Msg(), "redis.addresses: [host:port, ...]") {
 				fixes++
 			}
 		}
 		if fixes != 1 {
-			t.Errorf("%s: error lines naming redis.addresses: got %d, want 1", n.name, fixes)
+			t.Errorf("%s: error lines naming the fix (redis.mode: cluster, redis.addresses): got %d, want 1", n.name, fixes)
 		}
 	}
 	waitReadiness(t, "cluster", listen["cluster"], true, "ready")
+	waitReadiness(t, "seed", listen["seed"], true, "ready")
 	before := ledgerLines(t, ledger)
+	ranOn := map[string]int{}
 	for _, r := range before {
-		if r[2] != "cluster" {
-			t.Errorf("a run on %s, want runs only on the node in Cluster mode: %q", r[2], r)
+		ranOn[r[2]]++
+		if r[2] != "cluster" && r[2] != "seed" {
+			t.Errorf("a run on %s, want runs only on the nodes in Cluster mode: %q", r[2], r)
 		}
 	}
 	if len(before) == 0 {
@@ -149,6 +155,7 @@ func TestReadiness_RedisCluster(t *testing.T) {
 	killedAt := time.Now()
 	time.Sleep(2500 * time.Millisecond) // checks every second: 2.5 s in, the node knows
 	waitReadiness(t, "cluster, owning shard killed", listen["cluster"], false, "unreachable")
+	waitReadiness(t, "seed, owning shard killed", listen["seed"], false, "unreachable")
 	for _, r := range readLedger(t, ledger) {
 		if r.Start.After(killedAt.Add(500 * time.Millisecond)) {
 			t.Errorf("run of slot %d started %v after the owning shard was killed, want none", r.Slot, r.Start.Sub(killedAt))
@@ -156,5 +163,5 @@ func TestReadiness_RedisCluster(t *testing.T) {
 	}
 	checkNotExited(t, "with the owning shard killed", nodes...)
 	stopAll(t, 15*time.Second, nodes...)
-	t.Logf("runs with every shard up: %d; owner of %s: %s", len(before), key, fmt.Sprint(c.Owner(key).Addr()))
+	t.Logf("runs with every shard up: %d (%v); key %s", len(before), ranOn, key)
 }

@@ -51,6 +51,11 @@ type backend struct {
 	addr   string       // for logs; never holds a password
 	checks serverChecks // nil for the memory backend
 	guard  *guard       // nil for the memory backend
+	// seed is the first configured address and tls the client's TLS
+	// configuration (nil: off), for the explanation of a failure to
+	// connect (redislock.ExplainTLS).
+	seed string
+	tls  *tls.Config
 }
 
 // claimer is what the job actors, the janitor and the job set's
@@ -84,20 +89,20 @@ func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
 	}
 	addr := strings.Join(opts.Addresses, ",")
 	g := newGuard(log, cfg.Redis.AllowEviction)
-	if len(opts.Addresses) > 1 || opts.SentinelMaster != "" {
+	if redislock.InferMode(opts) != redislock.ModeStandalone {
 		// Sentinel and Cluster clients need a reachable node to be created:
 		// create it lazily so that the daemon starts (not ready) without one.
 		l := &lazyRedis{opts: opts}
 		if _, err := l.client(); err != nil {
 			log.Warn("redis client not created yet; retrying in the background", zap.String("redis", addr), zap.Error(err))
 		}
-		return backend{Backend: l, kind: "redis", addr: addr, checks: l, guard: g}, nil
+		return backend{Backend: l, kind: "redis", addr: addr, checks: l, guard: g, seed: opts.Addresses[0], tls: opts.TLS}, nil
 	}
 	r, err := redislock.New(opts)
 	if err != nil {
 		return backend{}, fmt.Errorf("redis client: %w", err)
 	}
-	return backend{Backend: r, kind: "redis", addr: addr, checks: r, guard: g}, nil
+	return backend{Backend: r, kind: "redis", addr: addr, checks: r, guard: g, seed: opts.Addresses[0], tls: opts.TLS}, nil
 }
 
 // RedisOptions maps the config's redis section to redislock options,
@@ -109,7 +114,8 @@ func RedisOptions(cfg *config.Config) (redislock.Options, error) {
 		addrs = []string{rc.Address}
 	}
 	o := redislock.Options{Addresses: addrs, Username: rc.Username, Password: rc.Password, DB: rc.DB,
-		KeyPrefix: rc.KeyPrefix, SentinelMaster: rc.SentinelMaster, DialTimeout: rc.DialTimeout}
+		KeyPrefix: rc.KeyPrefix, SentinelMaster: rc.SentinelMaster, DialTimeout: rc.DialTimeout, Mode: rc.EffectiveMode(),
+		MinReplicasAcked: rc.MinReplicasAcked, ReplicaAckTimeout: rc.ReplicaAckTimeout}
 	if !rc.TLS.Enabled {
 		return o, nil
 	}
@@ -134,4 +140,14 @@ func RedisOptions(cfg *config.Config) (redislock.Options, error) {
 	}
 	o.TLS = t
 	return o, nil
+}
+
+// claimTimeout bounds one claim: actors.DefaultClaimTimeout, plus the WAIT
+// for replicas when redis.min_replicas_acked is set (a won claim is then
+// two round trips, the second up to redis.replica_ack_timeout).
+func claimTimeout(cfg *config.Config) time.Duration {
+	if cfg.Lock.Backend == "redis" && cfg.Redis.MinReplicasAcked > 0 {
+		return actors.DefaultClaimTimeout + cfg.Redis.ReplicaAckTimeout
+	}
+	return actors.DefaultClaimTimeout
 }

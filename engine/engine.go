@@ -140,7 +140,8 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,
 		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
-		Records: e.runRecords(), Load: nodeload.New(cfg.Node.MaxParallel, b.kind == "redis", e.reg)},
+		Records: e.runRecords(), ClaimTimeout: claimTimeout(cfg), Claims: actors.NewClaimGate(),
+		Load: nodeload.New(cfg.Node.MaxParallel, b.kind == "redis", e.reg)},
 		e.ticker, locker)
 	e.taker = e.newTaker()
 	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)

@@ -192,9 +192,10 @@ func decidePolicy(infos []redislock.ServerInfo, err error, allowEviction bool) (
 	case errors.Is(err, redislock.ErrClusterNode):
 		return policyDecision{key: "cluster_node", refuse: true, state: "unsafe: a Cluster node used as a standalone server",
 			level: zapcore.ErrorLevel, fields: []zap.Field{zap.Error(err)},
-			msg: "redis.address is a node of a Redis Cluster, used as a standalone server: not claiming, every slot is " +
-				"skipped (redis_unsafe); keys on other shards are redirected (MOVED). Fix: list the cluster's nodes in " +
-				`redis.addresses: [host:port, ...] and give redis.key_prefix a {hash tag}, e.g. "{cronlock}:"`}, true
+			msg: "the redis server is a node of a Redis Cluster, used as a standalone server (redis.mode standalone, " +
+				"given or inferred from one address): not claiming, every slot is skipped (redis_unsafe); keys on other " +
+				"shards are redirected (MOVED). Fix: set redis.mode: cluster (one address is then a seed node), or list " +
+				"the cluster's nodes in redis.addresses: [host:port, ...]"}, true
 	case errors.As(err, &re) && !re.IsNil():
 		return unreadablePolicy(err, allowEviction), true
 	case err != nil:

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -23,13 +24,15 @@ import (
 // milliseconds; compare clocks and read the server's policy every
 // minute (the policy at every check while the guard refuses claims).
 const (
-	pingUp        = time.Second
-	pingDown      = 250 * time.Millisecond
-	pingDownMax   = 500 * time.Millisecond
-	pingTimeout   = time.Second
-	skewEvery     = time.Minute
-	infoEvery     = time.Minute
-	healthTimeout = 2 * time.Second
+	pingUp         = time.Second
+	pingDown       = 250 * time.Millisecond
+	pingDownMax    = 500 * time.Millisecond
+	pingTimeout    = time.Second
+	skewEvery      = time.Minute
+	infoEvery      = time.Minute
+	healthTimeout  = 2 * time.Second
+	tlsDiagEvery   = 10 * time.Second       // see explainUnreachable
+	tlsDiagTimeout = 500 * time.Millisecond // each of its connections
 )
 
 // health is the actor that watches the backend. For Redis, every check
@@ -55,11 +58,13 @@ type health struct {
 	jobs atomic.Pointer[[]string] // names of the configured jobs (setJobs)
 
 	// Owned by the Run goroutine.
-	lastStatus string
-	probeKind  string // "" before the first probe, "ok", "unreachable", "failing: …", "cluster node"
-	probeErr   error
-	lastSkew   time.Time
-	lastInfo   time.Time
+	lastStatus  string
+	probeKind   string // "" before the first probe, "ok", "unreachable", "failing: …", "cluster node", "misconfigured: …"
+	probeErr    error
+	tlsProb     *redislock.TLSProblem // the TLS cause of the last unanswered probes, nil if none
+	lastTLSDiag time.Time             // when explainUnreachable last connected to look for it
+	lastSkew    time.Time
+	lastInfo    time.Time
 
 	up        atomic.Bool
 	stateText atomic.Pointer[string]
@@ -169,33 +174,101 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 	err := h.b.checks.Probe(pctx, *h.jobs.Load())
 	cancel()
 	h.probeErr = err
-	kind := "ok"
-	var re *rueidis.RedisError
-	switch {
-	case errors.Is(err, redislock.ErrClusterNode):
-		kind = "cluster node"
-		h.b.guard.observe(nil, err)
-	case errors.As(err, &re):
-		kind = "failing: " + shortRedisErr(re)
-	case err != nil:
-		kind = "unreachable"
+	base := h.classify(ctx, err)
+	kind, shard := base, ""
+	var se *redislock.ShardError
+	if errors.As(err, &se) {
+		shard = fmt.Sprintf("shard %s: %d of %d jobs; the others still run", se.Master, se.Jobs, se.Total)
+		kind += " (" + shard + ")"
 	}
 	if kind == h.probeKind {
 		return false
 	}
 	h.probeKind = kind
-	switch kind {
-	case "ok":
+	if base == "ok" {
 		h.log.Info("redis reachable")
 		return true
-	case "unreachable":
-		h.log.Error("redis unreachable: slots are skipped (redis_error) until it answers; retrying", zap.Error(err))
-	case "cluster node": // the guard has logged it
-	default:
-		h.log.Error("redis answers, but the claim scripts fail on the server that owns the job keys: "+
-			"slots are skipped (redis_error) until they run; retrying", zap.Error(err))
 	}
+	h.logProbeFailure(base, shard, err)
 	return false
+}
+
+// classify names a probe's outcome (see probeKind).
+func (h *health) classify(ctx context.Context, err error) string {
+	var re *rueidis.RedisError
+	var acl *redislock.ScriptACLError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, redislock.ErrClusterNode):
+		h.b.guard.observe(nil, err)
+		return "cluster node"
+	case errors.Is(err, redislock.ErrModeMismatch):
+		return "misconfigured: redis.mode does not match the server"
+	case errors.As(err, &acl):
+		return "failing: the ACL user may not run " + acl.Command + " (grant +" + strings.ToLower(acl.Command) + ")"
+	case errors.As(err, &re):
+		return "failing: " + shortRedisErr(re)
+	}
+	return h.explainUnreachable(ctx, err)
+}
+
+// logProbeFailure logs a new kind of probe failure once; shard, when not
+// "", names the Cluster shard that failed.
+func (h *health) logProbeFailure(base, shard string, err error) {
+	fields := []zap.Field{zap.Error(err)}
+	if shard != "" {
+		fields = append(fields, zap.String("shard", shard))
+	}
+	switch base {
+	case "unreachable":
+		msg := "redis unreachable: slots are skipped (redis_error) until it answers; retrying"
+		if shard != "" {
+			msg = "a redis Cluster shard is unreachable: the slots of the jobs whose keys it owns are skipped " +
+				"(redis_error) until it answers or its replica takes over; the other shards' jobs still run"
+		}
+		h.log.Error(msg, fields...)
+	case "cluster node": // the guard has logged it
+	case h.tlsProblemKind():
+		h.log.Error("redis TLS fails: "+h.tlsProb.Short+"; slots are skipped (redis_error) until it connects. Fix: "+
+			h.tlsProb.Fix, fields...)
+	case "misconfigured: redis.mode does not match the server":
+		h.log.Error("redis.mode does not match the redis server: not claiming, slots are skipped (redis_error) "+
+			"until redis.mode is fixed and the daemon restarted", fields...)
+	default:
+		h.log.Error("redis answers, but the claim scripts fail on a server that owns job keys: "+
+			"slots are skipped (redis_error) until they run; retrying", fields...)
+	}
+}
+
+// explainUnreachable is the kind of a probe that got no answer:
+// "unreachable", or "tls: …" when the failure has a TLS cause
+// (redislock.ExplainTLS). A certificate error in err is read at every
+// check; the explanation that connects once more is made when the probe
+// starts failing and, with TLS on, again at most every tlsDiagEvery (a
+// server down at start may come up with a certificate problem), and kept
+// meanwhile.
+func (h *health) explainUnreachable(ctx context.Context, err error) string {
+	switch p := redislock.ExplainTLS(ctx, err, h.b.seed, h.b.tls, 0); {
+	case p != nil: // read from err, no I/O
+		h.tlsProb = p
+	case (!strings.HasPrefix(h.probeKind, "tls: ") && h.probeKind != "unreachable") ||
+		(h.b.tls != nil && time.Since(h.lastTLSDiag) >= tlsDiagEvery):
+		h.lastTLSDiag = time.Now()
+		h.tlsProb = redislock.ExplainTLS(ctx, err, h.b.seed, h.b.tls, tlsDiagTimeout)
+	}
+	if h.tlsProb != nil {
+		return h.tlsProblemKind()
+	}
+	return "unreachable"
+}
+
+// tlsProblemKind is the kind of the last TLS problem found ("" if none).
+func (h *health) tlsProblemKind() string {
+	if h.tlsProb == nil {
+		return ""
+	}
+	return "tls: " + h.tlsProb.Short
 }
 
 // readServer reads the eviction and persistence settings of the servers

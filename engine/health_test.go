@@ -147,7 +147,7 @@ func TestHealth_ScriptingDisabledNotReady(t *testing.T) {
 	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
 	hh.check(t, true)
 	hh.expect(t, "EVALSHA renamed", false, "failing: unknown command 'EVALSHA'")
-	if n := hh.count(zapcore.ErrorLevel, "the claim scripts fail on the server that owns the job keys"); n != 1 {
+	if n := hh.count(zapcore.ErrorLevel, "the claim scripts fail on a server that owns job keys"); n != 1 {
 		t.Errorf("error lines: got %d, want 1", n)
 	}
 }
@@ -250,4 +250,33 @@ func TestHealth_ClaimAtStartWaitsForTheFirstCheck(t *testing.T) {
 	if r := <-got; r != "claimed" {
 		t.Errorf("claim after the first check: got %q, want claimed", r)
 	}
+}
+
+// redis.mode is confirmed against the server: mode cluster on a server
+// without cluster support is one error line and not ready (every claim
+// refused as redis_error, never sent); mode cluster with a single seed
+// address of a Cluster is ready.
+func TestHealth_ModeConfirmedAtConnect(t *testing.T) {
+	t.Run("cluster mode, standalone server", func(t *testing.T) {
+		srv := redistest.Start(t)
+		hh := newHealthHarness(t, fmt.Sprintf("{address: %q, mode: cluster}", srv.Addr()))
+		hh.check(t, true)
+		hh.check(t, false)
+		hh.expect(t, "mode mismatch", false, "misconfigured: redis.mode does not match the server")
+		if n := hh.count(zapcore.ErrorLevel, "redis.mode does not match the redis server"); n != 1 {
+			t.Errorf("error lines about redis.mode: got %d, want 1", n)
+		}
+		if got := hh.claimReason(t, 100); got != actors.SkipRedisError {
+			t.Errorf("claim: got %s, want %s", got, actors.SkipRedisError)
+		}
+	})
+	t.Run("cluster mode, one seed address", func(t *testing.T) {
+		c := redistest.StartCluster(t, 3)
+		hh := newHealthHarness(t, fmt.Sprintf("{address: %q, mode: cluster}", c.Addrs()[1]))
+		hh.check(t, true)
+		hh.expect(t, "seed address", true, "up")
+		if got := hh.claimReason(t, 100); got != "claimed" {
+			t.Errorf("claim: got %s, want claimed", got)
+		}
+	})
 }

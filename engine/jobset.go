@@ -185,9 +185,13 @@ func (s *jobSet) missedSlots(ctx context.Context) map[string]*actors.MissedSlots
 		at = s.firstApply // at start: slots due before the ticker took over
 	}
 	s.checked = true
+	claimTimeout := s.deps.ClaimTimeout // longer with redis.min_replicas_acked (claimTimeout)
+	if claimTimeout <= 0 {
+		claimTimeout = actors.DefaultClaimTimeout
+	}
 	var checks []actors.MissedCheck
 	for _, h := range s.jobs {
-		if c, ok := actors.MissedCheckFor(h.cfg, h.actor.SeenSlot(), at, actors.DefaultClaimTimeout); ok {
+		if c, ok := actors.MissedCheckFor(h.cfg, h.actor.SeenSlot(), at, claimTimeout); ok {
 			checks = append(checks, c)
 		}
 	}

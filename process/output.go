@@ -13,27 +13,45 @@ import (
 // readBufSize is the size in bytes of each stream's read buffer.
 const readBufSize = 32 << 10
 
-// tailBuffer is a fixed-size ring holding the last bytes written to it. It is
-// safe for concurrent use; stdout and stderr share one, so the tail holds
-// both streams interleaved as received.
+// readBufs holds the read buffers of the streams being read: a run takes
+// two for as long as it runs, instead of allocating 64 KiB (or growing two
+// goroutine stacks by as much) per run.
+var readBufs = sync.Pool{New: func() any { return new([readBufSize]byte) }}
+
+// tailBuffer keeps the last size bytes written to it. It grows with what is
+// written (most runs write a line or nothing, and a run must not cost the
+// full size in allocations) and becomes a fixed ring of size bytes once
+// that much was written. It is safe for concurrent use; stdout and stderr
+// share one, so the tail holds both streams interleaved as received.
 type tailBuffer struct {
 	mu   sync.Mutex
-	buf  []byte
-	pos  int  // next write index
-	full bool // buf has wrapped at least once
+	size int
+	buf  []byte // len(buf) < size: growing, buf[:pos] is everything; else a ring
+	pos  int    // next write index
+	full bool   // the ring has wrapped at least once
 }
 
 func newTailBuffer(size int) *tailBuffer {
-	return &tailBuffer{buf: make([]byte, size)}
+	return &tailBuffer{size: size}
 }
 
-// Write appends p, keeping only the last len(buf) bytes. It never fails.
+// Write appends p, keeping only the last size bytes. It never fails.
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	n := len(p)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.buf) == 0 {
+	if t.size == 0 {
 		return n, nil
+	}
+	if len(t.buf) < t.size {
+		if t.pos+len(p) < t.size {
+			t.buf = append(t.buf, p...)
+			t.pos = len(t.buf)
+			return n, nil
+		}
+		ring := make([]byte, t.size)
+		copy(ring, t.buf[:t.pos])
+		t.buf = ring
 	}
 	if len(p) >= len(t.buf) {
 		copy(t.buf, p[len(p)-len(t.buf):])
@@ -78,7 +96,7 @@ type lineWriter struct {
 }
 
 func newLineWriter(log *zap.Logger, stream string, max int) *lineWriter {
-	return &lineWriter{log: log, stream: stream, max: max, pending: make([]byte, 0, max)}
+	return &lineWriter{log: log, stream: stream, max: max} // pending grows only for a line split across reads
 }
 
 // Write consumes p completely; it never fails.
@@ -148,7 +166,9 @@ func (w *lineWriter) emit(b []byte, partial bool) {
 func readStream(f *os.File, tail *tailBuffer, w *lineWriter, errp *error, done chan<- struct{}) {
 	defer close(done)
 	defer w.Flush()
-	buf := make([]byte, readBufSize)
+	bp := readBufs.Get().(*[readBufSize]byte)
+	defer readBufs.Put(bp)
+	buf := bp[:]
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {

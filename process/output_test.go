@@ -75,3 +75,17 @@ func TestTailBuffer_KeepsLastBytes(t *testing.T) {
 		}
 	}
 }
+
+// A run that writes one line must not cost the whole tail: the buffer grows
+// with the output and becomes the fixed ring only once it is full.
+func TestTailBuffer_GrowsWithOutput(t *testing.T) {
+	tb := newTailBuffer(DefaultTailSize)
+	tb.Write([]byte("one line\n"))
+	if c := cap(tb.buf); c >= DefaultTailSize/2 {
+		t.Errorf("after 9 bytes: capacity %d, want far below the tail size %d", c, DefaultTailSize)
+	}
+	tb.Write(make([]byte, DefaultTailSize))
+	if l := len(tb.buf); l != DefaultTailSize {
+		t.Errorf("after more than the tail size: length %d, want the ring of %d", l, DefaultTailSize)
+	}
+}

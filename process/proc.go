@@ -17,10 +17,12 @@ const killWait = 5 * time.Second
 
 // Proc is one started command. Its methods are safe for concurrent use.
 //
-// Start launches four goroutines per Proc: one reader per output stream,
-// one that owns the SIGKILL timer and one that waits for the leader's exit
-// status (from the package's reaper, never cmd.Wait), the group and the
-// output. All of them have ended when Done is closed.
+// Start launches three goroutines per Proc: one reader per output stream
+// and one that waits for the leader's exit status (from the package's
+// reaper, never cmd.Wait), the group and the output. They have ended when
+// Done is closed. A pending SIGKILL (Terminate with a grace) is a
+// time.AfterFunc timer, stopped when the group is gone; a call of it that
+// had already begun then finds the Proc finished and does nothing.
 type Proc struct {
 	spec    Spec
 	cmd     *exec.Cmd
@@ -42,9 +44,7 @@ type Proc struct {
 	killSentAt time.Time
 	killAt     time.Time // pending SIGKILL, zero if none
 	sigErr     error
-	wake       chan struct{} // 1-buffered: killAt moved
-	stopCtl    chan struct{} // closed by the waiter: control loop ends
-	ctlDone    chan struct{} // closed by the control loop
+	killTimer  *time.Timer // sends the pending SIGKILL (killDue); nil until Terminate with a grace
 
 	done   chan struct{} // closed once result is set
 	result Result
@@ -60,9 +60,6 @@ func newProc(spec Spec, cmd *exec.Cmd, group Group, started time.Time, exit <-ch
 		exit:    exit,
 		out:     out,
 		tail:    newTailBuffer(spec.TailSize),
-		wake:    make(chan struct{}, 1),
-		stopCtl: make(chan struct{}),
-		ctlDone: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 	for i, stream := range []string{"stdout", "stderr"} {
@@ -76,7 +73,6 @@ func (p *Proc) run() {
 	for i := range p.out {
 		go readStream(p.out[i], p.tail, p.outW[i], &p.readErr[i], p.readDone[i])
 	}
-	go p.control()
 	go p.wait()
 }
 
@@ -126,10 +122,11 @@ func (p *Proc) wait() {
 	}
 	p.mu.Lock()
 	p.finished = true
+	if p.killTimer != nil {
+		p.killTimer.Stop()
+	}
 	errs = append(errs, p.sigErr)
 	p.mu.Unlock()
-	close(p.stopCtl)
-	<-p.ctlDone
 	res.DrainTimedOut = p.drain()
 	for i, err := range p.readErr {
 		if err != nil {

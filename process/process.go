@@ -109,14 +109,17 @@ func Start(spec Spec) (*Proc, error) {
 	}
 	var r, w [2]*os.File
 	for i := range r {
-		if r[i], w[i], err = os.Pipe(); err != nil {
+		if r[i], w[i], err = outputPipe(); err != nil {
 			closeAll(r[:i], w[:i])
 			return nil, fmt.Errorf("start: pipe: %w", err)
 		}
 	}
 	cmd := exec.Command(spec.Shell, "-c", spec.Command)
 	cmd.Dir = spec.Dir
-	cmd.Env = append([]string{}, spec.Env...)
+	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{} // an empty environment: nil would be the daemon's
+	}
 	cmd.Stdout, cmd.Stderr = w[0], w[1]
 	// Pdeathsig: if the daemon itself dies (SIGKILL, crash), the kernel
 	// kills the command's shell, so a dead node does not keep running a job
@@ -142,6 +145,25 @@ func Start(spec Spec) (*Proc, error) {
 	p := newProc(spec, cmd, group, started, exit, r)
 	p.run()
 	return p, nil
+}
+
+// outputPipe is os.Pipe for a child's output, with fewer system calls per
+// run: the read end is non-blocking from the start and goes to the
+// runtime's poller; the write end, which the child inherits and the
+// daemon closes after the fork, stays blocking and is never registered
+// (os.Pipe makes both ends non-blocking and pollable, and exec then makes
+// the write end blocking again).
+func outputPipe() (r, w *os.File, err error) {
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, nil, os.NewSyscallError("fcntl", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
 }
 
 // LookupUser resolves Spec.User: a user name, or else a numeric uid (a

@@ -34,9 +34,10 @@ func (p *Proc) Terminate(grace time.Duration) {
 	at := time.Now().Add(grace)
 	if p.killAt.IsZero() || at.Before(p.killAt) {
 		p.killAt = at
-		select {
-		case p.wake <- struct{}{}:
-		default: // a wake-up is already pending; it reads the new killAt
+		if p.killTimer == nil {
+			p.killTimer = time.AfterFunc(grace, p.killDue)
+		} else {
+			p.killTimer.Reset(grace)
 		}
 	}
 }
@@ -56,34 +57,16 @@ func (p *Proc) signalLocked(sig syscall.Signal) {
 	}
 }
 
-// control owns the SIGKILL timer. It ends when stopCtl is closed.
-func (p *Proc) control() {
-	defer close(p.ctlDone)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		select {
-		case <-p.stopCtl:
-			return
-		case <-p.wake:
-			p.armKill(timer)
-		case <-timer.C:
-			p.armKill(timer)
-		}
-	}
-}
-
-// armKill sends SIGKILL if it is due, else resets timer to the pending
-// SIGKILL deadline.
-func (p *Proc) armKill(timer *time.Timer) {
+// killDue runs on the kill timer's own goroutine: it sends SIGKILL if it
+// is due, else sets the timer to the pending SIGKILL deadline.
+func (p *Proc) killDue() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.finished || p.killSent || p.killAt.IsZero() {
 		return
 	}
 	if d := time.Until(p.killAt); d > 0 {
-		timer.Reset(d)
+		p.killTimer.Reset(d)
 		return
 	}
 	p.killLocked()

@@ -84,7 +84,7 @@ func decodeEvent(id string, m map[string]string) (Event, error) {
 //
 //	KEYS: 1 paused, 2 events; ARGV: 1 value, 2 ttl ms ("0" = none),
 //	3 events cap, 4… event field, value pairs
-var pauseScript = rueidis.NewLuaScript(`
+var pauseScript = newScript(`
 if ARGV[2] == "0" then
   redis.call("SET", KEYS[1], ARGV[1])
 else
@@ -92,19 +92,19 @@ else
 end
 redis.call("XADD", KEYS[2], "MAXLEN", "~", ARGV[3], "*", unpack(ARGV, 4))
 return 1
-`)
+`, false)
 
 // resumeScript deletes the pause key and appends the resume event,
 // atomically; it returns the value it deleted (false → nil when the job
 // was not paused; the event is written anyway).
 //
 //	KEYS: 1 paused, 2 events; ARGV: 1 events cap, 2… event field, value pairs
-var resumeScript = rueidis.NewLuaScript(`
+var resumeScript = newScript(`
 local old = redis.call("GET", KEYS[1])
 redis.call("DEL", KEYS[1])
 redis.call("XADD", KEYS[2], "MAXLEN", "~", ARGV[1], "*", unpack(ARGV, 2))
 return old
-`)
+`, false)
 
 // PauseFor pauses job on every node (its slots are skipped with reason
 // paused) with p as the record of who, when, why and until, and appends a
@@ -124,7 +124,7 @@ func (r *Redis) PauseFor(ctx context.Context, job string, p Pause) error {
 	defer cancel()
 	args := append([]string{string(value), strconv.FormatInt(ttl, 10), strconv.Itoa(EventsLen)}, ev.fields()...)
 	if err := pauseScript.Exec(ctx, r.c, []string{r.key("paused", job), r.key("events", job)}, args).Error(); err != nil {
-		return fmt.Errorf("pause %q: %w", job, err)
+		return fmt.Errorf("pause %q: %w", job, explainScript(err))
 	}
 	return nil
 }
@@ -142,7 +142,7 @@ func (r *Redis) ResumeBy(ctx context.Context, job, by string, at time.Time) (*Pa
 	case rueidis.IsRedisNil(err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("resume %q: %w", job, err)
+		return nil, fmt.Errorf("resume %q: %w", job, explainScript(err))
 	}
 	p := decodePause(old)
 	return &p, nil

@@ -20,7 +20,10 @@ import (
 // the pending slot when req.Next is ""). Use a fresh ctx with its own
 // timeout, never a run's cancelled one. On error nothing is known: the
 // lease may or may not have been released or handed on (the caller hands
-// both owners to the janitor).
+// both owners to the janitor). With Options.MinReplicasAcked a finish that
+// handed the lease on waits for the replicas like a won claim
+// (finishReplicated); fewer acknowledgements come back as
+// Finished.NotReplicated: the handed-on slot is not run.
 func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
 	if err := req.Validate(); err != nil {
 		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
@@ -30,12 +33,28 @@ func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Fi
 	args := append([]string{strconv.Itoa(r.historyLen), req.Owner, req.Next, strconv.FormatInt(req.TTL.Milliseconds(), 10),
 		strconv.FormatInt(req.MaxRuns, 10)}, encodeRecord(req.Record)...)
 	keys := []string{r.key("job", req.Job), r.key("history", req.Job), r.key("state", req.Job), r.key("pending", req.Job)}
-	vals, err := finishScript.Exec(ctx, r.c, keys, args).AsIntSlice()
-	if err == nil && len(vals) != 7 {
-		err = fmt.Errorf("script returned %d values, want 7", len(vals))
+	if r.minAcks > 0 && req.Next != "" {
+		f, err := r.finishReplicated(ctx, keys, args)
+		if err != nil {
+			return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, explainScript(err))
+		}
+		return f, nil
 	}
+	vals, err := finishScript.Exec(ctx, r.c, keys, args).AsIntSlice()
+	if err != nil {
+		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, explainScript(err))
+	}
+	f, err := decodeFinished(vals)
 	if err != nil {
 		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+	}
+	return f, nil
+}
+
+// decodeFinished reads finishScript's reply.
+func decodeFinished(vals []int64) (actors.Finished, error) {
+	if len(vals) != 7 {
+		return actors.Finished{}, fmt.Errorf("script returned %d values, want 7", len(vals))
 	}
 	return actors.Finished{Released: vals[0] == 1, Pending: vals[1], Fence: vals[2], StateSlot: vals[3], StateFence: vals[4],
 		Runs: vals[5], Left: vals[6] == 1}, nil

@@ -11,8 +11,9 @@ import (
 // claim is safe there, and whether the claimed-slot record survives a
 // restart of that server.
 type ServerInfo struct {
-	// Key is the probe key whose owner answered (one per cluster slot of
-	// the job keys; one key in all for a standalone or Sentinel server).
+	// Key is the probe key whose owner answered (one per Cluster master
+	// that serves job keys; one key in all for a standalone or Sentinel
+	// server or a hash-tagged Cluster prefix).
 	Key string
 	// MaxMemory is maxmemory in bytes; 0 means no limit (Redis evicts
 	// nothing, whatever the policy).

@@ -32,7 +32,7 @@ func (r *Redis) ReportMissed(ctx context.Context, checks []actors.MissedCheck) (
 		for i, res := range missedScript.ExecMulti(ctx, r.c, execs...) {
 			last, err := res.AsInt64()
 			if err != nil {
-				return nil, fmt.Errorf("missed-slot report %q: %w", batch[i].Job, err)
+				return nil, fmt.Errorf("missed-slot report %q: %w", batch[i].Job, explainScript(err))
 			}
 			out = append(out, actors.MissedReport{Reported: last >= 0, After: max(last, 0)})
 		}

@@ -19,11 +19,11 @@ import (
 // round trip (false → nil reply when there was none).
 //
 //	KEYS: 1 node record; ARGV: 1 value, 2 ttl ms
-var nodeSwapScript = rueidis.NewLuaScript(`
+var nodeSwapScript = newScript(`
 local old = redis.call("GET", KEYS[1])
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 return old
-`)
+`, false)
 
 // SwapNode replaces node id's heartbeat record with value, expiring after
 // ttl (whole milliseconds, at least 1ms), and returns the value it replaced
@@ -44,7 +44,7 @@ func (r *Redis) SwapNode(ctx context.Context, id string, value []byte, ttl time.
 	case rueidis.IsRedisNil(err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("swap node record %q: %w", id, err)
+		return nil, fmt.Errorf("swap node record %q: %w", id, explainScript(err))
 	}
 	return old, nil
 }
@@ -57,7 +57,7 @@ func (r *Redis) DropNode(ctx context.Context, id string, value []byte) (bool, er
 	defer cancel()
 	n, err := releaseScript.Exec(ctx, r.c, []string{r.key("node", id)}, []string{string(value)}).AsInt64()
 	if err != nil {
-		return false, fmt.Errorf("drop node record %q: %w", id, err)
+		return false, fmt.Errorf("drop node record %q: %w", id, explainScript(err))
 	}
 	return n == 1, nil
 }
@@ -69,7 +69,7 @@ func (r *Redis) DropNode(ctx context.Context, id string, value []byte) (bool, er
 // writers.
 const nodeIndexKeep = time.Hour
 
-func (r *Redis) nodeIndex() string { return r.key("nodes", "index") }
+func (r *Redis) nodeIndex() string { return r.globalKey("nodes", "index") }
 
 // IndexNode records that node id wrote its heartbeat record at at (ZADD)
 // and prunes ids not indexed for an hour (ZREMRANGEBYSCORE), in one

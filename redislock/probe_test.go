@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -89,10 +90,9 @@ func TestProbe_SingleAddressClusterNode(t *testing.T) {
 	}
 }
 
-// In Cluster mode the probe runs on the shard that owns the job keys, and
-// fails once that shard is killed. Probe keys are one per cluster slot in
-// use: one for a hash-tagged key prefix, one per tag when job names carry
-// their own tags.
+// In Cluster mode with a hash-tagged key prefix every key is in one slot:
+// the probe runs on the shard that owns it, and fails once that shard is
+// killed.
 func TestProbe_ClusterOwningShardKilled(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	r, err := New(Options{Addresses: c.Addrs(), KeyPrefix: "{cronlock}:"})
@@ -101,11 +101,8 @@ func TestProbe_ClusterOwningShardKilled(t *testing.T) {
 	}
 	t.Cleanup(r.Close)
 	jobs := []string{"backup", "report", "sync"}
-	if got := r.probeKeys(jobs); len(got) != 1 || got[0] != "{cronlock}:job:backup" {
+	if got := r.probeKeys(ctxT(t), jobs); len(got) != 1 || got[0] != "{cronlock}:job:backup" {
 		t.Errorf("probeKeys with a hash-tagged prefix: got %q, want one key", got)
-	}
-	if got := (&Redis{c: r.c, prefix: "p:"}).probeKeys([]string{"{a}x", "{a}y", "{b}z"}); len(got) != 2 {
-		t.Errorf("probeKeys with a tag per job: got %q, want one key per slot (2)", got)
 	}
 	if err := r.Probe(ctxT(t), jobs); err != nil {
 		t.Fatalf("Probe with every shard up: %v", err)
@@ -121,5 +118,90 @@ func TestProbe_ClusterOwningShardKilled(t *testing.T) {
 	defer cancel()
 	if err := r.Probe(ctx, jobs); err == nil {
 		t.Fatalf("Probe with the owning shard killed: got nil, want an error")
+	}
+}
+
+// In Cluster mode with an untagged prefix each job's keys carry the job
+// name as hash tag: the keys of one job share a slot, jobs spread over the
+// masters, and the probe keys are one per master (not one per slot). The
+// probe fails once one of the masters is killed.
+func TestProbe_ClusterKeysSpread(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	r, err := New(Options{Addresses: c.Addrs()})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(r.Close)
+	if r.Mode() != ModeCluster || !r.SpreadsKeys() {
+		t.Fatalf("Mode %q, SpreadsKeys %v; want cluster, true", r.Mode(), r.SpreadsKeys())
+	}
+	if got, want := r.Key("job", "backup"), "cronlock:job:{backup}"; got != want {
+		t.Errorf("Key(job, backup): got %q, want %q", got, want)
+	}
+	var jobs []string
+	for i := range 60 {
+		j := fmt.Sprintf("job%02d", i)
+		jobs = append(jobs, j)
+		for _, kind := range []string{"state", "history", "paused"} {
+			if c.Slot(r.Key(kind, j)) != c.Slot(r.Key("job", j)) {
+				t.Errorf("%s key of %s in another slot than its lease key", kind, j)
+			}
+		}
+	}
+	keys := r.probeKeys(ctxT(t), jobs)
+	owners := map[string]bool{}
+	for _, k := range keys {
+		owners[c.Owner(k).Addr()] = true
+	}
+	if len(keys) != 3 || len(owners) != 3 {
+		t.Fatalf("probeKeys of 60 jobs on 3 masters: got %d keys on %d masters (%q), want 3 on 3", len(keys), len(owners), keys)
+	}
+	if err := r.Probe(ctxT(t), jobs); err != nil {
+		t.Fatalf("Probe with every shard up: %v", err)
+	}
+	infos, err := r.ServerInfo(ctxT(t), jobs)
+	if err != nil || len(infos) != 3 {
+		t.Fatalf("ServerInfo: got %d infos, %v; want one per master (3)", len(infos), err)
+	}
+	killed := c.Owner(keys[1])
+	killed.Kill()
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	defer cancel()
+	err = r.Probe(ctx, jobs)
+	var se *ShardError
+	if !errors.As(err, &se) || se.Master != killed.Addr() || se.Total != 60 || se.Jobs < 10 || se.Jobs > 30 {
+		t.Fatalf("Probe with one master killed: got %v (%+v), want a ShardError naming %s with its share of 60 jobs", err, se, killed.Addr())
+	}
+}
+
+// New confirms redis.mode: Cluster mode on servers without cluster support
+// fails with ErrModeMismatch, with one seed address or several.
+func TestNew_ClusterModeOnStandaloneServer(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	for name, addrs := range map[string][]string{"one": {a.Addr()}, "two": {a.Addr(), b.Addr()}} {
+		r, err := New(Options{Addresses: addrs, Mode: ModeCluster})
+		if err == nil {
+			r.Close()
+		}
+		if !errors.Is(err, ErrModeMismatch) || !strings.Contains(err.Error(), "redis.mode is cluster") {
+			t.Errorf("%s address(es): got %v, want ErrModeMismatch naming redis.mode", name, err)
+		}
+	}
+}
+
+// A sentinel's address used as a standalone server (sentinel_master
+// forgotten), and plain servers given as sentinels, are mode mismatches
+// that say what to fix.
+func TestTopologies_SentinelModeMismatch(t *testing.T) {
+	redistest.RequireTopologies(t) // starts a Sentinel setup (about 4 s)
+	s := redistest.StartSentinel(t)
+	r := newRedis(t, s.Sentinels[0].Addr(), Options{})
+	err := r.Probe(ctxT(t), []string{"backup"})
+	if !errors.Is(err, ErrModeMismatch) || !strings.Contains(err.Error(), "redis.sentinel_master") {
+		t.Errorf("probe of a sentinel as a standalone server: got %v, want ErrModeMismatch naming redis.sentinel_master", err)
+	}
+	if _, err := New(Options{Addresses: []string{s.Master.Addr()}, SentinelMaster: redistest.SentinelMaster}); !errors.Is(err, ErrModeMismatch) ||
+		!strings.Contains(err.Error(), "no sentinels") {
+		t.Errorf("a server given as sentinel: got %v, want ErrModeMismatch saying the addresses are no sentinels", err)
 	}
 }

@@ -20,15 +20,25 @@ const (
 	DefaultCallTimeout = 3 * time.Second
 	DefaultDialTimeout = 3 * time.Second
 	DefaultHistoryLen  = 100
+	// DefaultReplicaAckTimeout bounds the WAIT of a won claim when
+	// Options.MinReplicasAcked > 0.
+	DefaultReplicaAckTimeout = 500 * time.Millisecond
+	// sentinelRefresh is how often a Sentinel client asks the sentinels
+	// for the master, besides following their announcements.
+	sentinelRefresh = 5 * time.Second
 )
 
 // Options configures New. Zero values take the defaults above.
 type Options struct {
-	// Addresses are "host:port" pairs: one address without SentinelMaster is
-	// a standalone server; with SentinelMaster they are sentinels; several
-	// without SentinelMaster are Cluster seed nodes (the key prefix then needs
-	// a {hash tag}, which config validation enforces).
-	Addresses      []string
+	// Addresses are "host:port" pairs: the server (standalone), the
+	// sentinels (Sentinel) or Cluster seed nodes (Cluster), as Mode says.
+	Addresses []string
+	// Mode is ModeStandalone, ModeSentinel, ModeCluster, or "" to infer it
+	// (InferMode). New confirms it against the server: a Cluster client
+	// whose server is not a Cluster node is an ErrModeMismatch; a standalone
+	// client whose server is a Cluster node is found by ServerInfo and
+	// Probe (ErrClusterNode).
+	Mode           string
 	Username       string // ACL user, may be empty
 	Password       string // never appears in errors
 	DB             int    // SELECT on connect; must be 0 in Cluster mode
@@ -42,6 +52,12 @@ type Options struct {
 	CallTimeout time.Duration
 	// HistoryLen caps each job's history stream, in entries.
 	HistoryLen int
+	// MinReplicasAcked > 0 makes a won claim wait (WAIT) until that many
+	// replicas acknowledged it, for at most ReplicaAckTimeout (default
+	// DefaultReplicaAckTimeout); fewer acknowledgements turn it into
+	// actors.NotReplicated. 0: no WAIT.
+	MinReplicasAcked  int
+	ReplicaAckTimeout time.Duration
 }
 
 // Redis is the Redis backend (standalone, Sentinel or Cluster, through
@@ -56,19 +72,50 @@ type Redis struct {
 	callTimeout time.Duration
 	historyLen  int
 	probes      atomic.Pointer[probeSet] // probeKeys' cache (Cluster mode)
+	slots       atomic.Pointer[slotMap]  // the Cluster's slot map (probe.go)
+	// mode is the topology the client connected to (Mode constants).
+	mode string
+	// tagIDs: Cluster mode with a key prefix without a hash tag, so key()
+	// puts the tag around the job name (keys.go).
+	tagIDs bool
+	// minAcks and ackTimeout: Options.MinReplicasAcked, ReplicaAckTimeout.
+	minAcks    int
+	ackTimeout time.Duration
 }
 
-// New builds a client. A standalone client (one address, no SentinelMaster)
-// is returned even when Redis is unreachable, and connects lazily on the
-// first call that finds Redis up (an unreachable Redis at start is not fatal: keep running, retry).
-// Sentinel and Cluster clients must reach a sentinel or seed node now.
-// Authentication failures are returned for every mode. It does not block
-// longer than DialTimeout per address tried.
+// ErrModeMismatch means that the server is not of the topology redis.mode
+// names (e.g. mode cluster and a server with cluster support disabled).
+var ErrModeMismatch = errors.New("redislock: the server's topology is not redis.mode")
+
+// InferMode is the topology of opts when Mode is "": Sentinel when
+// SentinelMaster is set, Cluster with several addresses, else standalone.
+// A given Mode is returned as it is.
+func InferMode(opts Options) string {
+	switch {
+	case opts.Mode != "":
+		return opts.Mode
+	case opts.SentinelMaster != "":
+		return ModeSentinel
+	case len(opts.Addresses) > 1:
+		return ModeCluster
+	}
+	return ModeStandalone
+}
+
+// New builds a client for the topology InferMode(opts) names. A standalone
+// client is returned even when Redis is unreachable, and connects lazily
+// on the first call that finds Redis up (an unreachable Redis at start is
+// not fatal: keep running, retry). Sentinel and Cluster clients must reach
+// a sentinel or seed node now. Authentication failures are returned for
+// every mode; a Cluster client whose server is not a Cluster node returns
+// an error wrapping ErrModeMismatch. It does not block longer than
+// DialTimeout per address tried.
 func New(opts Options) (*Redis, error) {
 	if len(opts.Addresses) == 0 {
 		return nil, errors.New("redislock: no redis address")
 	}
-	r := &Redis{prefix: opts.KeyPrefix, callTimeout: opts.CallTimeout, historyLen: opts.HistoryLen}
+	mode := InferMode(opts)
+	r := &Redis{prefix: opts.KeyPrefix, callTimeout: opts.CallTimeout, historyLen: opts.HistoryLen, mode: mode}
 	if r.prefix == "" {
 		r.prefix = DefaultKeyPrefix
 	}
@@ -78,7 +125,12 @@ func New(opts Options) (*Redis, error) {
 	if r.historyLen <= 0 {
 		r.historyLen = DefaultHistoryLen
 	}
-	co := clientOption(opts)
+	r.minAcks, r.ackTimeout = opts.MinReplicasAcked, opts.ReplicaAckTimeout
+	if r.ackTimeout < time.Millisecond {
+		r.ackTimeout = DefaultReplicaAckTimeout
+	}
+	addrs := strings.Join(opts.Addresses, ",")
+	co := clientOption(opts, mode)
 	c, err := rueidis.NewClient(co)
 	if err != nil {
 		_, isRedisErr := rueidis.IsRedisErr(err)
@@ -86,18 +138,35 @@ func New(opts Options) (*Redis, error) {
 			if c != nil {
 				c.Close()
 			}
-			return nil, fmt.Errorf("redislock: connect to %s: %w", strings.Join(opts.Addresses, ","), err)
+			if re, ok := rueidis.IsRedisErr(err); ok && mode == ModeSentinel && strings.Contains(strings.ToLower(re.Error()), "unknown command") {
+				return nil, fmt.Errorf("redislock: connect to %s: %w: redis.mode is sentinel, but the addresses are no "+
+					"sentinels (%w); give the sentinels' addresses (port 26379 by default), or remove sentinel_master", addrs, ErrModeMismatch, err)
+			}
+			if re, ok := rueidis.IsRedisErr(err); ok && mode == ModeCluster && strings.Contains(re.Error(), "cluster support disabled") {
+				return nil, fmt.Errorf("redislock: connect to %s: %w: redis.mode is cluster, but the server has "+
+					"cluster support disabled (%w); set redis.mode: standalone (one address) or give the Cluster's nodes", addrs, ErrModeMismatch, err)
+			}
+			return nil, fmt.Errorf("redislock: connect to %s: %w", addrs, err)
 		}
 		// Standalone and unreachable: keep the client, it reconnects lazily.
 	}
+	if mode == ModeCluster && c.Mode() != rueidis.ClientModeCluster {
+		c.Close()
+		return nil, fmt.Errorf("redislock: connect to %s: %w: redis.mode is cluster, but the server is not a "+
+			"Cluster node (cluster_enabled:0); set redis.mode: standalone or give the Cluster's nodes", addrs, ErrModeMismatch)
+	}
 	r.c = c
+	r.tagIDs = mode == ModeCluster && !HasHashTag(r.prefix)
 	return r, nil
 }
 
-// clientOption maps Options to rueidis: Sentinel when
-// SentinelMaster is set, a forced single client for one address, otherwise
-// rueidis's auto mode, which with several addresses expects a Cluster.
-func clientOption(opts Options) rueidis.ClientOption {
+// clientOption maps Options to rueidis: Sentinel for ModeSentinel, a forced
+// single client for ModeStandalone (only the first address is used),
+// otherwise rueidis's auto mode, which asks the seed nodes for the
+// Cluster's slots (CLUSTER SLOTS) and, given exactly one address of a
+// server that is no Cluster node, falls back to a standalone client (New
+// refuses that).
+func clientOption(opts Options, mode string) rueidis.ClientOption {
 	dial := opts.DialTimeout
 	if dial <= 0 {
 		dial = DefaultDialTimeout
@@ -118,11 +187,16 @@ func clientOption(opts Options) rueidis.ClientOption {
 		// auto-pipelined.
 		PipelineMultiplex: -1,
 	}
-	switch {
-	case opts.SentinelMaster != "":
+	switch mode {
+	case ModeSentinel:
+		// TopologyRefreshInterval: besides following +switch-master, ask the
+		// sentinels every 5 s which server is the master, so that one missed
+		// announcement does not bind the client to a demoted master (rueidis
+		// docs, SentinelOption.TopologyRefreshInterval: "Enabling it is
+		// recommended").
 		co.Sentinel = rueidis.SentinelOption{MasterSet: opts.SentinelMaster, TLSConfig: opts.TLS,
-			Dialer: net.Dialer{Timeout: dial, KeepAlive: time.Second}}
-	case len(opts.Addresses) == 1:
+			Dialer: net.Dialer{Timeout: dial, KeepAlive: time.Second}, TopologyRefreshInterval: sentinelRefresh}
+	case ModeStandalone:
 		co.ForceSingleClient = true
 	}
 	return co
@@ -139,8 +213,6 @@ func (r *Redis) call(ctx context.Context) (context.Context, context.CancelFunc) 
 	return context.WithTimeout(ctx, r.callTimeout)
 }
 
-func (r *Redis) key(kind, job string) string { return r.prefix + kind + ":" + job }
-
 // flag is a script's boolean argument.
 func flag(b bool) string {
 	if b {
@@ -150,12 +222,15 @@ func flag(b bool) string {
 }
 
 // Claim runs the claim step (docs/protocol.md, "claim") atomically in one Lua script (one EVALSHA;
-// EVAL as well after a server restart). An error means the outcome is
-// unknown: the claim may have been applied, so the caller must not run the
-// slot and should later Release any lease under req.Owner.
+// EVAL as well after a server restart). With Options.MinReplicasAcked a
+// won claim then waits for the replicas (claimReplicated: one more round
+// trip, at most ReplicaAckTimeout) and may come back as
+// actors.NotReplicated. An error means the outcome is unknown: the claim
+// may have been applied, so the caller must not run the slot and should
+// later Release any lease under req.Owner.
 func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
 	if err := req.Validate(); err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
@@ -164,13 +239,20 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	args := []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
 		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10),
 		flag(req.NeedRecord), flag(req.Queue), flag(req.Backfill), strconv.FormatInt(req.MaxRuns, 10)}
+	if r.minAcks > 0 {
+		c, err := r.claimReplicated(ctx, keys, args)
+		if err != nil {
+			return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
+		}
+		return c, nil
+	}
 	vals, err := claimScript.Exec(ctx, r.c, keys, args).ToArray()
 	if err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
 	}
 	c, err := decodeClaim(vals)
 	if err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
 	}
 	return c, nil
 }
@@ -206,7 +288,7 @@ func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
 // other error when the result is unknown.
 func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error) {
 	if err := validateLease(job, owner, ttl); err != nil {
-		return 0, fmt.Errorf("renew %q: %w", job, err)
+		return 0, fmt.Errorf("renew %q: %w", job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
@@ -214,7 +296,7 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 		[]string{owner, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("renew %q: %w", job, err)
+		return 0, fmt.Errorf("renew %q: %w", job, explainScript(err))
 	case n < 0:
 		return 0, fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
 	}
@@ -227,13 +309,13 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 // with its own timeout, never a run's cancelled one.
 func (r *Redis) Release(ctx context.Context, job, owner string) (released bool, err error) {
 	if err := validateLease(job, owner, -1); err != nil {
-		return false, fmt.Errorf("release %q: %w", job, err)
+		return false, fmt.Errorf("release %q: %w", job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	n, err := releaseScript.Exec(ctx, r.c, []string{r.key("job", job)}, []string{owner}).AsInt64()
 	if err != nil {
-		return false, fmt.Errorf("release %q: %w", job, err)
+		return false, fmt.Errorf("release %q: %w", job, explainScript(err))
 	}
 	return n == 1, nil
 }

@@ -14,6 +14,10 @@
 //	P+"history:"+J  stream, capped   run records (docs/protocol.md, "History records")
 //	P+"paused:"+J   string           present ⇒ job paused cluster-wide
 //	P+"node:"+ID    string, PX ttl   a daemon's heartbeat record (node.go, package registry)
+//
+// In Cluster mode with a prefix without a hash tag, J and ID are the keys'
+// hash tag: P+"job:{"+J+"}" and so on (keys.go, docs/protocol.md "Redis
+// keys").
 package redislock
 
 import (

@@ -61,20 +61,20 @@ type RunStatus struct {
 
 // pendingRuns is the pending set's key, of its own kind (a job may be named
 // "pending").
-func (r *Redis) pendingRuns() string { return r.key("pending-runs", "all") }
+func (r *Redis) pendingRuns() string { return r.globalKey("pending-runs", "all") }
 
 // requestScript pushes a request, records it as pending and appends the
 // run_request event, atomically.
 //
 //	KEYS: 1 runs, 2 runstatus, 3 events; ARGV: 1 request JSON, 2 id,
 //	3 status JSON, 4 status ttl ms, 5 events cap, 6… event pairs
-var requestScript = rueidis.NewLuaScript(`
+var requestScript = newScript(`
 redis.call("RPUSH", KEYS[1], ARGV[1])
 redis.call("HSET", KEYS[2], ARGV[2], ARGV[3])
 redis.call("PEXPIRE", KEYS[2], ARGV[4])
 redis.call("XADD", KEYS[3], "MAXLEN", "~", ARGV[5], "*", unpack(ARGV, 6))
 return 1
-`)
+`, false)
 
 // RequestRun writes req (two round trips: the request with its pending
 // status and event, atomically; then the pending set). It returns the
@@ -89,7 +89,7 @@ func (r *Redis) RequestRun(ctx context.Context, req RunRequest) (string, error) 
 		strconv.Itoa(EventsLen)}, ev.fields()...)
 	keys := []string{r.key("runs", req.Job), r.key("runstatus", req.Job), r.key("events", req.Job)}
 	if err := requestScript.Exec(ctx, r.c, keys, args).Error(); err != nil {
-		return "", fmt.Errorf("run request %q: %w", req.Job, err)
+		return "", fmt.Errorf("run request %q: %w", req.Job, explainScript(err))
 	}
 	key := r.pendingRuns()
 	for _, res := range r.c.DoMulti(ctx,
@@ -108,12 +108,12 @@ func (r *Redis) RequestRun(ctx context.Context, req RunRequest) (string, error) 
 // withdrawn, 0 when a daemon had taken it.
 //
 //	KEYS: 1 runs, 2 runstatus; ARGV: 1 request value, 2 id, 3 status JSON, 4 ttl ms
-var cancelScript = rueidis.NewLuaScript(`
+var cancelScript = newScript(`
 if redis.call("LREM", KEYS[1], 1, ARGV[1]) == 0 then return 0 end
 redis.call("HSET", KEYS[2], ARGV[2], ARGV[3])
 redis.call("PEXPIRE", KEYS[2], ARGV[4])
 return 1
-`)
+`, false)
 
 // CancelRun withdraws the request whose list value is value, atomically,
 // and reports whether it did (false: a daemon took it first).
@@ -124,7 +124,7 @@ func (r *Redis) CancelRun(ctx context.Context, job, id, value string, at time.Ti
 	n, err := cancelScript.Exec(ctx, r.c, []string{r.key("runs", job), r.key("runstatus", job)},
 		[]string{value, id, string(status), strconv.FormatInt(RunStatusTTL.Milliseconds(), 10)}).AsInt64()
 	if err != nil {
-		return false, fmt.Errorf("cancel run request %q: %w", job, err)
+		return false, fmt.Errorf("cancel run request %q: %w", job, explainScript(err))
 	}
 	return n == 1, nil
 }
@@ -133,14 +133,14 @@ func (r *Redis) CancelRun(ctx context.Context, job, id, value string, at time.Ti
 // node, atomically (false → nil when there is none).
 //
 //	KEYS: 1 runs, 2 runstatus; ARGV: 1 node, 2 at (RFC 3339), 3 ttl ms
-var takeScript = rueidis.NewLuaScript(`
+var takeScript = newScript(`
 local v = redis.call("LPOP", KEYS[1])
 if not v then return false end
 local id = cjson.decode(v)["id"]
 redis.call("HSET", KEYS[2], id, cjson.encode({id = id, state = "taken", node = ARGV[1], at = ARGV[2], exit_code = 0}))
 redis.call("PEXPIRE", KEYS[2], ARGV[3])
 return v
-`)
+`, false)
 
 // TakeRun pops job's oldest run request for node and marks it taken, in
 // one round trip; nil when there is none. A request is returned to exactly
@@ -154,7 +154,7 @@ func (r *Redis) TakeRun(ctx context.Context, job, node string, at time.Time) (*R
 	case rueidis.IsRedisNil(err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("take run request %q: %w", job, err)
+		return nil, fmt.Errorf("take run request %q: %w", job, explainScript(err))
 	}
 	var req RunRequest
 	if err := json.Unmarshal([]byte(v), &req); err != nil {

@@ -3,12 +3,16 @@ package redislock
 import "github.com/redis/rueidis"
 
 // Scripts run through rueidis.Lua.Exec: EVALSHA first, EVAL on NOSCRIPT
-// (after a restart, failover or SCRIPT FLUSH). They are not marked retryable:
+// (after a restart, failover or SCRIPT FLUSH). The claim and finish
+// scripts are loaded with one SCRIPT LOAD at their first use in the
+// process (rueidis.WithLoadSHA1; concurrent first calls wait for it), so
+// that a herd right after start does not send every claim twice, the
+// second time with the script's text (docs/protocol.md, "Redis calls"). They are not marked retryable:
 // claimScript increments the fence, and a timed-out call may already have
 // been applied (docs/protocol.md, "Redis calls").
 //
-// All keys of one script share the job's key prefix; in Cluster mode the
-// prefix carries a {hash tag} so they live in one slot.
+// All keys of one script belong to one job; in Cluster mode they carry the
+// job's hash tag (or the prefix's), so they live in one slot (keys.go).
 
 // claimScript is the claim step of docs/protocol.md ("Claim"): the state
 // repair (step 0), then steps 1–4, with the pending slot of overlap queue
@@ -28,7 +32,11 @@ import "github.com/redis/rueidis"
 //	         queued), pending slot kept (overlap), pending slot taken
 //	         (claimed: the claim runs that slot, and its own is pending)};
 //	outcome numbers are the actors.Outcome constants.
-var claimScript = rueidis.NewLuaScript(`
+var claimScript = newScript(claimSrc, false, rueidis.WithLoadSHA1(true))
+
+// claimSrc is claimScript's source (sent by claimReplicated as EVAL when
+// the server does not know claimSHA).
+const claimSrc = `
 local slot = tonumber(ARGV[1])
 local h = redis.call("HMGET", KEYS[2], "slot", "fence")
 local found_slot, found_fence = tonumber(h[1] or "0"), tonumber(h[2] or "0")
@@ -95,7 +103,7 @@ end
 record()
 fence = redis.call("HINCRBY", KEYS[2], "fence", 1)
 return reply(0, fence, "")
-`)
+`
 
 // missedScript is the missed-slot report of docs/protocol.md ("Missed
 // slots"): the last decided slot is the highest of state.slot, an earlier
@@ -105,35 +113,35 @@ return reply(0, fence, "")
 // run: nothing to report.
 //
 //	KEYS: 1 state; ARGV: 1 seen slot, 2 certain slot, 3 latest slot
-var missedScript = rueidis.NewLuaScript(`
+var missedScript = newScript(`
 local h = redis.call("HMGET", KEYS[1], "slot", "missed_to")
 local last = math.max(tonumber(h[1] or "0"), tonumber(h[2] or "0"), tonumber(ARGV[1]))
 if last == 0 or last >= tonumber(ARGV[2]) then return -1 end
 redis.call("HSET", KEYS[1], "missed_to", ARGV[3])
 return last
-`)
+`, false)
 
 // renewScript is compare-and-PEXPIRE: when renewed it returns the pending
 // slot (0 = none; overlap queue and replace), -1 when the lease is not ours.
 //
 //	KEYS: 1 lease, 2 pending; ARGV: 1 owner, 2 ttl ms
-var renewScript = rueidis.NewLuaScript(`
+var renewScript = newScript(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
   redis.call("PEXPIRE", KEYS[1], ARGV[2])
   return tonumber(redis.call("GET", KEYS[2]) or "0")
 end
 return -1
-`)
+`, false)
 
 // releaseScript is compare-and-DEL: 1 deleted, 0 not ours.
 //
 //	KEYS: 1 lease; ARGV: 1 owner
-var releaseScript = rueidis.NewLuaScript(`
+var releaseScript = newScript(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
   return redis.call("DEL", KEYS[1])
 end
 return 0
-`)
+`, false)
 
 // finishScript ends a run in one round trip: compare-and-DEL of the lease
 // (when ARGV[2] names an owner), then it appends the run record to the
@@ -154,7 +162,11 @@ return 0
 //	returns {released (0|1), pending slot (0 = none), fence handed to
 //	         the next owner (0 = none), state slot, state fence, runs,
 //	         left (1: the pending slot stays pending)}
-var finishScript = rueidis.NewLuaScript(`
+var finishScript = newScript(finishSrc, false, rueidis.WithLoadSHA1(true))
+
+// finishSrc is finishScript's source (sent by finishReplicated as EVAL
+// when the server does not know finishSHA).
+const finishSrc = `
 local released = 0
 if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
   released = redis.call("DEL", KEYS[1])
@@ -190,4 +202,4 @@ if released == 1 then
 end
 local h = redis.call("HMGET", KEYS[3], "slot", "fence")
 return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0"), runs, left}
-`)
+`

@@ -249,3 +249,24 @@ func TestNext_Errors(t *testing.T) {
 		}
 	}
 }
+
+// -validate prints the mode the configuration selects, given (redis.mode)
+// or inferred, and whether TLS is on.
+func TestRun_ValidatePrintsRedisMode(t *testing.T) {
+	for _, tc := range []struct{ redis, want string }{
+		{"{address: 10.0.0.5:6379}", `Redis: 10.0.0.5:6379 (standalone, TLS off)`},
+		{"{address: 10.0.0.5:7000, mode: cluster}", `Redis: 10.0.0.5:7000 (cluster, TLS off)`},
+		{"{addresses: [a:7000, b:7000], tls: {enabled: true}}", `Redis: a:7000, b:7000 (cluster, TLS on)`},
+		{"{addresses: [s1:26379], sentinel_master: mymaster}", `Redis: s1:26379 (sentinel, master "mymaster", TLS off)`},
+	} {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		yaml := "redis: " + tc.redis + "\njobs:\n- {name: a, schedule: '@daily', command: 'true'}\n"
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := runCLI(t, []string{"CRONLOCK_NODE_ID=n1"}, "-validate", "-config", path)
+		if code != 0 || !strings.Contains(out, tc.want+"\n") {
+			t.Errorf("%s: code %d stdout %q stderr %q, want a line %q", tc.redis, code, out, errOut, tc.want)
+		}
+	}
+}

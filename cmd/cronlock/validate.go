@@ -150,8 +150,8 @@ func printValidateJSON(w io.Writer, path string, cfg *config.Config, err error, 
 
 // backendSummary is the "Redis: ADDR (MODE, TLS on|off)" line (addresses
 // only, no credentials), or the memory backend notice. The mode is the one
-// the configuration selects (a single address that is a Cluster node is
-// found, and refused, only at connect).
+// the configuration selects, redis.mode or inferred (a standalone address
+// that is a Cluster node is found, and refused, only at connect).
 func backendSummary(cfg *config.Config) string {
 	if cfg.Lock.Backend != "redis" {
 		return "Lock backend: memory (single node)"
@@ -165,10 +165,10 @@ func backendSummary(cfg *config.Config) string {
 	if r.TLS.Enabled {
 		tls = "TLS on"
 	}
-	switch {
-	case r.SentinelMaster != "":
+	switch r.EffectiveMode() {
+	case "sentinel":
 		return fmt.Sprintf("Redis: %s (sentinel, master %q, %s)", addrs, r.SentinelMaster, tls)
-	case len(r.Addresses) > 1:
+	case "cluster":
 		return fmt.Sprintf("Redis: %s (cluster, %s)", addrs, tls)
 	}
 	return fmt.Sprintf("Redis: %s (standalone, %s)", addrs, tls)

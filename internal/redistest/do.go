@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -13,12 +12,16 @@ import (
 
 // Do sends one command to addr on a new connection and returns its reply:
 // a simple or bulk string as is, an integer in decimal, a nil bulk string
-// as "". An error reply is returned as an error with the server's text; an
-// array reply is an error (no helper needs one yet). It blocks at most
+// as "", an array as its elements joined with "\n". An error reply is
+// returned as an error with the server's text. It blocks at most
 // timeout. It is meant for setting a test server up (CONFIG SET, CLUSTER
 // MEET, …), not for the code under test, which has its own client.
 func Do(addr string, timeout time.Duration, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+	return do(tcpDial, addr, timeout, args...)
+}
+
+func do(dial dialFunc, addr string, timeout time.Duration, args ...string) (string, error) {
+	c, err := dial(addr, timeout)
 	if err != nil {
 		return "", err
 	}
@@ -32,7 +35,12 @@ func Do(addr string, timeout time.Duration, args ...string) (string, error) {
 	if _, err := io.WriteString(c, b.String()); err != nil {
 		return "", err
 	}
-	r := bufio.NewReader(c)
+	return readReply(bufio.NewReader(c), args[0])
+}
+
+// readReply reads one reply (see Do); an array's elements, read
+// recursively, are joined with "\n".
+func readReply(r *bufio.Reader, cmd string) (string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
 		return "", err
@@ -45,7 +53,7 @@ func Do(addr string, timeout time.Duration, args ...string) (string, error) {
 	case '+', ':':
 		return body, nil
 	case '-':
-		return "", fmt.Errorf("redistest: %s: %s", args[0], body)
+		return "", fmt.Errorf("redistest: %s: %s", cmd, body)
 	case '$':
 		n, err := strconv.Atoi(body)
 		if err != nil || n < 0 {
@@ -56,15 +64,27 @@ func Do(addr string, timeout time.Duration, args ...string) (string, error) {
 			return "", err
 		}
 		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 {
+			return "", err // "*-1": nil array
+		}
+		parts := make([]string, n)
+		for i := range parts {
+			if parts[i], err = readReply(r, cmd); err != nil {
+				return "", err
+			}
+		}
+		return strings.Join(parts, "\n"), nil
 	}
-	return "", fmt.Errorf("redistest: %s: unsupported reply %q", args[0], line)
+	return "", fmt.Errorf("redistest: %s: unsupported reply %q", cmd, line)
 }
 
 // Do sends one command to the server (see the package function Do, 5 s
 // timeout) and fails the test on an error.
 func (s *Server) Do(args ...string) string {
 	s.t.Helper()
-	v, err := Do(s.Addr(), 5*time.Second, args...)
+	v, err := do(s.dial, s.Addr(), 5*time.Second, args...)
 	if err != nil {
 		s.t.Fatalf("redistest: %s: %v", s.Addr(), err)
 	}

@@ -132,3 +132,53 @@ func TestStartCluster_ThreeMasters(t *testing.T) {
 		t.Errorf("CLUSTER INFO: want every slot assigned:\n%s", info)
 	}
 }
+
+// StartSentinel builds a master, a replica and three sentinels that agree
+// on the master; killing the master makes them promote the replica.
+func TestStartSentinel_FailoverToTheReplica(t *testing.T) {
+	RequireTopologies(t)
+	s := StartSentinel(t)
+	if got := s.MasterAddr(); got != s.Master.Addr() {
+		t.Fatalf("MasterAddr: got %s, want the master %s", got, s.Master.Addr())
+	}
+	s.Master.Do("SET", "k", "v")
+	s.Master.Kill()
+	start := time.Now()
+	if got := s.WaitFailover(s.Master.Addr(), 20*time.Second); got != s.Replica.Addr() {
+		t.Fatalf("after the failover: master %s, want the replica %s", got, s.Replica.Addr())
+	}
+	if v := s.Replica.Do("GET", "k"); v != "v" {
+		t.Errorf("promoted replica: GET k = %q, want v", v)
+	}
+	t.Logf("failover took %v", time.Since(start).Round(10*time.Millisecond))
+}
+
+// StartTLS serves TLS only: PING over TLS with the generated CA (and, for
+// mTLS, the client certificate) answers; a plaintext PING does not.
+func TestStartTLS(t *testing.T) {
+	for _, mtls := range []bool{false, true} {
+		s := StartTLS(t, mtls)
+		if v := s.Do("PING"); v != "PONG" {
+			t.Errorf("mTLS %v: PING over TLS: got %q, want PONG", mtls, v)
+		}
+		if err := Ping(s.Addr(), time.Second); err == nil {
+			t.Errorf("mTLS %v: plaintext PING answered, want a TLS-only server", mtls)
+		}
+	}
+}
+
+// StartClusterReplicas: every master has a replica; killing a master makes
+// its replica take over its slots.
+func TestStartClusterReplicas_Failover(t *testing.T) {
+	RequireTopologies(t)
+	c := StartClusterReplicas(t, 3, 1)
+	key := "cronlock:job:{x}"
+	i := c.Shard(key)
+	c.Masters[i].Kill()
+	start := time.Now()
+	promoted := c.WaitPromoted(i, 20*time.Second)
+	if promoted != c.Replicas[i][0] {
+		t.Fatalf("promoted %s, want the replica of shard %d", promoted.Addr(), i)
+	}
+	t.Logf("cluster failover took %v", time.Since(start).Round(10*time.Millisecond))
+}

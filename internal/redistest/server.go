@@ -7,6 +7,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -41,6 +42,12 @@ type Server struct {
 	// bus is the Cluster bus port (--cluster-port) of a Cluster node, 0
 	// otherwise; chosen free, since the default port+10000 may not exist.
 	bus int
+	// sentinel is the config file of a sentinel (StartSentinels): the
+	// process runs `redis-server FILE --sentinel`.
+	sentinel string
+	// tls is the client configuration of a TLS-only server (StartTLS):
+	// the readiness check and Do connect with it.
+	tls *tls.Config
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -68,7 +75,7 @@ func StartWith(t testing.TB, args ...string) *Server {
 // start starts a server; a Cluster node (bus) also gets a free bus port.
 func start(t testing.TB, bus bool, args []string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	bin, err := findServer()
 	if err != nil {
 		t.Fatalf("%s", installHint)
 	}
@@ -90,6 +97,9 @@ func start(t testing.TB, bus bool, args []string) *Server {
 		}
 	}
 }
+
+// findServer finds the redis-server binary on PATH.
+func findServer() (string, error) { return exec.LookPath("redis-server") }
 
 // Addr returns "127.0.0.1:PORT". The port stays the same across Restart.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
@@ -153,11 +163,21 @@ func (s *Server) signalAndWait(sig syscall.Signal) {
 // launch starts the process on s.port and waits for PING. On failure the
 // process is gone when it returns.
 func (s *Server) launch() error {
-	args := append([]string{
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning",
-		"--logfile", ""}, s.args...)
+	var args []string
+	switch {
+	case s.sentinel != "":
+		args = []string{s.sentinel, "--sentinel", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+			"--dir", s.dir, "--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning", "--logfile", ""}
+	case s.tls != nil:
+		args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", s.dir,
+			"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning", "--logfile", ""}
+	default:
+		args = []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", s.dir,
+			"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning", "--logfile", ""}
+	}
+	args = append(args, s.args...)
 	if s.bus != 0 {
 		args = append(args, "--cluster-port", strconv.Itoa(s.bus))
 	}
@@ -169,7 +189,7 @@ func (s *Server) launch() error {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }() // ends when the process exits
-	if err := waitReady(s.Addr(), done); err != nil {
+	if err := waitReady(s.dial, s.Addr(), done); err != nil {
 		_ = cmd.Process.Kill()
 		<-done
 		return fmt.Errorf("%w; output: %s", err, strings.TrimSpace(out.String()))
@@ -180,8 +200,16 @@ func (s *Server) launch() error {
 	return nil
 }
 
+// dial connects to the server: TCP, or TLS with s.tls for a TLS server.
+func (s *Server) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	if s.tls == nil {
+		return net.DialTimeout("tcp", addr, timeout)
+	}
+	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, s.tls)
+}
+
 // waitReady polls PING until +PONG, the process exits, or readyTimeout.
-func waitReady(addr string, exited <-chan struct{}) error {
+func waitReady(dial dialFunc, addr string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		select {
@@ -189,7 +217,7 @@ func waitReady(addr string, exited <-chan struct{}) error {
 			return errors.New("redis-server exited before answering PING")
 		default:
 		}
-		if err := Ping(addr, time.Second); err == nil {
+		if err := ping(dial, addr, time.Second); err == nil {
 			return nil
 		} else if time.Now().After(deadline) {
 			return fmt.Errorf("no PONG within %v: %w", readyTimeout, err)
@@ -198,9 +226,18 @@ func waitReady(addr string, exited <-chan struct{}) error {
 	}
 }
 
+// dialFunc connects to addr within timeout.
+type dialFunc func(addr string, timeout time.Duration) (net.Conn, error)
+
+func tcpDial(addr string, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", addr, timeout)
+}
+
 // Ping sends an inline PING to addr and expects +PONG within timeout.
-func Ping(addr string, timeout time.Duration) error {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+func Ping(addr string, timeout time.Duration) error { return ping(tcpDial, addr, timeout) }
+
+func ping(dial dialFunc, addr string, timeout time.Duration) error {
+	c, err := dial(addr, timeout)
 	if err != nil {
 		return err
 	}

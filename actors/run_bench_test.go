@@ -1,0 +1,89 @@
+package actors_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/process"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/schedule"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// BenchmarkRunPath is one scheduled run from fire to the result, the path
+// the daemon takes for every slot it wins: Fire into the job actor, the
+// claim (memory backend), the environment, process.Start of `exit 0`, the
+// wait, the release with the history record, the metrics and the result.
+// The logger is the daemon's JSON encoder at info (to io.Discard), so the
+// "run started" and "run finished" lines are encoded as in production.
+// cpu-us/op is this process's user+system CPU per run (getrusage; the
+// child's own time is not in it); allocs/op and B/op come from -benchmem.
+//
+//	go test -run '^$' -bench BenchmarkRunPath -benchmem ./actors
+//
+// The benchmark adopts orphans as the daemon does (process.AdoptOrphans):
+// without it the reaper's goroutine stops after every run and restarts
+// its SIGCHLD subscription for the next one, whose signal.Stop spins in
+// runtime.Gosched and would be most of what is measured.
+func BenchmarkRunPath(b *testing.B) {
+	release, err := process.AdoptOrphans()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer release()
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
+	results := make(chan RunFinished, 1)
+	kill := make(chan struct{})
+	cfg := benchJob(b)
+	metrics := NewMetrics(nil)
+	metrics.InitJob(cfg.Name)
+	job := NewJob(cfg, JobDeps{Log: log, Metrics: metrics, Locker: redislock.NewMemory(), NodeID: "n1",
+		Results: results, Phantoms: make(chan Phantom, 10), Kill: kill,
+		Environ: JobEnviron(os.Environ())})
+	ctx, cancel := context.WithCancel(b.Context())
+	done := make(chan error, 1)
+	go func() { done <- job.Run(ctx) }()
+	defer func() { cancel(); close(kill); <-done }()
+
+	slot := time.Now().Truncate(time.Second).Add(-time.Hour)
+	cpu0 := cpuSelf(b)
+	for b.Loop() {
+		slot = slot.Add(time.Second)
+		job.Inbox() <- Fire{Job: cfg.Name, Slot: slot}
+		if fin := <-results; fin.Result != ResultSuccess {
+			b.Fatalf("run: got result %q (exit %d), want success", fin.Result, fin.ExitCode)
+		}
+	}
+	b.ReportMetric(float64((cpuSelf(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// benchJob is a per-second job running `exit 0`, with the defaults the
+// config gives (overlap skip: the run takes a lease).
+func benchJob(b *testing.B) config.Job {
+	sched, err := schedule.Parse("* * * * * *", time.UTC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return config.Job{Name: "bench", Schedule: "* * * * * *", Command: "exit 0", Shell: "/bin/sh",
+		KillGrace: 2 * time.Second, LockTTL: 30 * time.Second, Enabled: true, InheritEnv: true,
+		Overlap: config.OverlapSkip, OnLockLost: config.LockLostKill, RetryBackoff: time.Second,
+		HookTimeout: time.Minute, Location: time.UTC, Sched: sched}
+}
+
+// cpuSelf is this process's user+system CPU time so far.
+func cpuSelf(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,124 @@
+//go:build bench
+
+package bench
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+const herdJobs = 3000
+
+// runHerd measures one top-of-minute herd of herdJobs jobs on 3 nodes
+// between two floors that start herdJobs commands at one instant (so the
+// daemon's values are those of its one minute in both pairs).
+func runHerd(t *testing.T, s settings, wl *Workload) {
+	last := wl.Metric("last start after the instant", "ms", &Target{Of: OfRatio, Max: 1})
+	floor := func(pair int) {
+		ledger := filepath.Join(t.TempDir(), "floor")
+		at := time.Now().Truncate(time.Second).Add(time.Second)
+		load := runFloor(t, ledger, "-jobs", strconv.Itoa(herdJobs), "-at", strconv.FormatInt(at.Unix(), 10))
+		wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindFloor, Load: load})
+		runs := readLedger(t, ledger)
+		if len(runs) != herdJobs {
+			t.Fatalf("floor: %d runs, want %d", len(runs), herdJobs)
+		}
+		last.Floor = append(last.Floor, maxStartMs(runs))
+	}
+	floor(0)
+	a := take(t)
+	srv := redistest.Start(t)
+	mon := startMonitor(t, srv.Addr())
+	ledger := filepath.Join(t.TempDir(), "daemon")
+	cfg := writeConfig(t, map[string]any{"redis": map[string]any{"address": srv.Addr()},
+		"jobs": jobsConfig(herdJobs, "* * * * *", ledger)})
+	nodes := startNodes(t, cronlockBin, cfg, 3)
+	minute := time.Now().Add(time.Second).Truncate(time.Minute).Add(time.Minute)
+	t.Logf("herd: waiting for %s", minute.Format(time.TimeOnly))
+	sleepUntil(minute)
+	// Until every slot ran, or nothing was added for 3 s (missed slots).
+	for n, quiet := 0, 0; n < herdJobs && quiet < 30; time.Sleep(100 * time.Millisecond) {
+		if m := len(readLedger(t, ledger)); m > n {
+			n, quiet = m, 0
+		} else {
+			quiet++
+		}
+	}
+	time.Sleep(time.Second) // a duplicate would come now
+	stopNodes(t, nodes)
+	logProblems(t, nodes)
+	cmds := mon.stop(t)
+	stats, err := redistest.Do(srv.Addr(), 5*time.Second, "INFO", "commandstats")
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	srv.Stop()
+	load := Between(a, take(t))
+	slot := minute.Unix()
+	dups, missed, in := slotStats(readLedger(t, ledger), herdJobs, slot, slot)
+	perNode := map[string]int{}
+	for _, r := range in {
+		perNode[r.node]++
+	}
+	busiest := 0
+	for _, n := range perNode {
+		busiest = max(busiest, n)
+	}
+	var claimMs []float64 // server time of each claim of the slot, ms after the minute
+	for _, c := range cmds {
+		if kind, sl := Classify(c, "cronlock:"); kind == CallClaim && sl == slot {
+			claimMs = append(claimMs, (c.Time-float64(slot))*1000)
+		}
+	}
+	claims, lastClaim, medianClaim := len(claimMs), Percentile(claimMs, 1), Percentile(claimMs, 0.5)
+	var claimFailed int
+	for _, nd := range nodes {
+		claimFailed += len(nd.lines(t, "claim failed; not run"))
+	}
+	d := maxStartMs(in)
+	for pair := range 2 {
+		if pair == 1 {
+			floor(1)
+		} else {
+			wl.Runs = append(wl.Runs, Run{Pair: 0, Kind: KindDaemon, Load: load})
+		}
+		last.Daemon = append(last.Daemon, d)
+		add(wl, "last claim after the minute (server time)", "ms", &Target{Of: OfDaemon, Max: 250}, lastClaim)
+		add(wl, "median claim after the minute (server time)", "ms", nil, medianClaim)
+		add(wl, "claims failed (daemon logs: claim failed; not run)", "", nil, float64(claimFailed))
+		add(wl, "Redis CPU per EVALSHA (server's usec_per_call: mostly claims)", "µs", nil, usecPerCall(stats, "evalsha"))
+		add(wl, "runs on the busiest node", "%", &Target{Of: OfDaemon, Max: 40}, 100*float64(busiest)/herdJobs)
+		add(wl, "claims per slot", "", &Target{Of: OfDaemon, Max: 3, Exact: true}, float64(claims)/herdJobs)
+		add(wl, "duplicates", "", zero, float64(dups))
+		add(wl, "missed", "", zero, float64(missed))
+	}
+}
+
+// maxStartMs is the latest job-measured start of runs, in ms after the slot.
+func maxStartMs(runs []ledgerRun) float64 {
+	if len(runs) == 0 {
+		return Percentile(nil, 1)
+	}
+	return Percentile(startsMs(runs), 1)
+}
+
+// usecPerCall is usec_per_call of cmd in INFO commandstats (NaN if absent).
+func usecPerCall(info, cmd string) float64 {
+	for _, l := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+cmd+":"); ok {
+			for _, kv := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
+					if f, err := strconv.ParseFloat(v, 64); err == nil {
+						return f
+					}
+				}
+			}
+		}
+	}
+	return Percentile(nil, 0.5)
+}

@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// userHZ is USER_HZ, the unit of /proc/stat's times (proc(5)); 100 on
+// every Linux architecture cronlock builds for.
+const userHZ = 100
+
+// Sample is the machine's and this process's CPU use at one instant.
+type Sample struct {
+	At time.Time
+	// Busy is the CPU time all processes of the machine have used since
+	// boot: /proc/stat's first line, user+nice+system+irq+softirq+steal
+	// (idle and iowait excluded).
+	Busy time.Duration
+	// Ours is this process's CPU time plus that of its children it has
+	// waited for (getrusage RUSAGE_SELF + RUSAGE_CHILDREN), which includes
+	// their waited-for descendants: the floor program, the daemons, Redis
+	// and every command they started, once they have been waited for.
+	Ours time.Duration
+	// Load1 is the 1-minute load average (/proc/loadavg).
+	Load1 float64
+}
+
+// Take reads a Sample. It returns an error when /proc cannot be read.
+func Take() (Sample, error) {
+	s := Sample{At: time.Now()}
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return s, fmt.Errorf("load sample: %w", err)
+	}
+	if s.Busy, err = parseProcStatBusy(stat); err != nil {
+		return s, fmt.Errorf("load sample: %w", err)
+	}
+	la, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return s, fmt.Errorf("load sample: %w", err)
+	}
+	if s.Load1, err = strconv.ParseFloat(string(bytes.Fields(la)[0]), 64); err != nil {
+		return s, fmt.Errorf("load sample: /proc/loadavg: %w", err)
+	}
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			return s, fmt.Errorf("load sample: getrusage: %w", err)
+		}
+		s.Ours += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return s, nil
+}
+
+// parseProcStatBusy returns the busy time of /proc/stat's aggregate "cpu"
+// line.
+func parseProcStatBusy(stat []byte) (time.Duration, error) {
+	line, _, _ := bytes.Cut(stat, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: first line %q is not the aggregate cpu line", line)
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system irq softirq steal
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i, line, err)
+		}
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / userHZ, nil
+}
+
+// Load is the machine's load over one run, from two Samples.
+type Load struct {
+	Seconds float64 `json:"seconds"` // wall time of the run
+	Load1   float64 `json:"load1"`   // 1-minute load average at the end
+	// OursCores and OthersCores are the CPU time used by this run (this
+	// process and the children it waited for) and by every other process
+	// of the machine, divided by the wall time: 1.0 is one core busy.
+	OursCores   float64 `json:"ours_cores"`
+	OthersCores float64 `json:"others_cores"`
+}
+
+// Between is the load from a to b. The run's processes must all have been
+// waited for before b was taken, or their CPU counts as the others'.
+func Between(a, b Sample) Load {
+	wall := b.At.Sub(a.At).Seconds()
+	if wall <= 0 {
+		return Load{Load1: b.Load1}
+	}
+	ours := (b.Ours - a.Ours).Seconds()
+	others := (b.Busy - a.Busy).Seconds() - ours
+	// /proc/stat counts in 10 ms ticks and rusage in µs: a quiet machine
+	// can come out a tick below zero.
+	return Load{Seconds: wall, Load1: b.Load1, OursCores: ours / wall, OthersCores: max(others, 0) / wall}
+}
+
+// Polluted is the others' share above which a run is marked in the table
+// (a quarter of a core: on 2 cores that is enough to move a ratio by 10%).
+const Polluted = 0.25

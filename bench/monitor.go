@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MonitorCommand is one line of Redis MONITOR output:
+// `1339518083.107412 [0 127.0.0.1:60866] "EVALSHA" "…" "3" …`.
+type MonitorCommand struct {
+	Time   float64  // server time, Unix seconds
+	Client string   // "127.0.0.1:60866", or "lua" for a command called by a script
+	Args   []string // the command and its arguments, unquoted
+}
+
+// ParseMonitorLine parses one MONITOR line (without the leading '+' of
+// the RESP simple string). The arguments are unquoted as Redis quotes
+// them (sdscatrepr: \" \\ \n \r \t \a \b \xHH).
+func ParseMonitorLine(line string) (MonitorCommand, error) {
+	var c MonitorCommand
+	ts, rest, ok := strings.Cut(line, " [")
+	if !ok {
+		return c, fmt.Errorf("monitor line %q: no client", line)
+	}
+	var err error
+	if c.Time, err = strconv.ParseFloat(ts, 64); err != nil {
+		return c, fmt.Errorf("monitor line %q: time: %w", line, err)
+	}
+	client, rest, ok := strings.Cut(rest, "] ")
+	if !ok {
+		return c, fmt.Errorf("monitor line %q: no end of client", line)
+	}
+	if _, c.Client, ok = strings.Cut(client, " "); !ok {
+		return c, fmt.Errorf("monitor line %q: client %q has no db", line, client)
+	}
+	for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimLeft(rest, " ") {
+		arg, n, err := unquote(rest)
+		if err != nil {
+			return c, fmt.Errorf("monitor line %q: %w", line, err)
+		}
+		c.Args, rest = append(c.Args, arg), rest[n:]
+	}
+	if len(c.Args) == 0 {
+		return c, fmt.Errorf("monitor line %q: no command", line)
+	}
+	return c, nil
+}
+
+// unquote reads one quoted argument at the start of s and returns it and
+// the number of bytes of s it took.
+func unquote(s string) (string, int, error) {
+	if s[0] != '"' {
+		return "", 0, fmt.Errorf("argument %q is not quoted", s)
+	}
+	var b strings.Builder
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"':
+			return b.String(), i + 1, nil
+		case '\\':
+			if i+1 >= len(s) {
+				return "", 0, fmt.Errorf("argument %q ends in an escape", s)
+			}
+			i++
+			switch e := s[i]; e {
+			case 'n':
+				b.WriteByte('\n')
+			case 'r':
+				b.WriteByte('\r')
+			case 't':
+				b.WriteByte('\t')
+			case 'a':
+				b.WriteByte('\a')
+			case 'b':
+				b.WriteByte('\b')
+			case 'x':
+				if i+2 >= len(s) {
+					return "", 0, fmt.Errorf("argument %q: short \\x escape", s)
+				}
+				v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+				if err != nil {
+					return "", 0, fmt.Errorf("argument %q: \\x escape: %w", s, err)
+				}
+				b.WriteByte(byte(v))
+				i += 2
+			default:
+				b.WriteByte(e)
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", 0, fmt.Errorf("argument %q has no closing quote", s)
+}
+
+// Kinds of top-level commands, as Classify names them.
+const (
+	CallClaim  = "claim"  // the claim script (keys job, state, paused)
+	CallFinish = "finish" // release + history record (keys job, history, state)
+	CallLease  = "renew or release"
+	// Not per slot:
+	CallProbe     = "health check"       // readiness probe, INFO script (keys: one job key, no ARGV)
+	CallMissed    = "missed-slot report" // key state:J
+	CallHeartbeat = "node heartbeat"     // key node:ID
+)
+
+// Classify names a top-level command of cronlock's: one of the Call
+// kinds for the scripts of a run (with the slot, when the call carries
+// it: the claim's ARGV[1], the finish record's "slot" field), otherwise
+// the upper-cased command name. prefix is redis.key_prefix.
+func Classify(c MonitorCommand, prefix string) (kind string, slot int64) {
+	name := strings.ToUpper(c.Args[0])
+	if (name != "EVALSHA" && name != "EVAL") || len(c.Args) < 3 {
+		return name, 0
+	}
+	nkeys, err := strconv.Atoi(c.Args[2])
+	if err != nil || len(c.Args) < 3+nkeys {
+		return name, 0
+	}
+	keys, argv := c.Args[3:3+nkeys], c.Args[3+nkeys:]
+	switch {
+	case nkeys == 3 && strings.HasPrefix(keys[2], prefix+"paused:") && len(argv) > 0:
+		slot, _ = strconv.ParseInt(argv[0], 10, 64)
+		return CallClaim, slot
+	case nkeys == 3 && strings.HasPrefix(keys[1], prefix+"history:"):
+		for i := 2; i+1 < len(argv); i += 2 {
+			if argv[i] == "slot" {
+				slot, _ = strconv.ParseInt(argv[i+1], 10, 64)
+			}
+		}
+		return CallFinish, slot
+	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"job:") && len(argv) > 0:
+		return CallLease, 0
+	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"job:"):
+		return CallProbe, 0 // the readiness probe and the INFO script: a job key, no ARGV
+	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"state:"):
+		return CallMissed, 0
+	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"node:"):
+		return CallHeartbeat, 0
+	}
+	return name + " (script)", 0
+}

@@ -1,0 +1,129 @@
+//go:build bench
+
+package bench
+
+import (
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// rateSpec is a workload of jobs per-second jobs on nodes daemons.
+type rateSpec struct {
+	nodes, jobs int
+	seconds     int  // default length of each run
+	fireTargets bool // the 1 × 1/s targets on the daemon-measured fire delay
+}
+
+var (
+	ratioTarget = &Target{Of: OfRatio, Max: 1.10}
+	zero        = &Target{Of: OfDaemon, Max: 0, Exact: true}
+)
+
+// cpuPerRunToday is the daemons' CPU per run (µs, all nodes' CPU over the
+// runs) that the 3 × 50/s and 3 × 200/s workloads measured before issue
+// 14's changes; the target is at least 30% less.
+var cpuPerRunToday = map[string]float64{"3x50": 567, "3x200": 458} // make bench, 2026-12-01, commit b3fdf84
+
+// runRate measures pairs × (floor, daemon) for spec.
+func runRate(t *testing.T, s settings, wl *Workload, spec rateSpec) {
+	secs := s.seconds(spec.seconds)
+	var cpuTarget *Target
+	if today := cpuPerRunToday[wl.Name]; today > 0 {
+		cpuTarget = &Target{Of: OfDaemon, Max: 0.7 * today}
+	}
+	p50 := wl.Metric("job-measured start p50", "ms", ratioTarget)
+	p99 := wl.Metric("job-measured start p99", "ms", ratioTarget)
+	for pair := range s.pairs {
+		ledger := filepath.Join(t.TempDir(), "floor")
+		load := runFloor(t, ledger, "-jobs", strconv.Itoa(spec.jobs), "-seconds", strconv.Itoa(secs))
+		wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindFloor, Load: load})
+		starts := startsMs(readLedger(t, ledger))
+		p50.Floor = append(p50.Floor, Percentile(starts, 0.5))
+		p99.Floor = append(p99.Floor, Percentile(starts, 0.99))
+
+		d := daemonRate(t, cronlockBin, spec, secs)
+		wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindDaemon, Load: d.load})
+		p50.Daemon = append(p50.Daemon, Percentile(d.starts, 0.5))
+		p99.Daemon = append(p99.Daemon, Percentile(d.starts, 0.99))
+		var fire50, fire99 *Target
+		if spec.fireTargets {
+			fire50, fire99 = &Target{Of: OfDaemon, Max: 1}, &Target{Of: OfDaemon, Max: 3}
+		}
+		add(wl, "fire delay p50 (daemon-measured)", "ms", fire50, Percentile(d.fire, 0.5))
+		add(wl, "fire delay p99 (daemon-measured)", "ms", fire99, Percentile(d.fire, 0.99))
+		if spec.nodes > 1 {
+			add(wl, "duplicates", "", zero, float64(d.dups))
+			add(wl, "missed", "", zero, float64(d.missed))
+			add(wl, "daemon CPU per run", "µs", cpuTarget, d.cpuPerRun)
+		}
+		add(wl, "runs", "", nil, float64(len(d.starts)))
+		// With one node the background work (health checks, heartbeats)
+		// outweighs a run a second, and 10 runs are a few 10 ms ticks of CPU
+		// time: the comparison says nothing there.
+		if s.baseline != "" && spec.nodes > 1 {
+			base := daemonRate(t, s.baseline, spec, secs)
+			wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindBaseline, Load: base.load})
+			m := wl.Metric("daemon CPU per run: baseline build (floor column) → this build", "µs", &Target{Of: OfRatio, Max: 0.70})
+			m.Floor, m.Daemon = append(m.Floor, base.cpuPerRun), append(m.Daemon, d.cpuPerRun)
+			add(wl, "baseline build: job-measured start p50", "ms", nil, Percentile(base.starts, 0.5))
+			add(wl, "baseline build: job-measured start p99", "ms", nil, Percentile(base.starts, 0.99))
+		}
+	}
+}
+
+// add appends a daemon value to the metric name.
+func add(wl *Workload, name, unit string, target *Target, v float64) {
+	m := wl.Metric(name, unit, target)
+	m.Daemon = append(m.Daemon, v)
+}
+
+type rateResult struct {
+	starts, fire []float64 // ms, slots in the window
+	dups, missed int
+	cpuPerRun    float64 // µs of all nodes' own CPU per run in the window
+	load         Load
+}
+
+// daemonRate runs spec on a fresh redis-server for secs seconds of slots.
+func daemonRate(t *testing.T, bin string, spec rateSpec, secs int) rateResult {
+	t.Helper()
+	a := take(t)
+	srv := redistest.Start(t)
+	ledger := filepath.Join(t.TempDir(), "daemon")
+	cfg := writeConfig(t, map[string]any{"redis": map[string]any{"address": srv.Addr()},
+		"jobs": jobsConfig(spec.jobs, "* * * * * *", ledger)})
+	nodes := startNodes(t, bin, cfg, spec.nodes)
+	// Every node is running: its first slot is after now.
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	sleepUntil(from)
+	cpu0 := totalCPU(t, nodes)
+	end := from.Add(time.Duration(secs) * time.Second)
+	sleepUntil(end)
+	cpu := totalCPU(t, nodes) - cpu0
+	stopNodes(t, nodes)
+	logProblems(t, nodes)
+	srv.Stop()
+	var r rateResult
+	r.load = Between(a, take(t))
+	lo, hi := from.Unix(), end.Unix()-1
+	var in []ledgerRun
+	r.dups, r.missed, in = slotStats(readLedger(t, ledger), spec.jobs, lo, hi)
+	r.starts = startsMs(in)
+	r.fire = fireDelaysMs(t, nodes, lo, hi)
+	if len(in) > 0 {
+		r.cpuPerRun = float64(cpu.Microseconds()) / float64(len(in))
+	}
+	return r
+}
+
+func totalCPU(t *testing.T, nodes []*node) time.Duration {
+	var sum time.Duration
+	for _, nd := range nodes {
+		sum += nd.cpu(t)
+	}
+	return sum
+}

@@ -1,0 +1,68 @@
+//go:build bench
+
+package bench
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// runRedisCalls counts the top-level commands the server receives while 3
+// nodes run 50 jobs a second (MONITOR from before the first node starts
+// to after the last has stopped; commands called by scripts are dropped).
+// Claims and finishes are counted by the slot they carry, over the slots
+// every node fired; the others are counted per second.
+func runRedisCalls(t *testing.T, s settings, wl *Workload) {
+	const nodes, jobs = 3, 50
+	a := take(t)
+	srv := redistest.Start(t)
+	mon := startMonitor(t, srv.Addr())
+	ledger := filepath.Join(t.TempDir(), "daemon")
+	cfg := writeConfig(t, map[string]any{"redis": map[string]any{"address": srv.Addr()},
+		"jobs": jobsConfig(jobs, "* * * * * *", ledger)})
+	t0 := time.Now()
+	started := startNodes(t, cronlockBin, cfg, nodes)
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	end := from.Add(time.Duration(s.seconds(5)) * time.Second)
+	sleepUntil(end)
+	stopNodes(t, started)
+	cmds := mon.stop(t)
+	wall := time.Since(t0).Seconds()
+	srv.Stop()
+	wl.Runs = append(wl.Runs, Run{Kind: KindDaemon, Load: Between(a, take(t))})
+	// The first slot is counted apart: its claims find the script not yet
+	// loaded (EVALSHA answered NOSCRIPT, then EVAL).
+	first, lo, hi := from.Unix(), from.Unix()+1, end.Unix()-1
+	slots := float64(jobs) * float64(hi-lo+1)
+	count := map[string]float64{}
+	var firstClaims float64
+	for _, c := range cmds {
+		kind, slot := Classify(c, "cronlock:")
+		if kind == CallClaim && slot == first {
+			firstClaims++
+		}
+		if (kind == CallClaim || kind == CallFinish) && (slot < lo || slot > hi) {
+			continue
+		}
+		count[kind]++
+	}
+	add(wl, "claims per slot", "", &Target{Of: OfDaemon, Max: nodes, Exact: true}, count[CallClaim]/slots)
+	add(wl, "finishes per slot", "", &Target{Of: OfDaemon, Max: 1, Exact: true}, count[CallFinish]/slots)
+	add(wl, "renewals and releases per slot", "", zero, count[CallLease]/slots)
+	add(wl, "claim calls per slot, first slot after start", "", nil, firstClaims/jobs)
+	var others []string
+	for k := range count {
+		if k != CallClaim && k != CallFinish && k != CallLease {
+			others = append(others, k)
+		}
+	}
+	slices.Sort(others)
+	for _, k := range others {
+		add(wl, fmt.Sprintf("other: %s, per node over the %.0f s run", k, wall), "", nil, count[k]/nodes)
+	}
+}

@@ -1,0 +1,53 @@
+//go:build benchprofile
+
+package main
+
+// A profiling build for the bench driver (README.md, "Performance"):
+// `go build -tags benchprofile` gives a daemon that, when BENCHPROFILE_DIR
+// is set, records a CPU profile of its first BENCHPROFILE_SECONDS (default
+// 10) and then writes cpu-PID.pprof and allocs-PID.pprof into that
+// directory. Never part of a release build.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"time"
+)
+
+func init() {
+	dir := os.Getenv("BENCHPROFILE_DIR")
+	if dir == "" {
+		return
+	}
+	secs, err := strconv.Atoi(os.Getenv("BENCHPROFILE_SECONDS"))
+	if err != nil || secs <= 0 {
+		secs = 10
+	}
+	name := func(kind string) string { return filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", kind, os.Getpid())) }
+	f, err := os.Create(name("cpu"))
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchprofile:", err)
+		return
+	}
+	// The profile ends on its own; the process may exit before (then the
+	// profile is incomplete, and says so when read).
+	go func() {
+		time.Sleep(time.Duration(secs) * time.Second)
+		pprof.StopCPUProfile()
+		f.Close()
+		a, err := os.Create(name("allocs"))
+		if err == nil {
+			err = pprof.Lookup("allocs").WriteTo(a, 0)
+			a.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchprofile:", err)
+		}
+	}()
+}

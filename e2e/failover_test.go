@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// These failover tests kill a Redis master under running daemons. They take
+// 20–30 s each and run with `make test-topologies` (redistest.TopologiesEnv),
+// which .ci/run runs after `make test`.
+
+// longestGap returns the longest span between consecutive run starts in
+// [from, to] (the edges count as starts), and where it began.
+func longestGap(runs []ledgerRun, from, to time.Time) (time.Duration, time.Time) {
+	starts := []time.Time{from, to}
+	for _, r := range runs {
+		if r.Start.After(from) && r.Start.Before(to) {
+			starts = append(starts, r.Start)
+		}
+	}
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	var gap time.Duration
+	var at time.Time
+	for i := 1; i < len(starts); i++ {
+		if d := starts[i].Sub(starts[i-1]); d > gap {
+			gap, at = d, starts[i-1]
+		}
+	}
+	return gap, at
+}
+
+// Sentinel: a master with two replicas and three sentinels, 3 daemons,
+// 5 per-second jobs, redis.min_replicas_acked: 1. The master is SIGKILLed
+// mid-run: the sentinels promote a replica, the daemons follow it and the
+// jobs resume there, with no slot run twice (every run's claim was on a
+// replica before it ran). The gap without runs is measured (README.md,
+// "Redis topologies").
+func TestFailover_SentinelMasterKilled(t *testing.T) {
+	redistest.RequireTopologies(t)
+	t.Parallel()
+	s := redistest.StartSentinelReplicas(t, 2)
+	ledger := newLedger(t)
+	jobs, names := everySecondJobs(ledger, "job", 5, nil)
+	cfg := redisConfig("", jobs...)
+	cfg["redis"] = map[string]any{"addresses": s.Addrs(), "sentinel_master": redistest.SentinelMaster,
+		"min_replicas_acked": 1}
+	cfg["log"] = map[string]any{"level": "info"}
+	nodes, _ := startCluster(t, writeConfig(t, cfg), 0, "n1", "n2", "n3")
+	time.Sleep(3 * time.Second) // runs on the first master: that is the test
+	old := s.Master.Addr()
+	s.Master.Kill()
+	killedAt := time.Now()
+	promoted := s.WaitFailover(old, 20*time.Second)
+	failedOver := time.Now()
+	waitFor(t, 15*time.Second, "every job to run on the promoted master", func() bool {
+		ran := map[string]bool{}
+		for _, r := range readLedger(t, ledger) {
+			if r.Start.After(failedOver) {
+				ran[r.Job] = true
+			}
+		}
+		return len(ran) == len(names)
+	})
+	resumed := time.Now()
+	time.Sleep(3 * time.Second) // runs on the promoted master
+	stopAt := time.Now()
+	stopAll(t, 15*time.Second, nodes...)
+
+	runs := readLedger(t, ledger)
+	byJob := slotsByJob(runs)
+	after := slotsBetween(ceilSecond(resumed)+1, stopAt.Unix()-1, 1)
+	for _, job := range names {
+		checkOncePerSlot(t, nodes, job, byJob[job], after)
+	}
+	gap, at := longestGap(runs, killedAt.Add(-2*time.Second), stopAt)
+	notReplicated := 0
+	for _, n := range nodes {
+		for _, e := range n.Logs() {
+			if e.Msg() == "slot skipped" && e.Str("reason") == "not_replicated" {
+				notReplicated++
+			}
+		}
+	}
+	t.Logf("sentinel failover %s → %s took %v; longest gap without runs %v (from %v after the kill); "+
+		"every job ran again %v after the kill; %d runs, %d not_replicated skip lines",
+		old, promoted, failedOver.Sub(killedAt).Round(10*time.Millisecond), gap.Round(10*time.Millisecond),
+		at.Sub(killedAt).Round(10*time.Millisecond), resumed.Sub(killedAt).Round(10*time.Millisecond), len(runs), notReplicated)
+}
+
+// Cluster: 3 masters with a replica each (cluster-require-full-coverage
+// no), 2 daemons, 30 per-second jobs spread over the shards. One master is
+// SIGKILLed: only the jobs whose
+// keys live on that shard stop, the others run every slot; /readyz says
+// not ready (a claim of some job would fail) until the replica has taken
+// over, then ready, and that shard's jobs run again. No slot runs twice.
+func TestFailover_ClusterShardKilled(t *testing.T) {
+	redistest.RequireTopologies(t)
+	t.Parallel()
+	// With Redis's default cluster-require-full-coverage yes, every shard
+	// answers CLUSTERDOWN once one master has failed, until the failover
+	// (README.md, "Redis topologies"): only "no" keeps the others serving.
+	c := redistest.StartClusterReplicas(t, 3, 1, "--cluster-require-full-coverage", "no")
+	ledger := newLedger(t)
+	jobs, names := everySecondJobs(ledger, "job", 30, nil)
+	shardOf := map[string]int{}
+	for _, j := range names {
+		shardOf[j] = c.Shard("cronlock:job:{" + j + "}")
+	}
+	killed := shardOf["job00"]
+	cfg := redisConfig("", jobs...)
+	cfg["redis"] = map[string]any{"addresses": c.Addrs()}
+	cfg["log"] = map[string]any{"level": "info"}
+	listen := freeAddr(t)
+	var nodes []*node
+	cfgFile := writeConfig(t, cfg)
+	nodes = append(nodes, startNode(t, cfgFile, withNodeID("n1"), withEnv("CRONLOCK_HTTP_LISTEN="+listen)),
+		startNode(t, cfgFile, withNodeID("n2")))
+	first := waitEngineRunning(nodes[0]).Time()
+	waitEngineRunning(nodes[1])
+	waitReadiness(t, "n1, every shard up", listen, true, "ready")
+	time.Sleep(2 * time.Second) // runs on every shard: that is the test
+
+	c.Masters[killed].Kill()
+	killedAt := time.Now()
+	down := waitReadiness(t, "n1, a shard's master killed", listen, false, "shard "+c.Masters[killed].Addr())
+	c.WaitPromoted(killed, 20*time.Second)
+	promotedAt := time.Now()
+	waitReadiness(t, "n1, the replica took over", listen, true, "ready")
+	readyAt := time.Now()
+	waitFor(t, 10*time.Second, "every job of the killed shard to run again", func() bool {
+		ran := map[string]bool{}
+		for _, r := range readLedger(t, ledger) {
+			if shardOf[r.Job] == killed && r.Start.After(readyAt) {
+				ran[r.Job] = true
+			}
+		}
+		for _, j := range names {
+			if shardOf[j] == killed && !ran[j] {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(2 * time.Second)
+	stopAt := time.Now()
+	stopAll(t, 15*time.Second, nodes...)
+
+	runs := readLedger(t, ledger)
+	byJob := slotsByJob(runs)
+	all := slotsBetween(ceilSecond(first)+2, stopAt.Unix()-1, 1)
+	stopped, others := 0, 0
+	for _, job := range names {
+		if shardOf[job] != killed {
+			others++
+			checkOncePerSlot(t, nodes, job, byJob[job], all) // the other shards never stop
+			continue
+		}
+		stopped++
+		checkOncePerSlot(t, nodes, job, byJob[job], nil)
+		for _, r := range runs {
+			if r.Job == job && r.Start.After(killedAt.Add(500*time.Millisecond)) && r.Start.Before(promotedAt) {
+				t.Errorf("%s (killed shard) ran slot %d %v after the kill, before the failover", job, r.Slot, r.Start.Sub(killedAt))
+			}
+		}
+	}
+	if stopped == 0 || others == 0 {
+		t.Fatalf("jobs on the killed shard: %d, on the others: %d; want some of each", stopped, others)
+	}
+	var state []string
+	state = append(state, fmt.Sprintf("%d %q", down.code, down.body))
+	t.Logf("shard %d killed: %d of %d jobs stopped, %d ran every slot; /readyz while down: %s; replica took over %v after the kill, "+
+		"ready again %v after; %d runs", killed, stopped, len(names), others, strings.Join(state, ""),
+		promotedAt.Sub(killedAt).Round(10*time.Millisecond), readyAt.Sub(killedAt).Round(10*time.Millisecond), len(runs))
+}

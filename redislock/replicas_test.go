@@ -1,0 +1,149 @@
+package redislock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// With MinReplicasAcked 1 against a real master and replica, a won claim
+// is acknowledged by the replica and returned as Claimed; once the replica
+// is stopped, a won claim comes back NotReplicated after the ack timeout,
+// with its fence (the slot is recorded and the lease taken: the caller
+// releases it). Claims that lose never wait.
+func TestClaim_MinReplicasAcked(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	const ackTimeout = 300 * time.Millisecond
+	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: ackTimeout})
+	req := func(slot int64) actors.ClaimRequest {
+		return actors.ClaimRequest{Job: "backup", Slot: slot, Owner: "n1:run", TTL: 10 * time.Second, Lease: true}
+	}
+	c, err := r.Claim(ctxT(t), req(100))
+	if err != nil || c.Outcome != actors.Claimed || c.Replicas != 1 || c.Fence != 1 {
+		t.Fatalf("claim with the replica up: got %+v, %v; want claimed, 1 replica, fence 1", c, err)
+	}
+	if _, err := r.Release(ctxT(t), "backup", "n1:run"); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if v := replica.Do("HGET", r.Key("state", "backup"), "slot"); v != "100" {
+		t.Errorf("the replica's state slot: got %q, want 100", v)
+	}
+
+	replica.Kill()
+	start := time.Now()
+	c, err = r.Claim(ctxT(t), req(101))
+	took := time.Since(start)
+	if err != nil || c.Outcome != actors.NotReplicated || c.Replicas != 0 || c.Fence != 2 {
+		t.Fatalf("claim with the replica stopped: got %+v, %v; want not_replicated, 0 replicas, fence 2", c, err)
+	}
+	if took < ackTimeout {
+		t.Errorf("claim with the replica stopped took %v, want at least the ack timeout %v (WAIT)", took, ackTimeout)
+	}
+	if holder := master.Do("GET", r.Key("job", "backup")); holder != "n1:run" {
+		t.Errorf("lease after a not-replicated claim: got %q, want it held (the caller releases it)", holder)
+	}
+	start = time.Now()
+	c, err = r.Claim(ctxT(t), req(101))
+	if err != nil || c.Outcome != actors.ClaimedElsewhere || time.Since(start) >= ackTimeout {
+		t.Errorf("a losing claim: got %+v, %v after %v; want claimed_elsewhere without waiting", c, err, time.Since(start))
+	}
+	if got := actors.NotReplicated.String(); got != actors.SkipNotReplicated {
+		t.Errorf("NotReplicated.String(): got %q, want %q", got, actors.SkipNotReplicated)
+	}
+}
+
+// The replicated claim loads the script with EVAL when the server does not
+// know it (after SCRIPT FLUSH, a restart or a failover).
+func TestClaim_MinReplicasAckedAfterScriptFlush(t *testing.T) {
+	master := redistest.Start(t)
+	redistest.StartReplica(t, master)
+	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1})
+	master.Do("SCRIPT", "FLUSH")
+	c, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "j", Slot: 5, Owner: "n:r", TTL: time.Second, Lease: true})
+	if err != nil || c.Outcome != actors.Claimed || c.Replicas != 1 {
+		t.Fatalf("claim after SCRIPT FLUSH: got %+v, %v; want claimed by 1 replica", c, err)
+	}
+}
+
+// In Cluster mode the replicated claim runs on the shard that owns the
+// job's keys and WAITs for that shard's replica.
+func TestTopologies_ClusterMinReplicasAcked(t *testing.T) {
+	redistest.RequireTopologies(t) // a Cluster with replicas (about 3 s)
+	c := redistest.StartClusterReplicas(t, 3, 1)
+	r, err := New(Options{Addresses: c.Addrs(), MinReplicasAcked: 1})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(r.Close)
+	for _, job := range []string{"a", "b", "c", "d"} {
+		cl, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: 7, Owner: "n:r", TTL: time.Second, Lease: true})
+		if err != nil || cl.Outcome != actors.Claimed || cl.Replicas != 1 {
+			t.Errorf("claim of %s on shard %d: got %+v, %v; want claimed, acknowledged by 1 replica", job, c.Shard(r.Key("job", job)), cl, err)
+		}
+	}
+}
+
+// A finish that hands the lease to the pending slot (overlap queue) is a
+// won claim of that slot: with MinReplicasAcked it waits for the replicas
+// too. With the replica up the hand-over is acknowledged; with it stopped
+// it comes back NotReplicated with the hand-over's fence (the next owner
+// holds the lease: the caller releases it). A finish with nothing pending
+// does not wait.
+func TestFinish_MinReplicasAckedHandOver(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	// A generous timeout while the replica is up (a loaded machine), a
+	// short one, on a second client, once it is stopped.
+	const ackTimeout = 300 * time.Millisecond
+	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: 3 * time.Second})
+	short := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: ackTimeout})
+	claim := func(slot int64, owner string) actors.Claim {
+		t.Helper()
+		c, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "q", Slot: slot, Owner: owner, TTL: 10 * time.Second,
+			Lease: true, Queue: true})
+		if err != nil {
+			t.Fatalf("claim %d: %v", slot, err)
+		}
+		return c
+	}
+	finish := func(r *Redis, owner, next string) (actors.Finished, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		f, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "q", Owner: owner, Next: next, TTL: 10 * time.Second,
+			Record: actors.RunRecord{RunID: "x", Result: actors.ResultSuccess}})
+		if err != nil {
+			t.Fatalf("finish: %v", err)
+		}
+		return f, time.Since(start)
+	}
+	if c := claim(100, "n1:a"); c.Outcome != actors.Claimed || c.Replicas != 1 {
+		t.Fatalf("first claim: got %+v, want claimed by 1 replica", c)
+	}
+	if c := claim(101, "n2:b"); c.Outcome != actors.Queued {
+		t.Fatalf("second claim: got %+v, want queued", c)
+	}
+	f, _ := finish(r, "n1:a", "n1:c")
+	if f.Pending != 101 || f.Fence == 0 || f.NotReplicated || f.Replicas != 1 {
+		t.Fatalf("hand-over with the replica up: got %+v, want slot 101 handed on, acknowledged by 1 replica", f)
+	}
+	if c := claim(102, "n2:d"); c.Outcome != actors.Queued {
+		t.Fatalf("third claim: got %+v, want queued", c)
+	}
+	replica.Kill()
+	f, took := finish(short, "n1:c", "n1:e")
+	if f.Pending != 102 || f.Fence == 0 || !f.NotReplicated || f.Replicas != 0 {
+		t.Fatalf("hand-over with the replica stopped: got %+v, want slot 102 handed on but not replicated", f)
+	}
+	if took < ackTimeout {
+		t.Errorf("hand-over with the replica stopped took %v, want at least the ack timeout %v (WAIT)", took, ackTimeout)
+	}
+	if holder := master.Do("GET", r.Key("job", "q")); holder != "n1:e" {
+		t.Errorf("lease after a not-replicated hand-over: got %q, want n1:e (the caller releases it)", holder)
+	}
+	if f, took = finish(short, "n1:e", "n1:f"); f.Pending != 0 || f.NotReplicated || took >= ackTimeout {
+		t.Errorf("finish with nothing pending: got %+v after %v, want no hand-over and no WAIT", f, took)
+	}
+}

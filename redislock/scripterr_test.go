@@ -1,0 +1,28 @@
+package redislock
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// A command a script calls that the ACL denies is named: Redis reports
+// only the script's SHA1 and line, and the error says which command that
+// line calls and what to grant.
+func TestClaim_ACLDeniedScriptCommandIsNamed(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Do("ACL", "SETUSER", "cl", "on", ">pw", "~*", "+@all", "-hincrby")
+	r := newRedis(t, srv.Addr(), Options{Username: "cl", Password: "pw"})
+	_, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "j", Slot: 1, Owner: "n:r", TTL: time.Second, Lease: true})
+	var acl *ScriptACLError
+	if !errors.As(err, &acl) || acl.Command != "HINCRBY" {
+		t.Fatalf("claim without +hincrby: got %v, want a ScriptACLError naming HINCRBY", err)
+	}
+	if want := "grant +hincrby"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+}
