@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,29 +50,23 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 
 // runs answers GET /api/v1/jobs/{job}/runs?limit=N, with output tails.
 func (s *server) runs(w http.ResponseWriter, r *http.Request) {
-	j, ok := s.findJob(w, r)
-	if !ok {
-		return
-	}
-	n, ok := limit(w, r)
-	if !ok {
-		return
-	}
-	rd, ctx, cancel, ok := s.redis(w, r)
-	if !ok {
-		return
-	}
-	defer cancel()
-	rows, err := control.Runs(ctx, rd, j.Name, n, true)
-	if err != nil {
-		redisError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rows)
+	s.jobList(w, r, func(ctx context.Context, rd *redislock.Redis, job string, n int) (any, error) {
+		return control.Runs(ctx, rd, job, n, true)
+	})
 }
 
 // events answers GET /api/v1/jobs/{job}/events?limit=N.
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
+	s.jobList(w, r, func(ctx context.Context, rd *redislock.Redis, job string, n int) (any, error) {
+		return control.Events(ctx, rd, job, n, s.o.Now())
+	})
+}
+
+// jobList answers a GET of one job's list (runs, events): the job from
+// the path, limit=N from the query, then read's rows as JSON, or the error
+// response of the step that failed.
+func (s *server) jobList(w http.ResponseWriter, r *http.Request,
+	read func(ctx context.Context, rd *redislock.Redis, job string, n int) (any, error)) {
 	j, ok := s.findJob(w, r)
 	if !ok {
 		return
@@ -85,7 +80,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	rows, err := control.Events(ctx, rd, j.Name, n, s.o.Now())
+	rows, err := read(ctx, rd, j.Name, n)
 	if err != nil {
 		redisError(w, err)
 		return
