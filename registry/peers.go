@@ -9,7 +9,8 @@ import (
 )
 
 // compare indexes this node and reads the other nodes' records, then
-// hands the live ones' job hashes to the drift detector. A failed read is
+// hands the live ones' job hashes to the drift detector and the live
+// records to Options.Peers (the claim order, package nodeload). A failed read is
 // logged at debug and the drift state kept until the next beat.
 func (h *Heartbeat) compare(ctx context.Context, at time.Time) {
 	if err := h.store.IndexNode(ctx, h.self.NodeID, at); err != nil {
@@ -22,12 +23,15 @@ func (h *Heartbeat) compare(ctx context.Context, at time.Time) {
 		return
 	}
 	others := map[string]map[string]string{}
+	var live []Record
 	for _, r := range Decode(values) {
 		if r.NodeID == h.self.NodeID || !r.Live(h.now()) {
 			continue
 		}
 		others[r.NodeID] = r.Jobs
+		live = append(live, r)
 	}
+	h.peers(live, 2*h.every)
 	h.drift.Observe(h.self.Jobs, others)
 }
 

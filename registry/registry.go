@@ -111,6 +111,11 @@ type Options struct {
 	// Running returns the runs in progress on this node by job, read at
 	// every beat; nil = none.
 	Running func() map[string]int64
+	// Peers receives, at every beat whose read of the node list succeeds,
+	// the records of the other live nodes (Record.Live) and how long that
+	// view stays valid (two beat intervals: one failed read keeps it);
+	// nil = not told. It must not block.
+	Peers func(others []Record, validFor time.Duration)
 }
 
 // Heartbeat is the actor that keeps the record. Create it with New, then
@@ -123,6 +128,7 @@ type Heartbeat struct {
 	now        func() time.Time
 	conflict   prometheus.Gauge
 	running    func() map[string]int64
+	peers      func([]Record, time.Duration)
 	drift      *drift.Detector
 	jobs       chan jobsUpdate
 
@@ -146,9 +152,12 @@ func New(o Options) *Heartbeat {
 	if o.Running == nil {
 		o.Running = func() map[string]int64 { return nil }
 	}
+	if o.Peers == nil {
+		o.Peers = func([]Record, time.Duration) {}
+	}
 	o.Self.EveryMs, o.Self.TTLMs = o.Every.Milliseconds(), o.TTL.Milliseconds()
 	log := o.Log.With(zap.String("node_id", o.Self.NodeID))
-	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, drift: drift.NewDetector(log, o.Registry),
+	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, peers: o.Peers, drift: drift.NewDetector(log, o.Registry),
 		jobs: make(chan jobsUpdate), every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]time.Time{},
 		conflict: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_node_id_conflict",
 			Help: "1 while another live daemon writes this node's heartbeat record (node.id is not unique), else 0."})}
