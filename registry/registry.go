@@ -24,6 +24,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// WarmupRead is how often a starting node reads the other nodes' records
+// between its beats, during its first TTL (Heartbeat.Run).
+const WarmupRead = time.Second
+
 // Defaults of Options.Every and Options.TTL.
 const (
 	DefaultEvery = 5 * time.Second
@@ -172,19 +176,36 @@ func New(o Options) *Heartbeat {
 // record for the next start to wonder about) and returns nil. A failed
 // beat is logged at debug (the health monitor reports Redis outages) and
 // retried at the next tick.
+//
+// During the first TTL after the start it also reads the other nodes'
+// records every WarmupRead (between beats, without writing), so that a
+// node started together with others sees them for the claim order
+// (Options.Peers) within about a second instead of a beat.
 func (h *Heartbeat) Run(ctx context.Context) error {
 	t := time.NewTicker(h.every)
 	defer t.Stop()
+	warm := time.NewTicker(WarmupRead)
+	defer warm.Stop()
+	warmEnd := time.After(h.ttl)
 	for {
 		h.beat(ctx)
-		select {
-		case <-ctx.Done():
-			h.drop(ctx)
-			return nil
-		case <-t.C:
-		case u := <-h.jobs:
-			h.self.Jobs, h.self.ConfigHash = u.jobs, u.hash
-			t.Reset(h.every)
+		for next := false; !next; {
+			select {
+			case <-ctx.Done():
+				h.drop(ctx)
+				return nil
+			case <-t.C:
+				next = true
+			case u := <-h.jobs:
+				h.self.Jobs, h.self.ConfigHash = u.jobs, u.hash
+				t.Reset(h.every)
+				next = true
+			case <-warm.C:
+				h.readPeers(ctx)
+			case <-warmEnd:
+				warm.Stop()
+				warmEnd = nil
+			}
 		}
 	}
 }

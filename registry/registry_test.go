@@ -292,3 +292,38 @@ func TestHeartbeat_PeersGetLiveOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeat_WarmupReads: during its first TTL (15 s) a node reads the
+// node list every WarmupRead between its beats and hands it to Peers;
+// after that only its beats (every 5 s) do.
+func TestHeartbeat_WarmupReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &memStore{}
+		var mu sync.Mutex
+		calls := 0
+		h := New(Options{Log: zap.NewNop(), Store: s, Self: Record{NodeID: "n1", Instance: "i1", Jobs: map[string]string{}},
+			Peers: func([]Record, time.Duration) { mu.Lock(); calls++; mu.Unlock() }})
+		count := func() int { mu.Lock(); defer mu.Unlock(); return calls }
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		time.Sleep(4*time.Second + time.Millisecond)
+		synctest.Wait()
+		if n := count(); n != 5 { // the beat at 0, reads at 1, 2, 3, 4 s
+			t.Errorf("after 4 s: Peers called %d times, want 5", n)
+		}
+		time.Sleep(16 * time.Second) // to 20 s: beats at 5, 10, 15, 20; reads at 6–9, 11–14
+		synctest.Wait()
+		at20 := count()
+		time.Sleep(10 * time.Second) // beats at 25, 30 only
+		synctest.Wait()
+		if n := count() - at20; n != 2 {
+			t.Errorf("from 20 s to 30 s (after the first TTL): Peers called %d times, want 2 (the beats)", n)
+		}
+		if at20 < 5+12 {
+			t.Errorf("by 20 s: Peers called %d times, want at least 17 (4 beats and the reads between them)", at20)
+		}
+		cancel()
+		<-done
+	})
+}
