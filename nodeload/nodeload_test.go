@@ -77,6 +77,7 @@ func TestLoad_Enter(t *testing.T) {
 			{"rank 0, within the slack", 0, 14, nil, 0}, // 10 + 2 + 10/4 = 14.5
 			{"rank 0, 5.5 runs over the slack", 0, 20, nil, 5500 * time.Microsecond},
 			{"rank 2, 30.5 over: capped", 2, 45, nil, MaxDelay},
+			{"rank 1, 1.5 over", 1, 16, nil, RankStep + 1500*time.Microsecond},
 			{"rank 2 among all, n3 only may run it", 2, 0, []string{"role=db"}, time.Duration(Rank("j", slotOf(2), "n1", []string{"n1", "n3"})) * RankStep},
 		}
 		for _, tt := range tests {
