@@ -62,7 +62,8 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	}
 	deadline := time.NewTimer(busyWait)
 	defer deadline.Stop()
-	if !sleepCtx(ctx, l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)) {
+	r.claimDelay = l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
+	if !sleepCtx(ctx, r.claimDelay) {
 		return r.notClaimed(SkipShuttingDown), false
 	}
 	for !l.Reserve() {

@@ -54,6 +54,9 @@ type run struct {
 	recorded   int  // attempt whose run record exists (records.go); 0 = none
 	reserved   bool // holds a place in deps.Load (capacity.go)
 	inProgress bool // the place counts as a run in progress (Load.Won)
+	// claimDelay is the claim order's wait before the claim was sent
+	// (capacity.go), logged with "run started" as claim_delay_us.
+	claimDelay time.Duration
 	// queueClaim: this node's run of the job holds the lease (overlap
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).
