@@ -49,7 +49,8 @@ func TestLoad_MaxParallel(t *testing.T) {
 }
 
 // TestLoad_Enter: the claim delay is the rank among the live peers that
-// may run the job (RankStep each) plus PerRun per run in progress beyond
+// may run the job (RankStep each, plus PerBurstClaim each per claim of the
+// same slot before it) plus PerRun per run in progress beyond
 // the peers' mean and the slack, at most MaxDelay; 0 without ordering,
 // without peers, with an expired view; the gauge counts the runs.
 func TestLoad_Enter(t *testing.T) {
@@ -110,6 +111,23 @@ func TestLoad_Enter(t *testing.T) {
 		if d := l.Enter("j", slotOf(2), nil); d != 0 {
 			t.Errorf("view expired: delay %v, want 0", d)
 		}
+		// A burst: claims of one slot entered in a row. Each rank-k claim
+		// waits PerBurstClaim × k more per claim before it; rank 0 waits
+		// nothing whatever the burst; a new slot starts a new burst.
+		l = New(0, true, nil)
+		l.SetPeers("n1", peers, time.Minute)
+		burst := slotOf(2)
+		for i := range 100 {
+			job := fmt.Sprintf("b%03d", i)
+			want := time.Duration(Rank(job, burst, "n1", all)) * (RankStep + time.Duration(i)*PerBurstClaim)
+			if got := l.Enter(job, burst, nil); got != min(want, MaxDelay) {
+				t.Fatalf("burst claim %d (%s, rank %d): delay %v, want %v", i, job, Rank(job, burst, "n1", all), got, min(want, MaxDelay))
+			}
+		}
+		if d := l.Enter("j", slotOf(1), nil); d != RankStep {
+			t.Errorf("the next slot's first claim at rank 1: delay %v, want %v", d, RankStep)
+		}
+
 		lone := New(0, false, nil)
 		lone.SetPeers("n1", peers, time.Minute)
 		for range 30 {
@@ -195,11 +213,12 @@ func TestRank_Rendezvous(t *testing.T) {
 
 	// Enter: n1's peers n2 (role=db) and n3 (no tags). For a job with
 	// nodes: [role=db] only n2 ranks; for any job both do.
-	l := New(0, true, nil)
+	l, l2 := New(0, true, nil), New(0, true, nil) // one per job: each slot's claim is a burst of one
 	l.SetPeers("n1", []Peer{{ID: "n2", Tags: map[string]string{"role": "db"}}, {ID: "n3"}}, time.Hour)
+	l2.SetPeers("n1", []Peer{{ID: "n2", Tags: map[string]string{"role": "db"}}, {ID: "n3"}}, time.Hour)
 	db, anyJob := 0, 0
 	for s := range int64(3000) {
-		dDB := l.Enter("j", s, []string{"role=db"})
+		dDB := l2.Enter("j", s, []string{"role=db"})
 		if want := time.Duration(Rank("j", s, "n1", []string{"n2"})) * RankStep; dDB != want {
 			t.Fatalf("slot %d, nodes: [role=db]: delay %v, want %v (n1's rank among n1, n2)", s, dDB, want)
 		}
