@@ -62,7 +62,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	}
 	deadline := time.NewTimer(busyWait)
 	defer deadline.Stop()
-	r.claimDelay, r.ordered = l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes), true
+	r.claimDelay = l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
 	if !sleepCtx(ctx, r.claimDelay) {
 		return r.notClaimed(SkipShuttingDown), false
 	}

@@ -180,15 +180,17 @@ func TestJob_ClaimOrder(t *testing.T) {
 		load1, load2 := nodeload.New(0, true, nil), nodeload.New(0, true, nil)
 		load1.SetPeers("n1", []nodeload.Peer{{ID: "n2"}}, time.Hour)
 		load2.SetPeers("n2", []nodeload.Peer{{ID: "n1"}}, time.Hour)
+		load1.SetJobs([]string{"a"})
+		load2.SetJobs([]string{"a"})
 		a1 := startCapNode(t, "n1", "a", "exit 0", mem, load1)
 		a2 := startCapNode(t, "n2", "a", "exit 0", mem, load2)
 		ids := []string{"n1", "n2"}
 		s := time.Now().Truncate(time.Second).Add(time.Second)
-		for nodeload.Rank("a", s.Unix(), "n2", ids) != 0 {
+		for nodeload.Rank("a", 0, s.Unix(), "n2", ids) != 0 {
 			s = s.Add(time.Second)
 		}
 		next := s.Add(time.Second)
-		for nodeload.Rank("a", next.Unix(), "n1", ids) != 0 {
+		for nodeload.Rank("a", 0, next.Unix(), "n1", ids) != 0 {
 			next = next.Add(time.Second)
 		}
 		for _, tc := range []struct {

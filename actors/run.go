@@ -57,9 +57,6 @@ type run struct {
 	// claimDelay is the claim order's wait before the claim was sent
 	// (capacity.go), logged with "run started" as claim_delay_us.
 	claimDelay time.Duration
-	// ordered: the claim went through the claim order (reserve waited
-	// deps.Load.Enter), so its answer is counted by Load.Decided.
-	ordered bool
 	// queueClaim: this node's run of the job holds the lease (overlap
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).
@@ -186,9 +183,6 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 	switch c.Outcome {
 	case Claimed:
-		if r.ordered {
-			r.deps.Load.Decided(true, r.job.Nodes)
-		}
 		r.deps.repeats.End(repeatNotReplicated) // replicas acknowledge again
 		r.deps.repeats.End(SkipNotReplicated)
 		if c.Takes > 0 {
@@ -234,9 +228,6 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 		r.log.Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
 			"or redis lost its state and no live node remembers it), so this slot may already have run")
 		return r.skip(SkipNoRecord, nil), false
-	}
-	if r.ordered && c.StateSlot == r.info.Slot.Unix() && c.StateFence > r.minFence {
-		r.deps.Load.Decided(false, r.job.Nodes) // another node's claim of this slot raised the fence: it runs
 	}
 	return r.skip(SkipClaimedElsewhere, nil), false
 }

@@ -86,7 +86,9 @@ func spreadScenario(t *testing.T, maxParallel int) {
 		if slot.Unix() >= spreadFrom {
 			spreadRuns++
 			perNode[f[2]]++
-			if nodeload.Rank(f[0], slot.Unix(), f[2], []string{"n1", "n2", "n3"}) == 0 {
+			var index int // s00..s59: the job's place among the sorted names
+			fmt.Sscanf(f[0], "s%d", &index)
+			if nodeload.Rank(f[0], index, slot.Unix(), f[2], []string{"n1", "n2", "n3"}) == 0 {
 				rank0++
 			}
 		}

@@ -69,6 +69,7 @@ type Engine struct {
 	hooks   *actors.HookRunner
 	janitor *actors.Janitor
 	node    *registry.Heartbeat // nil for the memory backend
+	load    *nodeload.Load      // runs in progress, max_parallel, the claim order
 	targets *targeting.Watcher  // reports jobs no live node may run
 	taker   *runrequests.Taker  // nil for the memory backend
 	jobs    *jobSet
@@ -126,7 +127,8 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	e.backend = b
 	e.metrics = actors.NewMetrics(e.reg)
-	load := nodeload.New(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
+	e.load = nodeload.New(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
+	load := e.load
 	if e.node, err = newRegistry(cfg, b, opts, e.reg, e.metrics.Running, load); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@
 package nodeload
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,22 +45,6 @@ const RankStep = 5 * time.Millisecond
 // claims. Only ranks above 0 wait it.
 const PerBurstClaim = 40 * time.Microsecond
 
-// PerWin is the claim delay per claim won beyond this node's fair share
-// plus WinSlack. The fair share is 1/n of the recent slots that some node
-// won for a run among the n nodes that ranked (Decided: the claims this
-// node won, and those it lost to another node's run), over about the last
-// WinWindow of them: a node 4 wins ahead yields its rank-0 slots to the
-// rank-1 node. The ranks alone spread the runs evenly only at random
-// (±3.5% per node over 180 runs); this evens the counts out.
-const PerWin = time.Millisecond
-
-// WinSlack is the excess of claims won that costs no delay.
-const WinSlack = 1
-
-// WinWindow is about how many of the latest decided claims the excess
-// covers: both counts decay by 1 - 1/WinWindow at each.
-const WinWindow = 256
-
 // PerRun is the claim delay per run in progress beyond the other nodes'
 // mean plus LoadSlack: a node 4 runs over the slack yields its rank-0
 // slots to the rank-1 node (if that one is not over too).
@@ -78,13 +64,11 @@ type Peer struct {
 	Running int
 }
 
-// view is the set of live other nodes, with their ids' hashes.
+// view is the set of live other nodes, sorted by id.
 type view struct {
-	self   string
-	selfH  uint64
-	peers  []Peer
-	hashes []uint64
-	until  time.Time
+	self  string
+	peers []Peer
+	until time.Time
 }
 
 // Load is the node's run count. It is a small leaf type shared by every
@@ -94,19 +78,17 @@ type Load struct {
 	max     int  // node.max_parallel; 0 = unlimited
 	ordered bool // claims race other nodes' (Redis backend): delay them
 	mu      sync.Mutex
-	held    int           // reservations: claims in flight plus runs in progress
-	running int           // of them, claims won: runs in progress
-	view    view          // the other live nodes (SetPeers); zero = unknown
+	held    int            // reservations: claims in flight plus runs in progress
+	running int            // of them, claims won: runs in progress
+	view    view           // the other live nodes (SetPeers); zero = unknown
+	jobs    map[string]int // job name → its place among the sorted job names (SetJobs)
+	scratch []string       // Enter's list of the peers that may run the job
 	// burstSlot is the slot of the latest ordered Enter and burst how many
 	// Enters had that slot (in a row) before it.
 	burstSlot int64
 	burst     int
-	// wins and fair (Decided) decay by 1 - 1/WinWindow at each decided
-	// claim: wins counts the claims won, fair adds 1/n per decided claim
-	// ranked among n nodes. wins - fair is the excess of claims won.
-	wins, fair float64
-	freed   chan struct{} // closed (and replaced) by the next Release
-	gauge   prometheus.Gauge
+	freed     chan struct{} // closed (and replaced) by the next Release
+	gauge     prometheus.Gauge
 }
 
 // New returns the load of a node that may have at most maxParallel runs in
@@ -198,13 +180,13 @@ func (l *Load) InProgress() int {
 // view). It is called at every heartbeat (package registry) and never
 // blocks. peers must not be modified afterwards.
 func (l *Load) SetPeers(self string, peers []Peer, validFor time.Duration) {
-	v := view{self: self, selfH: xxhash.Sum64String(self), until: time.Now().Add(validFor)}
+	v := view{self: self, until: time.Now().Add(validFor)}
 	for _, p := range peers {
 		if p.ID != self && p.ID != "" {
 			v.peers = append(v.peers, p)
-			v.hashes = append(v.hashes, xxhash.Sum64String(p.ID))
 		}
 	}
+	slices.SortFunc(v.peers, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.view = v
@@ -215,9 +197,8 @@ func (l *Load) SetPeers(self string, peers []Peer, validFor time.Duration) {
 // decides which peers rank. The delay is rank × (RankStep + PerBurstClaim
 // × the claims of the same slot that entered before it) plus PerRun per
 // run in progress beyond the ranking peers' mean plus the slack (LoadSlack
-// + mean/4), plus PerWin per claim won beyond the fair share plus
-// WinSlack (Decided), at most MaxDelay: 0 for the rank-0 node when it is
-// neither busier than the others nor ahead of its share. It is 0 without ordering (New), without a valid view
+// + mean/4), at most MaxDelay: 0 for the rank-0 node when it is not
+// busier than the others. It is 0 without ordering (New), without a valid view
 // of the peers (SetPeers) and when no peer may run the job.
 func (l *Load) Enter(job string, slot int64, selectors []string) time.Duration {
 	l.mu.Lock()
@@ -226,30 +207,28 @@ func (l *Load) Enter(job string, slot int64, selectors []string) time.Duration {
 	if !l.ordered || len(v.peers) == 0 || !time.Now().Before(v.until) {
 		return 0
 	}
-	key := keyHash(job, slot)
-	mine := score(key, v.selfH)
-	rank, n, sum := 0, 0, 0
-	for i, p := range v.peers {
-		if !config.SelectorsMatch(selectors, p.Tags) {
-			continue
-		}
-		n++
-		sum += p.Running
-		if outranks(key, mine, v.self, p.ID, v.hashes[i]) {
-			rank++
+	n, sum := 0, 0
+	l.scratch = l.scratch[:0]
+	for _, p := range v.peers {
+		if config.SelectorsMatch(selectors, p.Tags) {
+			n++
+			sum += p.Running
+			l.scratch = append(l.scratch, p.ID)
 		}
 	}
 	if n == 0 {
 		return 0
 	}
+	idx, ok := l.jobs[job]
+	if !ok {
+		idx = int(xxhash.Sum64String(job) >> 1)
+	}
+	rank := rankOf(job, idx, slot, v.self, l.scratch)
 	if slot != l.burstSlot {
 		l.burstSlot, l.burst = slot, 0
 	}
 	d := (RankStep + PerBurstClaim*time.Duration(l.burst)) * time.Duration(rank)
 	l.burst++
-	if ahead := l.wins - l.fair - WinSlack; ahead > 0 {
-		d += time.Duration(ahead * float64(PerWin))
-	}
 	mean := float64(sum) / float64(n)
 	if excess := float64(l.running) - mean - LoadSlack - mean/4; excess > 0 {
 		d += time.Duration(excess * float64(PerRun))
@@ -257,48 +236,70 @@ func (l *Load) Enter(job string, slot int64, selectors []string) time.Duration {
 	return min(MaxDelay, d)
 }
 
-// Decided counts a claim of a job with selectors (its nodes:) whose slot
-// some node won for a run: won true when this node won it, false when
-// another node did (the claim found the slot claimed and the job's fencing
-// token raised). It feeds the excess of claims won (PerWin). It does
-// nothing without ordering or without a valid view of the peers, or when
-// no peer may run the job.
-func (l *Load) Decided(won bool, selectors []string) {
+// SetJobs sets the job names of the configuration (all jobs, also those
+// this node's node.tags leave out): a job's place among them, sorted, is
+// its index in the claim order (Rank). It is called at the start and at
+// every reload and never blocks; a job it does not know is indexed by a
+// hash of its name.
+func (l *Load) SetJobs(names []string) {
+	sorted := slices.Sorted(slices.Values(names))
+	m := make(map[string]int, len(sorted))
+	for _, n := range slices.Compact(sorted) {
+		m[n] = len(m)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := &l.view
-	if !l.ordered || len(v.peers) == 0 || !time.Now().Before(v.until) {
-		return
-	}
-	n := 1
-	for _, p := range v.peers {
-		if config.SelectorsMatch(selectors, p.Tags) {
-			n++
-		}
-	}
-	if n == 1 {
-		return
-	}
-	const decay = 1 - 1.0/WinWindow
-	l.wins, l.fair = l.wins*decay, l.fair*decay+1/float64(n)
-	if won {
-		l.wins++
-	}
+	l.jobs = m
 }
 
-// Rank is the place of node among nodes (ids; node is counted in whether
-// listed or not) in the claim order of job's slot (Unix seconds): 0 for
-// the node with the highest rendezvous score, which claims first. Every
-// node computes the same ranking from the same ids.
-func Rank(job string, slot int64, node string, nodes []string) int {
-	key := keyHash(job, slot)
-	mine := score(key, xxhash.Sum64String(node))
-	rank := 0
+// Rank is the place of node in the claim order of job's slot (Unix
+// seconds) among nodes (ids; node is counted in whether listed or not):
+// 0 claims first. index is the job's place among the sorted job names of
+// the configuration (SetJobs). Every node computes the same ranking from
+// the same ids, job names and slot:
+//
+//   - rank 0 is the node at position (index + h(slot)) mod N in the
+//     sorted ids, h a 64-bit mix: the jobs due at one instant take turns
+//     through the nodes, so a burst of them is split evenly, and each job's
+//     slots go to the nodes in a random order;
+//   - the other nodes follow by rendezvous hashing of the job, the slot
+//     and the node id (highest score first, ties to the lower id), so that
+//     the slots of a node that does not claim spread over all the others.
+func Rank(job string, index int, slot int64, node string, nodes []string) int {
+	others := make([]string, 0, len(nodes))
 	for _, id := range nodes {
-		if id == node {
-			continue
+		if id != node && !slices.Contains(others, id) {
+			others = append(others, id)
 		}
-		if outranks(key, mine, node, id, xxhash.Sum64String(id)) {
+	}
+	slices.Sort(others)
+	return rankOf(job, index, slot, node, others)
+}
+
+// rankOf is Rank with others: the other nodes' ids, sorted, without self.
+func rankOf(job string, index int, slot int64, self string, others []string) int {
+	m := uint64(len(others) + 1)
+	first := (uint64(index) + mix(uint64(slot))%m) % m // the rank-0 node's position
+	pos := uint64(0)                                   // self's position
+	for _, id := range others {
+		if id < self {
+			pos++
+		}
+	}
+	if pos == first {
+		return 0
+	}
+	// The rank-0 node is others[first] when it comes before self, else
+	// others[first-1].
+	r0 := others[first-min(first, 1)]
+	if first < pos {
+		r0 = others[first]
+	}
+	key := keyHash(job, slot)
+	mine := score(key, xxhash.Sum64String(self))
+	rank := 1
+	for _, id := range others {
+		if id != r0 && outranks(key, mine, self, id, xxhash.Sum64String(id)) {
 			rank++
 		}
 	}
