@@ -25,14 +25,15 @@ type SlotPeeker interface {
 	ClaimedSlot(ctx context.Context, job string) (int64, error)
 }
 
-// reserve waits the load-ordered claim delay (nodeload.Load.Enter), then
+// reserve waits the claim delay of the slot's claim order
+// (nodeload.Load.Enter: this node's rendezvous rank among the live nodes
+// that may run the job, plus its excess load), then
 // takes this node's place for a scheduled or catch-up run's claim
 // (JobDeps.Load; manual runs are not limited). The place is held from here
 // to the end of the run, or only for the claim's round trip when the claim
 // is not won. At node.max_parallel it waits for a place until busyWait
 // after it began; then the slot is skipped (busy) and ok is false. When
 // ctx ends first the slot is skipped shutting_down (nothing was claimed).
-// With ok true the caller calls claimed once the claim has its answer.
 //
 // A claim that is expected to queue its slot (r.queueClaim: this node's
 // run of the job holds the lease) adds no run in progress: it takes no
@@ -61,19 +62,16 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	}
 	deadline := time.NewTimer(busyWait)
 	defer deadline.Stop()
-	r.inLoadQueue = true
-	if !sleepCtx(ctx, l.Enter()) {
-		r.claimed()
+	r.claimDelay = l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
+	if !sleepCtx(ctx, r.claimDelay) {
 		return r.notClaimed(SkipShuttingDown), false
 	}
 	for !l.Reserve() {
 		select {
 		case <-l.Freed():
 		case <-deadline.C:
-			r.claimed()
 			return r.busy(ctx), false
 		case <-ctx.Done():
-			r.claimed()
 			return r.notClaimed(SkipShuttingDown), false
 		}
 	}
@@ -95,14 +93,6 @@ func (r *run) placeWon() {
 	case r.reserved && !r.inProgress:
 		l.Won()
 		r.inProgress = true
-	}
-}
-
-// claimed ends the claim's place in the load's queue (nodeload.Load.Leave).
-func (r *run) claimed() {
-	if r.inLoadQueue {
-		r.inLoadQueue = false
-		r.deps.Load.Leave()
 	}
 }
 

@@ -168,3 +168,56 @@ func TestJob_MaxParallelQueue(t *testing.T) {
 		}
 	})
 }
+
+// TestJob_ClaimOrder: two nodes with one view of each other: for a slot
+// where n2 is rank 0, n2's claim leaves at once and wins ("run started"
+// with claim_delay_us 0) and n1's leaves RankStep later and finds the slot
+// claimed; in the other order, n1 wins. The ranking decides the winner,
+// not which fire arrived first.
+func TestJob_ClaimOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		load1, load2 := nodeload.New(0, true, nil), nodeload.New(0, true, nil)
+		load1.SetPeers("n1", []nodeload.Peer{{ID: "n2"}}, time.Hour)
+		load2.SetPeers("n2", []nodeload.Peer{{ID: "n1"}}, time.Hour)
+		load1.SetJobs([]string{"a"})
+		load2.SetJobs([]string{"a"})
+		a1 := startCapNode(t, "n1", "a", "exit 0", mem, load1)
+		a2 := startCapNode(t, "n2", "a", "exit 0", mem, load2)
+		ids := []string{"n1", "n2"}
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		for nodeload.Rank("a", 0, s.Unix(), "n2", ids) != 0 {
+			s = s.Add(time.Second)
+		}
+		next := s.Add(time.Second)
+		for nodeload.Rank("a", 0, next.Unix(), "n1", ids) != 0 {
+			next = next.Add(time.Second)
+		}
+		for _, tc := range []struct {
+			slot          time.Time
+			winner, loser *capNode
+			winnerName    string
+		}{{s, a2, a1, "n2"}, {next, a1, a2, "n1"}} {
+			time.Sleep(time.Until(tc.slot))
+			tc.loser.job.Inbox() <- Fire{Job: "a", Slot: tc.slot} // the loser's fire arrives first
+			synctest.Wait()
+			tc.winner.job.Inbox() <- Fire{Job: "a", Slot: tc.slot}
+			time.Sleep(time.Second / 2)
+			synctest.Wait()
+			var started []map[string]any
+			for _, e := range tc.winner.logs.FilterMessage("run started").All() {
+				if e.ContextMap()["slot"].(int64) == tc.slot.Unix() {
+					started = append(started, e.ContextMap())
+				}
+			}
+			if len(started) != 1 || started[0]["claim_delay_us"] != int64(0) {
+				t.Fatalf("slot %d: %s (rank 0) logged run started %v, want once with claim_delay_us 0", tc.slot.Unix(), tc.winnerName, started)
+			}
+			if reason, _ := tc.loser.skip(tc.slot); reason != SkipClaimedElsewhere {
+				t.Errorf("slot %d: the rank-1 node skipped it %q, want %q", tc.slot.Unix(), reason, SkipClaimedElsewhere)
+			}
+		}
+		a1.stop()
+		a2.stop()
+	})
+}

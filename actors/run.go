@@ -51,10 +51,12 @@ type run struct {
 	// job actor to start (nil = nothing).
 	next *handoff
 
-	recorded    int  // attempt whose run record exists (records.go); 0 = none
-	reserved    bool // holds a place in deps.Load (capacity.go)
-	inProgress  bool // the place counts as a run in progress (Load.Won)
-	inLoadQueue bool // its claim is in deps.Load's queue (capacity.go)
+	recorded   int  // attempt whose run record exists (records.go); 0 = none
+	reserved   bool // holds a place in deps.Load (capacity.go)
+	inProgress bool // the place counts as a run in progress (Load.Won)
+	// claimDelay is the claim order's wait before the claim was sent
+	// (capacity.go), logged with "run started" as claim_delay_us.
+	claimDelay time.Duration
 	// queueClaim: this node's run of the job holds the lease (overlap
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).
@@ -87,7 +89,6 @@ func (r *run) execute(ctx context.Context) Ran {
 	}
 	defer r.unreserve()
 	ran, ok := r.claim(ctx)
-	r.claimed()
 	if !ok {
 		return ran
 	}

@@ -178,10 +178,11 @@ func (nd *node) rssMiB(t *testing.T) float64 {
 
 // logLine is the part of a JSON log line the driver reads.
 type logLine struct {
-	Msg         string `json:"msg"`
-	TS          string `json:"ts"`
-	Slot        int64  `json:"slot"`
-	FireDelayUs *int64 `json:"fire_delay_us"`
+	Msg          string `json:"msg"`
+	TS           string `json:"ts"`
+	Slot         int64  `json:"slot"`
+	FireDelayUs  *int64 `json:"fire_delay_us"`
+	ClaimDelayUs *int64 `json:"claim_delay_us"` // the claim order's wait; absent in builds before it
 }
 
 // zapTime is the layout of zapcore.ISO8601TimeEncoder, the daemon's "ts".
@@ -215,6 +216,21 @@ func fireDelaysMs(t *testing.T, nodes []*node, from, to int64) []float64 {
 		for _, l := range nd.lines(t, "run started") {
 			if l.FireDelayUs != nil && l.Slot >= from && l.Slot <= to {
 				out = append(out, float64(*l.FireDelayUs)/1000)
+			}
+		}
+	}
+	return out
+}
+
+// claimDelaysMs returns the claim order's waits (ms) of the won claims
+// whose runs the nodes logged with "run started" (claim_delay_us) for
+// slots in [from, to]; none from a build that does not log them.
+func claimDelaysMs(t *testing.T, nodes []*node, from, to int64) []float64 {
+	var out []float64
+	for _, nd := range nodes {
+		for _, l := range nd.lines(t, "run started") {
+			if l.ClaimDelayUs != nil && l.Slot >= from && l.Slot <= to {
+				out = append(out, float64(*l.ClaimDelayUs)/1000)
 			}
 		}
 	}

@@ -56,6 +56,8 @@ func runRate(t *testing.T, s settings, wl *Workload, spec rateSpec) {
 		add(wl, "fire delay p50 (daemon-measured)", "ms", fire50, Percentile(d.fire, 0.5))
 		add(wl, "fire delay p99 (daemon-measured)", "ms", fire99, Percentile(d.fire, 0.99))
 		if spec.nodes > 1 {
+			add(wl, "winner's claim delay p50 (daemon-measured)", "ms", nil, Percentile(d.claimDelay, 0.5))
+			add(wl, "winner's claim delay p99 (daemon-measured)", "ms", nil, Percentile(d.claimDelay, 0.99))
 			add(wl, "duplicates", "", zero, float64(d.dups))
 			add(wl, "missed", "", zero, float64(d.missed))
 			add(wl, "daemon CPU per run", "µs", cpuTarget, d.cpuPerRun)
@@ -83,6 +85,7 @@ func add(wl *Workload, name, unit string, target *Target, v float64) {
 
 type rateResult struct {
 	starts, fire []float64 // ms, slots in the window
+	claimDelay   []float64 // ms, the winners' claim order waits (claim_delay_us), slots in the window
 	dups, missed int
 	cpuPerRun    float64 // µs of all nodes' own CPU per run in the window
 	load         Load
@@ -114,6 +117,7 @@ func daemonRate(t *testing.T, bin string, spec rateSpec, secs int) rateResult {
 	r.dups, r.missed, in = slotStats(readLedger(t, ledger), spec.jobs, lo, hi)
 	r.starts = startsMs(in)
 	r.fire = fireDelaysMs(t, nodes, lo, hi)
+	r.claimDelay = claimDelaysMs(t, nodes, lo, hi)
 	if len(in) > 0 {
 		r.cpuPerRun = float64(cpu.Microseconds()) / float64(len(in))
 	}

@@ -69,6 +69,7 @@ type Engine struct {
 	hooks   *actors.HookRunner
 	janitor *actors.Janitor
 	node    *registry.Heartbeat // nil for the memory backend
+	load    *nodeload.Load      // runs in progress, max_parallel, the claim order
 	targets *targeting.Watcher  // reports jobs no live node may run
 	taker   *runrequests.Taker  // nil for the memory backend
 	jobs    *jobSet
@@ -126,7 +127,9 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	e.backend = b
 	e.metrics = actors.NewMetrics(e.reg)
-	if e.node, err = newRegistry(cfg, b, opts, e.reg, e.metrics.Running); err != nil {
+	e.load = nodeload.New(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
+	load := e.load
+	if e.node, err = newRegistry(cfg, b, opts, e.reg, e.metrics.Running, load); err != nil {
 		return nil, err
 	}
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
@@ -141,7 +144,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
 		Records: e.runRecords(), ClaimTimeout: claimTimeout(cfg), Claims: actors.NewClaimGate(),
-		Load: nodeload.New(cfg.Node.MaxParallel, b.kind == "redis", e.reg)},
+		Load: load},
 		e.ticker, locker)
 	e.taker = e.newTaker()
 	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)

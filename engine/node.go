@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/nodeload"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
@@ -45,8 +46,9 @@ func persistMemory(b backend, state *statedir.Dir, log *zap.Logger) (backend, er
 
 // newRegistry returns the heartbeat actor of this node's record in Redis,
 // or nil for the memory backend (one process: no other daemon to clash
-// with).
-func newRegistry(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer, running func() map[string]int64) (*registry.Heartbeat, error) {
+// with). Every beat hands the other live nodes to load (the claim order).
+func newRegistry(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer, running func() map[string]int64,
+	load *nodeload.Load) (*registry.Heartbeat, error) {
 	if b.kind != "redis" {
 		return nil, nil
 	}
@@ -63,7 +65,23 @@ func newRegistry(cfg *config.Config, b backend, opts Options, reg prometheus.Reg
 		self.StateDir = opts.State.Path()
 	}
 	return registry.New(registry.Options{Log: opts.Log, Store: store, Registry: reg, Self: self,
-		Every: cfg.Node.HeartbeatInterval, Running: running}), nil
+		Every: cfg.Node.HeartbeatInterval, Running: running, Peers: func(others []registry.Record, validFor time.Duration) {
+			load.SetPeers(cfg.Node.ID, loadPeers(others), validFor)
+		}}), nil
+}
+
+// loadPeers turns heartbeat records into the claim order's peers: id,
+// node.tags and runs in progress, all jobs together.
+func loadPeers(recs []registry.Record) []nodeload.Peer {
+	out := make([]nodeload.Peer, 0, len(recs))
+	for _, r := range recs {
+		n := 0
+		for _, c := range r.Running {
+			n += int(c)
+		}
+		out = append(out, nodeload.Peer{ID: r.NodeID, Tags: r.Tags, Running: n})
+	}
+	return out
 }
 
 func (l *lazyRedis) SwapNode(ctx context.Context, id string, value []byte, ttl time.Duration) ([]byte, error) {

@@ -36,6 +36,11 @@ func newWatcher(cfg *config.Config, b backend, opts Options, reg prometheus.Regi
 // claim) and hands all of them to the watcher. It logs the jobs left out,
 // once per start or reload.
 func (e *Engine) applyJobs(ctx context.Context, jobs []config.Job) error {
+	names := make([]string, len(jobs))
+	for i, j := range jobs {
+		names[i] = j.Name
+	}
+	e.load.SetJobs(names) // every job's index in the claim order, the same on every node
 	mine, others := targeting.ForNode(jobs, e.cfg.Node.Tags)
 	if len(others) > 0 {
 		e.log.Info("jobs not scheduled on this node: their nodes: does not match node.tags",

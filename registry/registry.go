@@ -24,6 +24,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// WarmupRead is how often a starting node reads the other nodes' records
+// between its beats, during its first TTL (Heartbeat.Run).
+const WarmupRead = time.Second
+
 // Defaults of Options.Every and Options.TTL.
 const (
 	DefaultEvery = 5 * time.Second
@@ -111,6 +115,11 @@ type Options struct {
 	// Running returns the runs in progress on this node by job, read at
 	// every beat; nil = none.
 	Running func() map[string]int64
+	// Peers receives, at every beat whose read of the node list succeeds,
+	// the records of the other live nodes (Record.Live) and how long that
+	// view stays valid (two beat intervals: one failed read keeps it);
+	// nil = not told. It must not block.
+	Peers func(others []Record, validFor time.Duration)
 }
 
 // Heartbeat is the actor that keeps the record. Create it with New, then
@@ -123,6 +132,7 @@ type Heartbeat struct {
 	now        func() time.Time
 	conflict   prometheus.Gauge
 	running    func() map[string]int64
+	peers      func([]Record, time.Duration)
 	drift      *drift.Detector
 	jobs       chan jobsUpdate
 
@@ -146,9 +156,12 @@ func New(o Options) *Heartbeat {
 	if o.Running == nil {
 		o.Running = func() map[string]int64 { return nil }
 	}
+	if o.Peers == nil {
+		o.Peers = func([]Record, time.Duration) {}
+	}
 	o.Self.EveryMs, o.Self.TTLMs = o.Every.Milliseconds(), o.TTL.Milliseconds()
 	log := o.Log.With(zap.String("node_id", o.Self.NodeID))
-	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, drift: drift.NewDetector(log, o.Registry),
+	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, peers: o.Peers, drift: drift.NewDetector(log, o.Registry),
 		jobs: make(chan jobsUpdate), every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]time.Time{},
 		conflict: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_node_id_conflict",
 			Help: "1 while another live daemon writes this node's heartbeat record (node.id is not unique), else 0."})}
@@ -163,19 +176,36 @@ func New(o Options) *Heartbeat {
 // record for the next start to wonder about) and returns nil. A failed
 // beat is logged at debug (the health monitor reports Redis outages) and
 // retried at the next tick.
+//
+// During the first TTL after the start it also reads the other nodes'
+// records every WarmupRead (between beats, without writing), so that a
+// node started together with others sees them for the claim order
+// (Options.Peers) within about a second instead of a beat.
 func (h *Heartbeat) Run(ctx context.Context) error {
 	t := time.NewTicker(h.every)
 	defer t.Stop()
+	warm := time.NewTicker(WarmupRead)
+	defer warm.Stop()
+	warmEnd := time.After(h.ttl)
 	for {
 		h.beat(ctx)
-		select {
-		case <-ctx.Done():
-			h.drop(ctx)
-			return nil
-		case <-t.C:
-		case u := <-h.jobs:
-			h.self.Jobs, h.self.ConfigHash = u.jobs, u.hash
-			t.Reset(h.every)
+		for next := false; !next; {
+			select {
+			case <-ctx.Done():
+				h.drop(ctx)
+				return nil
+			case <-t.C:
+				next = true
+			case u := <-h.jobs:
+				h.self.Jobs, h.self.ConfigHash = u.jobs, u.hash
+				t.Reset(h.every)
+				next = true
+			case <-warm.C:
+				h.readPeers(ctx)
+			case <-warmEnd:
+				warm.Stop()
+				warmEnd = nil
+			}
 		}
 	}
 }

@@ -259,3 +259,71 @@ func TestHeartbeat_ConflictEndsAfterTTL(t *testing.T) {
 		}
 	})
 }
+
+// TestHeartbeat_PeersGetLiveOthers: against a real Redis, every beat hands
+// Options.Peers the other live nodes' records (with their tags and runs in
+// progress), never this node's own, valid for two beats; a node whose
+// record is older than its TTL is left out.
+func TestHeartbeat_PeersGetLiveOthers(t *testing.T) {
+	r, _ := newRedis(t)
+	type call struct {
+		others   []Record
+		validFor time.Duration
+	}
+	var got []call
+	mk := func(id string, tags map[string]string, running map[string]int64, now func() time.Time, peers func([]Record, time.Duration)) *Heartbeat {
+		return New(Options{Log: zap.NewNop(), Store: r, Now: now, Peers: peers, Running: func() map[string]int64 { return running },
+			Self: Record{NodeID: id, Instance: "i-" + id, Jobs: map[string]string{}, Tags: tags}})
+	}
+	stale := mk("old", nil, nil, func() time.Time { return time.Now().Add(-time.Minute) }, nil)
+	stale.beat(t.Context())
+	n2 := mk("n2", map[string]string{"role": "db"}, map[string]int64{"a": 2, "b": 3}, time.Now, nil)
+	n2.beat(t.Context())
+	n1 := mk("n1", nil, nil, time.Now, func(o []Record, v time.Duration) { got = append(got, call{o, v}) })
+	n1.beat(t.Context())
+	n1.beat(t.Context())
+	if len(got) != 2 {
+		t.Fatalf("Peers called %d times for 2 beats, want 2", len(got))
+	}
+	for i, c := range got {
+		if len(c.others) != 1 || c.others[0].NodeID != "n2" || c.others[0].Tags["role"] != "db" ||
+			c.others[0].Running["a"]+c.others[0].Running["b"] != 5 || c.validFor != 2*DefaultEvery {
+			t.Errorf("beat %d: Peers got %+v valid %v; want only n2 (role=db, 5 runs), valid %v", i+1, c.others, c.validFor, 2*DefaultEvery)
+		}
+	}
+}
+
+// TestHeartbeat_WarmupReads: during its first TTL (15 s) a node reads the
+// node list every WarmupRead between its beats and hands it to Peers;
+// after that only its beats (every 5 s) do.
+func TestHeartbeat_WarmupReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &memStore{}
+		var mu sync.Mutex
+		calls := 0
+		h := New(Options{Log: zap.NewNop(), Store: s, Self: Record{NodeID: "n1", Instance: "i1", Jobs: map[string]string{}},
+			Peers: func([]Record, time.Duration) { mu.Lock(); calls++; mu.Unlock() }})
+		count := func() int { mu.Lock(); defer mu.Unlock(); return calls }
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		time.Sleep(4*time.Second + time.Millisecond)
+		synctest.Wait()
+		if n := count(); n != 5 { // the beat at 0, reads at 1, 2, 3, 4 s
+			t.Errorf("after 4 s: Peers called %d times, want 5", n)
+		}
+		time.Sleep(16 * time.Second) // to 20 s: beats at 5, 10, 15, 20; reads at 6–9, 11–14
+		synctest.Wait()
+		at20 := count()
+		time.Sleep(10 * time.Second) // beats at 25, 30 only
+		synctest.Wait()
+		if n := count() - at20; n != 2 {
+			t.Errorf("from 20 s to 30 s (after the first TTL): Peers called %d times, want 2 (the beats)", n)
+		}
+		if at20 < 5+12 {
+			t.Errorf("by 20 s: Peers called %d times, want at least 17 (4 beats and the reads between them)", at20)
+		}
+		cancel()
+		<-done
+	})
+}

@@ -9,7 +9,6 @@ package targeting
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -20,13 +19,7 @@ import (
 // selectors: every "key=value" of selectors is in tags. No selectors match
 // every node.
 func Matches(selectors []string, tags map[string]string) bool {
-	for _, s := range selectors {
-		k, v, _ := strings.Cut(s, "=")
-		if got, ok := tags[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+	return config.SelectorsMatch(selectors, tags)
 }
 
 // ForNode splits jobs into those a node with tags may run (in order) and
