@@ -126,6 +126,7 @@ func (p pauseRequest) spec() (control.PauseSpec, error) {
 	spec := control.PauseSpec{Note: p.Note}
 	var err error
 	if p.For != "" {
+		spec.ForSet = true
 		if spec.For, err = time.ParseDuration(p.For); err != nil {
 			return spec, fmt.Errorf("for %q: want a duration, e.g. 2h", p.For)
 		}

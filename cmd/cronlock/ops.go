@@ -201,7 +201,8 @@ func runPause(ctx context.Context, args []string, env *runEnv) int {
 		return code
 	}
 	spec := control.PauseSpec{For: *forD, Note: *note}
-	if *forD != 0 && *until != "" {
+	f.fs.Visit(func(fl *flag.Flag) { spec.ForSet = spec.ForSet || fl.Name == "for" })
+	if spec.ForSet && *until != "" {
 		return opsFail(env, "pause", 2, errors.New("-for and -until both set: give one end"))
 	}
 	if *until != "" {
