@@ -148,8 +148,9 @@ func (s *server) write(h http.HandlerFunc) http.HandlerFunc {
 // authorized checks the bearer token, answering 401 when it is missing or
 // wrong.
 func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	// The scheme is case-insensitive (RFC 7235 §2.1).
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cronlock"`)
 		writeError(w, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <the token of http.token_file>")
 		return false

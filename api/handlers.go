@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,13 +194,23 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request) {
 // maxBody bounds a request body.
 const maxBody = 64 << 10
 
-// decodeBody reads an optional JSON body into v; unknown fields are an
-// error.
+// decodeBody reads an optional JSON body (at most maxBody bytes, one JSON
+// object and nothing after it) into v; unknown fields are an error.
 func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", errBody, err)
+	case len(data) > maxBody:
+		return fmt.Errorf("%w: larger than %d KiB, the limit", errBody, maxBody>>10)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil && err != io.EOF {
 		return fmt.Errorf("%w: %v; want a JSON object such as {\"for\": \"2h\", \"note\": \"why\"}", errBody, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: data after the JSON object; send one object", errBody)
 	}
 	return nil
 }
