@@ -263,7 +263,12 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Wait {
-		if st, err = control.WaitRun(r.Context(), rd, j.Name, rr.ID); err != nil {
+		st, err = control.WaitRun(r.Context(), rd, j.Name, rr.ID)
+		if errors.Is(err, control.ErrTakerGone) {
+			writeError(w, http.StatusBadGateway, err.Error())
+			return
+		}
+		if err != nil {
 			redisError(w, err)
 			return
 		}
