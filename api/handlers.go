@@ -264,7 +264,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Wait {
 		st, err = control.WaitRun(r.Context(), rd, j.Name, rr.ID)
-		if errors.Is(err, control.ErrTakerGone) {
+		if errors.Is(err, control.ErrTakerGone) || errors.Is(err, control.ErrStatusLost) {
 			writeError(w, http.StatusBadGateway, err.Error())
 			return
 		}

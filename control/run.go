@@ -73,6 +73,10 @@ func RequestRun(ctx context.Context, r *redislock.Redis, req redislock.RunReques
 // have started and been killed with its daemon; it is not run again.
 var ErrTakerGone = errors.New("control: the daemon that took the run request is gone")
 
+// ErrStatusLost is returned by the waits when Redis holds no status of the
+// request: it expired, or Redis lost it. Nobody can tell how the run ended.
+var ErrStatusLost = errors.New("control: redis holds no status of the run request")
+
 // takerCheckEvery is how often WaitRun reads the taker's heartbeat record.
 const takerCheckEvery = time.Second
 
@@ -145,7 +149,9 @@ func waitState(ctx context.Context, r *redislock.Redis, job, id string, done fun
 		case err != nil && ctx.Err() == nil:
 			return nil, err
 		case err == nil && st == nil:
-			return nil, fmt.Errorf("run request %s of %s: no status in Redis (expired after %v?)", id, job, redislock.RunStatusTTL)
+			return nil, fmt.Errorf("%w: request %s of %s (a status expires %v after the request; "+
+				"before that Redis lost it: a restart without persistence, FLUSHALL, a failover or eviction); the run's outcome is unknown",
+				ErrStatusLost, id, job, redislock.RunStatusTTL)
 		case err == nil && done(st):
 			return st, nil
 		}

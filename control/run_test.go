@@ -16,6 +16,13 @@ import (
 // job "long" taken by node n2 at taken.
 func takenRequest(t *testing.T, taken time.Time) (*redislock.Redis, redislock.RunRequest) {
 	t.Helper()
+	r, req, _ := takenRequestOn(t, taken)
+	return r, req
+}
+
+// takenRequestOn is takenRequest that also returns the server.
+func takenRequestOn(t *testing.T, taken time.Time) (*redislock.Redis, redislock.RunRequest, *redistest.Server) {
+	t.Helper()
 	srv := redistest.Start(t)
 	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}})
 	if err != nil {
@@ -29,7 +36,7 @@ func takenRequest(t *testing.T, taken time.Time) (*redislock.Redis, redislock.Ru
 	if got, err := r.TakeRun(t.Context(), "long", "n2", taken); err != nil || got == nil || got.ID != req.ID {
 		t.Fatalf("TakeRun: got %v, %v, want request %s", got, err, req.ID)
 	}
-	return r, req
+	return r, req, srv
 }
 
 // writeRecord writes n2's heartbeat record, started and last written at
@@ -83,4 +90,19 @@ func TestWaitRun_TakerGone(t *testing.T) {
 			t.Fatalf("got %+v, %v, want to wait until the deadline", st, err)
 		}
 	})
+}
+
+// A status that Redis lost (FLUSHALL, a restart without persistence) while
+// the requester waits is reported as lost, with the outcome unknown.
+func TestWaitRun_StatusLost(t *testing.T) {
+	r, req, srv := takenRequestOn(t, time.Now())
+	writeRecord(t, r, time.Now().Add(-time.Minute), time.Now().Add(10*time.Second))
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() { _, err := WaitRun(ctx, r, "long", req.ID); got <- err }()
+	srv.Do("FLUSHALL")
+	if err := <-got; !errors.Is(err, ErrStatusLost) {
+		t.Fatalf("got %v, want ErrStatusLost", err)
+	}
 }
