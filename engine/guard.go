@@ -28,7 +28,11 @@ var errNotVerified = errors.New("engine: the redis configuration has not been re
 // than noeviction, or a policy it cannot read) unless redis.allow_eviction
 // is set, and when a single address turns out to be a Redis Cluster node.
 // Until the configuration has first been read it refuses with redis_error.
-// Each decision is logged once per change, not at every check.
+// Each decision is logged once per change, not at every check. With
+// redis.min_replicas_acked it also tells the health monitor when fewer
+// replicas are connected than a won claim must wait for (observeReplicas):
+// claims still go out (each is skipped not_replicated, the true cause),
+// but the node is not ready.
 //
 // refusal, allows and refusedState are safe for concurrent use; the other
 // methods belong to the health monitor's goroutine.
@@ -46,6 +50,10 @@ type guard struct {
 	save       string // CONFIG GET save, when saveErr is nil
 	saveErr    error
 	saveRead   bool
+	// minReplicas is redis.min_replicas_acked; replicaShort the health
+	// state while a shard has fewer replicas connected ("" = enough).
+	minReplicas  int
+	replicaShort string
 
 	unsafe, evictionAllowed, persistent prometheus.Gauge
 }
@@ -249,6 +257,33 @@ func unreadablePolicy(err error, allowEviction bool) policyDecision {
 // setSavePoints records a CONFIG GET save answer (read at connect).
 func (g *guard) setSavePoints(save string, err error) {
 	g.save, g.saveErr, g.saveRead = save, err, true
+}
+
+// observeReplicas takes a ServerInfo read: with redis.min_replicas_acked
+// set, a shard with fewer connected replicas makes replicaShort say so, and
+// the change is logged once (error; info when enough are back).
+func (g *guard) observeReplicas(infos []redislock.ServerInfo) {
+	if g.minReplicas <= 0 {
+		return
+	}
+	short, fields := "", []zap.Field{zap.Int("min_replicas_acked", g.minReplicas)}
+	for _, i := range infos {
+		if i.Replicas < g.minReplicas {
+			short = fmt.Sprintf("not replicated: %d of the %d replicas of redis.min_replicas_acked connected", i.Replicas, g.minReplicas)
+			fields = append(fields, zap.Int("replicas", i.Replicas), zap.String("key", i.Key))
+			break
+		}
+	}
+	switch {
+	case short == g.replicaShort:
+	case short != "":
+		g.log.Error("redis has fewer connected replicas than redis.min_replicas_acked: every won claim is skipped "+
+			"(not_replicated) and the node is not ready until enough replicas connect. Fix: attach replicas, or "+
+			"lower redis.min_replicas_acked", fields...)
+	default:
+		g.log.Info("redis has enough connected replicas for redis.min_replicas_acked again", fields...)
+	}
+	g.replicaShort = short
 }
 
 // observePersistence reports whether the servers that own the job keys
