@@ -45,3 +45,21 @@ func TestAPI_BodyTooLargeOrTrailingDataRefused(t *testing.T) {
 		t.Errorf(`{"for": "0s"}: got %d %s, want 400 naming for`, code, body)
 	}
 }
+
+// The token is read at each request from Options.Token, so that a token
+// rotated at reload takes effect at once: the old one is refused.
+func TestAPI_RotatedTokenTakesEffect(t *testing.T) {
+	f := newFixture(t, []byte(testToken), config.AuthWrites)
+	tok := []byte(testToken)
+	f.h = New(Options{Log: f.opts.Log, Jobs: f.opts.Jobs, Redis: f.opts.Redis, NodeID: "web1", Token: func() []byte { return tok }})
+	if code, body := f.do("POST", "/api/v1/jobs/backup/resume", testToken, ""); code != http.StatusOK {
+		t.Fatalf("before the rotation: got %d %s, want 200", code, body)
+	}
+	tok = []byte("rotated")
+	if code, _ := f.do("POST", "/api/v1/jobs/backup/resume", testToken, ""); code != http.StatusUnauthorized {
+		t.Errorf("old token after the rotation: got %d, want 401", code)
+	}
+	if code, body := f.do("POST", "/api/v1/jobs/backup/resume", "rotated", ""); code != http.StatusOK {
+		t.Errorf("new token after the rotation: got %d %s, want 200", code, body)
+	}
+}
