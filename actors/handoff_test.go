@@ -63,7 +63,7 @@ func TestJob_HandOverTakesReloadedSettings(t *testing.T) {
 		first := <-results // its finish hands the lease on
 		time.Sleep(time.Second)
 		job.Inbox() <- Fire{Job: "q", Slot: slot.Add(3 * time.Second)} // queued behind the second run
-		second := <-results                                             // its finish: runs = 2 = max_runs
+		second := <-results                                            // its finish: runs = 2 = max_runs
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		cancel()
