@@ -96,13 +96,10 @@ func TestWaitRun_TakerGone(t *testing.T) {
 // the requester waits is reported as lost, with the outcome unknown.
 func TestWaitRun_StatusLost(t *testing.T) {
 	r, req, srv := takenRequestOn(t, time.Now())
-	writeRecord(t, r, time.Now().Add(-time.Minute), time.Now().Add(10*time.Second))
+	srv.Do("FLUSHALL")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	got := make(chan error, 1)
-	go func() { _, err := WaitRun(ctx, r, "long", req.ID); got <- err }()
-	srv.Do("FLUSHALL")
-	if err := <-got; !errors.Is(err, ErrStatusLost) {
+	if _, err := WaitRun(ctx, r, "long", req.ID); !errors.Is(err, ErrStatusLost) {
 		t.Fatalf("got %v, want ErrStatusLost", err)
 	}
 }
