@@ -237,6 +237,10 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if err := control.CheckText("reason", req.Reason); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	timeout := 30 * time.Second
 	if req.Timeout != "" {
 		d, err := time.ParseDuration(req.Timeout)

@@ -63,3 +63,13 @@ func TestAPI_RotatedTokenTakesEffect(t *testing.T) {
 		t.Errorf("new token after the rotation: got %d %s, want 200", code, body)
 	}
 }
+
+// A run request whose reason holds a newline is refused before anything is
+// written: it would forge rows in history -events.
+func TestAPI_RunReasonWithNewlineRefused(t *testing.T) {
+	f := newFixture(t, []byte(testToken), config.AuthWrites)
+	code, body := f.do("POST", "/api/v1/jobs/backup/run", testToken, `{"reason": "a\nb"}`)
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "reason: contains the control character") {
+		t.Errorf("got %d %s, want 400 naming reason", code, body)
+	}
+}

@@ -230,7 +230,7 @@ const minPause = time.Millisecond
 // would forge rows in status and history -events).
 func (p PauseSpec) Pause(by string, now time.Time) (redislock.Pause, error) {
 	out := redislock.Pause{By: by, At: now.UTC(), Note: p.Note}
-	if err := checkNote(p.Note); err != nil {
+	if err := CheckText("note", p.Note); err != nil {
 		return out, err
 	}
 	switch {
@@ -250,18 +250,22 @@ func (p PauseSpec) Pause(by string, now time.Time) (redislock.Pause, error) {
 	return out, nil
 }
 
-// checkNote refuses a note that is too long or not one printable line.
-func checkNote(note string) error {
-	if len(note) > MaxPauseNote {
-		return fmt.Errorf("note: %d bytes, at most %d: give the reason in a line and link to the details", len(note), MaxPauseNote)
+// CheckText refuses an operator's free text (a pause note, a run
+// request's reason), naming field, when it is longer than MaxPauseNote
+// bytes, not valid UTF-8 or holds a control character: it is printed in
+// the tables of status, history and history -events, where a newline
+// would forge rows.
+func CheckText(field, text string) error {
+	if len(text) > MaxPauseNote {
+		return fmt.Errorf("%s: %d bytes, at most %d: give the reason in a line and link to the details", field, len(text), MaxPauseNote)
 	}
-	for _, r := range note {
+	if !utf8.ValidString(text) {
+		return fmt.Errorf("%s: not valid UTF-8", field)
+	}
+	for _, r := range text {
 		if unicode.IsControl(r) {
-			return fmt.Errorf("note: contains the control character %q; give one line without tabs or newlines", r)
+			return fmt.Errorf("%s: contains the control character %q; give one line without tabs or newlines", field, r)
 		}
-	}
-	if !utf8.ValidString(note) {
-		return fmt.Errorf("note: not valid UTF-8")
 	}
 	return nil
 }

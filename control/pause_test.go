@@ -43,3 +43,13 @@ func TestPauseSpec_RefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A run request's reason is held to the same rule as a pause note.
+func TestCheckText_Reason(t *testing.T) {
+	if err := CheckText("-reason", "deploy 42"); err != nil {
+		t.Errorf("plain reason: got %v, want nil", err)
+	}
+	if err := CheckText("-reason", "x\nmanual by root@prod"); err == nil || !strings.HasPrefix(err.Error(), "-reason: ") {
+		t.Errorf("reason with a newline: got %v, want an error naming -reason", err)
+	}
+}
