@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -40,9 +42,12 @@ type guard struct {
 	log           *zap.Logger
 	allowEviction bool
 
-	verdict   atomic.Pointer[verdict] // nil until the first decision
-	checked   chan struct{}           // closed after the health monitor's first check
-	checkOnce sync.Once
+	verdict atomic.Pointer[verdict] // nil until the first decision
+	// writeRefused is the health state after a claim the server refused
+	// as a write (noteClaim); nil after a claim that succeeded.
+	writeRefused atomic.Pointer[string]
+	checked      chan struct{} // closed after the health monitor's first check
+	checkOnce    sync.Once
 
 	// Owned by the health monitor's goroutine.
 	policyKey  string // the last policy decision logged
@@ -98,7 +103,44 @@ func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (acto
 	if err := l.g.refusal(ctx); err != nil {
 		return actors.Claim{}, err
 	}
-	return l.claimer.Claim(ctx, req)
+	c, err := l.claimer.Claim(ctx, req)
+	l.g.noteClaim(err)
+	return c, err
+}
+
+// writeRefusals are the first words of the error replies of a server that
+// answers reads but refuses writes: min-replicas-to-write unmet, a
+// read-only replica, maxmemory reached under noeviction, a failing RDB
+// save with stop-writes-on-bgsave-error.
+var writeRefusals = []string{"NOREPLICAS", "READONLY", "OOM", "MISCONF"}
+
+// noteClaim records a claim's outcome for readiness: a write refusal
+// (writeRefusals) makes the node not ready, with the server's answer as
+// its state, until a claim succeeds. The read-only readiness probe cannot
+// see these. Safe for concurrent use.
+func (g *guard) noteClaim(err error) {
+	var re *rueidis.RedisError
+	switch {
+	case err == nil:
+		if g.writeRefused.Load() != nil {
+			g.writeRefused.Store(nil)
+		}
+	case errors.As(err, &re):
+		word, _, _ := strings.Cut(re.Error(), " ")
+		if slices.Contains(writeRefusals, word) {
+			state := "failing: " + shortRedisErr(re)
+			g.writeRefused.Store(&state)
+		}
+	}
+}
+
+// writeRefusal is the state of the last claim's write refusal, "" when
+// the last claim was not refused so.
+func (g *guard) writeRefusal() string {
+	if s := g.writeRefused.Load(); s != nil {
+		return *s
+	}
+	return ""
 }
 
 // ReportMissed forwards the missed-slot report. While the guard refuses claims it is refused too: the report writes to Redis

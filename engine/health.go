@@ -158,7 +158,7 @@ func (h *health) check(ctx context.Context, first bool) {
 	if h.probeErr == nil && (connected || time.Since(h.lastSkew) >= skewEvery) {
 		h.checkSkew(ctx)
 	}
-	ready := h.probeErr == nil && g.allows() && g.replicaShort == ""
+	ready := h.probeErr == nil && g.allows() && g.replicaShort == "" && g.writeRefusal() == ""
 	h.up.Store(ready)
 	h.metrics.SetRedisUp(ready)
 	h.setState(h.describe())
@@ -319,6 +319,8 @@ func (h *health) describe() string {
 		return refused
 	case h.b.guard.replicaShort != "":
 		return h.b.guard.replicaShort
+	case h.b.guard.writeRefusal() != "":
+		return h.b.guard.writeRefusal()
 	case !h.b.guard.known():
 		return "not verified"
 	}

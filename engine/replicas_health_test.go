@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cronlock/cronlock/internal/redistest"
@@ -27,4 +28,27 @@ func TestHealth_TooFewReplicasNotReady(t *testing.T) {
 	if hh.backs != 1 {
 		t.Errorf("onBack calls once ready again: got %d, want 1", hh.backs)
 	}
+}
+
+// A server that answers reads but refuses writes (min-replicas-to-write
+// unmet: NOREPLICAS; the same for READONLY, OOM, MISCONF) passes the
+// read-only probe, but claims fail: once a claim has been refused so, the
+// node is not ready and its state names the server's answer; the next
+// claim that succeeds makes it ready again.
+func TestHealth_WriteRefusedNotReady(t *testing.T) {
+	srv := redistest.StartWith(t, "--min-replicas-to-write", "1")
+	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
+	hh.check(t, true)
+	hh.expect(t, "before any claim", true, "up")
+	if got := hh.claimReason(t, 100); !strings.Contains(got, "NOREPLICAS") {
+		t.Fatalf("claim: got %s, want the NOREPLICAS error", got)
+	}
+	hh.check(t, false)
+	hh.expect(t, "after a claim refused NOREPLICAS", false, "failing: NOREPLICAS")
+	srv.Do("CONFIG", "SET", "min-replicas-to-write", "0")
+	if got := hh.claimReason(t, 101); got != "claimed" {
+		t.Fatalf("claim after CONFIG SET min-replicas-to-write 0: got %s, want claimed", got)
+	}
+	hh.check(t, false)
+	hh.expect(t, "after a claim succeeded", true, "up")
 }
