@@ -60,6 +60,10 @@ type JobDeps struct {
 	// maxRunsTold is set once the job's first max_runs skip was logged at
 	// info (later ones are debug: the job is done, every slot says so).
 	maxRunsTold *atomic.Bool
+	// latest is the job's configuration as the job actor last set it
+	// (NewJob, Reconfigure): a run's finish reads it for the lease it hands
+	// to the pending slot, so that a reload reaches a chain of queued runs.
+	latest *atomic.Pointer[config.Job]
 }
 
 // Proc is a started process as the actors use it (*process.Proc).
@@ -152,6 +156,8 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 	}
 	deps.repeats = newRepeatLog(repeatEvery)
 	deps.maxRunsTold = new(atomic.Bool)
+	deps.latest = new(atomic.Pointer[config.Job])
+	deps.latest.Store(&cfg)
 	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
 }
 
@@ -246,6 +252,7 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 		j.onCatchup(ctx, m)
 	case Reconfigure:
 		j.cfg, j.env, j.envOK = m.Job, nil, false
+		j.deps.latest.Store(&m.Job)
 	case RunNow:
 		j.onRunNow(ctx, m)
 	}

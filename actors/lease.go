@@ -115,9 +115,16 @@ func (l *Lease) Lost() <-chan LeaseLost { return l.lost }
 // lease value that takes the job's pending slot (overlap queue, replace):
 // the answer then says which slot it was handed and its fence, and the
 // returned *Lease (non-nil only then, logging to nextLog) already renews
-// it with this lease's ttl. It returns the backend's error; the lease (and next's) may then
+// it with this lease's ttl (endHanding: with the job's current settings). It returns the backend's error; the lease (and next's) may then
 // still be held and should be handed to the janitor. Call it once.
 func (l *Lease) End(ctx context.Context, rec RunRecord, next string, nextLog *zap.Logger) (Finished, *Lease, error) {
+	return l.endHanding(ctx, rec, next, nextLog, l.ttl, leaseOpts{replace: l.replace, maxRuns: l.maxRuns})
+}
+
+// endHanding is End whose finish and handed lease take ttl and o (the
+// job's configuration at the finish, which a reload may have changed
+// since this lease was taken) instead of this lease's own settings.
+func (l *Lease) endHanding(ctx context.Context, rec RunRecord, next string, nextLog *zap.Logger, ttl time.Duration, o leaseOpts) (Finished, *Lease, error) {
 	l.stop()
 	<-l.done
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
@@ -126,12 +133,12 @@ func (l *Lease) End(ctx context.Context, rec RunRecord, next string, nextLog *za
 		next = ""
 	}
 	sent := time.Now()
-	f, err := l.locker.Finish(rctx, FinishRequest{Job: l.job, Owner: l.owner, Record: rec, Next: next, TTL: l.ttl,
-		MaxRuns: l.maxRuns})
+	f, err := l.locker.Finish(rctx, FinishRequest{Job: l.job, Owner: l.owner, Record: rec, Next: next, TTL: ttl,
+		MaxRuns: o.maxRuns})
 	if err != nil || f.Fence == 0 || f.NotReplicated { // not replicated: the caller releases next
 		return f, nil, err
 	}
-	return f, adoptLease(ctx, nextLog, l.locker, l.job, next, l.ttl, sent, leaseOpts{replace: l.replace, maxRuns: l.maxRuns}), nil
+	return f, adoptLease(ctx, nextLog, l.locker, l.job, next, ttl, sent, o), nil
 }
 
 // Replaced delivers, at most once, the pending slot (Unix seconds) that a

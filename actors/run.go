@@ -357,7 +357,12 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	}
 	nextLog := r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", nextID),
 		zap.String("node_id", r.info.Node), zap.String("trigger", string(TriggerQueued)))
-	f, lease, err := r.lease.End(ctx, fin.Record(), next, nextLog)
+	cur := r.job
+	if p := r.deps.latest; p != nil {
+		cur = *p.Load() // a reload since the claim applies to the lease handed on
+	}
+	f, lease, err := r.lease.endHanding(ctx, fin.Record(), next, nextLog, cur.LockTTL,
+		leaseOpts{replace: cur.Overlap == config.OverlapReplace, maxRuns: int64(cur.MaxRuns)})
 	if err != nil {
 		r.releaseFailed = true
 		r.log.Warn("lease release and history record failed; the janitor retries the release", zap.Error(err))
@@ -386,7 +391,7 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 		r.log.Info("pending slot left for another node: this node stops; the next claim of the job runs it",
 			zap.Int64("pending_slot", f.Pending))
 	case f.Pending > 0:
-		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipMaxRuns, zap.Int("max_runs", r.job.MaxRuns))
+		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipMaxRuns, zap.Int("max_runs", cur.MaxRuns))
 	}
 }
 

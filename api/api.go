@@ -53,9 +53,11 @@ type Options struct {
 	// Redis returns the Redis backend, or an error while it cannot be
 	// reached (then requests answer 503).
 	Redis func() (*redislock.Redis, error)
-	// Token is the bearer token; nil = none configured: mutating requests
-	// answer 403.
-	Token []byte
+	// Token returns the bearer token, read at each authenticated request
+	// (so a token rotated at reload applies at once); it must be safe for
+	// concurrent use. A nil func, or a nil result, means none configured:
+	// mutating requests answer 403.
+	Token func() []byte
 	// Auth is config.AuthWrites (default) or config.AuthAll.
 	Auth string
 	// NodeID names this daemon in the requester of mutating requests
@@ -67,8 +69,15 @@ type Options struct {
 
 // server holds the handlers' dependencies.
 type server struct {
-	o     Options
-	token [32]byte // SHA-256 of Options.Token: compared in constant time whatever the length
+	o Options
+}
+
+// token returns the configured token, nil when there is none.
+func (s *server) token() []byte {
+	if s.o.Token == nil {
+		return nil
+	}
+	return s.o.Token()
 }
 
 // New returns the handler of every path under Prefix. It does no I/O.
@@ -79,7 +88,7 @@ func New(o Options) http.Handler {
 	if o.Auth == "" {
 		o.Auth = config.AuthWrites
 	}
-	s := &server{o: o, token: sha256.Sum256(o.Token)}
+	s := &server{o: o}
 	mux := http.NewServeMux()
 	routes := []struct {
 		pattern string
@@ -134,7 +143,7 @@ func (s *server) read(h http.HandlerFunc) http.HandlerFunc {
 // without the right one.
 func (s *server) write(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.o.Token == nil {
+		if s.token() == nil {
 			writeError(w, http.StatusForbidden, "mutating endpoints are disabled: this daemon has no API token; "+
 				"set http.token_file in its configuration and restart it")
 			return
@@ -148,14 +157,17 @@ func (s *server) write(h http.HandlerFunc) http.HandlerFunc {
 // authorized checks the bearer token, answering 401 when it is missing or
 // wrong.
 func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	// The scheme is case-insensitive (RFC 7235 §2.1).
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cronlock"`)
 		writeError(w, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <the token of http.token_file>")
 		return false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-	if s.o.Token == nil || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
+	// SHA-256 of both: compared in constant time whatever the lengths.
+	token := s.token()
+	sum, want := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256(token)
+	if token == nil || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cronlock", error="invalid_token"`)
 		writeError(w, http.StatusUnauthorized, "wrong bearer token")
 		return false

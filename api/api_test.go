@@ -32,6 +32,7 @@ type fixture struct {
 	t      *testing.T
 	r      *redislock.Redis
 	h      http.Handler
+	opts   Options // h's options
 	router routers.Router
 }
 
@@ -82,9 +83,13 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := New(Options{Log: zap.NewNop(), Jobs: func() []config.Job { return cfg.Jobs }, Token: token, Auth: auth, NodeID: "web1",
-		Redis: func() (*redislock.Redis, error) { return r, nil }})
-	return &fixture{t: t, r: r, h: h, router: router}
+	var tokenOf func() []byte
+	if token != nil {
+		tokenOf = func() []byte { return token }
+	}
+	o := Options{Log: zap.NewNop(), Jobs: func() []config.Job { return cfg.Jobs }, Token: tokenOf, Auth: auth, NodeID: "web1",
+		Redis: func() (*redislock.Redis, error) { return r, nil }}
+	return &fixture{t: t, r: r, h: New(o), opts: o, router: router}
 }
 
 // do sends a request and checks the response against the OpenAPI

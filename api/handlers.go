@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,6 +122,7 @@ func (p pauseRequest) spec() (control.PauseSpec, error) {
 	spec := control.PauseSpec{Note: p.Note}
 	var err error
 	if p.For != "" {
+		spec.ForSet = true
 		if spec.For, err = time.ParseDuration(p.For); err != nil {
 			return spec, fmt.Errorf("for %q: want a duration, e.g. 2h", p.For)
 		}
@@ -187,13 +189,23 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request) {
 // maxBody bounds a request body.
 const maxBody = 64 << 10
 
-// decodeBody reads an optional JSON body into v; unknown fields are an
-// error.
+// decodeBody reads an optional JSON body (at most maxBody bytes, one JSON
+// object and nothing after it) into v; unknown fields are an error.
 func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", errBody, err)
+	case len(data) > maxBody:
+		return fmt.Errorf("%w: larger than %d KiB, the limit", errBody, maxBody>>10)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil && err != io.EOF {
 		return fmt.Errorf("%w: %v; want a JSON object such as {\"for\": \"2h\", \"note\": \"why\"}", errBody, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: data after the JSON object; send one object", errBody)
 	}
 	return nil
 }
@@ -217,6 +229,10 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	var req runRequest
 	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := control.CheckText("reason", req.Reason); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -246,7 +262,12 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Wait {
-		if st, err = control.WaitRun(r.Context(), rd, j.Name, rr.ID); err != nil {
+		st, err = control.WaitRun(r.Context(), rd, j.Name, rr.ID)
+		if errors.Is(err, control.ErrTakerGone) || errors.Is(err, control.ErrStatusLost) {
+			writeError(w, http.StatusBadGateway, err.Error())
+			return
+		}
+		if err != nil {
 			redisError(w, err)
 			return
 		}

@@ -31,9 +31,12 @@ func (d *decoder) tagMap(path string, v any) (map[string]string, bool) {
 		return nil, false
 	}
 	out := make(map[string]string, len(m))
-	for k, e := range m {
-		val, good := d.str(path+"."+k, e)
-		ok = ok && good && checkTag(d.probs, path+"."+k, k, val)
+	for _, k := range sortedKeys(m) { // every bad tag is reported, in a stable order
+		val, good := d.str(path+"."+k, m[k])
+		if good {
+			good = checkTag(d.probs, path+"."+k, k, val)
+		}
+		ok = ok && good
 		out[k] = val
 	}
 	return out, ok

@@ -55,3 +55,18 @@ func TestValidate_NodeTargeting(t *testing.T) {
 		}
 	}
 }
+
+// Every bad tag of node.tags is reported, not only the first one met (the
+// check stopped at the first, and map order made it a different one at
+// each run).
+func TestValidate_EveryBadTagReported(t *testing.T) {
+	ps := render(problemsOf(t, "node: {tags: {\"a b\": c, \"\": x, ok: \"\", role: db}}\n"+job(""), "yaml", Options{}))
+	for _, want := range []string{`node.tags.a b: "a b"="c"`, `node.tags.: ""="x"`, `node.tags.ok: "ok"=""`} {
+		if !slices.ContainsFunc(ps, func(p string) bool { return strings.Contains(p, want) }) {
+			t.Errorf("got problems %q, want one containing %q", ps, want)
+		}
+	}
+	if len(ps) != 3 {
+		t.Errorf("got %d problems %q, want 3", len(ps), ps)
+	}
+}

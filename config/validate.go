@@ -259,7 +259,13 @@ func (c *checker) window(prefix string, job *Job) {
 		return
 	}
 	job.Sched = job.Sched.InWindow(from, until)
-	if !from.IsZero() && job.Sched.Next(from.Add(-time.Nanosecond)).IsZero() {
+	// An open start is searched from the Unix epoch: a recurring schedule
+	// has fire times there, an @at after active_until none.
+	start := from
+	if start.IsZero() {
+		start = time.Unix(0, 0)
+	}
+	if job.Sched.Next(start.Add(-time.Nanosecond)).IsZero() {
 		c.p.warn(prefix+"active_until", fmt.Sprintf("schedule %q has no fire time in the active window [%s, %s); "+
 			"the job never fires: widen the window or change the schedule", job.Schedule, job.ActiveFrom, job.ActiveUntil))
 	}

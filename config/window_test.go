@@ -51,3 +51,18 @@ func TestValidate_ActiveWindow(t *testing.T) {
 		t.Errorf("Next after the last fire in the window = %v, want none", got)
 	}
 }
+
+// A window open at its start whose active_until comes before the
+// schedule's only fire time (@at) is warned about too: the job never fires.
+// A recurring schedule with only active_until has fire times before it.
+func TestValidate_AtAfterActiveUntilWarned(t *testing.T) {
+	data := "jobs:\n  - {name: j, schedule: \"@at 2027-12-24T18:00:00Z\", command: \"true\", active_until: \"2027-12-24T00:00:00Z\"}\n"
+	ps := render(problemsOf(t, data, "yaml", Options{}))
+	if len(ps) != 1 || !strings.Contains(ps[0], `active_until: schedule "@at 2027-12-24T18:00:00Z" has no fire time in the active window [, 2027-12-24T00:00:00Z); the job never fires`) {
+		t.Errorf("got %q, want one warning that the job never fires", ps)
+	}
+	data = "jobs:\n  - {name: j, schedule: \"0 2 * * *\", command: \"true\", active_until: \"2027-12-24T00:00:00Z\"}\n"
+	if ps := problemsOf(t, data, "yaml", Options{}); len(ps) != 0 {
+		t.Errorf("recurring schedule with active_until only: got %q, want no problem", render(ps))
+	}
+}

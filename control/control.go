@@ -10,6 +10,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
@@ -205,27 +207,65 @@ func Runs(ctx context.Context, r *redislock.Redis, job string, n int, tail bool)
 // PauseSpec is a pause request: an optional end (For, or Until; not both)
 // and a note.
 type PauseSpec struct {
-	For   time.Duration
-	Until time.Time
-	Note  string
+	// For is the pause's length; it counts only when ForSet (so that an
+	// explicit "-for 0s" is refused rather than read as "no end").
+	For    time.Duration
+	ForSet bool
+	Until  time.Time
+	Note   string
 }
 
+// MaxPauseNote is the longest pause note, in bytes: the note goes into the
+// pause key and each of the ~1000 entries of the job's event stream.
+const MaxPauseNote = 1024
+
+// minPause is the shortest pause end: the pause key's TTL is whole
+// milliseconds.
+const minPause = time.Millisecond
+
 // Pause returns the pause record of the request made by by at now, or an
-// error naming the bad field: For and Until both set, For negative, Until
-// not in the future.
+// error naming the bad field: For and Until both set, For set below 1ms
+// (0 and negative included), Until less than 1ms in the future, a note
+// longer than MaxPauseNote bytes or holding a control character (a newline
+// would forge rows in status and history -events).
 func (p PauseSpec) Pause(by string, now time.Time) (redislock.Pause, error) {
 	out := redislock.Pause{By: by, At: now.UTC(), Note: p.Note}
+	if err := CheckText("note", p.Note); err != nil {
+		return out, err
+	}
 	switch {
-	case p.For != 0 && !p.Until.IsZero():
+	case p.ForSet && !p.Until.IsZero():
 		return out, fmt.Errorf("for and until both set: give one end")
-	case p.For < 0:
-		return out, fmt.Errorf("for %v: want a positive duration, e.g. 2h", p.For)
-	case p.For > 0:
+	case p.ForSet && p.For < minPause:
+		return out, fmt.Errorf("for %v: want a positive duration of at least 1ms, e.g. 2h (leave it out for a pause without end)", p.For)
+	case p.ForSet:
 		out.Until = out.At.Add(p.For)
 	case !p.Until.IsZero() && !p.Until.After(now):
 		return out, fmt.Errorf("until %s is not in the future", p.Until.Format(time.RFC3339))
+	case !p.Until.IsZero() && p.Until.Sub(now) < minPause:
+		return out, fmt.Errorf("until %s: want an end at least 1ms in the future", p.Until.Format(time.RFC3339Nano))
 	case !p.Until.IsZero():
 		out.Until = p.Until.UTC()
 	}
 	return out, nil
+}
+
+// CheckText refuses an operator's free text (a pause note, a run
+// request's reason), naming field, when it is longer than MaxPauseNote
+// bytes, not valid UTF-8 or holds a control character: it is printed in
+// the tables of status, history and history -events, where a newline
+// would forge rows.
+func CheckText(field, text string) error {
+	if len(text) > MaxPauseNote {
+		return fmt.Errorf("%s: %d bytes, at most %d: give the reason in a line and link to the details", field, len(text), MaxPauseNote)
+	}
+	if !utf8.ValidString(text) {
+		return fmt.Errorf("%s: not valid UTF-8", field)
+	}
+	for _, r := range text {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%s: contains the control character %q; give one line without tabs or newlines", field, r)
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/targeting"
 	"github.com/google/uuid"
 )
@@ -47,7 +48,7 @@ func RequestRun(ctx context.Context, r *redislock.Redis, req redislock.RunReques
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	st, err := waitState(wctx, r, req.Job, req.ID, func(s string) bool { return s != redislock.RunPending })
+	st, err := waitState(wctx, r, req.Job, req.ID, notPending)
 	if err == nil {
 		return st, nil
 	}
@@ -63,20 +64,83 @@ func RequestRun(ctx context.Context, r *redislock.Redis, req redislock.RunReques
 		return nil, ErrNotTaken
 	}
 	// Taken just before the withdrawal: read who took it.
-	return waitState(cctx, r, req.Job, req.ID, func(s string) bool { return s != redislock.RunPending })
+	return waitState(cctx, r, req.Job, req.ID, notPending)
 }
+
+// ErrTakerGone is returned by WaitRun when the daemon that took the request
+// stopped (its heartbeat record is no longer live) or restarted before it
+// wrote the run's outcome: the outcome will never be written. The run may
+// have started and been killed with its daemon; it is not run again.
+var ErrTakerGone = errors.New("control: the daemon that took the run request is gone")
+
+// ErrStatusLost is returned by the waits when Redis holds no status of the
+// request: it expired, or Redis lost it. Nobody can tell how the run ended.
+var ErrStatusLost = errors.New("control: redis holds no status of the run request")
+
+// takerCheckEvery is how often WaitRun reads the taker's heartbeat record.
+const takerCheckEvery = time.Second
 
 // WaitRun waits until request id of job has finished or was refused and
 // returns its last status. It blocks, polling every 100 ms, until then or
-// until ctx ends (the run goes on without the waiter).
+// until ctx ends (the run goes on without the waiter). Every second while
+// the request is taken it reads the taker's heartbeat record (one more
+// round trip), and returns an error wrapping ErrTakerGone when the taker
+// is no longer live or has restarted since it took the request.
 func WaitRun(ctx context.Context, r *redislock.Redis, job, id string) (*redislock.RunStatus, error) {
-	return waitState(ctx, r, job, id, func(s string) bool {
-		return s == redislock.RunFinished || s == redislock.RunRefused || s == redislock.RunCancelled
+	var checked time.Time
+	var gone error
+	st, err := waitState(ctx, r, job, id, func(st *redislock.RunStatus) bool {
+		switch st.State {
+		case redislock.RunFinished, redislock.RunRefused, redislock.RunCancelled:
+			return true
+		}
+		if st.State != redislock.RunTaken || time.Since(checked) < takerCheckEvery {
+			return false
+		}
+		checked = time.Now()
+		gone = takerGone(ctx, r, st, checked)
+		return gone != nil
 	})
+	if gone != nil {
+		return nil, gone
+	}
+	return st, err
 }
 
-// waitState polls the request's status until done(state) or ctx ends.
-func waitState(ctx context.Context, r *redislock.Redis, job, id string, done func(string) bool) (*redislock.RunStatus, error) {
+// takerGone returns an error wrapping ErrTakerGone when st's taker has no
+// live heartbeat record at now, or one of an incarnation started after it
+// took the request (st.At; both by the taker's clock). A failed read is
+// not a verdict: nil.
+func takerGone(ctx context.Context, r *redislock.Redis, st *redislock.RunStatus, now time.Time) error {
+	values, err := r.Nodes(ctx)
+	if err != nil {
+		return nil
+	}
+	for _, rec := range registry.Decode(values) {
+		switch {
+		case rec.NodeID != st.Node:
+		case rec.Started.After(st.At):
+			return fmt.Errorf("%w: %s took request %s at %s and restarted at %s before reporting its outcome; "+
+				"the run may have been killed with the daemon, and it is not run again",
+				ErrTakerGone, st.Node, st.ID, st.At.Format(time.RFC3339), rec.Started.UTC().Format(time.RFC3339))
+		case !rec.Live(now):
+			return fmt.Errorf("%w: %s took request %s at %s and has sent no heartbeat since %s; "+
+				"the run may have been killed with the daemon, and it is not run again",
+				ErrTakerGone, st.Node, st.ID, st.At.Format(time.RFC3339), rec.Heartbeat.UTC().Format(time.RFC3339))
+		default:
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s took request %s at %s and has no heartbeat record any more; "+
+		"the run may have been killed with the daemon, and it is not run again", ErrTakerGone, st.Node, st.ID, st.At.Format(time.RFC3339))
+}
+
+// notPending reports whether a daemon took (or the requester withdrew) the
+// request.
+func notPending(st *redislock.RunStatus) bool { return st.State != redislock.RunPending }
+
+// waitState polls the request's status until done(status) or ctx ends.
+func waitState(ctx context.Context, r *redislock.Redis, job, id string, done func(*redislock.RunStatus) bool) (*redislock.RunStatus, error) {
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	for {
@@ -85,8 +149,10 @@ func waitState(ctx context.Context, r *redislock.Redis, job, id string, done fun
 		case err != nil && ctx.Err() == nil:
 			return nil, err
 		case err == nil && st == nil:
-			return nil, fmt.Errorf("run request %s of %s: no status in Redis (expired after %v?)", id, job, redislock.RunStatusTTL)
-		case err == nil && done(st.State):
+			return nil, fmt.Errorf("%w: request %s of %s (a status expires %v after the request; "+
+				"before that Redis lost it: a restart without persistence, FLUSHALL, a failover or eviction); the run's outcome is unknown",
+				ErrStatusLost, id, job, redislock.RunStatusTTL)
+		case err == nil && done(st):
 			return st, nil
 		}
 		select {

@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
+	"go.uber.org/zap"
 )
 
 // apiHandler builds the HTTP API (package api) for http.listen; nil for
@@ -25,8 +28,26 @@ func (e *Engine) apiHandler() (http.Handler, error) {
 		}
 		token = t
 	}
-	return api.New(api.Options{Log: e.log, Jobs: e.runningJobs, Redis: e.redisClient, Token: token,
-		Auth: e.cfg.HTTP.Auth, NodeID: e.cfg.Node.ID, Now: e.opts.Now}), nil
+	e.apiToken.Store(&token)
+	return api.New(api.Options{Log: e.log, Jobs: e.runningJobs, Redis: e.redisClient,
+		Token: func() []byte { return *e.apiToken.Load() },
+		Auth:  e.cfg.HTTP.Auth, NodeID: e.cfg.Node.ID, Now: e.opts.Now}), nil
+}
+
+// reloadToken re-reads file (the unchanged http.token_file of a reload)
+// into cur, the token the API accepts: a new content is logged at info
+// (never the token itself); a file that cannot be read or holds no token
+// keeps the old token, with an error line. Called by reload only.
+func reloadToken(log *zap.Logger, cur *atomic.Pointer[[]byte], file string) {
+	t, err := config.ReadToken(file)
+	switch {
+	case err != nil:
+		log.Error("http.token_file unreadable at reload; the API keeps accepting the previous token", zap.Error(err))
+	case !bytes.Equal(t, *cur.Load()):
+		cur.Store(&t)
+		log.Info("API token rotated from http.token_file: the previous token is refused from now on",
+			zap.String("token_file", file))
+	}
 }
 
 // runningJobs returns the running job configuration; safe from any

@@ -89,6 +89,7 @@ func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
 	}
 	addr := strings.Join(opts.Addresses, ",")
 	g := newGuard(log, cfg.Redis.AllowEviction)
+	g.minReplicas = cfg.Redis.MinReplicasAcked
 	if redislock.InferMode(opts) != redislock.ModeStandalone {
 		// Sentinel and Cluster clients need a reachable node to be created:
 		// create it lazily so that the daemon starts (not ready) without one.

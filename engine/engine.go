@@ -84,6 +84,9 @@ type Engine struct {
 	// jobsNow is the running job configuration for the HTTP API's
 	// goroutines; reload stores the new one.
 	jobsNow atomic.Pointer[[]config.Job]
+	// apiToken is the HTTP API's bearer token (nil inside: none); reload
+	// stores a rotated one.
+	apiToken atomic.Pointer[[]byte]
 
 	records *runrecords.Store // run records in the state directory; nil without one
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -28,7 +30,11 @@ var errNotVerified = errors.New("engine: the redis configuration has not been re
 // than noeviction, or a policy it cannot read) unless redis.allow_eviction
 // is set, and when a single address turns out to be a Redis Cluster node.
 // Until the configuration has first been read it refuses with redis_error.
-// Each decision is logged once per change, not at every check.
+// Each decision is logged once per change, not at every check. With
+// redis.min_replicas_acked it also tells the health monitor when fewer
+// replicas are connected than a won claim must wait for (observeReplicas):
+// claims still go out (each is skipped not_replicated, the true cause),
+// but the node is not ready.
 //
 // refusal, allows and refusedState are safe for concurrent use; the other
 // methods belong to the health monitor's goroutine.
@@ -36,9 +42,12 @@ type guard struct {
 	log           *zap.Logger
 	allowEviction bool
 
-	verdict   atomic.Pointer[verdict] // nil until the first decision
-	checked   chan struct{}           // closed after the health monitor's first check
-	checkOnce sync.Once
+	verdict atomic.Pointer[verdict] // nil until the first decision
+	// writeRefused is the health state after a claim the server refused
+	// as a write (noteClaim); nil after a claim that succeeded.
+	writeRefused atomic.Pointer[string]
+	checked      chan struct{} // closed after the health monitor's first check
+	checkOnce    sync.Once
 
 	// Owned by the health monitor's goroutine.
 	policyKey  string // the last policy decision logged
@@ -46,6 +55,10 @@ type guard struct {
 	save       string // CONFIG GET save, when saveErr is nil
 	saveErr    error
 	saveRead   bool
+	// minReplicas is redis.min_replicas_acked; replicaShort the health
+	// state while a shard has fewer replicas connected ("" = enough).
+	minReplicas  int
+	replicaShort string
 
 	unsafe, evictionAllowed, persistent prometheus.Gauge
 }
@@ -90,7 +103,44 @@ func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (acto
 	if err := l.g.refusal(ctx); err != nil {
 		return actors.Claim{}, err
 	}
-	return l.claimer.Claim(ctx, req)
+	c, err := l.claimer.Claim(ctx, req)
+	l.g.noteClaim(err)
+	return c, err
+}
+
+// writeRefusals are the first words of the error replies of a server that
+// answers reads but refuses writes: min-replicas-to-write unmet, a
+// read-only replica, maxmemory reached under noeviction, a failing RDB
+// save with stop-writes-on-bgsave-error.
+var writeRefusals = []string{"NOREPLICAS", "READONLY", "OOM", "MISCONF"}
+
+// noteClaim records a claim's outcome for readiness: a write refusal
+// (writeRefusals) makes the node not ready, with the server's answer as
+// its state, until a claim succeeds. The read-only readiness probe cannot
+// see these. Safe for concurrent use.
+func (g *guard) noteClaim(err error) {
+	var re *rueidis.RedisError
+	switch {
+	case err == nil:
+		if g.writeRefused.Load() != nil {
+			g.writeRefused.Store(nil)
+		}
+	case errors.As(err, &re):
+		word, _, _ := strings.Cut(re.Error(), " ")
+		if slices.Contains(writeRefusals, word) {
+			state := "failing: " + shortRedisErr(re)
+			g.writeRefused.Store(&state)
+		}
+	}
+}
+
+// writeRefusal is the state of the last claim's write refusal, "" when
+// the last claim was not refused so.
+func (g *guard) writeRefusal() string {
+	if s := g.writeRefused.Load(); s != nil {
+		return *s
+	}
+	return ""
 }
 
 // ReportMissed forwards the missed-slot report. While the guard refuses claims it is refused too: the report writes to Redis
@@ -249,6 +299,33 @@ func unreadablePolicy(err error, allowEviction bool) policyDecision {
 // setSavePoints records a CONFIG GET save answer (read at connect).
 func (g *guard) setSavePoints(save string, err error) {
 	g.save, g.saveErr, g.saveRead = save, err, true
+}
+
+// observeReplicas takes a ServerInfo read: with redis.min_replicas_acked
+// set, a shard with fewer connected replicas makes replicaShort say so, and
+// the change is logged once (error; info when enough are back).
+func (g *guard) observeReplicas(infos []redislock.ServerInfo) {
+	if g.minReplicas <= 0 {
+		return
+	}
+	short, fields := "", []zap.Field{zap.Int("min_replicas_acked", g.minReplicas)}
+	for _, i := range infos {
+		if i.Replicas < g.minReplicas {
+			short = fmt.Sprintf("not replicated: %d of the %d replicas of redis.min_replicas_acked connected", i.Replicas, g.minReplicas)
+			fields = append(fields, zap.Int("replicas", i.Replicas), zap.String("key", i.Key))
+			break
+		}
+	}
+	switch {
+	case short == g.replicaShort:
+	case short != "":
+		g.log.Error("redis has fewer connected replicas than redis.min_replicas_acked: every won claim is skipped "+
+			"(not_replicated) and the node is not ready until enough replicas connect. Fix: attach replicas, or "+
+			"lower redis.min_replicas_acked", fields...)
+	default:
+		g.log.Info("redis has enough connected replicas for redis.min_replicas_acked again", fields...)
+	}
+	g.replicaShort = short
 }
 
 // observePersistence reports whether the servers that own the job keys

@@ -104,8 +104,9 @@ func (h *health) Ready() bool { return h.up.Load() }
 // state is the backend state for /readyz and STATUS=: "connecting" until
 // the first check has answered or failed (so the STATUS= sent with READY=1
 // never says "unreachable" untested), then "up", "unreachable", "failing:
-// <the server's error>", "unsafe: <why>" (the policy guard refuses claims)
-// or "not verified" (the server's policy not read yet).
+// <the server's error>", "unsafe: <why>" (the policy guard refuses claims),
+// "not replicated: …" (fewer connected replicas than
+// redis.min_replicas_acked) or "not verified" (the server's policy not read yet).
 func (h *health) state() string { return *h.stateText.Load() }
 
 func (h *health) setState(s string) { h.stateText.Store(&s) }
@@ -151,13 +152,13 @@ func (h *health) check(ctx context.Context, first bool) {
 	connected := h.probe(ctx)
 	// While the guard refuses (or has not decided), re-read at every check,
 	// so that a fixed policy is noticed within a second.
-	if h.probeErr == nil && (connected || !g.allows() || time.Since(h.lastInfo) >= infoEvery) {
+	if h.probeErr == nil && (connected || !g.allows() || g.replicaShort != "" || time.Since(h.lastInfo) >= infoEvery) {
 		h.readServer(ctx, connected)
 	}
 	if h.probeErr == nil && (connected || time.Since(h.lastSkew) >= skewEvery) {
 		h.checkSkew(ctx)
 	}
-	ready := h.probeErr == nil && g.allows()
+	ready := h.probeErr == nil && g.allows() && g.replicaShort == "" && g.writeRefusal() == ""
 	h.up.Store(ready)
 	h.metrics.SetRedisUp(ready)
 	h.setState(h.describe())
@@ -293,6 +294,7 @@ func (h *health) readServer(ctx context.Context, connected bool) {
 		}
 	}
 	g.observePersistence(infos)
+	g.observeReplicas(infos)
 }
 
 // shortRedisErr is the server's error text for a state line: without the
@@ -315,6 +317,10 @@ func (h *health) describe() string {
 		return h.probeKind
 	case refused != "":
 		return refused
+	case h.b.guard.replicaShort != "":
+		return h.b.guard.replicaShort
+	case h.b.guard.writeRefusal() != "":
+		return h.b.guard.writeRefusal()
 	case !h.b.guard.known():
 		return "not verified"
 	}

@@ -28,6 +28,9 @@ func (e *Engine) reload(ctx context.Context) {
 		e.log.Warn("config warning", zap.String("problem", w.String()))
 	}
 	e.warnRestartOnly(cfg)
+	if f := cfg.HTTP.TokenFile; f != "" && f == e.cfg.HTTP.TokenFile && e.apiToken.Load() != nil {
+		reloadToken(e.log, &e.apiToken, f) // a rotated token applies at once
+	}
 	if err := e.applyJobs(ctx, cfg.Jobs); err != nil {
 		e.log.Error("reload interrupted", zap.Error(err))
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -25,6 +26,10 @@ const (
 	EventResume     = "resume"
 	EventRunRequest = "run_request"
 	EventReload     = "reload"
+	// EventUnreadable is an entry Events could not decode (written by
+	// hand, or by another version): Note says why, At is the entry id's
+	// time.
+	EventUnreadable = "unreadable"
 )
 
 // Pause is the value of a job's pause key.
@@ -190,7 +195,8 @@ func pairs(kv []string) func(yield func(string, string) bool) {
 	}
 }
 
-// Events returns job's last n events, newest first (XREVRANGE … COUNT n),
+// Events returns job's last n events, newest first (XREVRANGE … COUNT n;
+// an entry that cannot be decoded comes as EventUnreadable),
 // in one round trip.
 func (r *Redis) Events(ctx context.Context, job string, n int) ([]Event, error) {
 	ctx, cancel := r.call(ctx)
@@ -202,8 +208,9 @@ func (r *Redis) Events(ctx context.Context, job string, n int) ([]Event, error) 
 	out := make([]Event, 0, len(entries))
 	for _, en := range entries {
 		e, err := decodeEvent(en.ID, en.FieldValues)
-		if err != nil {
-			return nil, fmt.Errorf("events %q: entry %s: %w", job, en.ID, err)
+		if err != nil { // listed, so that one bad entry does not hide the trail
+			ms, _ := strconv.ParseInt(strings.SplitN(en.ID, "-", 2)[0], 10, 64)
+			e = Event{ID: en.ID, Type: EventUnreadable, At: time.UnixMilli(ms).UTC(), Note: err.Error()}
 		}
 		out = append(out, e)
 	}

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,26 @@ func TestRedis_AuditedPauseAndEvents(t *testing.T) {
 	}
 	if !evs[3].Until.Equal(p.Until) || !evs[3].At.Equal(at) {
 		t.Errorf("pause event: at %v until %v, want %v and %v", evs[3].At, evs[3].Until, at, p.Until)
+	}
+}
+
+// An event entry that cannot be decoded (written by hand, or by another
+// version) is listed as type "unreadable" with the problem in its note and
+// its time from the entry id; it does not hide the rest of the trail.
+func TestRedis_UnreadableEventListed(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:"})
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	if err := r.PauseFor(t.Context(), "j", Pause{By: "ops@h", At: at}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Do("XADD", "{cl}:events:j", "9999999999999-0", "type", "pause", "at", "notatime")
+	evs, err := r.Events(t.Context(), "j", 10)
+	if err != nil {
+		t.Fatalf("Events: %v, want the readable ones and the unreadable one listed", err)
+	}
+	if len(evs) != 2 || evs[0].Type != EventUnreadable || !strings.Contains(evs[0].Note, "notatime") ||
+		!evs[0].At.Equal(time.UnixMilli(9999999999999)) || evs[1].Type != EventPause || evs[1].By != "ops@h" {
+		t.Errorf("got %+v, want the unreadable entry (at its id's time) then the pause", evs)
 	}
 }

@@ -31,6 +31,9 @@ type ServerInfo struct {
 	// ClusterEnabled is cluster_enabled:1: the server is a Redis Cluster
 	// node.
 	ClusterEnabled bool
+	// Replicas is connected_slaves: the replicas connected to the server
+	// (those a WAIT of redis.min_replicas_acked can count).
+	Replicas int
 }
 
 // Evicts reports whether the server may evict keys under memory pressure:
@@ -75,5 +78,6 @@ func serverInfo(key string, f map[string]string) ServerInfo {
 		AOF:             f["aof_enabled"] == "1",
 		SnapshotSeen:    num("rdb_saves", 0) > 0 || num("rdb_last_bgsave_time_sec", -1) >= 0,
 		ClusterEnabled:  f["cluster_enabled"] == "1",
+		Replicas:        int(num("connected_slaves", 0)),
 	}
 }

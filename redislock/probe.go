@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -30,14 +31,15 @@ var ErrClusterNode = errors.New("redislock: the server is a Redis Cluster node, 
 //	KEYS: 1 a job's lease key; returns 0 or 1
 var probeScript = newScript(`return redis.call("EXISTS", KEYS[1])`, true)
 
-// infoScript returns INFO memory, persistence and cluster of the server
-// that owns KEYS[1] (a script is routed by its key; INFO itself has none).
-// One section per call works on Redis 6 as well as 7. Retryable: it writes
-// nothing.
+// infoScript returns INFO memory, persistence, cluster and replication of
+// the server that owns KEYS[1] (a script is routed by its key; INFO itself
+// has none). One section per call works on Redis 6 as well as 7. Retryable:
+// it writes nothing.
 //
-//	KEYS: 1 a job's lease key; returns {memory, persistence, cluster}
+//	KEYS: 1 a job's lease key; returns {memory, persistence, cluster, replication}
 var infoScript = newScript(`
-return {redis.call("INFO", "memory"), redis.call("INFO", "persistence"), redis.call("INFO", "cluster")}
+return {redis.call("INFO", "memory"), redis.call("INFO", "persistence"), redis.call("INFO", "cluster"),
+  redis.call("INFO", "replication")}
 `, true)
 
 // probeSet caches the probe keys of one job list and one slot map.
@@ -244,13 +246,13 @@ func (r *Redis) ServerInfo(ctx context.Context, jobs []string) ([]ServerInfo, er
 	var out []ServerInfo
 	for _, k := range r.probeKeys(ctx, jobs) {
 		secs, err := infoScript.Exec(ctx, r.c, []string{k}, nil).AsStrSlice()
-		if err == nil && len(secs) != 3 {
-			err = fmt.Errorf("script returned %d sections, want 3", len(secs))
+		if err == nil && len(secs) != 4 {
+			err = fmt.Errorf("script returned %d sections, want 4", len(secs))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("server info %s: %w", k, r.redirect(explainScript(err)))
 		}
-		f := ParseInfo(secs[0] + "\n" + secs[1] + "\n" + secs[2])
+		f := ParseInfo(strings.Join(secs, "\n"))
 		info := serverInfo(k, f)
 		if info.ClusterEnabled && r.c.Mode() != rueidis.ClientModeCluster {
 			return nil, fmt.Errorf("server info %s: %w (cluster_enabled:1)", k, ErrClusterNode)

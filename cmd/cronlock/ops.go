@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/user"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 	"github.com/cronlock/cronlock/engine"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/statedir"
+	"github.com/redis/rueidis"
 )
 
 // opsCallTimeout bounds every backend call of the operator commands
@@ -169,10 +172,20 @@ func (s *opsSession) close() {
 // redisHint appends a hint to an error from a Redis call: the usual cause
 // is an unreachable server or wrong credentials.
 func (s *opsSession) redisHint(err error) error {
-	if s.kind != "redis" {
+	if s.kind != "redis" || !fromReachingRedis(err) {
 		return err
 	}
 	return fmt.Errorf("%w (is Redis at %s reachable, and are redis.username/password right?)", err, redisAddrs(s.cfg))
+}
+
+// fromReachingRedis reports whether err may come from reaching Redis or
+// logging in (a timeout, a network error, the connection closed, an error
+// reply such as WRONGPASS or NOPERM), not from reading what it holds.
+func fromReachingRedis(err error) bool {
+	var ne net.Error
+	var re *rueidis.RedisError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, rueidis.ErrClosing) ||
+		errors.As(err, &ne) || errors.As(err, &re)
 }
 
 // redisAddrs lists the configured Redis addresses (never credentials).
@@ -201,7 +214,8 @@ func runPause(ctx context.Context, args []string, env *runEnv) int {
 		return code
 	}
 	spec := control.PauseSpec{For: *forD, Note: *note}
-	if *forD != 0 && *until != "" {
+	f.fs.Visit(func(fl *flag.Flag) { spec.ForSet = spec.ForSet || fl.Name == "for" })
+	if spec.ForSet && *until != "" {
 		return opsFail(env, "pause", 2, errors.New("-for and -until both set: give one end"))
 	}
 	if *until != "" {

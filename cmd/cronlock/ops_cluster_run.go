@@ -49,6 +49,9 @@ func (s *opsSession) runOnCluster(ctx context.Context, env *runEnv, j config.Job
 		return 0, true
 	}
 	end, err := control.WaitRun(ctx, s.redis, job, req.ID)
+	if errors.Is(err, control.ErrTakerGone) || errors.Is(err, control.ErrStatusLost) { // the run may not go on
+		return opsFail(env, "run", 1, fmt.Errorf("%w; see cronlock history %s", err, job)), true
+	}
 	if err != nil {
 		return opsFail(env, "run", 1, fmt.Errorf("waiting for request %s on %s: %w (the run goes on; see cronlock history %s)",
 			req.ID, st.Node, err, job)), true

@@ -40,6 +40,8 @@ func (s *opsSession) printEvents(ctx context.Context, env *runEnv, job string, n
 			if r.ConfigHash == "" {
 				details = "job removed from the node's config"
 			}
+		case redislock.EventUnreadable:
+			details = "entry " + r.ID + ": " + r.Note
 		case redislock.EventRunRequest:
 			details = "request " + r.Request
 			if r.Note != "" {

@@ -74,6 +74,9 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 	if code := f.oneJob(); code >= 0 {
 		return code
 	}
+	if err := control.CheckText("-reason", rf.reason); err != nil {
+		return opsFail(env, "run", 2, err)
+	}
 	if rf.timeout <= 0 || rf.timeout > control.MaxRunTimeout {
 		return opsFail(env, "run", 2, fmt.Errorf("-timeout %v: want more than 0 and at most %v", rf.timeout, control.MaxRunTimeout))
 	}
