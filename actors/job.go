@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -106,6 +107,15 @@ type Job struct {
 	seenSlot  atomic.Int64 // lastSeen[0], for SeenSlot
 
 	lastCatchup time.Time
+
+	// The goroutine of an actor started with Start lives only while it has
+	// work: mu guards live (a goroutine is handling the inbox) and exited
+	// (onExit was called). The state above is kept across goroutines.
+	mu     sync.Mutex
+	live   bool
+	exited bool
+	ctx    context.Context
+	onExit func()
 }
 
 // heldFire is a fire that came while a claim or release was pending.
@@ -172,41 +182,106 @@ func (j *Job) SeenSlot() int64 { return j.seenSlot.Load() }
 // Inbox is where the ticker sends Fire messages.
 func (j *Job) Inbox() chan<- jobMsg { return j.inbox }
 
-// Send delivers m (Catchup, Reconfigure, RunNow) unless ctx ends first.
-func (j *Job) Send(ctx context.Context, m jobMsg) error { return send(ctx, j.inbox, m) }
+// Send delivers m (Catchup, Reconfigure, RunNow) unless ctx ends first
+// (then it returns ctx.Err()), and wakes a lazy actor. It blocks while the
+// inbox is full.
+func (j *Job) Send(ctx context.Context, m jobMsg) error {
+	if err := send(ctx, j.inbox, m); err != nil {
+		return err
+	}
+	j.Wake()
+	return nil
+}
 
 // Run handles messages until ctx ends. Then it stops claiming (queued fires
 // are skipped with reason shutting_down), waits for its running runs —
 // which end by themselves or when deps.Kill is closed — and returns nil.
+// Its goroutine stays while idle; Start is the form that holds none.
 func (j *Job) Run(ctx context.Context) error {
+	j.mu.Lock()
+	j.ctx, j.live = ctx, true
+	j.mu.Unlock()
+	j.loop(true)
+	return nil
+}
+
+// Start makes j a lazy actor bound to ctx and returns at once: a goroutine
+// is started by Wake (the ticker calls it after a fire, Send after every
+// message) and ends when the inbox is empty and no run is in progress; the
+// overlap state stays in j. Once ctx has ended and the last run has
+// ended, onExit is called, once, on the actor's goroutine (it may block).
+// An idle job thus costs no goroutine: 10,000 idle jobs hold no stacks.
+// Call Start once, before any Wake or Send, and never with Run.
+func (j *Job) Start(ctx context.Context, onExit func()) {
+	j.ctx, j.onExit = ctx, onExit
+	context.AfterFunc(ctx, j.Wake) // an idle actor notices the end
+}
+
+// Wake starts the actor's goroutine unless it is running. Safe from any
+// goroutine; it never blocks. A message sent to the inbox before Wake is
+// handled.
+func (j *Job) Wake() {
+	j.mu.Lock()
+	start := !j.live && j.onExit != nil
+	j.live = j.live || start
+	j.mu.Unlock()
+	if start {
+		go j.loop(false)
+	}
+}
+
+// loop handles the inbox and the run events. stay: it returns only when
+// ctx has ended and no run is left (Run); otherwise also when it is idle
+// (Start). After ctx has ended, messages are answered as at shutdown and
+// no run starts (except a pending slot whose lease a finish handed over).
+func (j *Job) loop(stay bool) {
+	ctx := j.ctx
 	for {
+		if j.running == 0 {
+			j.mu.Lock()
+			done := ctx.Err() != nil
+			if len(j.inbox) == 0 && (done || !stay) {
+				j.live = false
+				exit := done && !j.exited && j.onExit != nil
+				j.exited = j.exited || exit
+				j.mu.Unlock()
+				if done {
+					j.deps.Metrics.SetRunning(j.cfg.Name, 0)
+				}
+				if exit {
+					j.onExit()
+				}
+				return
+			}
+			j.mu.Unlock()
+		}
+		var done <-chan struct{}
+		if ctx.Err() == nil {
+			done = ctx.Done()
+		}
 		select {
-		case <-ctx.Done():
-			j.drain(ctx)
-			return nil
+		case <-done:
 		case m := <-j.inbox:
-			j.handle(ctx, m)
+			if ctx.Err() != nil {
+				j.drainMsg(m)
+			} else {
+				j.handle(ctx, m)
+			}
 		case ev := <-j.events:
-			j.onRunEvent(ctx, ev)
+			j.onRunEvent(ctx, ev) // after ctx: held fires are redis_error or shutting_down
 		}
 	}
 }
 
-func (j *Job) drain(ctx context.Context) {
-	for j.running > 0 {
-		select {
-		case m := <-j.inbox:
-			switch m := m.(type) {
-			case Fire:
-				j.skip(m.Slot, SkipShuttingDown)
-			case RunNow:
-				m.Reply <- Ran{Skip: SkipShuttingDown}
-			}
-		case ev := <-j.events:
-			j.onRunEvent(ctx, ev) // held fires: redis_error or shutting_down
-		}
+// drainMsg answers a message that comes after ctx ended: a fire is
+// skipped shutting_down, a manual run refused; the rest is dropped.
+func (j *Job) drainMsg(m jobMsg) {
+	switch m := m.(type) {
+	case Fire:
+		j.skip(m.Slot, SkipShuttingDown)
+	case RunNow:
+		m.Reply <- Ran{Skip: SkipShuttingDown}
 	}
-	j.deps.Metrics.SetRunning(j.cfg.Name, 0)
 }
 
 // onRunEvent keeps the counts of runs by phase and decides the held fires

@@ -46,6 +46,9 @@ type TickerEntry struct {
 	// Inbox receives Fire messages. The ticker never blocks on it: when it
 	// is full the fire is dropped, logged and counted.
 	Inbox chan<- jobMsg
+	// Wake, when set, is called after each fire sent to Inbox (Job.Wake: a
+	// lazy job actor starts its goroutine). It must not block.
+	Wake func()
 }
 
 type tickerMsg interface{ tickerMsg() }
@@ -247,6 +250,9 @@ func (t *Ticker) fireDue() {
 func (t *Ticker) fire(it *tickerItem) {
 	select {
 	case it.Inbox <- Fire{Job: it.Job, Slot: it.slot}:
+		if it.Wake != nil {
+			it.Wake()
+		}
 	default:
 		t.metrics.FireDropped(it.Job)
 		t.log.Warn("job actor inbox full; fire dropped", zap.String("job", it.Job), slotField(it.slot))

@@ -245,7 +245,7 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 			h.cfg = j
 		}
 		entries = append(entries, actors.TickerEntry{Job: j.Name, Sched: h.cfg.Sched, Jitter: j.Jitter,
-			Inbox: h.actor.Inbox()})
+			Inbox: h.actor.Inbox(), Wake: h.actor.Wake})
 	}
 	if err := s.ticker.SetEntries(ctx, entries); err != nil {
 		return
@@ -282,10 +282,8 @@ func (s *jobSet) startJob(ctx context.Context, j config.Job) *jobHandle {
 	h := &jobHandle{cfg: j, actor: a, cancel: cancel}
 	s.jobs[j.Name] = h
 	s.live++
-	go func() {
-		err := a.Run(jctx)
-		s.done <- jobExit{name: j.Name, actor: a, err: err}
-	}()
+	// A lazy actor: no goroutine while the job is idle (actors.Job.Start).
+	a.Start(jctx, func() { s.done <- jobExit{name: j.Name, actor: a} })
 	return h
 }
 
