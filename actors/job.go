@@ -92,9 +92,9 @@ const DefaultClaimTimeout = 2 * time.Second
 // decided when that call has its answer (docs/protocol.md, "Skip reasons").
 type Job struct {
 	deps   JobDeps
-	cfg    config.Job
-	env    []string // jobBaseEnv of cfg, built at the first run of each configuration
-	envOK  bool     // env is built (nil is a valid env: built per attempt)
+	cfg    *config.Job // never modified: a Reconfigure replaces it
+	env    []string    // jobBaseEnv of cfg, built at the first run of each configuration
+	envOK  bool        // env is built (nil is a valid env: built per attempt)
 	inbox  chan jobMsg
 	events chan runEvent // from the run goroutines: claim answered, releasing, ended
 
@@ -150,7 +150,12 @@ const (
 const inboxSize = 16
 
 // NewJob returns a job actor for cfg.
-func NewJob(cfg config.Job, deps JobDeps) *Job {
+func NewJob(cfg config.Job, deps JobDeps) *Job { return NewJobOf(&cfg, deps) }
+
+// NewJobOf returns a job actor for *cfg without copying it (a job set of
+// 10,000 jobs keeps one copy of each, 344 bytes). The caller never
+// modifies *cfg afterwards.
+func NewJobOf(cfg *config.Job, deps JobDeps) *Job {
 	if deps.Start == nil {
 		deps.Start = startProcess
 	}
@@ -170,7 +175,7 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 // none.
 func (j *Job) baseEnv() []string {
 	if !j.envOK {
-		j.env, j.envOK = jobBaseEnv(j.deps.Environ, j.cfg), true
+		j.env, j.envOK = jobBaseEnv(j.deps.Environ, *j.cfg), true
 	}
 	return j.env
 }
@@ -208,13 +213,14 @@ func (j *Job) Run(ctx context.Context) error {
 // Start makes j a lazy actor bound to ctx and returns at once: a goroutine
 // is started by Wake (the ticker calls it after a fire, Send after every
 // message) and ends when the inbox is empty and no run is in progress; the
-// overlap state stays in j. Once ctx has ended and the last run has
-// ended, onExit is called, once, on the actor's goroutine (it may block).
-// An idle job thus costs no goroutine: 10,000 idle jobs hold no stacks.
-// Call Start once, before any Wake or Send, and never with Run.
+// overlap state stays in j. An idle job thus costs no goroutine: 10,000
+// idle jobs hold no stacks. The caller calls Wake once ctx has ended (an
+// idle actor has no goroutine to notice it; the job set does so in its
+// cancel); then, once the last run has ended, onExit is called, once, on
+// the actor's goroutine (it may block). Call Start once, before any Wake
+// or Send, and never with Run.
 func (j *Job) Start(ctx context.Context, onExit func()) {
 	j.ctx, j.onExit = ctx, onExit
-	context.AfterFunc(ctx, j.Wake) // an idle actor notices the end
 }
 
 // Wake starts the actor's goroutine unless it is running. Safe from any
@@ -320,7 +326,7 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 	case Catchup:
 		j.onCatchup(ctx, m)
 	case Reconfigure:
-		j.cfg, j.env, j.envOK = m.Job, nil, false
+		j.cfg, j.env, j.envOK = &m.Job, nil, false
 	case RunNow:
 		j.onRunNow(ctx, m)
 	}
@@ -335,15 +341,15 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 		j.skip(slot, SkipDisabled)
 	case ctx.Err() != nil:
 		j.skip(slot, SkipShuttingDown)
-	case exclusive && j.active > 0 && !queues(j.cfg):
+	case exclusive && j.active > 0 && !queues(*j.cfg):
 		j.skip(slot, SkipOverlapLocal)
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
 		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
 	default:
 		// With queue or replace, a slot that comes due while this node's
 		// run holds the lease is queued by its claim: no run starts.
-		queueClaim := exclusive && queues(j.cfg) && j.active > 0
-		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}, queueClaim: queueClaim}, nil)
+		queueClaim := exclusive && queues(*j.cfg) && j.active > 0
+		j.start(ctx, &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}, queueClaim: queueClaim}, nil)
 	}
 }
 
@@ -379,7 +385,7 @@ func (j *Job) see(c Claim) {
 // shutdown has begun: the slot is claimed, and a claimed slot nobody runs
 // would be silently missed.
 func (j *Job) startPending(ctx context.Context, h *handoff) {
-	r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
+	r := &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
 	j.start(ctx, r, nil)
 }
 
@@ -393,9 +399,9 @@ func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 	case ctx.Err() != nil:
 		m.Reply <- Ran{Skip: SkipShuttingDown}
 	case m.Backfill:
-		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
+		j.start(ctx, &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
 	default:
-		r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
+		r := &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
 		j.start(ctx, r, m.Reply)
 	}
 }

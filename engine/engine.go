@@ -201,6 +201,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.opts.Notify("READY=1\nSTATUS=" + e.statusText())
 		e.ready.Store(true)
 		e.log.Info("engine running", zap.Int("jobs", len(e.cfg.Jobs)))
+		releaseLoadGarbage()
 	}
 	err = e.supervise(ctx, stopClaiming, runsDone, hooksDone)
 	if errors.Is(err, errSecondSignal) || errors.Is(err, errShutdownBound) {
