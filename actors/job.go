@@ -92,11 +92,11 @@ const DefaultClaimTimeout = 2 * time.Second
 // decided when that call has its answer (docs/protocol.md, "Skip reasons").
 type Job struct {
 	deps   JobDeps
-	cfg    *config.Job // never modified: a Reconfigure replaces it
-	env    []string    // jobBaseEnv of cfg, built at the first run of each configuration
-	envOK  bool        // env is built (nil is a valid env: built per attempt)
-	inbox  chan jobMsg
-	events chan runEvent // from the run goroutines: claim answered, releasing, ended
+	cfg    *config.Job   // never modified: a Reconfigure replaces it
+	env    []string      // jobBaseEnv of cfg, built at the first run of each configuration
+	envOK  bool          // env is built (nil is a valid env: built per attempt)
+	inbox  chan jobMsg   // made at the first message (box), guarded by mu until then
+	events chan runEvent // from the run goroutines: claim answered, releasing, ended; made at the first run
 
 	running   int          // run goroutines
 	claiming  int          // of them, claims not answered yet
@@ -167,7 +167,7 @@ func NewJobOf(cfg *config.Job, deps JobDeps) *Job {
 	}
 	deps.repeats = newRepeatLog(repeatEvery)
 	deps.maxRunsTold = new(atomic.Bool)
-	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
+	return &Job{deps: deps, cfg: cfg} // inbox and events are made at their first use
 }
 
 // baseEnv is the job's base environment (jobBaseEnv), built at the first
@@ -185,13 +185,37 @@ func (j *Job) baseEnv() []string {
 func (j *Job) SeenSlot() int64 { return j.seenSlot.Load() }
 
 // Inbox is where the ticker sends Fire messages.
-func (j *Job) Inbox() chan<- jobMsg { return j.inbox }
+func (j *Job) Inbox() chan<- jobMsg { return j.box() }
+
+// box returns the inbox, made at its first use: a job that never gets a
+// message (10,000 idle jobs) holds no buffer.
+func (j *Job) box() chan jobMsg {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.inbox == nil {
+		j.inbox = make(chan jobMsg, inboxSize)
+	}
+	return j.inbox
+}
+
+// TryFire sends f to the inbox without blocking and wakes a lazy actor; it
+// returns false, sending nothing, when the inbox is full (the ticker's
+// TickerEntry.Deliver).
+func (j *Job) TryFire(f Fire) bool {
+	select {
+	case j.box() <- f:
+		j.Wake()
+		return true
+	default:
+		return false
+	}
+}
 
 // Send delivers m (Catchup, Reconfigure, RunNow) unless ctx ends first
 // (then it returns ctx.Err()), and wakes a lazy actor. It blocks while the
 // inbox is full.
 func (j *Job) Send(ctx context.Context, m jobMsg) error {
-	if err := send(ctx, j.inbox, m); err != nil {
+	if err := send(ctx, j.box(), m); err != nil {
 		return err
 	}
 	j.Wake()
@@ -241,12 +265,12 @@ func (j *Job) Wake() {
 // (Start). After ctx has ended, messages are answered as at shutdown and
 // no run starts (except a pending slot whose lease a finish handed over).
 func (j *Job) loop(stay bool) {
-	ctx := j.ctx
+	ctx, inbox := j.ctx, j.box()
 	for {
 		if j.running == 0 {
 			j.mu.Lock()
 			done := ctx.Err() != nil
-			if len(j.inbox) == 0 && (done || !stay) {
+			if len(inbox) == 0 && (done || !stay) {
 				j.live = false
 				exit := done && !j.exited && j.onExit != nil
 				j.exited = j.exited || exit
@@ -267,7 +291,7 @@ func (j *Job) loop(stay bool) {
 		}
 		select {
 		case <-done:
-		case m := <-j.inbox:
+		case m := <-inbox:
 			if ctx.Err() != nil {
 				j.drainMsg(m)
 			} else {
@@ -488,6 +512,9 @@ func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 	j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 	r.deps = &j.deps
 	r.minSlot, r.minFence = j.lastSeen[0], j.lastSeen[1]
+	if j.events == nil {
+		j.events = make(chan runEvent) // at the first run
+	}
 	r.events = j.events // the actor receives until running == 0
 	go func() {
 		defer func() {

@@ -46,9 +46,11 @@ type TickerEntry struct {
 	// Inbox receives Fire messages. The ticker never blocks on it: when it
 	// is full the fire is dropped, logged and counted.
 	Inbox chan<- jobMsg
-	// Wake, when set, is called after each fire sent to Inbox (Job.Wake: a
-	// lazy job actor starts its goroutine). It must not block.
-	Wake func()
+	// Deliver, when set, is used instead of Inbox (Job.TryFire: a lazy job
+	// actor makes its inbox at the first fire and starts its goroutine). It
+	// must not block, and returns false when the fire was not taken
+	// (inbox full): then it is dropped, logged and counted.
+	Deliver func(Fire) bool
 }
 
 type tickerMsg interface{ tickerMsg() }
@@ -248,15 +250,24 @@ func (t *Ticker) fireDue() {
 }
 
 func (t *Ticker) fire(it *tickerItem) {
-	select {
-	case it.Inbox <- Fire{Job: it.Job, Slot: it.slot}:
-		if it.Wake != nil {
-			it.Wake()
+	f := Fire{Job: it.Job, Slot: it.slot}
+	if it.Deliver != nil {
+		if !it.Deliver(f) {
+			t.dropped(it)
 		}
-	default:
-		t.metrics.FireDropped(it.Job)
-		t.log.Warn("job actor inbox full; fire dropped", zap.String("job", it.Job), slotField(it.slot))
+		return
 	}
+	select {
+	case it.Inbox <- f:
+	default:
+		t.dropped(it)
+	}
+}
+
+// dropped logs and counts a fire the job actor's inbox had no room for.
+func (t *Ticker) dropped(it *tickerItem) {
+	t.metrics.FireDropped(it.Job)
+	t.log.Warn("job actor inbox full; fire dropped", zap.String("job", it.Job), slotField(it.slot))
 }
 
 // jitterFor is a stable pseudo-random delay in [0, max) derived from the

@@ -161,6 +161,9 @@ func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
 	case catchupAll:
 		missed := s.missedSlots(ctx)
 		for name, h := range s.jobs {
+			if missed[name] == nil && (h.cfg.CatchupWindow <= 0 || !h.cfg.Enabled) {
+				continue // nothing to report or run (actors.Job.onCatchup): the actor stays idle
+			}
 			if err := h.actor.Send(ctx, actors.Catchup{Missed: missed[name]}); err != nil {
 				return
 			}
@@ -248,7 +251,7 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 			h.cfg = &j
 		}
 		entries = append(entries, actors.TickerEntry{Job: j.Name, Sched: h.cfg.Sched, Jitter: j.Jitter,
-			Inbox: h.actor.Inbox(), Wake: h.actor.Wake})
+			Deliver: h.actor.TryFire})
 	}
 	if err := s.ticker.SetEntries(ctx, entries); err != nil {
 		return
