@@ -56,11 +56,35 @@ type JobDeps struct {
 	// run starts its process once the node's claims in flight are answered
 	// (at most ClaimGateMax later). Optional (nil = no gate).
 	Claims *ClaimGate
+}
 
-	repeats *repeatLog // set by NewJob: summarises the job's repeated warnings
+// jobDeps are one job's dependencies: the shared JobDeps and the state of
+// its logging that is the job's own.
+type jobDeps struct {
+	*JobDeps
+	repeats *repeatLog // summarises the job's repeated warnings
 	// maxRunsTold is set once the job's first max_runs skip was logged at
 	// info (later ones are debug: the job is done, every slot says so).
-	maxRunsTold *atomic.Bool
+	maxRunsTold atomic.Bool
+}
+
+// SharedDeps are JobDeps with their defaults filled in, shared read-only
+// by many job actors (NewJobOf): a job set of 10,000 jobs keeps one copy.
+type SharedDeps struct{ d JobDeps }
+
+// ShareDeps fills deps' defaults (Start, Now, ClaimTimeout) and returns it
+// for NewJobOf. The caller does not change deps' channels or values after.
+func ShareDeps(deps JobDeps) *SharedDeps {
+	if deps.Start == nil {
+		deps.Start = startProcess
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.ClaimTimeout <= 0 {
+		deps.ClaimTimeout = DefaultClaimTimeout
+	}
+	return &SharedDeps{d: deps}
 }
 
 // Proc is a started process as the actors use it (*process.Proc).
@@ -91,7 +115,7 @@ const DefaultClaimTimeout = 2 * time.Second
 // an earlier slot, or the release after its run, is in flight is held and
 // decided when that call has its answer (docs/protocol.md, "Skip reasons").
 type Job struct {
-	deps   JobDeps
+	deps   jobDeps
 	cfg    *config.Job   // never modified: a Reconfigure replaces it
 	env    []string      // jobBaseEnv of cfg, built at the first run of each configuration
 	envOK  bool          // env is built (nil is a valid env: built per attempt)
@@ -150,24 +174,15 @@ const (
 const inboxSize = 16
 
 // NewJob returns a job actor for cfg.
-func NewJob(cfg config.Job, deps JobDeps) *Job { return NewJobOf(&cfg, deps) }
+func NewJob(cfg config.Job, deps JobDeps) *Job { return NewJobOf(&cfg, ShareDeps(deps)) }
 
-// NewJobOf returns a job actor for *cfg without copying it (a job set of
-// 10,000 jobs keeps one copy of each, 344 bytes). The caller never
-// modifies *cfg afterwards.
-func NewJobOf(cfg *config.Job, deps JobDeps) *Job {
-	if deps.Start == nil {
-		deps.Start = startProcess
-	}
-	if deps.Now == nil {
-		deps.Now = time.Now
-	}
-	if deps.ClaimTimeout <= 0 {
-		deps.ClaimTimeout = DefaultClaimTimeout
-	}
-	deps.repeats = newRepeatLog(repeatEvery)
-	deps.maxRunsTold = new(atomic.Bool)
-	return &Job{deps: deps, cfg: cfg} // inbox and events are made at their first use
+// NewJobOf returns a job actor for *cfg and deps without copying either (a
+// job set of 10,000 jobs keeps one copy of each job's config, 344 bytes,
+// and one JobDeps). The caller never modifies *cfg afterwards.
+func NewJobOf(cfg *config.Job, deps *SharedDeps) *Job {
+	j := &Job{cfg: cfg} // inbox and events are made at their first use
+	j.deps.JobDeps, j.deps.repeats = &deps.d, newRepeatLog(repeatEvery)
+	return j
 }
 
 // baseEnv is the job's base environment (jobBaseEnv), built at the first
@@ -464,7 +479,7 @@ func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name
 // reasons"). fields say more about the cause. overlap_local,
 // redis_error and not_replicated repeat on every slot while a long run or
 // an outage lasts: their lines are summarised (repeats.go).
-func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields ...zap.Field) {
+func skipSlot(deps *jobDeps, job string, slot time.Time, reason string, fields ...zap.Field) {
 	deps.Metrics.Skip(job, reason)
 	level := zapcore.InfoLevel
 	switch reason {

@@ -24,7 +24,7 @@ type run struct {
 	env   []string // the job's base environment (jobBaseEnv); nil = built per attempt
 	info  RunInfo  // Job, Slot and Trigger set by the job actor
 	force bool     // a manual run that ignores pause (cronlock run -force)
-	deps  *JobDeps
+	deps  *jobDeps
 	// minSlot, minFence: the highest slot and fence the job actor has seen,
 	// sent with the claim (state repair).
 	minSlot, minFence int64

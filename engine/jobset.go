@@ -18,6 +18,7 @@ import (
 type jobSet struct {
 	log    *zap.Logger
 	deps   actors.JobDeps
+	shared *actors.SharedDeps // deps with defaults, shared by every job actor
 	ticker *actors.Ticker
 	missed claimer // the missed-slot report; nil = none (tests)
 	inbox  chan jobSetMsg
@@ -92,7 +93,7 @@ func (s *jobSet) RunNow(ctx context.Context, name string, m actors.RunNow) error
 }
 
 func newJobSet(log *zap.Logger, deps actors.JobDeps, ticker *actors.Ticker, missed claimer) *jobSet {
-	return &jobSet{log: log, deps: deps, ticker: ticker, missed: missed, inbox: make(chan jobSetMsg),
+	return &jobSet{log: log, deps: deps, shared: actors.ShareDeps(deps), ticker: ticker, missed: missed, inbox: make(chan jobSetMsg),
 		jobs: map[string]*jobHandle{}, done: make(chan jobExit)}
 }
 
@@ -283,7 +284,7 @@ func (s *jobSet) now() time.Time {
 
 func (s *jobSet) startJob(ctx context.Context, j *config.Job) *jobHandle {
 	s.deps.Metrics.InitJob(j.Name)
-	a := actors.NewJobOf(j, s.deps)
+	a := actors.NewJobOf(j, s.shared)
 	jctx, cancel := context.WithCancel(ctx)
 	// The actor is lazy (actors.Job.Start): cancelling wakes it so that
 	// an idle one sees the end.
