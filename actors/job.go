@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,15 +56,40 @@ type JobDeps struct {
 	// run starts its process once the node's claims in flight are answered
 	// (at most ClaimGateMax later). Optional (nil = no gate).
 	Claims *ClaimGate
+}
 
-	repeats *repeatLog // set by NewJob: summarises the job's repeated warnings
+// jobDeps are one job's dependencies: the shared JobDeps and the state of
+// its logging that is the job's own.
+type jobDeps struct {
+	*JobDeps
+	repeats *repeatLog // summarises the job's repeated warnings
 	// maxRunsTold is set once the job's first max_runs skip was logged at
 	// info (later ones are debug: the job is done, every slot says so).
-	maxRunsTold *atomic.Bool
+	maxRunsTold atomic.Bool
 	// latest is the job's configuration as the job actor last set it
-	// (NewJob, Reconfigure): a run's finish reads it for the lease it hands
-	// to the pending slot, so that a reload reaches a chain of queued runs.
-	latest *atomic.Pointer[config.Job]
+	// (NewJobOf, Reconfigure): a run's finish reads it for the lease it
+	// hands to the pending slot, so that a reload reaches a chain of
+	// queued runs.
+	latest atomic.Pointer[config.Job]
+}
+
+// SharedDeps are JobDeps with their defaults filled in, shared read-only
+// by many job actors (NewJobOf): a job set of 10,000 jobs keeps one copy.
+type SharedDeps struct{ d JobDeps }
+
+// ShareDeps fills deps' defaults (Start, Now, ClaimTimeout) and returns it
+// for NewJobOf. The caller does not change deps' channels or values after.
+func ShareDeps(deps JobDeps) *SharedDeps {
+	if deps.Start == nil {
+		deps.Start = startProcess
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.ClaimTimeout <= 0 {
+		deps.ClaimTimeout = DefaultClaimTimeout
+	}
+	return &SharedDeps{d: deps}
 }
 
 // Proc is a started process as the actors use it (*process.Proc).
@@ -94,12 +120,12 @@ const DefaultClaimTimeout = 2 * time.Second
 // an earlier slot, or the release after its run, is in flight is held and
 // decided when that call has its answer (docs/protocol.md, "Skip reasons").
 type Job struct {
-	deps   JobDeps
-	cfg    config.Job
-	env    []string // jobBaseEnv of cfg, built at the first run of each configuration
-	envOK  bool     // env is built (nil is a valid env: built per attempt)
-	inbox  chan jobMsg
-	events chan runEvent // from the run goroutines: claim answered, releasing, ended
+	deps   jobDeps
+	cfg    *config.Job   // never modified: a Reconfigure replaces it
+	env    []string      // jobBaseEnv of cfg, built at the first run of each configuration
+	envOK  bool          // env is built (nil is a valid env: built per attempt)
+	inbox  chan jobMsg   // made at the first message (box), guarded by mu until then
+	events chan runEvent // from the run goroutines: claim answered, releasing, ended; made at the first run
 
 	running   int          // run goroutines
 	claiming  int          // of them, claims not answered yet
@@ -110,6 +136,15 @@ type Job struct {
 	seenSlot  atomic.Int64 // lastSeen[0], for SeenSlot
 
 	lastCatchup time.Time
+
+	// The goroutine of an actor started with Start lives only while it has
+	// work: mu guards live (a goroutine is handling the inbox) and exited
+	// (onExit was called). The state above is kept across goroutines.
+	mu     sync.Mutex
+	live   bool
+	exited bool
+	ctx    context.Context
+	onExit func()
 }
 
 // heldFire is a fire that came while a claim or release was pending.
@@ -144,21 +179,16 @@ const (
 const inboxSize = 16
 
 // NewJob returns a job actor for cfg.
-func NewJob(cfg config.Job, deps JobDeps) *Job {
-	if deps.Start == nil {
-		deps.Start = startProcess
-	}
-	if deps.Now == nil {
-		deps.Now = time.Now
-	}
-	if deps.ClaimTimeout <= 0 {
-		deps.ClaimTimeout = DefaultClaimTimeout
-	}
-	deps.repeats = newRepeatLog(repeatEvery)
-	deps.maxRunsTold = new(atomic.Bool)
-	deps.latest = new(atomic.Pointer[config.Job])
-	deps.latest.Store(&cfg)
-	return &Job{deps: deps, cfg: cfg, inbox: make(chan jobMsg, inboxSize), events: make(chan runEvent)}
+func NewJob(cfg config.Job, deps JobDeps) *Job { return NewJobOf(&cfg, ShareDeps(deps)) }
+
+// NewJobOf returns a job actor for *cfg and deps without copying either (a
+// job set of 10,000 jobs keeps one copy of each job's config, 344 bytes,
+// and one JobDeps). The caller never modifies *cfg afterwards.
+func NewJobOf(cfg *config.Job, deps *SharedDeps) *Job {
+	j := &Job{cfg: cfg} // inbox and events are made at their first use
+	j.deps.JobDeps, j.deps.repeats = &deps.d, newRepeatLog(repeatEvery)
+	j.deps.latest.Store(cfg)
+	return j
 }
 
 // baseEnv is the job's base environment (jobBaseEnv), built at the first
@@ -166,7 +196,7 @@ func NewJob(cfg config.Job, deps JobDeps) *Job {
 // none.
 func (j *Job) baseEnv() []string {
 	if !j.envOK {
-		j.env, j.envOK = jobBaseEnv(j.deps.Environ, j.cfg), true
+		j.env, j.envOK = jobBaseEnv(j.deps.Environ, *j.cfg), true
 	}
 	return j.env
 }
@@ -176,43 +206,133 @@ func (j *Job) baseEnv() []string {
 func (j *Job) SeenSlot() int64 { return j.seenSlot.Load() }
 
 // Inbox is where the ticker sends Fire messages.
-func (j *Job) Inbox() chan<- jobMsg { return j.inbox }
+func (j *Job) Inbox() chan<- jobMsg { return j.box() }
 
-// Send delivers m (Catchup, Reconfigure, RunNow) unless ctx ends first.
-func (j *Job) Send(ctx context.Context, m jobMsg) error { return send(ctx, j.inbox, m) }
+// box returns the inbox, made at its first use: a job that never gets a
+// message (10,000 idle jobs) holds no buffer.
+func (j *Job) box() chan jobMsg {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.inbox == nil {
+		j.inbox = make(chan jobMsg, inboxSize)
+	}
+	return j.inbox
+}
+
+// TryFire sends f to the inbox without blocking and wakes a lazy actor; it
+// returns false, sending nothing, when the inbox is full (the ticker's
+// TickerEntry.Deliver).
+func (j *Job) TryFire(f Fire) bool {
+	select {
+	case j.box() <- f:
+		j.Wake()
+		return true
+	default:
+		return false
+	}
+}
+
+// Send delivers m (Catchup, Reconfigure, RunNow) unless ctx ends first
+// (then it returns ctx.Err()), and wakes a lazy actor. It blocks while the
+// inbox is full.
+func (j *Job) Send(ctx context.Context, m jobMsg) error {
+	if err := send(ctx, j.box(), m); err != nil {
+		return err
+	}
+	j.Wake()
+	return nil
+}
 
 // Run handles messages until ctx ends. Then it stops claiming (queued fires
 // are skipped with reason shutting_down), waits for its running runs —
 // which end by themselves or when deps.Kill is closed — and returns nil.
+// Its goroutine stays while idle; Start is the form that holds none.
 func (j *Job) Run(ctx context.Context) error {
+	j.mu.Lock()
+	j.ctx, j.live = ctx, true
+	j.mu.Unlock()
+	j.loop(true)
+	return nil
+}
+
+// Start makes j a lazy actor bound to ctx and returns at once: a goroutine
+// is started by Wake (the ticker calls it after a fire, Send after every
+// message) and ends when the inbox is empty and no run is in progress; the
+// overlap state stays in j. An idle job thus costs no goroutine: 10,000
+// idle jobs hold no stacks. The caller calls Wake once ctx has ended (an
+// idle actor has no goroutine to notice it; the job set does so in its
+// cancel); then, once the last run has ended, onExit is called, once, on
+// the actor's goroutine (it may block). Call Start once, before any Wake
+// or Send, and never with Run.
+func (j *Job) Start(ctx context.Context, onExit func()) {
+	j.ctx, j.onExit = ctx, onExit
+}
+
+// Wake starts the actor's goroutine unless it is running. Safe from any
+// goroutine; it never blocks. A message sent to the inbox before Wake is
+// handled.
+func (j *Job) Wake() {
+	j.mu.Lock()
+	start := !j.live && j.onExit != nil
+	j.live = j.live || start
+	j.mu.Unlock()
+	if start {
+		go j.loop(false)
+	}
+}
+
+// loop handles the inbox and the run events. stay: it returns only when
+// ctx has ended and no run is left (Run); otherwise also when it is idle
+// (Start). After ctx has ended, messages are answered as at shutdown and
+// no run starts (except a pending slot whose lease a finish handed over).
+func (j *Job) loop(stay bool) {
+	ctx, inbox := j.ctx, j.box()
 	for {
+		if j.running == 0 {
+			j.mu.Lock()
+			done := ctx.Err() != nil
+			if len(inbox) == 0 && (done || !stay) {
+				j.live = false
+				exit := done && !j.exited && j.onExit != nil
+				j.exited = j.exited || exit
+				j.mu.Unlock()
+				if done {
+					j.deps.Metrics.SetRunning(j.cfg.Name, 0)
+				}
+				if exit {
+					j.onExit()
+				}
+				return
+			}
+			j.mu.Unlock()
+		}
+		var done <-chan struct{}
+		if ctx.Err() == nil {
+			done = ctx.Done()
+		}
 		select {
-		case <-ctx.Done():
-			j.drain(ctx)
-			return nil
-		case m := <-j.inbox:
-			j.handle(ctx, m)
+		case <-done:
+		case m := <-inbox:
+			if ctx.Err() != nil {
+				j.drainMsg(m)
+			} else {
+				j.handle(ctx, m)
+			}
 		case ev := <-j.events:
-			j.onRunEvent(ctx, ev)
+			j.onRunEvent(ctx, ev) // after ctx: held fires are redis_error or shutting_down
 		}
 	}
 }
 
-func (j *Job) drain(ctx context.Context) {
-	for j.running > 0 {
-		select {
-		case m := <-j.inbox:
-			switch m := m.(type) {
-			case Fire:
-				j.skip(m.Slot, SkipShuttingDown)
-			case RunNow:
-				m.Reply <- Ran{Skip: SkipShuttingDown}
-			}
-		case ev := <-j.events:
-			j.onRunEvent(ctx, ev) // held fires: redis_error or shutting_down
-		}
+// drainMsg answers a message that comes after ctx ended: a fire is
+// skipped shutting_down, a manual run refused; the rest is dropped.
+func (j *Job) drainMsg(m jobMsg) {
+	switch m := m.(type) {
+	case Fire:
+		j.skip(m.Slot, SkipShuttingDown)
+	case RunNow:
+		m.Reply <- Ran{Skip: SkipShuttingDown}
 	}
-	j.deps.Metrics.SetRunning(j.cfg.Name, 0)
 }
 
 // onRunEvent keeps the counts of runs by phase and decides the held fires
@@ -251,7 +371,7 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 	case Catchup:
 		j.onCatchup(ctx, m)
 	case Reconfigure:
-		j.cfg, j.env, j.envOK = m.Job, nil, false
+		j.cfg, j.env, j.envOK = &m.Job, nil, false
 		j.deps.latest.Store(&m.Job)
 	case RunNow:
 		j.onRunNow(ctx, m)
@@ -267,15 +387,15 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 		j.skip(slot, SkipDisabled)
 	case ctx.Err() != nil:
 		j.skip(slot, SkipShuttingDown)
-	case exclusive && j.active > 0 && !queues(j.cfg):
+	case exclusive && j.active > 0 && !queues(*j.cfg):
 		j.skip(slot, SkipOverlapLocal)
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
 		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
 	default:
 		// With queue or replace, a slot that comes due while this node's
 		// run holds the lease is queued by its claim: no run starts.
-		queueClaim := exclusive && queues(j.cfg) && j.active > 0
-		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}, queueClaim: queueClaim}, nil)
+		queueClaim := exclusive && queues(*j.cfg) && j.active > 0
+		j.start(ctx, &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}, queueClaim: queueClaim}, nil)
 	}
 }
 
@@ -311,7 +431,7 @@ func (j *Job) see(c Claim) {
 // shutdown has begun: the slot is claimed, and a claimed slot nobody runs
 // would be silently missed.
 func (j *Job) startPending(ctx context.Context, h *handoff) {
-	r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
+	r := &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
 	j.start(ctx, r, nil)
 }
 
@@ -325,9 +445,9 @@ func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 	case ctx.Err() != nil:
 		m.Reply <- Ran{Skip: SkipShuttingDown}
 	case m.Backfill:
-		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
+		j.start(ctx, &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
 	default:
-		r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
+		r := &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
 		j.start(ctx, r, m.Reply)
 	}
 }
@@ -366,7 +486,7 @@ func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name
 // reasons"). fields say more about the cause. overlap_local,
 // redis_error and not_replicated repeat on every slot while a long run or
 // an outage lasts: their lines are summarised (repeats.go).
-func skipSlot(deps *JobDeps, job string, slot time.Time, reason string, fields ...zap.Field) {
+func skipSlot(deps *jobDeps, job string, slot time.Time, reason string, fields ...zap.Field) {
 	deps.Metrics.Skip(job, reason)
 	level := zapcore.InfoLevel
 	switch reason {
@@ -414,6 +534,9 @@ func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 	j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 	r.deps = &j.deps
 	r.minSlot, r.minFence = j.lastSeen[0], j.lastSeen[1]
+	if j.events == nil {
+		j.events = make(chan runEvent) // at the first run
+	}
 	r.events = j.events // the actor receives until running == 0
 	go func() {
 		defer func() {

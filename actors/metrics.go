@@ -19,7 +19,9 @@ import (
 // RSS for 10,000 jobs); here a job costs a few hundred bytes and the series
 // are built at scrape time. Safe for concurrent use.
 type Metrics struct {
-	mu   sync.RWMutex
+	mu sync.RWMutex
+	// jobs holds every initialised job; its series are made at the job's
+	// first update (nil until then: all zero, 10,000 idle jobs keep none).
 	jobs map[string]*jobSeries
 
 	redisUp   atomic.Uint64 // float64 bits
@@ -146,7 +148,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSkew, prometheus.GaugeValue, loadFloat(&m.clockSkew))
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	var zero *jobSeries // for the jobs without updates yet, made at the first
 	for job, s := range m.jobs {
+		if s == nil {
+			if zero == nil {
+				zero = &jobSeries{}
+			}
+			s = zero
+		}
 		counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{job}, labels...)...)
 		}
@@ -176,8 +185,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 func (m *Metrics) InitJob(job string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.jobs[job] == nil {
-		m.jobs[job] = &jobSeries{}
+	if _, ok := m.jobs[job]; !ok {
+		m.jobs[job] = nil // exported at zero; the series are made at the first update
 	}
 }
 
@@ -192,10 +201,24 @@ func (m *Metrics) DropJob(job string) {
 // value (its updates are not exported).
 func (m *Metrics) job(job string) *jobSeries {
 	m.mu.RLock()
-	s := m.jobs[job]
+	s, ok := m.jobs[job]
 	m.mu.RUnlock()
-	if s == nil {
+	if s != nil {
+		return s
+	}
+	if !ok {
 		return &jobSeries{}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok = m.jobs[job]
+	switch {
+	case s != nil:
+	case ok:
+		s = &jobSeries{}
+		m.jobs[job] = s
+	default: // dropped meanwhile
+		s = &jobSeries{}
 	}
 	return s
 }
@@ -229,7 +252,18 @@ func (m *Metrics) ObserveFireDelay(job string, d time.Duration) {
 func (m *Metrics) LeaseLost(job string) { m.job(job).leaseLost.Add(1) }
 
 // SetRunning sets the number of runs in progress.
-func (m *Metrics) SetRunning(job string, n int) { m.job(job).running.Store(int64(n)) }
+// A job without series stays so when n is 0.
+func (m *Metrics) SetRunning(job string, n int) {
+	if n == 0 {
+		m.mu.RLock()
+		s := m.jobs[job]
+		m.mu.RUnlock()
+		if s == nil {
+			return
+		}
+	}
+	m.job(job).running.Store(int64(n))
+}
 
 // TotalRunning is the number of runs in progress over all jobs.
 func (m *Metrics) TotalRunning() int64 {
@@ -237,7 +271,9 @@ func (m *Metrics) TotalRunning() int64 {
 	defer m.mu.RUnlock()
 	var n int64
 	for _, s := range m.jobs {
-		n += s.running.Load()
+		if s != nil {
+			n += s.running.Load()
+		}
 	}
 	return n
 }
@@ -249,6 +285,9 @@ func (m *Metrics) Running() map[string]int64 {
 	defer m.mu.RUnlock()
 	var out map[string]int64
 	for job, s := range m.jobs {
+		if s == nil {
+			continue
+		}
 		if n := s.running.Load(); n > 0 {
 			if out == nil {
 				out = map[string]int64{}

@@ -79,3 +79,67 @@ func TestHistogram_Cumulative(t *testing.T) {
 }
 
 type dtoMetric struct{ dto.Metric }
+
+// A job with no update yet (its series are made at the first) is exported
+// at zero like any other, SetRunning(0) leaves it so, and its first update
+// counts.
+func TestMetrics_IdleJobExportedAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.InitJob("idle")
+	m.InitJob("busy")
+	m.Skip("busy", SkipDisabled)
+	m.SetRunning("idle", 0)
+	perJob := func(name string) int {
+		n, err := testutil.GatherAndCount(reg, name)
+		if err != nil {
+			t.Fatalf("gather %s: %v", name, err)
+		}
+		return n / 2
+	}
+	for _, name := range []string{"cronlock_runs_total", "cronlock_skips_total", "cronlock_job_running",
+		"cronlock_fire_delay_seconds", "cronlock_hook_failures_total"} {
+		if n, _ := testutil.GatherAndCount(reg, name); n == 0 || n%2 != 0 {
+			t.Errorf("%s: %d series for two jobs, want the same number for each (%d)", name, n, perJob(name))
+		}
+	}
+	want := `
+# HELP cronlock_skips_total Slots not run by this node, by skip reason.
+# TYPE cronlock_skips_total counter
+cronlock_skips_total{job="busy",reason="claimed_elsewhere"} 0
+cronlock_skips_total{job="busy",reason="disabled"} 1
+cronlock_skips_total{job="busy",reason="max_runs"} 0
+cronlock_skips_total{job="busy",reason="no_record"} 0
+cronlock_skips_total{job="busy",reason="node_busy"} 0
+cronlock_skips_total{job="busy",reason="not_replicated"} 0
+cronlock_skips_total{job="busy",reason="overlap"} 0
+cronlock_skips_total{job="busy",reason="overlap_local"} 0
+cronlock_skips_total{job="busy",reason="paused"} 0
+cronlock_skips_total{job="busy",reason="redis_error"} 0
+cronlock_skips_total{job="busy",reason="redis_unsafe"} 0
+cronlock_skips_total{job="busy",reason="shutting_down"} 0
+cronlock_skips_total{job="idle",reason="claimed_elsewhere"} 0
+cronlock_skips_total{job="idle",reason="disabled"} 0
+cronlock_skips_total{job="idle",reason="max_runs"} 0
+cronlock_skips_total{job="idle",reason="no_record"} 0
+cronlock_skips_total{job="idle",reason="node_busy"} 0
+cronlock_skips_total{job="idle",reason="not_replicated"} 0
+cronlock_skips_total{job="idle",reason="overlap"} 0
+cronlock_skips_total{job="idle",reason="overlap_local"} 0
+cronlock_skips_total{job="idle",reason="paused"} 0
+cronlock_skips_total{job="idle",reason="redis_error"} 0
+cronlock_skips_total{job="idle",reason="redis_unsafe"} 0
+cronlock_skips_total{job="idle",reason="shutting_down"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "cronlock_skips_total"); err != nil {
+		t.Error(err)
+	}
+	m.Skip("idle", SkipDisabled)
+	m.SetRunning("idle", 2)
+	if got := m.TotalRunning(); got != 2 {
+		t.Errorf("TotalRunning after the idle job's first update: got %d, want 2", got)
+	}
+	if n := m.Running()["idle"]; n != 2 {
+		t.Errorf("Running()[idle]: got %d, want 2", n)
+	}
+}

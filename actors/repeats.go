@@ -47,7 +47,7 @@ type repeated struct {
 }
 
 func newRepeatLog(every time.Duration) *repeatLog {
-	return &repeatLog{every: every, keys: map[string]*repeated{}}
+	return &repeatLog{every: every} // keys is made at the first Log: most jobs never repeat a warning
 }
 
 // Log writes one occurrence of key through write (which must log one line
@@ -67,6 +67,9 @@ func (r *repeatLog) Log(key string, write func(extra ...zap.Field), leftOut func
 	k := r.keys[key]
 	switch {
 	case k == nil:
+		if r.keys == nil {
+			r.keys = map[string]*repeated{}
+		}
 		r.keys[key] = &repeated{logged: now}
 		write()
 	case now.Sub(k.logged) >= r.every:

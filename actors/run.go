@@ -24,7 +24,7 @@ type run struct {
 	env   []string // the job's base environment (jobBaseEnv); nil = built per attempt
 	info  RunInfo  // Job, Slot and Trigger set by the job actor
 	force bool     // a manual run that ignores pause (cronlock run -force)
-	deps  *JobDeps
+	deps  *jobDeps
 	// minSlot, minFence: the highest slot and fence the job actor has seen,
 	// sent with the claim (state repair).
 	minSlot, minFence int64
@@ -358,8 +358,8 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	nextLog := r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", nextID),
 		zap.String("node_id", r.info.Node), zap.String("trigger", string(TriggerQueued)))
 	cur := r.job
-	if p := r.deps.latest; p != nil {
-		cur = *p.Load() // a reload since the claim applies to the lease handed on
+	if p := r.deps.latest.Load(); p != nil {
+		cur = *p // a reload since the claim applies to the lease handed on
 	}
 	f, lease, err := r.lease.endHanding(ctx, fin.Record(), next, nextLog, cur.LockTTL,
 		leaseOpts{replace: cur.Overlap == config.OverlapReplace, maxRuns: int64(cur.MaxRuns)})

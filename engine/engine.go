@@ -45,6 +45,11 @@ type Options struct {
 	// Now reads the wall clock for slots and skew checks; nil = time.Now.
 	// Tests pass a skewed clock.
 	Now func() time.Time
+	// PreciseWake: the ticker sleeps the last ms before each fire time with
+	// nanosleep instead of a Go timer (actors.Ticker.SetPreciseWake: up to
+	// 1 ms less fire delay). Only with the real clock, never in a
+	// testing/synctest bubble. The daemon sets it.
+	PreciseWake bool
 	// Start starts the processes of runs and hooks; nil = process.Start.
 	// Tests in testing/synctest bubbles pass a fake driven by the bubble's
 	// clock.
@@ -136,6 +141,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
+	e.ticker.SetPreciseWake(opts.PreciseWake)
 	environ := actors.JobEnviron(opts.Environ, cfg.SecretEnv...) // what runs and hooks inherit
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, environ, opts.Start, e.kill, e.killNow)
 	locker := b.locker()
@@ -207,6 +213,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.opts.Notify("READY=1\nSTATUS=" + e.statusText())
 		e.ready.Store(true)
 		e.log.Info("engine running", zap.Int("jobs", len(e.cfg.Jobs)))
+		releaseLoadGarbage()
 	}
 	err = e.supervise(ctx, stopClaiming, runsDone, hooksDone)
 	if errors.Is(err, errSecondSignal) || errors.Is(err, errShutdownBound) {

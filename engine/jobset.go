@@ -18,6 +18,7 @@ import (
 type jobSet struct {
 	log    *zap.Logger
 	deps   actors.JobDeps
+	shared *actors.SharedDeps // deps with defaults, shared by every job actor
 	ticker *actors.Ticker
 	missed claimer // the missed-slot report; nil = none (tests)
 	inbox  chan jobSetMsg
@@ -36,7 +37,9 @@ type jobSet struct {
 }
 
 type jobHandle struct {
-	cfg    config.Job
+	// cfg is the job as last applied: an element of the applied slice
+	// (not a copy per job), or a copy made at a reload.
+	cfg    *config.Job
 	actor  *actors.Job
 	cancel context.CancelFunc
 	exited bool
@@ -90,7 +93,7 @@ func (s *jobSet) RunNow(ctx context.Context, name string, m actors.RunNow) error
 }
 
 func newJobSet(log *zap.Logger, deps actors.JobDeps, ticker *actors.Ticker, missed claimer) *jobSet {
-	return &jobSet{log: log, deps: deps, ticker: ticker, missed: missed, inbox: make(chan jobSetMsg),
+	return &jobSet{log: log, deps: deps, shared: actors.ShareDeps(deps), ticker: ticker, missed: missed, inbox: make(chan jobSetMsg),
 		jobs: map[string]*jobHandle{}, done: make(chan jobExit)}
 }
 
@@ -159,6 +162,9 @@ func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
 	case catchupAll:
 		missed := s.missedSlots(ctx)
 		for name, h := range s.jobs {
+			if missed[name] == nil && (h.cfg.CatchupWindow <= 0 || !h.cfg.Enabled) {
+				continue // nothing to report or run (actors.Job.onCatchup): the actor stays idle
+			}
 			if err := h.actor.Send(ctx, actors.Catchup{Missed: missed[name]}); err != nil {
 				return
 			}
@@ -191,7 +197,7 @@ func (s *jobSet) missedSlots(ctx context.Context) map[string]*actors.MissedSlots
 	}
 	var checks []actors.MissedCheck
 	for _, h := range s.jobs {
-		if c, ok := actors.MissedCheckFor(h.cfg, h.actor.SeenSlot(), at, claimTimeout); ok {
+		if c, ok := actors.MissedCheckFor(*h.cfg, h.actor.SeenSlot(), at, claimTimeout); ok {
 			checks = append(checks, c)
 		}
 	}
@@ -215,10 +221,10 @@ func (s *jobSet) missedSlots(ctx context.Context) map[string]*actors.MissedSlots
 }
 
 func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
-	want := make(map[string]config.Job, len(jobs))
+	want := make(map[string]struct{}, len(jobs))
 	var removed []*jobHandle
 	for _, j := range jobs {
-		want[j.Name] = j
+		want[j.Name] = struct{}{}
 	}
 	for name, h := range s.jobs {
 		if _, ok := want[name]; !ok {
@@ -228,11 +234,12 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 	}
 	entries := make([]actors.TickerEntry, 0, len(jobs))
 	var added []string
-	for _, j := range jobs {
+	for i := range jobs {
+		j := jobs[i] // a copy: the caller's slice is not modified
 		h, ok := s.jobs[j.Name]
 		switch {
 		case !ok:
-			h = s.startJob(ctx, j)
+			h = s.startJob(ctx, &jobs[i])
 			added = append(added, j.Name)
 		case h.cfg.Schedule == j.Schedule && h.cfg.Location.String() == j.Location.String() &&
 			h.cfg.ActiveFrom == j.ActiveFrom && h.cfg.ActiveUntil == j.ActiveUntil:
@@ -242,10 +249,10 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 			if err := h.actor.Send(ctx, actors.Reconfigure{Job: j}); err != nil {
 				return
 			}
-			h.cfg = j
+			h.cfg = &j
 		}
 		entries = append(entries, actors.TickerEntry{Job: j.Name, Sched: h.cfg.Sched, Jitter: j.Jitter,
-			Inbox: h.actor.Inbox()})
+			Deliver: h.actor.TryFire})
 	}
 	if err := s.ticker.SetEntries(ctx, entries); err != nil {
 		return
@@ -275,17 +282,16 @@ func (s *jobSet) now() time.Time {
 	return time.Now()
 }
 
-func (s *jobSet) startJob(ctx context.Context, j config.Job) *jobHandle {
+func (s *jobSet) startJob(ctx context.Context, j *config.Job) *jobHandle {
 	s.deps.Metrics.InitJob(j.Name)
-	a := actors.NewJob(j, s.deps)
+	a := actors.NewJobOf(j, s.shared)
 	jctx, cancel := context.WithCancel(ctx)
-	h := &jobHandle{cfg: j, actor: a, cancel: cancel}
+	// The actor is lazy (actors.Job.Start): cancelling wakes it so that
+	// an idle one sees the end.
+	h := &jobHandle{cfg: j, actor: a, cancel: func() { cancel(); a.Wake() }}
 	s.jobs[j.Name] = h
 	s.live++
-	go func() {
-		err := a.Run(jctx)
-		s.done <- jobExit{name: j.Name, actor: a, err: err}
-	}()
+	a.Start(jctx, func() { s.done <- jobExit{name: j.Name, actor: a} })
 	return h
 }
 

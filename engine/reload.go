@@ -50,6 +50,7 @@ func (e *Engine) reload(ctx context.Context) {
 		}
 	}
 	e.log.Info("configuration reloaded", zap.Int("jobs", len(cfg.Jobs)), zap.String("config_hash", hash))
+	releaseLoadGarbage()
 }
 
 // logRejected logs a rejected reload as one error line: every problem of

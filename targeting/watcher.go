@@ -2,6 +2,7 @@ package targeting
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -43,10 +44,11 @@ type Watcher struct {
 	lister Lister
 	self   Node
 	every  time.Duration
-	gauge  *prometheus.GaugeVec
+	gauge  *unrunnableGauge
 	inbox  chan []config.Job
 
-	// Owned by the Run goroutine.
+	// Written by the Run goroutine only, under gauge.mu (a scrape reads
+	// them); the Run goroutine reads them without it.
 	jobs       []config.Job
 	unrunnable map[string]bool // jobs reported unrunnable
 	started    time.Time       // the first SetJobs: nothing is judged before a beat has passed
@@ -59,9 +61,9 @@ func NewWatcher(o Options) *Watcher {
 		o.Every = registry.DefaultEvery
 	}
 	w := &Watcher{log: o.Log, lister: o.Lister, self: o.Self, every: o.Every, inbox: make(chan []config.Job),
-		unrunnable: map[string]bool{},
-		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cronlock_job_unrunnable",
-			Help: "1 while no live node's node.tags match the job's nodes: (its slots are not run), else 0."}, []string{"job"})}
+		unrunnable: map[string]bool{}}
+	w.gauge = &unrunnableGauge{w: w, desc: prometheus.NewDesc("cronlock_job_unrunnable",
+		"1 while no live node's node.tags match the job's nodes: (its slots are not run), else 0.", []string{"job"}, nil)}
 	if o.Registry != nil {
 		o.Registry.MustRegister(w.gauge)
 	}
@@ -106,20 +108,41 @@ func (w *Watcher) setJobs(jobs []config.Job) {
 	if w.started.IsZero() {
 		w.started = time.Now()
 	}
-	keep := map[string]bool{}
+	keep := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
 		keep[j.Name] = true
-		if !w.unrunnable[j.Name] {
-			w.gauge.WithLabelValues(j.Name).Set(0)
-		}
 	}
-	for _, j := range w.jobs {
-		if !keep[j.Name] {
-			w.gauge.DeleteLabelValues(j.Name)
-			delete(w.unrunnable, j.Name)
+	w.gauge.mu.Lock()
+	defer w.gauge.mu.Unlock()
+	for name := range w.unrunnable {
+		if !keep[name] {
+			delete(w.unrunnable, name)
 		}
 	}
 	w.jobs = jobs
+}
+
+// unrunnableGauge exports cronlock_job_unrunnable{job} from the watcher's
+// job list and unrunnable set at each scrape: one series per job, with no
+// stored child per job (10,000 jobs would keep 4 MB of gauge children).
+type unrunnableGauge struct {
+	w    *Watcher
+	desc *prometheus.Desc
+	mu   sync.Mutex // guards w.jobs and w.unrunnable against Collect
+}
+
+func (g *unrunnableGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *unrunnableGauge) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, j := range g.w.jobs {
+		v := 0.0
+		if g.w.unrunnable[j.Name] {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v, j.Name)
+	}
 }
 
 // check lists the live nodes (only when some job has a nodes: this node
@@ -178,14 +201,16 @@ func (w *Watcher) judge(j config.Job, nodes []Node) {
 	runners := Runners(j.Nodes, nodes)
 	switch {
 	case len(runners) == 0 && !w.unrunnable[j.Name]:
+		w.gauge.mu.Lock()
 		w.unrunnable[j.Name] = true
-		w.gauge.WithLabelValues(j.Name).Set(1)
+		w.gauge.mu.Unlock()
 		w.log.Error("job unrunnable: no live node's node.tags match its nodes:, so its slots are not run; "+
 			"start a node with these tags or change the job's nodes:", zap.String("job", j.Name),
 			zap.Strings("nodes", j.Nodes), zap.Int("live_nodes", len(nodes)))
 	case len(runners) > 0 && w.unrunnable[j.Name]:
+		w.gauge.mu.Lock()
 		delete(w.unrunnable, j.Name)
-		w.gauge.WithLabelValues(j.Name).Set(0)
+		w.gauge.mu.Unlock()
 		w.log.Info("job runnable again: a live node matches its nodes:", zap.String("job", j.Name),
 			zap.Strings("nodes", j.Nodes), zap.Strings("runners", runners))
 	}

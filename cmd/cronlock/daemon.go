@@ -65,7 +65,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int 
 	}
 	e, err := engine.New(cfg, engine.Options{Log: log, Environ: opts.Environ, Signals: opts.Signals,
 		Notify: sdNotify(log), Reload: opts.Reload, Now: now, State: state, Registry: newRegistry(currentBuild()),
-		Version: opts.Version,
+		Version: opts.Version, PreciseWake: true,
 		ExitNow: func() { _ = log.Sync(); os.Exit(1) }})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

@@ -6,12 +6,14 @@ package main
 // `go build -tags benchprofile` gives a daemon that, when BENCHPROFILE_DIR
 // is set, records a CPU profile of its first BENCHPROFILE_SECONDS (default
 // 10) and then writes cpu-PID.pprof and allocs-PID.pprof into that
-// directory. Never part of a release build.
+// directory, and memstats-PID.txt (runtime.MemStats, one field a line)
+// at the same time. Never part of a release build.
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"time"
@@ -46,6 +48,14 @@ func init() {
 			err = pprof.Lookup("allocs").WriteTo(a, 0)
 			a.Close()
 		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchprofile:", err)
+		}
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("memstats-%d.txt", os.Getpid())), fmt.Appendf(nil,
+			"HeapAlloc %d\nHeapInuse %d\nHeapIdle %d\nHeapReleased %d\nStackInuse %d\nMSpanInuse %d\nGCSys %d\nOtherSys %d\nSys %d\nNumGC %d\nGoroutines %d\n",
+			m.HeapAlloc, m.HeapInuse, m.HeapIdle, m.HeapReleased, m.StackInuse, m.MSpanInuse, m.GCSys, m.OtherSys, m.Sys, m.NumGC, runtime.NumGoroutine()), 0o644)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "benchprofile:", err)
 		}
