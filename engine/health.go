@@ -246,15 +246,15 @@ func (h *health) logProbeFailure(base, shard string, err error) {
 // "unreachable", or "tls: …" when the failure has a TLS cause
 // (redislock.ExplainTLS). A certificate error in err is read at every
 // check; the explanation that connects once more is made when the probe
-// starts failing and, with TLS on, again at most every tlsDiagEvery (a
-// server down at start may come up with a certificate problem), and kept
-// meanwhile.
+// starts failing and again at most every tlsDiagEvery (a server down at
+// start may come up with a certificate problem, or speaking TLS to a
+// plaintext client), and kept meanwhile.
 func (h *health) explainUnreachable(ctx context.Context, err error) string {
 	switch p := redislock.ExplainTLS(ctx, err, h.b.seed, h.b.tls, 0); {
 	case p != nil: // read from err, no I/O
 		h.tlsProb = p
 	case (!strings.HasPrefix(h.probeKind, "tls: ") && h.probeKind != "unreachable") ||
-		(h.b.tls != nil && time.Since(h.lastTLSDiag) >= tlsDiagEvery):
+		time.Since(h.lastTLSDiag) >= tlsDiagEvery:
 		h.lastTLSDiag = time.Now()
 		h.tlsProb = redislock.ExplainTLS(ctx, err, h.b.seed, h.b.tls, tlsDiagTimeout)
 	}

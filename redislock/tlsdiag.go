@@ -33,8 +33,8 @@ func (p *TLSProblem) Unwrap() error { return p.Err }
 // until its deadline reports the deadline, not the cause: with TLS on, a
 // handshake with cfg and a PING (a certificate error or alert names the
 // cause; a server that answers a plaintext PING instead is a plaintext
-// port); with TLS off and an error that is no timeout (a reset, EOF), a
-// TLS handshake (a server that completes it speaks TLS only). It blocks for at most about 2 × timeout; call it when a
+// port); with TLS off, a TLS handshake (a server that completes it speaks
+// TLS only; the failure may be a reset, EOF or the client's deadline). It blocks for at most about 2 × timeout; call it when a
 // failure is seen, not on every call.
 func ExplainTLS(ctx context.Context, err error, addr string, cfg *tls.Config, timeout time.Duration) *TLSProblem {
 	if err == nil {
@@ -43,17 +43,17 @@ func ExplainTLS(ctx context.Context, err error, addr string, cfg *tls.Config, ti
 	if p := certProblem(err); p != nil || timeout <= 0 {
 		return p
 	}
-	var ne net.Error
-	timedOut := errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 	if cfg == nil {
-		// A TLS-only server resets a plaintext client (or closes: EOF); a
-		// timeout is a hung or unreachable server, not worth a handshake.
-		if !timedOut && speaksTLS(ctx, addr, timeout) {
+		// A TLS-only server resets a plaintext client (or closes: EOF), or,
+		// on a loaded host, the client's deadline passes first: a handshake
+		// (bounded by timeout) tells a TLS-only server from a hung one.
+		if speaksTLS(ctx, addr, timeout) {
 			return &TLSProblem{Short: "plaintext to a TLS port", Err: err,
 				Fix: "the server at " + addr + " speaks TLS: set redis.tls.enabled: true (with redis.tls.ca_file)"}
 		}
 		return nil
 	}
+	var ne net.Error
 	herr := pingTLS(ctx, addr, cfg, timeout)
 	if p := certProblem(herr); p != nil {
 		p.Err = err
