@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -144,12 +145,12 @@ func TestJob_OverlapLocalSummarised(t *testing.T) {
 		h.job.Inbox() <- Fire{Job: "long", Slot: time.Now()}
 		h.fireEverySecond(149) // 149 slots skipped overlap_local; the run ends at 149.5s
 		lines := h.logs.FilterMessage("slot skipped").Filter(notDebug).All()
-		if got := suppressedCounts(lines); !equalInts(got, []int64{0, 59, 59}) {
+		if got := suppressedCounts(lines); !slices.Equal(got, []int64{0, 59, 59}) {
 			t.Errorf("skip lines during the run: got suppressed counts %v, want [0 59 59] (at 1s, 61s, 121s)", got)
 		}
 		h.fireEverySecond(1) // 150s: the run has ended; a new run starts, the summary ends
 		lines = h.logs.FilterMessage("slot skipped").Filter(notDebug).All()
-		if got := suppressedCounts(lines); !equalInts(got, []int64{0, 59, 59, 27}) {
+		if got := suppressedCounts(lines); !slices.Equal(got, []int64{0, 59, 59, 27}) {
 			t.Errorf("skip lines after a run started again: got suppressed counts %v, want [0 59 59 27]", got)
 		}
 		if got := h.skips(t, SkipOverlapLocal); got != 149 {
@@ -170,15 +171,15 @@ func TestJob_ClaimFailuresSummarised(t *testing.T) {
 		h.fireEverySecond(130)
 		claim := h.logs.FilterMessage("claim failed; not run").All()
 		skip := h.logs.FilterMessage("slot skipped").Filter(notDebug).All()
-		if got := suppressedCounts(claim); !equalInts(got, []int64{0, 59, 59}) {
+		if got := suppressedCounts(claim); !slices.Equal(got, []int64{0, 59, 59}) {
 			t.Errorf("claim failed lines over 130 slots: got suppressed counts %v, want [0 59 59]", got)
 		}
-		if got := suppressedCounts(skip); !equalInts(got, []int64{0, 59, 59}) {
+		if got := suppressedCounts(skip); !slices.Equal(got, []int64{0, 59, 59}) {
 			t.Errorf("redis_error skip lines over 130 slots: got suppressed counts %v, want [0 59 59]", got)
 		}
 		locker.down.Store(false)
 		h.fireEverySecond(1)
-		if got := suppressedCounts(h.logs.FilterMessage("claim failed; not run").All()); !equalInts(got, []int64{0, 59, 59, 8}) {
+		if got := suppressedCounts(h.logs.FilterMessage("claim failed; not run").All()); !slices.Equal(got, []int64{0, 59, 59, 8}) {
 			t.Errorf("claim failed lines once claims succeed: got suppressed counts %v, want [0 59 59 8]", got)
 		}
 		if got := h.skips(t, SkipRedisError); got != 130 {
@@ -200,18 +201,6 @@ func suppressedCounts(lines []observer.LoggedEntry) []int64 {
 		out = append(out, n)
 	}
 	return out
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 var errDown = errors.New("redis down")

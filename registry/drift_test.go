@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func TestHeartbeat_ConfigDrift(t *testing.T) {
 		}
 		last := lines[len(lines)-1].ContextMap()
 		for i, k := range []string{"added", "removed", "changed"} {
-			if got := strs(last[k]); !equal(got, want[id][i]) {
+			if got := strs(last[k]); !slices.Equal(got, want[id][i]) {
 				t.Errorf("%s: %s = %q, want %q (line %v)", id, k, got, want[id][i], last)
 			}
 		}
@@ -143,16 +144,4 @@ func strs(v any) []string {
 		out = append(out, s)
 	}
 	return out
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
