@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"slices"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -38,8 +37,7 @@ func (r *run) adopt() (Ran, bool) {
 	r.events <- runEvent{kind: evClaimed, won: true, slot: r.info.Slot,
 		claim: Claim{Outcome: Claimed, Fence: h.fence, StateSlot: h.stateSlot, StateFence: h.stateFence}}
 	r.lease, r.info.Fence = h.lease, h.fence
-	r.fields = slices.Concat(r.fields, []zap.Field{zap.Int64("fence", h.fence)})
-	r.log = r.deps.Log.WithLazy(r.fields...)
+	r.relog()
 	r.log.Info("running the pending slot: the run before it ended and handed on the lease")
 	return Ran{}, true
 }
@@ -62,11 +60,7 @@ func (r *run) queued(c Claim) Ran {
 func (r *run) takePending(slot int64) {
 	queued := r.info.Slot
 	r.info.Slot, r.info.Trigger = time.Unix(slot, 0).In(queued.Location()), TriggerQueued
-	// r.fields, not only r.log: the claim's answer and each attempt build
-	// their loggers from r.fields.
-	r.fields = []zap.Field{zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
-		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger)), slotField(r.info.Slot)}
-	r.log = r.deps.Log.WithLazy(r.fields...)
+	r.relog()
 	r.log.Info("running the pending slot: the run it waited for ended without handing on the lease "+
 		"(its node stopped or crashed); the slot that came due is pending now", zap.Int64("queued_slot", unixOrZero(queued)))
 }

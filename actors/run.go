@@ -70,16 +70,7 @@ func (r *run) execute(ctx context.Context) Ran {
 		r.info.RunID = uuid.NewString()
 	}
 	r.info.Node = r.deps.NodeID
-	// The run's fields are encoded when the run first logs, not here (a
-	// run that only finds its slot claimed elsewhere logs nothing at info),
-	// and each logger of the run is one layer on the daemon's, so that only
-	// the one that logs is encoded, once.
-	r.fields = []zap.Field{zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
-		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger))}
-	if !r.info.Slot.IsZero() {
-		r.fields = append(r.fields, slotField(r.info.Slot))
-	}
-	r.log = r.deps.Log.WithLazy(r.fields...)
+	r.relog()
 	if ctx.Err() != nil && r.pre == nil { // a handed-on slot is claimed: it runs
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
@@ -189,8 +180,7 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 			r.takePending(c.Takes)
 		}
 		r.lease, r.info.Fence = lease, c.Fence
-		r.fields = slices.Concat(r.fields, []zap.Field{zap.Int64("fence", c.Fence)})
-		r.log = r.deps.Log.WithLazy(r.fields...)
+		r.relog()
 		return Ran{}, true
 	case Paused:
 		return r.skip(SkipPaused, nil), false
@@ -411,4 +401,25 @@ func (r *run) report(fin RunFinished) {
 	case <-r.deps.Kill:
 		r.log.Error("hook runner not accepting results; result dropped", zap.String("result", fin.Result))
 	}
+}
+
+// relog sets r.fields from r.info (job, run id, node, trigger, and the
+// slot and fence once known) and r.log from them: the one place both are
+// set, so that a change of the run's slot or fence reaches every later
+// line (attempts build their loggers from r.fields). The fields are
+// encoded when the run first logs, not here (a run that only finds its
+// slot claimed elsewhere logs nothing at info), and each logger of the run
+// is one layer on the daemon's, so that only the one that logs is
+// encoded, once.
+func (r *run) relog() {
+	// A new slice: loggers made before (the lease's) keep theirs.
+	r.fields = []zap.Field{zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
+		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger))}
+	if !r.info.Slot.IsZero() {
+		r.fields = append(r.fields, slotField(r.info.Slot))
+	}
+	if r.info.Fence != 0 {
+		r.fields = append(r.fields, zap.Int64("fence", r.info.Fence))
+	}
+	r.log = r.deps.Log.WithLazy(r.fields...)
 }
