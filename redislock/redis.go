@@ -81,6 +81,9 @@ type Redis struct {
 	// minAcks and ackTimeout: Options.MinReplicasAcked, ReplicaAckTimeout.
 	minAcks    int
 	ackTimeout time.Duration
+	// batch: concurrent claims go out together (batch.go), through claims.
+	batch  bool
+	claims claimQueue
 }
 
 // ErrModeMismatch means that the server is not of the topology redis.mode
@@ -157,6 +160,7 @@ func New(opts Options) (*Redis, error) {
 	}
 	r.c = c
 	r.tagIDs = mode == ModeCluster && !HasHashTag(r.prefix)
+	r.batch = !r.tagIDs && r.minAcks == 0
 	return r, nil
 }
 
@@ -222,7 +226,10 @@ func flag(b bool) string {
 }
 
 // Claim runs the claim step (docs/protocol.md, "claim") atomically in one Lua script (one EVALSHA;
-// EVAL as well after a server restart). With Options.MinReplicasAcked a
+// EVAL as well after a server restart). Concurrent claims of one client are
+// sent together in one script call where the topology allows it (batch.go):
+// a claim may then wait in the client's queue for at most one claim call's
+// round trip before it is sent. With Options.MinReplicasAcked a
 // won claim then waits for the replicas (claimReplicated: one more round
 // trip, at most ReplicaAckTimeout) and may come back as
 // actors.NotReplicated. An error means the outcome is unknown: the claim
@@ -246,11 +253,16 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 		}
 		return c, nil
 	}
-	vals, err := claimScript.Exec(ctx, r.c, keys, args).ToArray()
-	if err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
+	var c actors.Claim
+	var err error
+	if r.batch {
+		c, err = r.claim(ctx, keys, args)
+	} else {
+		var vals []rueidis.RedisMessage
+		if vals, err = claimScript.Exec(ctx, r.c, keys, args).ToArray(); err == nil {
+			c, err = decodeClaim(vals)
+		}
 	}
-	c, err := decodeClaim(vals)
 	if err != nil {
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
 	}

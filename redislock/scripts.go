@@ -34,20 +34,20 @@ import "github.com/redis/rueidis"
 //	outcome numbers are the actors.Outcome constants.
 var claimScript = newScript(claimSrc, false, rueidis.WithLoadSHA1(true))
 
-// claimSrc is claimScript's source (sent by claimReplicated as EVAL when
-// the server does not know claimSHA).
-const claimSrc = `
-local slot = tonumber(ARGV[1])
-local h = redis.call("HMGET", KEYS[2], "slot", "fence")
+// claimBody is the claim step over K (the 5 keys) and A (the 11
+// arguments) as claimScript lists them; claimSrc and claimBatchSrc run it.
+const claimBody = `
+local slot = tonumber(A[1])
+local h = redis.call("HMGET", K[2], "slot", "fence")
 local found_slot, found_fence = tonumber(h[1] or "0"), tonumber(h[2] or "0")
 local cur, fence, repaired = found_slot, found_fence, 0
-if tonumber(ARGV[6]) > cur then
-  cur, repaired = tonumber(ARGV[6]), 1
-  redis.call("HSET", KEYS[2], "slot", ARGV[6])
+if tonumber(A[6]) > cur then
+  cur, repaired = tonumber(A[6]), 1
+  redis.call("HSET", K[2], "slot", A[6])
 end
-if tonumber(ARGV[7]) > fence then
-  fence, repaired = tonumber(ARGV[7]), 1
-  redis.call("HSET", KEYS[2], "fence", ARGV[7])
+if tonumber(A[7]) > fence then
+  fence, repaired = tonumber(A[7]), 1
+  redis.call("HSET", K[2], "fence", A[7])
 end
 local kept, takes = 0, 0
 local function reply(outcome, f, holder)
@@ -56,53 +56,84 @@ end
 local function record()
   if slot > 0 then
     cur = slot
-    redis.call("HSET", KEYS[2], "slot", ARGV[1])
+    redis.call("HSET", K[2], "slot", A[1])
   end
 end
-local max_runs = tonumber(ARGV[11])
-local done = max_runs > 0 and tonumber(redis.call("HMGET", KEYS[2], "runs")[1] or "0") >= max_runs
-if ARGV[10] == "1" then
-  if redis.call("ZSCORE", KEYS[5], ARGV[1]) then return reply(6, 0, "") end
+local max_runs = tonumber(A[11])
+local done = max_runs > 0 and tonumber(redis.call("HMGET", K[2], "runs")[1] or "0") >= max_runs
+if A[10] == "1" then
+  if redis.call("ZSCORE", K[5], A[1]) then return reply(6, 0, "") end
   if done then return reply(7, 0, "") end
-  if ARGV[5] ~= "1" and redis.call("EXISTS", KEYS[3]) == 1 then return reply(2, 0, "") end
-  if ARGV[4] == "1" and not redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then
-    return reply(3, 0, redis.call("GET", KEYS[1]) or "")
+  if A[5] ~= "1" and redis.call("EXISTS", K[3]) == 1 then return reply(2, 0, "") end
+  if A[4] == "1" and not redis.call("SET", K[1], A[2], "NX", "PX", A[3]) then
+    return reply(3, 0, redis.call("GET", K[1]) or "")
   end
-  redis.call("ZADD", KEYS[5], ARGV[1], ARGV[1])
-  fence = redis.call("HINCRBY", KEYS[2], "fence", 1)
+  redis.call("ZADD", K[5], A[1], A[1])
+  fence = redis.call("HINCRBY", K[2], "fence", 1)
   return reply(0, fence, "")
 end
 if slot > 0 and cur >= slot then return reply(1, 0, "") end
-if ARGV[8] == "1" and cur == 0 then return reply(4, 0, "") end
+if A[8] == "1" and cur == 0 then return reply(4, 0, "") end
 if done then
   record()
   return reply(7, 0, "")
 end
-if ARGV[5] ~= "1" and redis.call("EXISTS", KEYS[3]) == 1 then
+if A[5] ~= "1" and redis.call("EXISTS", K[3]) == 1 then
   record()
   return reply(2, 0, "")
 end
-if ARGV[4] == "1" then
-  if not redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then
+if A[4] == "1" then
+  if not redis.call("SET", K[1], A[2], "NX", "PX", A[3]) then
     record()
-    local holder = redis.call("GET", KEYS[1]) or ""
-    if ARGV[9] == "1" then
-      kept = tonumber(redis.call("GET", KEYS[4]) or "0")
+    local holder = redis.call("GET", K[1]) or ""
+    if A[9] == "1" then
+      kept = tonumber(redis.call("GET", K[4]) or "0")
       if kept == 0 then
-        redis.call("SET", KEYS[4], ARGV[1])
+        redis.call("SET", K[4], A[1])
         return reply(5, 0, holder)
       end
     end
     return reply(3, 0, holder)
   end
-  if ARGV[9] == "1" then
-    takes = tonumber(redis.call("GET", KEYS[4]) or "0")
-    if takes > 0 then redis.call("SET", KEYS[4], ARGV[1]) end
+  if A[9] == "1" then
+    takes = tonumber(redis.call("GET", K[4]) or "0")
+    if takes > 0 then redis.call("SET", K[4], A[1]) end
   end
 end
 record()
-fence = redis.call("HINCRBY", KEYS[2], "fence", 1)
+fence = redis.call("HINCRBY", K[2], "fence", 1)
 return reply(0, fence, "")
+`
+
+// claimSrc is claimScript's source (sent by claimReplicated as EVAL when
+// the server does not know claimSHA).
+const claimSrc = "local K, A = KEYS, ARGV\n" + claimBody
+
+// claimBatchScript runs the claim step of several jobs in one call
+// (Redis.Claim batches concurrent claims, batch.go): claim i (from 0) has
+// KEYS 5i+1..5i+5 and ARGV 11i+1..11i+11, laid out as claimScript's. It
+// returns one element per claim, in order: claimScript's reply, or an
+// error reply when that claim's step raised an error (the other claims of
+// the batch are not affected; the failed one may have written part of
+// its step, as a failed claimScript may).
+var claimBatchScript = newScript(claimBatchSrc, false, rueidis.WithLoadSHA1(true))
+
+const claimBatchSrc = "local function claim(K, A)\n" + claimBody + `end
+local out = {}
+for i = 0, #KEYS / 5 - 1 do
+  local K, A = {}, {}
+  for k = 1, 5 do K[k] = KEYS[5 * i + k] end
+  for a = 1, 11 do A[a] = ARGV[11 * i + a] end
+  local ok, res = pcall(claim, K, A)
+  if ok then
+    out[#out + 1] = res
+  elseif type(res) == "table" and res.err then
+    out[#out + 1] = res
+  else
+    out[#out + 1] = {err = "ERR " .. tostring(res)}
+  end
+end
+return out
 `
 
 // missedScript is the missed-slot report of docs/protocol.md ("Missed

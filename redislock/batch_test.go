@@ -1,0 +1,248 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/redis/rueidis"
+)
+
+// claimKeysArgs builds a claim's keys and arguments as Claim does.
+func claimKeysArgs(r *Redis, req actors.ClaimRequest) ([]string, []string) {
+	keys := []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job), r.key("pending", req.Job),
+		r.key("backfill", req.Job)}
+	args := []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
+		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10),
+		flag(req.NeedRecord), flag(req.Queue), flag(req.Backfill), strconv.FormatInt(req.MaxRuns, 10)}
+	return keys, args
+}
+
+// TestClaimBatchScript_SameAsClaimScript runs random claims twice, on two
+// jobs with the same state: once with claimScript, once inside one
+// claimBatchScript call with all the others. Replies and the state left
+// behind must be the same.
+func TestClaimBatchScript_SameAsClaimScript(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	c := raw(t, srv.Addr())
+	ctx := ctxT(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 300
+	var bkeys, bargs []string
+	single := make([]actors.Claim, n)
+	for i := range n {
+		// The same random state for job a<i> and b<i>.
+		slot := int64(1000 + rng.IntN(5))
+		state := []string{}
+		if rng.IntN(4) > 0 {
+			state = append(state, "slot", strconv.Itoa(998+rng.IntN(5)), "fence", strconv.Itoa(rng.IntN(9)))
+		}
+		if rng.IntN(3) == 0 {
+			state = append(state, "runs", strconv.Itoa(rng.IntN(4)))
+		}
+		paused, held, pending, backfilled := rng.IntN(5) == 0, rng.IntN(3) == 0, rng.IntN(4) == 0, rng.IntN(4) == 0
+		for _, job := range []string{fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)} {
+			if len(state) > 0 {
+				must(t, c.Do(ctx, c.B().Hset().Key(r.key("state", job)).FieldValue().FieldValueIter(kvPairs(state)).Build()).Error())
+			}
+			if paused {
+				must(t, c.Do(ctx, c.B().Set().Key(r.key("paused", job)).Value("x").Build()).Error())
+			}
+			if held {
+				must(t, c.Do(ctx, c.B().Set().Key(r.key("job", job)).Value("other:run").Build()).Error())
+			}
+			if pending {
+				must(t, c.Do(ctx, c.B().Set().Key(r.key("pending", job)).Value("999").Build()).Error())
+			}
+			if backfilled {
+				must(t, c.Do(ctx, c.B().Zadd().Key(r.key("backfill", job)).ScoreMember().ScoreMember(float64(slot), strconv.FormatInt(slot, 10)).Build()).Error())
+			}
+		}
+		req := actors.ClaimRequest{Slot: slot, Owner: "n1:r" + strconv.Itoa(i), TTL: time.Minute,
+			Lease: rng.IntN(4) > 0, IgnorePause: rng.IntN(5) == 0, MinSlot: int64(rng.IntN(2) * (999 + rng.IntN(3))),
+			MinFence: int64(rng.IntN(2) * rng.IntN(12)), MaxRuns: int64(rng.IntN(2) * rng.IntN(4))}
+		switch rng.IntN(5) {
+		case 0:
+			req.NeedRecord = true
+		case 1:
+			req.Queue = req.Lease
+		case 2:
+			req.Backfill = true
+		}
+		req.Job = fmt.Sprintf("a%d", i)
+		if req.Validate() != nil {
+			req.Queue, req.Backfill, req.NeedRecord = false, false, false
+		}
+		keys, args := claimKeysArgs(r, req)
+		vals, err := claimScript.Exec(ctx, r.c, keys, args).ToArray()
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		if single[i], err = decodeClaim(vals); err != nil {
+			t.Fatal(err)
+		}
+		req.Job = fmt.Sprintf("b%d", i)
+		keys, args = claimKeysArgs(r, req)
+		bkeys, bargs = append(bkeys, keys...), append(bargs, args...)
+	}
+	replies, err := claimBatchScript.Exec(ctx, r.c, bkeys, bargs).ToArray()
+	if err != nil || len(replies) != n {
+		t.Fatalf("batch: %d replies, %v", len(replies), err)
+	}
+	outcomes := map[actors.Outcome]int{}
+	for i := range n {
+		got, err := decodeBatchReply(replies[i])
+		if err != nil {
+			t.Fatalf("batch reply %d: %v", i, err)
+		}
+		outcomes[got.Outcome]++
+		if got != single[i] {
+			t.Errorf("claim %d: batch %+v, alone %+v", i, got, single[i])
+		}
+		for _, kind := range []string{"job", "state", "paused", "pending", "backfill"} {
+			a, b := dump(t, c, r.key(kind, fmt.Sprintf("a%d", i))), dump(t, c, r.key(kind, fmt.Sprintf("b%d", i)))
+			if a != b {
+				t.Errorf("claim %d: key %s: batch left %q, alone %q", i, kind, b, a)
+			}
+		}
+	}
+	// The random requests reach every outcome but NotReplicated (a backend
+	// with min_replicas_acked only).
+	for o := actors.Claimed; o <= actors.MaxRunsReached; o++ {
+		if outcomes[o] == 0 {
+			t.Errorf("no claim had outcome %v: the random requests miss a branch (%v)", o, outcomes)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func kvPairs(kv []string) func(func(string, string) bool) {
+	return func(yield func(string, string) bool) {
+		for i := 0; i+1 < len(kv); i += 2 {
+			if !yield(kv[i], kv[i+1]) {
+				return
+			}
+		}
+	}
+}
+
+// dump is a key's value in a comparable form ("" when absent).
+func dump(t *testing.T, c rueidis.Client, key string) string {
+	t.Helper()
+	typ, err := c.Do(ctxT(t), c.B().Type().Key(key).Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	switch typ {
+	case "none":
+		return ""
+	case "string":
+		v, err = c.Do(ctxT(t), c.B().Get().Key(key).Build()).ToString()
+	case "hash":
+		v, err = c.Do(ctxT(t), c.B().Hgetall().Key(key).Build()).AsStrMap()
+	case "zset":
+		v, err = c.Do(ctxT(t), c.B().Zrange().Key(key).Min("0").Max("-1").Build()).AsStrSlice()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%s %v", typ, v)
+}
+
+// TestClaim_ConcurrentClaimsAreBatched sends 200 claims of distinct jobs
+// at once: each is answered as if sent alone (Claimed, fence 1; then
+// AlreadyRun for the same slot), the server sees far fewer script calls
+// than claims, and a job whose state key has the wrong type fails alone.
+func TestClaim_ConcurrentClaimsAreBatched(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	c := raw(t, srv.Addr())
+	ctx := ctxT(t)
+	const n = 200
+	must(t, c.Do(ctx, c.B().Set().Key(r.key("state", "j7")).Value("not a hash").Build()).Error())
+	before := cmdstats(t, c)["evalsha"]["calls"]
+	claimAll := func() ([]actors.Claim, []error) {
+		out, errs := make([]actors.Claim, n), make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				out[i], errs[i] = r.Claim(ctx, actors.ClaimRequest{Job: fmt.Sprintf("j%d", i), Slot: 1000,
+					Owner: "n1:r" + strconv.Itoa(i), TTL: time.Minute, Lease: true})
+			})
+		}
+		close(start)
+		wg.Wait()
+		return out, errs
+	}
+	first, errs := claimAll()
+	for i := range n {
+		switch {
+		case i == 7:
+			if errs[i] == nil {
+				t.Errorf("j7 (state not a hash): %+v, %v; want an error", first[i], errs[i])
+			}
+		case errs[i] != nil || first[i].Outcome != actors.Claimed || first[i].Fence != 1:
+			t.Errorf("j%d: %+v, %v; want claimed with fence 1", i, first[i], errs[i])
+		}
+	}
+	calls := cmdstats(t, c)["evalsha"]["calls"] - before
+	t.Logf("%d claims in %d script calls", n, calls)
+	if calls > n/4 {
+		t.Errorf("%d claims sent at once took %d script calls; want them batched (at most %d)", n, calls, n/4)
+	}
+	again, errs := claimAll()
+	for i := range n {
+		if i != 7 && (errs[i] != nil || again[i].Outcome != actors.ClaimedElsewhere) {
+			t.Errorf("j%d again: %+v, %v; want claimed elsewhere (the slot is recorded)", i, again[i], errs[i])
+		}
+	}
+}
+
+// TestClaim_QueuedClaimGivesUpAtItsDeadline: a claim waiting in the queue
+// behind calls to a frozen server returns its ctx's error at its deadline,
+// and the queue keeps working once the server is back.
+func TestClaim_QueuedClaimGivesUpAtItsDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	waitPing(t, r)
+	srv.Pause()
+	var wg sync.WaitGroup
+	for i := range maxClaimCalls { // the calls in flight, to the frozen server
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			r.Claim(ctx, actors.ClaimRequest{Job: fmt.Sprintf("f%d", i), Slot: 1000, Owner: "n1:f", TTL: time.Minute, Lease: true})
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // they are in flight
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	_, err := r.Claim(ctx, actors.ClaimRequest{Job: "q", Slot: 1000, Owner: "n1:q", TTL: time.Minute, Lease: true})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > time.Second {
+		t.Errorf("queued claim: %v after %v; want its deadline's error at 200ms", err, time.Since(t0))
+	}
+	srv.Resume()
+	wg.Wait()
+	c, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "q", Slot: 1000, Owner: "n1:q", TTL: time.Minute, Lease: true})
+	if err != nil || c.Outcome != actors.Claimed {
+		t.Errorf("after resume: %+v, %v; want claimed (the queued claim was never sent)", c, err)
+	}
+}
