@@ -96,8 +96,8 @@ func unquote(s string) (string, int, error) {
 
 // Kinds of top-level commands, as Classify names them.
 const (
-	CallClaim  = "claim"  // the claim script (keys job, state, paused)
-	CallFinish = "finish" // release + history record (keys job, history, state)
+	CallClaim  = "claim"  // the claim script, one job or a batch (keys job, state, paused, pending, backfill per job)
+	CallFinish = "finish" // release + history record (keys job, history, state, pending)
 	CallLease  = "renew or release"
 	// Not per slot:
 	CallProbe     = "health check"       // readiness probe, INFO script (keys: one job key, no ARGV)
@@ -105,39 +105,53 @@ const (
 	CallHeartbeat = "node heartbeat"     // key node:ID
 )
 
+// Claim and finish scripts' key and argument counts per job
+// (redislock/scripts.go).
+const (
+	claimKeys, claimArgs = 5, 11
+	finishKeys           = 4
+)
+
 // Classify names a top-level command of cronlock's: one of the Call
-// kinds for the scripts of a run (with the slot, when the call carries
-// it: the claim's ARGV[1], the finish record's "slot" field), otherwise
-// the upper-cased command name. prefix is redis.key_prefix.
-func Classify(c MonitorCommand, prefix string) (kind string, slot int64) {
+// kinds for the scripts of a run, with the slots the call carries (a
+// claim's ARGV[1], one per job of a batched claim; the finish record's
+// "slot" field), otherwise the upper-cased command name and no slots.
+// prefix is redis.key_prefix.
+func Classify(c MonitorCommand, prefix string) (kind string, slots []int64) {
 	name := strings.ToUpper(c.Args[0])
 	if (name != "EVALSHA" && name != "EVAL") || len(c.Args) < 3 {
-		return name, 0
+		return name, nil
 	}
 	nkeys, err := strconv.Atoi(c.Args[2])
-	if err != nil || len(c.Args) < 3+nkeys {
-		return name, 0
+	if err != nil || nkeys < 0 || len(c.Args) < 3+nkeys {
+		return name, nil
 	}
 	keys, argv := c.Args[3:3+nkeys], c.Args[3+nkeys:]
 	switch {
-	case nkeys == 3 && strings.HasPrefix(keys[2], prefix+"paused:") && len(argv) > 0:
-		slot, _ = strconv.ParseInt(argv[0], 10, 64)
-		return CallClaim, slot
-	case nkeys == 3 && strings.HasPrefix(keys[1], prefix+"history:"):
-		for i := 2; i+1 < len(argv); i += 2 {
+	case nkeys > 0 && nkeys%claimKeys == 0 && strings.HasPrefix(keys[2], prefix+"paused:") &&
+		len(argv) == nkeys/claimKeys*claimArgs:
+		for i := 0; i < len(argv); i += claimArgs {
+			slot, _ := strconv.ParseInt(argv[i], 10, 64)
+			slots = append(slots, slot)
+		}
+		return CallClaim, slots
+	case nkeys == finishKeys && strings.HasPrefix(keys[1], prefix+"history:"):
+		var slot int64
+		for i := 5; i+1 < len(argv); i += 2 {
 			if argv[i] == "slot" {
 				slot, _ = strconv.ParseInt(argv[i+1], 10, 64)
 			}
 		}
-		return CallFinish, slot
-	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"job:") && len(argv) > 0:
-		return CallLease, 0
+		return CallFinish, []int64{slot}
+	case nkeys == 2 && strings.HasPrefix(keys[1], prefix+"pending:"), // renew
+		nkeys == 1 && strings.HasPrefix(keys[0], prefix+"job:") && len(argv) > 0: // release
+		return CallLease, nil
 	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"job:"):
-		return CallProbe, 0 // the readiness probe and the INFO script: a job key, no ARGV
+		return CallProbe, nil // the readiness probe and the INFO script: a job key, no ARGV
 	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"state:"):
-		return CallMissed, 0
+		return CallMissed, nil
 	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"node:"):
-		return CallHeartbeat, 0
+		return CallHeartbeat, nil
 	}
-	return name + " (script)", 0
+	return name + " (script)", nil
 }

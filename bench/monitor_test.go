@@ -29,23 +29,35 @@ func TestParseMonitorLine(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	p := "cronlock:"
+	claim := func(job string) []string {
+		return []string{p + "job:" + job, p + "state:" + job, p + "paused:" + job, p + "pending:" + job, p + "backfill:" + job}
+	}
+	claimArgv := func(slot string) []string {
+		return []string{slot, "n1:r", "90000", "1", "0", "0", "0", "0", "0", "0", "0"}
+	}
+	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
 	for _, tc := range []struct {
-		args []string
-		kind string
-		slot int64
+		args  []string
+		kind  string
+		slots []int64
 	}{
-		{[]string{"EVALSHA", "sha", "3", p + "job:j", p + "state:j", p + "paused:j", "1700000000", "n1:r", "90000"}, CallClaim, 1700000000},
-		{[]string{"EVAL", "script", "3", p + "job:j", p + "history:j", p + "state:j", "100", "n1:r", "run_id", "r", "slot", "1700000001", "trigger", "schedule"}, CallFinish, 1700000001},
-		{[]string{"evalsha", "sha", "1", p + "job:j", "n1:r", "90000"}, CallLease, 0},
-		{[]string{"EVALSHA", "sha", "1", p + "node:n1", "{}"}, CallHeartbeat, 0},
-		{[]string{"EVALSHA", "probe", "1", p + "job:j"}, CallProbe, 0},
-		{[]string{"EVALSHA", "missed", "1", p + "state:j", "1700000000"}, CallMissed, 0},
-		{[]string{"EVALSHA", "sha", "2", p + "x:j", p + "y:j"}, "EVALSHA (script)", 0},
-		{[]string{"info", "memory"}, "INFO", 0},
+		{cat([]string{"EVALSHA", "sha", "5"}, claim("j"), claimArgv("1700000000")), CallClaim, []int64{1700000000}},
+		{cat([]string{"EVALSHA", "sha", "10"}, claim("a"), claim("b"), claimArgv("1700000000"), claimArgv("1700000002")),
+			CallClaim, []int64{1700000000, 1700000002}},
+		{cat([]string{"EVALSHA", "sha", "10"}, claim("a"), claim("b"), claimArgv("1700000000")), "EVALSHA (script)", nil},
+		{[]string{"EVAL", "script", "4", p + "job:j", p + "history:j", p + "state:j", p + "pending:j", "100", "n1:r", "", "0", "0",
+			"run_id", "r", "slot", "1700000001", "trigger", "schedule"}, CallFinish, []int64{1700000001}},
+		{[]string{"evalsha", "sha", "2", p + "job:j", p + "pending:j", "n1:r", "90000"}, CallLease, nil},
+		{[]string{"evalsha", "sha", "1", p + "job:j", "n1:r"}, CallLease, nil},
+		{[]string{"EVALSHA", "sha", "1", p + "node:n1", "{}"}, CallHeartbeat, nil},
+		{[]string{"EVALSHA", "probe", "1", p + "job:j"}, CallProbe, nil},
+		{[]string{"EVALSHA", "missed", "1", p + "state:j", "1700000000"}, CallMissed, nil},
+		{[]string{"EVALSHA", "sha", "2", p + "x:j", p + "y:j"}, "EVALSHA (script)", nil},
+		{[]string{"info", "memory"}, "INFO", nil},
 	} {
-		kind, slot := Classify(MonitorCommand{Args: tc.args}, p)
-		if kind != tc.kind || slot != tc.slot {
-			t.Errorf("Classify(%q) = %q, %d, want %q, %d", tc.args, kind, slot, tc.kind, tc.slot)
+		kind, slots := Classify(MonitorCommand{Args: tc.args}, p)
+		if kind != tc.kind || !slices.Equal(slots, tc.slots) {
+			t.Errorf("Classify(%q) = %q, %v, want %q, %v", tc.args, kind, slots, tc.kind, tc.slots)
 		}
 	}
 }
