@@ -67,6 +67,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 		return r.notClaimed(SkipShuttingDown), false
 	}
 	for !l.Reserve() {
+		r.ungate() // waiting for a place is no claim in flight: it holds no winner
 		select {
 		case <-l.Freed():
 		case <-deadline.C:

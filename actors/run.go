@@ -54,6 +54,9 @@ type run struct {
 	recorded   int  // attempt whose run record exists (records.go); 0 = none
 	reserved   bool // holds a place in deps.Load (capacity.go)
 	inProgress bool // the place counts as a run in progress (Load.Won)
+	// gated: the run counts in deps.Claims from its start until its claim
+	// is decided (ClaimGate; ungate ends it once).
+	gated bool
 	// claimDelay is the claim order's wait before the claim was sent
 	// (capacity.go), logged with "run started" as claim_delay_us.
 	claimDelay time.Duration
@@ -71,6 +74,12 @@ func (r *run) execute(ctx context.Context) Ran {
 	}
 	r.info.Node = r.deps.NodeID
 	r.relog()
+	// From here until its claim is decided the run holds the node's other
+	// winners' process starts (ClaimGate), also while the claim order
+	// delays its claim (capacity.go).
+	r.deps.Claims.begin()
+	r.gated = true
+	defer r.ungate()
 	if ctx.Err() != nil && r.pre == nil { // a handed-on slot is claimed: it runs
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
@@ -84,6 +93,7 @@ func (r *run) execute(ctx context.Context) Ran {
 		return ran
 	}
 	r.placeWon()
+	r.ungate()
 	r.deps.Claims.wait(ClaimGateMax, r.deps.Kill) // the node's other claims of this instant first
 	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
 	if r.lease.Owner() != "" {
@@ -95,6 +105,14 @@ func (r *run) execute(ctx context.Context) Ran {
 	r.forgetGroup() // after the release: until then a restart frees the lease (records.go)
 	r.report(fin)
 	return Ran{Finished: fin}
+}
+
+// ungate ends the run's count in deps.Claims (execute began it), once.
+func (r *run) ungate() {
+	if r.gated {
+		r.gated = false
+		r.deps.Claims.end()
+	}
 }
 
 // skip logs and counts a slot that is not run (a manual run that is
@@ -131,10 +149,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
-	r.deps.Claims.begin()
 	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req,
 		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
-	r.deps.Claims.end()
+	r.ungate()
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed

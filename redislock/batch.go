@@ -27,7 +27,7 @@ import (
 // waits for its replicas on its own connection, replicas.go).
 const (
 	maxClaimCalls = 2
-	maxClaimBatch = 128
+	maxClaimBatch = 512
 )
 
 // claimQueue is the batching state of one client.

@@ -5,7 +5,7 @@ package main
 // A profiling build for the bench driver (README.md, "Performance"):
 // `go build -tags benchprofile` gives a daemon that, when BENCHPROFILE_DIR
 // is set, records a CPU profile of its first BENCHPROFILE_SECONDS (default
-// 10) and then writes cpu-PID.pprof and allocs-PID.pprof into that
+// 10, or until its first SIGTERM or SIGINT) and then writes cpu-PID.pprof and allocs-PID.pprof into that
 // directory, and memstats-PID.txt (runtime.MemStats, one field a line)
 // at the same time. Never part of a release build.
 
@@ -15,7 +15,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -37,10 +39,16 @@ func init() {
 		fmt.Fprintln(os.Stderr, "benchprofile:", err)
 		return
 	}
-	// The profile ends on its own; the process may exit before (then the
-	// profile is incomplete, and says so when read).
+	// The profile ends on its own, or at the first SIGTERM or SIGINT (the
+	// daemon's own handler gets the signal too and shuts down).
 	go func() {
-		time.Sleep(time.Duration(secs) * time.Second)
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		select {
+		case <-time.After(time.Duration(secs) * time.Second):
+		case <-sig:
+		}
+		signal.Stop(sig)
 		pprof.StopCPUProfile()
 		f.Close()
 		a, err := os.Create(name("allocs"))
