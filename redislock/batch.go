@@ -11,10 +11,10 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Claim batching (docs/protocol.md, "Redis calls"). At a herd thousands of
-// jobs are due at one instant, and Redis spends most of a claim's time on
-// the call itself (34 µs per claimScript call on the development machine,
-// a third of that for the same step inside a batch). So concurrent claims
+// Claim batching (docs/protocol.md, "Claim batches"). At a herd thousands
+// of jobs are due at one instant, and most of a claim's cost is the call
+// around the script (reading, parsing and answering one command, the
+// client's command and reply objects), not the step itself. So concurrent claims
 // of one client go out as one claimBatchScript call: a claim is sent at
 // once, alone, while fewer than maxClaimCalls claim calls are in flight
 // (the usual case: one job due, no wait); otherwise it waits in a queue,

@@ -246,3 +246,40 @@ func TestClaim_QueuedClaimGivesUpAtItsDeadline(t *testing.T) {
 		t.Errorf("after resume: %+v, %v; want claimed (the queued claim was never sent)", c, err)
 	}
 }
+
+// BenchmarkClaimServerTime reports the server's time per claim (INFO
+// commandstats usec of EVALSHA over the claims) for claims sent one per
+// call and in batches of 100 (claimBatchScript).
+func BenchmarkClaimServerTime(b *testing.B) {
+	srv := redistest.Start(b)
+	r := newRedis(b, srv.Addr(), Options{})
+	c := raw(b, srv.Addr())
+	ctx := ctxT(b)
+	for _, size := range []int{1, 100} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			usec := func() int64 { return cmdstats(b, c)["evalsha"]["usec"] }
+			before, claims := usec(), 0
+			slot := int64(0)
+			for b.Loop() {
+				slot++
+				var keys, args []string
+				for j := range size {
+					k, a := claimKeysArgs(r, actors.ClaimRequest{Job: fmt.Sprintf("bench%d", j), Slot: slot, Owner: "n1:r",
+						TTL: time.Minute})
+					keys, args = append(keys, k...), append(args, a...)
+				}
+				var err error
+				if size == 1 {
+					err = claimScript.Exec(ctx, r.c, keys, args).Error()
+				} else {
+					err = claimBatchScript.Exec(ctx, r.c, keys, args).Error()
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				claims += size
+			}
+			b.ReportMetric(float64(usec()-before)/float64(claims), "server-µs/claim")
+		})
+	}
+}
