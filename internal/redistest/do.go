@@ -21,21 +21,42 @@ func Do(addr string, timeout time.Duration, args ...string) (string, error) {
 }
 
 func do(dial dialFunc, addr string, timeout time.Duration, args ...string) (string, error) {
-	c, err := dial(addr, timeout)
+	replies, err := doAll(dial, addr, timeout, args)
 	if err != nil {
 		return "", err
+	}
+	return replies[0], nil
+}
+
+// doAll sends cmds in order on one new connection and returns their
+// replies (see Do); the first error reply ends it. Blocks at most timeout.
+func doAll(dial dialFunc, addr string, timeout time.Duration, cmds ...[]string) ([]string, error) {
+	c, err := dial(addr, timeout)
+	if err != nil {
+		return nil, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	for _, args := range cmds {
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
 	if _, err := io.WriteString(c, b.String()); err != nil {
-		return "", err
+		return nil, err
 	}
-	return readReply(bufio.NewReader(c), args[0])
+	r := bufio.NewReader(c)
+	var out []string
+	for _, args := range cmds {
+		reply, err := readReply(r, args[0])
+		if err != nil {
+			return out, err
+		}
+		out = append(out, reply)
+	}
+	return out, nil
 }
 
 // readReply reads one reply (see Do); an array's elements, read

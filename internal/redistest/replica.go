@@ -21,10 +21,51 @@ func StartReplica(t testing.TB, master *Server, args ...string) *Server {
 	master.Do("CONFIG", "SET", "repl-diskless-sync-delay", "0")
 	r := start(t, false, append([]string{"--replicaof", host, port}, args...))
 	r.WaitReplicaLinkUp(10 * time.Second)
+	master.waitReplicaOnline(r, 10*time.Second)
+	master.waitReplicaStream(10 * time.Second)
 	return r
 }
 
-// WaitReplicaLinkUp polls INFO replication until master_link_status:up,
+// waitReplicaStream writes a key on the master and waits (WAIT, on the
+// same connection) until a replica acknowledged it, then deletes the key.
+// After a diskless full sync, Redis 7 starts the replication stream to an
+// online replica only at the replica's first REPLCONF ACK, which it sends
+// once a second: until then a WAIT after a write returns 0 replicas.
+func (s *Server) waitReplicaStream(timeout time.Duration) {
+	s.t.Helper()
+	const key = "redistest:replica-stream"
+	ms := strconv.FormatInt(timeout.Milliseconds(), 10)
+	replies, err := doAll(tcpDial, s.Addr(), timeout+time.Second, []string{"SET", key, "1"}, []string{"WAIT", "1", ms},
+		[]string{"DEL", key})
+	if err != nil || len(replies) != 3 || replies[1] == "0" {
+		s.t.Fatalf("redistest: master %s: no replica acknowledged a write within %v: %q, %v", s.Addr(), timeout, replies, err)
+	}
+}
+
+// waitReplicaOnline polls the master's INFO replication until it lists
+// replica as state=online: only then does it count the replica's
+// acknowledgements (WAIT). The replica's link is up before that: the
+// master marks it online at its first REPLCONF ACK after the sync, up to a
+// second later.
+func (s *Server) waitReplicaOnline(replica *Server, timeout time.Duration) {
+	s.t.Helper()
+	want := "port=" + strconv.Itoa(replica.port) + ",state=online"
+	deadline := time.Now().Add(timeout)
+	for {
+		info, err := Do(s.Addr(), time.Second, "INFO", "replication")
+		if err == nil && strings.Contains(info, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redistest: master %s does not list replica %s online after %v: %v %q", s.Addr(), replica.Addr(), timeout, err, info)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
+	}
+}
+
+// WaitReplicaLinkUp polls INFO replication until master_link_status:up
+// (the master may not count the replica's acknowledgements yet: see
+// waitReplicaOnline),
 // failing the test after timeout.
 func (s *Server) WaitReplicaLinkUp(timeout time.Duration) {
 	s.t.Helper()
