@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
@@ -112,8 +113,8 @@ func (r *Redis) handOn() {
 	close(lead.ready)
 }
 
-// sendClaims sends calls in one script call (claimScript for one,
-// claimBatchScript for several), sets every call's answer and wakes the
+// sendClaims sends calls in one claimBatchScript call (also a lone
+// claim: one script, loaded once by warmScripts), sets every call's answer and wakes the
 // callers other than the first (the sender). The call's deadline is the
 // earliest of the callers', or CallTimeout from now when none has one;
 // ctx (the sender's) gives only its values.
@@ -134,18 +135,14 @@ func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall) {
 			close(c.ready)
 		}
 	}()
-	if len(calls) == 1 {
-		vals, err := claimScript.Exec(cctx, r.c, calls[0].keys, calls[0].args).ToArray()
-		if err == nil {
-			calls[0].c, err = decodeClaim(vals)
+	keys, args := calls[0].keys, calls[0].args
+	if len(calls) > 1 {
+		keys = make([]string, 0, len(calls)*len(keys))
+		args = make([]string, 0, len(calls)*len(args))
+		for _, c := range calls {
+			keys = append(keys, c.keys...)
+			args = append(args, c.args...)
 		}
-		calls[0].err = err
-		return
-	}
-	var keys, args []string
-	for _, c := range calls {
-		keys = append(keys, c.keys...)
-		args = append(args, c.args...)
 	}
 	replies, err := claimBatchScript.Exec(cctx, r.c, keys, args).ToArray()
 	if err == nil && len(replies) != len(calls) {
@@ -174,6 +171,24 @@ func decodeBatchReply(m rueidis.RedisMessage) (actors.Claim, error) {
 	}
 	return decodeClaim(vals)
 }
+
+// warmScripts loads claimBatchScript (SCRIPT LOAD, rueidis.WithLoadSHA1)
+// with a call that claims nothing, once per process, after the first
+// probe that reached Redis: so that the first claims, a herd's thousands,
+// do not wait for the load. A failure is left to the first claim (which
+// loads it then, or reports why it cannot).
+func (r *Redis) warmScripts(ctx context.Context) {
+	if !r.batch || scriptsWarm.Load() {
+		return
+	}
+	if claimBatchScript.Exec(ctx, r.c, nil, nil).Error() == nil {
+		scriptsWarm.Store(true)
+	}
+}
+
+// scriptsWarm: warmScripts loaded claimBatchScript (its SHA1 is kept by
+// the package's *rueidis.Lua, for every client).
+var scriptsWarm atomic.Bool
 
 func indexOf(calls []*claimCall, c *claimCall) int {
 	for i, x := range calls {

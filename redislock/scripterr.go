@@ -38,6 +38,10 @@ type ScriptACLError struct {
 }
 
 func (e *ScriptACLError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("the Redis ACL user may not run %s (called by a cronlock script): grant +%s (README.md, \"Redis ACL\"): %v",
+			e.Command, strings.ToLower(e.Command), e.Err)
+	}
 	return fmt.Sprintf("the Redis ACL user may not run %s (called by a cronlock script, line %d): grant +%s (README.md, \"Redis ACL\"): %v",
 		e.Command, e.Line, strings.ToLower(e.Command), e.Err)
 }
@@ -46,6 +50,9 @@ func (e *ScriptACLError) Unwrap() error { return e.Err }
 var (
 	scriptDenied = regexp.MustCompile(`can't run this command or subcommand script: ([0-9a-f]{40}), on @user_script:(\d+)`)
 	scriptCall   = regexp.MustCompile(`redis\.call\("([A-Za-z]+)"`)
+	// batchDenied: the same, caught inside claimBatchScript, which names
+	// the command itself (its pcall loses the line).
+	batchDenied = regexp.MustCompile(`can't run this command or subcommand.*\(cronlock script command ([A-Za-z]+)\)`)
 )
 
 // explainScript returns err as a *ScriptACLError when it is a server
@@ -55,6 +62,9 @@ func explainScript(err error) error {
 	re, ok := rueidis.IsRedisErr(err)
 	if !ok {
 		return err
+	}
+	if m := batchDenied.FindStringSubmatch(re.Error()); m != nil {
+		return &ScriptACLError{Command: strings.ToUpper(m[1]), Err: err}
 	}
 	m := scriptDenied.FindStringSubmatch(re.Error())
 	if m == nil {

@@ -113,12 +113,18 @@ const claimSrc = "local K, A = KEYS, ARGV\n" + claimBody
 // (Redis.Claim batches concurrent claims, batch.go): claim i (from 0) has
 // KEYS 5i+1..5i+5 and ARGV 11i+1..11i+11, laid out as claimScript's. It
 // returns one element per claim, in order: claimScript's reply, or an
-// error reply when that claim's step raised an error (the other claims of
-// the batch are not affected; the failed one may have written part of
-// its step, as a failed claimScript may).
+// error reply when that claim's step raised an error, naming the command
+// that raised it ("... (cronlock script command HINCRBY)"; the other
+// claims of the batch are not affected; the failed one may have written
+// part of its step, as a failed claimScript may).
 var claimBatchScript = newScript(claimBatchSrc, false, rueidis.WithLoadSHA1(true))
 
-const claimBatchSrc = "local function claim(K, A)\n" + claimBody + `end
+const claimBatchSrc = `local real, last = redis, ""
+local function claim(K, A)
+  -- The step's redis.call, noting the command: an error it raises is
+  -- caught by pcall below, which loses the script line Redis would name.
+  local redis = {call = function(cmd, ...) last = cmd; return real.call(cmd, ...) end}
+` + claimBody + `end
 local out = {}
 for i = 0, #KEYS / 5 - 1 do
   local K, A = {}, {}
@@ -127,10 +133,10 @@ for i = 0, #KEYS / 5 - 1 do
   local ok, res = pcall(claim, K, A)
   if ok then
     out[#out + 1] = res
-  elseif type(res) == "table" and res.err then
-    out[#out + 1] = res
   else
-    out[#out + 1] = {err = "ERR " .. tostring(res)}
+    local msg = type(res) == "table" and res.err or tostring(res)
+    if not string.match(msg, "^%u+ ") then msg = "ERR " .. msg end
+    out[#out + 1] = {err = msg .. " (cronlock script command " .. last .. ")"}
   end
 end
 return out
