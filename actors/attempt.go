@@ -34,6 +34,9 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 		delay := p.Started().Sub(r.info.Slot)
 		r.deps.Metrics.ObserveFireDelay(r.job.Name, delay)
 		fields = append(fields, zap.Int64("fire_delay_us", delay.Microseconds()))
+		if !r.claimedAt.IsZero() {
+			fields = append(fields, zap.Int64("claimed_us", r.claimedAt.Sub(r.info.Slot).Microseconds()))
+		}
 		if r.deps.Load != nil {
 			fields = append(fields, zap.Int64("claim_delay_us", r.claimDelay.Microseconds()))
 		}

@@ -57,6 +57,9 @@ type run struct {
 	// gated: the run counts in deps.Claims from its start until its claim
 	// is decided (ClaimGate; ungate ends it once).
 	gated bool
+	// claimedAt is when the claim's answer came back (a won claim),
+	// logged with "run started" as claimed_us (after the slot).
+	claimedAt time.Time
 	// claimDelay is the claim order's wait before the claim was sent
 	// (capacity.go), logged with "run started" as claim_delay_us.
 	claimDelay time.Duration
@@ -151,6 +154,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	defer cancel()
 	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req,
 		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
+	r.claimedAt = time.Now()
 	r.ungate()
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)

@@ -183,6 +183,7 @@ type logLine struct {
 	Slot         int64  `json:"slot"`
 	FireDelayUs  *int64 `json:"fire_delay_us"`
 	ClaimDelayUs *int64 `json:"claim_delay_us"` // the claim order's wait; absent in builds before it
+	ClaimedUs    *int64 `json:"claimed_us"`     // slot → won claim answered; absent in builds before it
 }
 
 // zapTime is the layout of zapcore.ISO8601TimeEncoder, the daemon's "ts".
@@ -231,6 +232,21 @@ func claimDelaysMs(t *testing.T, nodes []*node, from, to int64) []float64 {
 		for _, l := range nd.lines(t, "run started") {
 			if l.ClaimDelayUs != nil && l.Slot >= from && l.Slot <= to {
 				out = append(out, float64(*l.ClaimDelayUs)/1000)
+			}
+		}
+	}
+	return out
+}
+
+// claimedMs returns, for the won claims whose runs the nodes logged with
+// "run started" for slot, how long after the slot each claim's answer
+// came back (claimed_us, ms); none from a build that does not log it.
+func claimedMs(t *testing.T, nodes []*node, slot int64) []float64 {
+	var out []float64
+	for _, nd := range nodes {
+		for _, l := range nd.lines(t, "run started") {
+			if l.ClaimedUs != nil && l.Slot == slot {
+				out = append(out, float64(*l.ClaimedUs)/1000)
 			}
 		}
 	}

@@ -19,16 +19,17 @@ import (
 // of one client go out as one claimBatchScript call: a claim is sent at
 // once, alone, while fewer than maxClaimCalls claim calls are in flight
 // (the usual case: one job due, no wait); otherwise it waits in a queue,
-// and when a call returns, its sender hands the queue (up to
-// maxClaimBatch claims) to the first claim in it, which sends them all in
-// one call and then hands on the rest. No goroutine is started: each
-// batch is sent by one of its own callers. Batching is off where one
+// and when a call returns, its sender sends the queue's claims, up to
+// maxClaimBatch per call and maxDrain calls, then hands the rest to the
+// first claim still queued, which does the same (handOn). No goroutine is
+// started: each batch is sent by one of the callers. Batching is off where one
 // script may not touch several jobs' keys (Cluster mode with the job name
 // as hash tag, keys.go) and with redis.min_replicas_acked (each won claim
 // waits for its replicas on its own connection, replicas.go).
 const (
-	maxClaimCalls = 2
-	maxClaimBatch = 512
+	maxClaimCalls  = 2
+	maxClaimBatch  = 512
+	fullClaimBatch = 128
 )
 
 // claimQueue is the batching state of one client.
@@ -64,12 +65,22 @@ func (r *Redis) claim(ctx context.Context, keys, args []string) (actors.Claim, e
 	if q.inflight < maxClaimCalls {
 		q.inflight++
 		q.mu.Unlock()
-		r.sendClaims(ctx, []*claimCall{call})
-		r.handOn()
+		r.sendClaims(ctx, []*claimCall{call}, call)
+		r.handOn(ctx)
 		return call.c, call.err
 	}
 	call.ready = make(chan struct{})
 	q.queue = append(q.queue, call)
+	if len(q.queue) >= fullClaimBatch {
+		// A full batch goes at once, sent by the claim that filled it:
+		// the senders in flight may wait for the scheduler (below).
+		q.inflight++
+		batch := q.takeLocked()
+		q.mu.Unlock()
+		r.sendClaims(ctx, batch, call)
+		r.handOn(ctx)
+		return call.c, call.err
+	}
 	q.mu.Unlock()
 	select {
 	case <-call.ready:
@@ -87,38 +98,61 @@ func (r *Redis) claim(ctx context.Context, keys, args []string) (actors.Claim, e
 	if call.batch != nil {
 		batch := call.batch
 		call.batch = nil
-		r.sendClaims(ctx, batch)
-		r.handOn()
+		r.sendClaims(ctx, batch, call)
+		r.handOn(ctx)
 	}
 	return call.c, call.err
 }
 
-// handOn ends a claim call: the queue's first claims (at most
-// maxClaimBatch) become the next batch, sent by the first of them, or the
-// call's place is freed when no claim waits.
-func (r *Redis) handOn() {
+// maxDrain is how many more batches a sender sends from the queue after
+// its own call before it hands the queue on (handOn).
+const maxDrain = 8
+
+// handOn ends a claim call. While claims wait, the sender sends them
+// itself, up to maxDrain batches of at most maxClaimBatch (at a herd its
+// own run waits for the node's claims anyway, actors.ClaimGate, and a
+// hand-off to a parked goroutine would wait for the scheduler among
+// thousands of runnable ones); then the queue's first claims become a
+// batch that the first of them sends. When no claim waits, the call's
+// place is freed.
+func (r *Redis) handOn(ctx context.Context) {
 	q := &r.claims
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.queue) == 0 {
-		q.inflight--
-		return
+	for drained := 0; ; drained++ {
+		q.mu.Lock()
+		if len(q.queue) == 0 {
+			q.inflight--
+			q.mu.Unlock()
+			return
+		}
+		batch := q.takeLocked()
+		if drained == maxDrain {
+			lead := batch[0]
+			lead.batch = batch
+			close(lead.ready)
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		r.sendClaims(ctx, batch, nil)
 	}
+}
+
+// takeLocked removes the queue's first claims (at most maxClaimBatch) and
+// returns them. q.mu must be held.
+func (q *claimQueue) takeLocked() []*claimCall {
 	n := min(len(q.queue), maxClaimBatch)
 	batch := make([]*claimCall, n)
 	copy(batch, q.queue)
 	q.queue = append(q.queue[:0], q.queue[n:]...)
-	lead := batch[0]
-	lead.batch = batch
-	close(lead.ready)
+	return batch
 }
 
 // sendClaims sends calls in one claimBatchScript call (also a lone
-// claim: one script, loaded once by warmScripts), sets every call's answer and wakes the
-// callers other than the first (the sender). The call's deadline is the
+// claim: one script, loaded once by warmScripts), sets every call's answer
+// and wakes every caller but self (the sender's own call, or nil). The call's deadline is the
 // earliest of the callers', or CallTimeout from now when none has one;
 // ctx (the sender's) gives only its values.
-func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall) {
+func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall, self *claimCall) {
 	var dl time.Time
 	for _, c := range calls {
 		if !c.deadline.IsZero() && (dl.IsZero() || c.deadline.Before(dl)) {
@@ -131,8 +165,10 @@ func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall) {
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
 	defer cancel()
 	defer func() {
-		for _, c := range calls[1:] {
-			close(c.ready)
+		for _, c := range calls {
+			if c != self {
+				close(c.ready)
+			}
 		}
 	}()
 	keys, args := calls[0].keys, calls[0].args
