@@ -62,9 +62,23 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	}
 	deadline := time.NewTimer(busyWait)
 	defer deadline.Stop()
-	r.claimDelay = l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
-	if !sleepCtx(ctx, r.claimDelay) {
+	entered := time.Now()
+	delay, rank := l.EnterRanked(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
+	if rank == 0 {
+		r.firstDone = r.deps.Burst.First(r.info.Slot.Unix()) // ended by ungate, when the claim is decided
+	}
+	if !sleepCtx(ctx, delay) {
 		return r.notClaimed(SkipShuttingDown), false
+	}
+	if rank > 0 {
+		r.deps.Burst.Defer(ctx, r.info.Slot.Unix(), r.info.Slot) // after the node's rank-0 claims of the instant
+		if ctx.Err() != nil {
+			return r.notClaimed(SkipShuttingDown), false
+		}
+	}
+	r.claimDelay = time.Since(entered).Truncate(time.Microsecond)
+	if delay == 0 && rank == 0 {
+		r.claimDelay = 0 // sent at once: the microseconds above are the call's own
 	}
 	for !l.Reserve() {
 		r.ungate() // waiting for a place is no claim in flight: it holds no winner

@@ -56,6 +56,10 @@ type JobDeps struct {
 	// run starts its process once the node's claims in flight are answered
 	// (at most ClaimGateMax later). Optional (nil = no gate).
 	Claims *ClaimGate
+	// Burst holds a node's deferred claims of an instant until its first
+	// claims of that instant are answered (nodeload.Burst, capacity.go).
+	// Optional (nil = no order beyond Load's delay).
+	Burst *nodeload.Burst
 }
 
 // jobDeps are one job's dependencies: the shared JobDeps and the state of

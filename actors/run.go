@@ -57,6 +57,9 @@ type run struct {
 	// gated: the run counts in deps.Claims from its start until its claim
 	// is decided (ClaimGate; ungate ends it once).
 	gated bool
+	// firstDone ends this run's count among the node's first claims of
+	// its instant (nodeload.Burst.First; nil = not counted); ungate calls it.
+	firstDone func()
 	// claimedAt is when the claim's answer came back (a won claim),
 	// logged with "run started" as claimed_us (after the slot).
 	claimedAt time.Time
@@ -112,6 +115,10 @@ func (r *run) execute(ctx context.Context) Ran {
 
 // ungate ends the run's count in deps.Claims (execute began it), once.
 func (r *run) ungate() {
+	if r.firstDone != nil {
+		r.firstDone()
+		r.firstDone = nil
+	}
 	if r.gated {
 		r.gated = false
 		r.deps.Claims.end()

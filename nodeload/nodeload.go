@@ -85,10 +85,11 @@ type Load struct {
 	scratch []string       // Enter's list of the peers that may run the job
 	// burstSlot is the slot of the latest ordered Enter and burst how many
 	// Enters had that slot (in a row) before it.
-	burstSlot int64
-	burst     int
-	freed     chan struct{} // closed (and replaced) by the next Release
-	gauge     prometheus.Gauge
+	burstSlot    int64
+	burst        int
+	burstRunning int           // running when the burst's first Enter came
+	freed        chan struct{} // closed (and replaced) by the next Release
+	gauge        prometheus.Gauge
 }
 
 // New returns the load of a node that may have at most maxParallel runs in
@@ -201,11 +202,20 @@ func (l *Load) SetPeers(self string, peers []Peer, validFor time.Duration) {
 // busier than the others. It is 0 without ordering (New), without a valid view
 // of the peers (SetPeers) and when no peer may run the job.
 func (l *Load) Enter(job string, slot int64, selectors []string) time.Duration {
+	d, _ := l.EnterRanked(job, slot, selectors)
+	return d
+}
+
+// EnterRanked is Enter that also returns this node's rank in the slot's
+// claim order (0 = first; also 0 whenever Enter does not rank: without
+// ordering, without a valid view of the peers, when no peer may run the
+// job). package actors counts the rank-0 claims of an instant in a Burst.
+func (l *Load) EnterRanked(job string, slot int64, selectors []string) (time.Duration, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	v := &l.view
 	if !l.ordered || len(v.peers) == 0 || !time.Now().Before(v.until) {
-		return 0
+		return 0, 0
 	}
 	n, sum := 0, 0
 	l.scratch = l.scratch[:0]
@@ -217,7 +227,7 @@ func (l *Load) Enter(job string, slot int64, selectors []string) time.Duration {
 		}
 	}
 	if n == 0 {
-		return 0
+		return 0, 0
 	}
 	idx, ok := l.jobs[job]
 	if !ok {
@@ -233,7 +243,7 @@ func (l *Load) Enter(job string, slot int64, selectors []string) time.Duration {
 	if excess := float64(l.running) - mean - LoadSlack - mean/4; excess > 0 {
 		d += time.Duration(excess * float64(PerRun))
 	}
-	return min(MaxDelay, d)
+	return min(MaxDelay, d), rank
 }
 
 // SetJobs sets the job names of the configuration (all jobs, also those
