@@ -263,8 +263,8 @@ func TestHeartbeat_LostJobHashesWrittenAgain(t *testing.T) {
 
 // A live node of the previous version writes its job hashes inline in its
 // record (no jobs_key): its drift is still compared, and while it is live
-// this node's record carries its hashes inline too, for it to read; once
-// it is gone, the record leaves them out again.
+// this node's record carries its hashes inline too, from its first beat,
+// for it to read; once it is gone, the record leaves them out again.
 func TestHeartbeat_OldFormatRecord(t *testing.T) {
 	r, _ := newRedis(t)
 	ctx := t.Context()
@@ -280,7 +280,10 @@ func TestHeartbeat_OldFormatRecord(t *testing.T) {
 	if err := r.IndexNode(ctx, "old", now); err != nil {
 		t.Fatal(err)
 	}
-	a.h.beat(ctx) // sees the old node: compares, and will write its hashes inline
+	a.h.beat(ctx) // reads the node list first: its first record already carries the hashes
+	if rec := own(t, r, "a"); rec.Jobs["report"] != "r1" || !rec.JobsKey {
+		t.Errorf("a's first record while an old node is live: %+v; want its jobs inline and jobs_key", rec)
+	}
 	a.h.beat(ctx)
 	if g := a.drift(t); g != 1 {
 		t.Errorf("a: cronlock_config_drift = %v, want 1 (the old node's report differs)", g)

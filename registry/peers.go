@@ -43,9 +43,26 @@ func (h *Heartbeat) compare(ctx context.Context, at time.Time) {
 	h.drift.Observe(h.self.Jobs, others)
 }
 
+// listOlder reads the node list before a beat's write until one read
+// succeeded, so that the first record carries the job hashes inline only
+// when a live older node needs them (noteInline). A failed read is logged
+// at debug; the record then carries them.
+func (h *Heartbeat) listOlder(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, beatTimeout)
+	defer cancel()
+	values, err := h.store.Nodes(cctx)
+	if err != nil {
+		h.log.Debug("node list not read; the record carries the job hashes inline until it is", zap.Error(err))
+		return
+	}
+	h.noteInline(h.live(values))
+}
+
 // noteInline sets whether our records carry the job hashes inline: while
 // some live node's record has them inline without JobsKey (an older
-// cronlock, which reads them only there). The switch is logged at info.
+// cronlock, which reads them only there). Until the first node list is
+// read they do (New), so that an older node never sees this one without
+// jobs; a later switch is logged at info.
 func (h *Heartbeat) noteInline(live []Record) {
 	var old []string
 	for _, r := range live {
@@ -53,14 +70,15 @@ func (h *Heartbeat) noteInline(live []Record) {
 			old = append(old, r.NodeID)
 		}
 	}
-	switch inline := len(old) > 0; {
-	case inline && !h.inline:
+	inline := len(old) > 0
+	switch {
+	case inline && (!h.inline || !h.listed):
 		h.log.Info("a live node of an older cronlock reads job hashes in the heartbeat records: this node's record "+
 			"carries them too until no such node is live", zap.Strings("nodes", old))
-	case !inline && h.inline:
+	case !inline && h.inline && h.listed:
 		h.log.Info("no live node of an older cronlock left: the job hashes are only in this node's job hashes key")
 	}
-	h.inline = len(old) > 0
+	h.inline, h.listed = inline, true
 }
 
 // readPeers reads the other nodes' records and hands the live ones to

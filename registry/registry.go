@@ -168,8 +168,9 @@ type Heartbeat struct {
 	jobsDirty bool
 	cache     *JobsCache // the other nodes' job hashes, by config hash
 	// inline: a live node of an older cronlock reads job hashes only in
-	// the records, so ours carry them too (Record.JobsKey).
-	inline bool
+	// the records, so ours carry them too (Record.JobsKey); true until
+	// listed, the first successful read of the node list (noteInline).
+	inline, listed bool
 }
 
 // New returns the actor; it does no I/O.
@@ -193,7 +194,7 @@ func New(o Options) *Heartbeat {
 	log := o.Log.With(zap.String("node_id", o.Self.NodeID))
 	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, peers: o.Peers, drift: drift.NewDetector(log, o.Registry),
 		jobs: make(chan jobsUpdate), every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]time.Time{},
-		cache: NewJobsCache(),
+		cache: NewJobsCache(), inline: true,
 		conflict: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_node_id_conflict",
 			Help: "1 while another live daemon writes this node's heartbeat record (node.id is not unique), else 0."})}
 	if o.Registry != nil {
@@ -284,6 +285,9 @@ func (h *Heartbeat) SetJobs(ctx context.Context, jobs map[string]string, hash st
 // beat swaps the record (and writes the job hashes key when they are
 // dirty, or extends its TTL) and checks the record it replaced.
 func (h *Heartbeat) beat(ctx context.Context) {
+	if !h.listed {
+		h.listOlder(ctx)
+	}
 	rec := h.self
 	rec.Heartbeat = h.now().UTC()
 	rec.Running = h.running()
