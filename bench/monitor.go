@@ -102,7 +102,7 @@ const (
 	// Not per slot:
 	CallProbe     = "health check"       // readiness probe, INFO script (keys: one job key, no ARGV)
 	CallMissed    = "missed-slot report" // key state:J
-	CallHeartbeat = "node heartbeat"     // key node:ID
+	CallHeartbeat = "node heartbeat"     // keys node:ID, node-jobs:ID
 )
 
 // Classify names a top-level command of cronlock's: one of the Call
@@ -136,8 +136,8 @@ func Classify(c MonitorCommand, prefix string) (kind string, slot int64) {
 		return CallProbe, 0 // the readiness probe and the INFO script: a job key, no ARGV
 	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"state:"):
 		return CallMissed, 0
-	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"node:"):
-		return CallHeartbeat, 0
+	case nkeys >= 1 && strings.HasPrefix(keys[0], prefix+"node:"):
+		return CallHeartbeat, 0 // keys node:ID and node-jobs:ID (one key before the job hashes key)
 	}
 	return name + " (script)", 0
 }

@@ -38,6 +38,7 @@ func TestClassify(t *testing.T) {
 		{[]string{"EVAL", "script", "3", p + "job:j", p + "history:j", p + "state:j", "100", "n1:r", "run_id", "r", "slot", "1700000001", "trigger", "schedule"}, CallFinish, 1700000001},
 		{[]string{"evalsha", "sha", "1", p + "job:j", "n1:r", "90000"}, CallLease, 0},
 		{[]string{"EVALSHA", "sha", "1", p + "node:n1", "{}"}, CallHeartbeat, 0},
+		{[]string{"EVALSHA", "sha", "2", p + "node:n1", p + "node-jobs:n1", "{}", "30000", ""}, CallHeartbeat, 0},
 		{[]string{"EVALSHA", "probe", "1", p + "job:j"}, CallProbe, 0},
 		{[]string{"EVALSHA", "missed", "1", p + "state:j", "1700000000"}, CallMissed, 0},
 		{[]string{"EVALSHA", "sha", "2", p + "x:j", p + "y:j"}, "EVALSHA (script)", 0},
