@@ -9,12 +9,13 @@
 // the hashes changed (start, reload) or the key was lost, so that a beat
 // costs the same with 10 or 10,000 jobs. Readers of other nodes' hashes
 // (config drift, `cronlock nodes`) read them once per config hash
-// (JobsCache). A record
-// of a different instance (a process, identified by a random UUID) found
-// on the first successful beat is not yet a conflict: it is usually the
-// record of this node's previous incarnation, left behind by a crash until
-// its TTL ends. Found on any later beat it is: another process wrote the
-// record after our previous beat, so it is alive. The conflict is logged
+// (JobsCache).
+//
+// A record of a different instance (a process, identified by a random
+// UUID) found on the first successful beat is not yet a conflict: it is
+// usually the record of this node's previous incarnation, left behind by a
+// crash until its TTL ends. Found on any later beat it is: another process
+// wrote the record after our previous beat, so it is alive. The conflict is logged
 // once per other instance (error) and shown by the gauge
 // cronlock_node_id_conflict.
 package registry
