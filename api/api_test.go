@@ -60,10 +60,12 @@ jobs:
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
+	// The record as the heartbeat writes it: the job hashes in their own key.
 	rec, _ := json.Marshal(registry.Record{NodeID: "web1", Instance: "i1", Hostname: "web1", PID: 1, Version: "test", Started: now,
-		Heartbeat: now, EveryMs: 5000, TTLMs: 15000, ConfigHash: "h", Jobs: config.JobHashes(cfg.Jobs), Running: map[string]int64{"backup": 1},
+		Heartbeat: now, EveryMs: 5000, TTLMs: 15000, ConfigHash: "h", JobsKey: true, Running: map[string]int64{"backup": 1},
 		Tags: map[string]string{"role": "web"}})
-	if _, err := r.SwapNode(ctx, "web1", rec, time.Minute); err != nil {
+	hashes, _ := json.Marshal(registry.JobHashes{ConfigHash: "h", Jobs: config.JobHashes(cfg.Jobs)})
+	if _, _, err := r.SwapNode(ctx, "web1", rec, hashes, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.IndexNode(ctx, "web1", now); err != nil {
@@ -198,6 +200,16 @@ func TestAPI_ResponsesMatchOpenAPI(t *testing.T) {
 	if err := json.Unmarshal(body, &report); err != nil || report.Window != "active" || len(report.Nodes) != 1 ||
 		len(report.Runners) != 0 || !report.Unrunnable {
 		t.Errorf("GET /api/v1/jobs/report: %s; want window active, nodes [role=db], no runners, unrunnable", body)
+	}
+	var nodes struct {
+		Nodes []struct {
+			Jobs map[string]string `json:"jobs"`
+		} `json:"nodes"`
+	}
+	_, body = f.do("GET", "/api/v1/nodes", "", "")
+	if err := json.Unmarshal(body, &nodes); err != nil || len(nodes.Nodes) != 1 || len(nodes.Nodes[0].Jobs) != 2 ||
+		nodes.Nodes[0].Jobs["backup"] != config.JobHashes(f.opts.Jobs())["backup"] {
+		t.Errorf("GET /api/v1/nodes: %s; want web1 with the 2 job hashes of its job hashes key", body)
 	}
 	var evs []struct{ Type, By string }
 	_, body = f.do("GET", "/api/v1/jobs/backup/events", "", "")

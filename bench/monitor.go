@@ -102,7 +102,7 @@ const (
 	// Not per slot:
 	CallProbe     = "health check"       // readiness probe, INFO script (keys: one job key, no ARGV)
 	CallMissed    = "missed-slot report" // key state:J
-	CallHeartbeat = "node heartbeat"     // key node:ID
+	CallHeartbeat = "node heartbeat"     // keys node:ID, node-jobs:ID
 )
 
 // Claim and finish scripts' key and argument counts per job
@@ -150,8 +150,8 @@ func Classify(c MonitorCommand, prefix string) (kind string, slots []int64) {
 		return CallProbe, nil // the readiness probe and the INFO script: a job key, no ARGV
 	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"state:"):
 		return CallMissed, nil
-	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"node:"):
-		return CallHeartbeat, nil
+	case nkeys >= 1 && strings.HasPrefix(keys[0], prefix+"node:"):
+		return CallHeartbeat, nil // keys node:ID and node-jobs:ID (one key before the job hashes key)
 	}
 	return name + " (script)", nil
 }

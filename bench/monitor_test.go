@@ -50,6 +50,7 @@ func TestClassify(t *testing.T) {
 		{[]string{"evalsha", "sha", "2", p + "job:j", p + "pending:j", "n1:r", "90000"}, CallLease, nil},
 		{[]string{"evalsha", "sha", "1", p + "job:j", "n1:r"}, CallLease, nil},
 		{[]string{"EVALSHA", "sha", "1", p + "node:n1", "{}"}, CallHeartbeat, nil},
+		{[]string{"EVALSHA", "sha", "2", p + "node:n1", p + "node-jobs:n1", "{}", "30000", ""}, CallHeartbeat, nil},
 		{[]string{"EVALSHA", "probe", "1", p + "job:j"}, CallProbe, nil},
 		{[]string{"EVALSHA", "missed", "1", p + "state:j", "1700000000"}, CallMissed, nil},
 		{[]string{"EVALSHA", "sha", "2", p + "x:j", p + "y:j"}, "EVALSHA (script)", nil},

@@ -14,6 +14,12 @@ import (
 // plus what the reader derives from it.
 type NodeRow struct {
 	registry.Record
+	// Jobs are the node's job hashes (job name → config.JobHash), from its
+	// record or its job hashes key; nil when that key could not be read
+	// (it was gone: the node writes it again at its next beat). Then the
+	// node's drift is not judged and the other nodes are compared without
+	// it.
+	Jobs map[string]string `json:"jobs"`
 	// State is "live" while the record was written within its TTL, else
 	// "gone" (the key lingers for one more TTL).
 	State string `json:"state"`
@@ -35,25 +41,33 @@ type Cluster struct {
 	targets []targeting.Node
 }
 
-// Nodes reads every node record (two round trips) and compares the live
+// Nodes reads every node record (two round trips), then the job hashes of
+// the records that do not hold them, one node per config hash (one more
+// round trip when there is any; registry.JobsCache), and compares the live
 // ones.
 func Nodes(ctx context.Context, r *redislock.Redis, now time.Time) (*Cluster, error) {
 	values, err := r.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
+	recs := registry.Decode(values)
+	if _, err := registry.NewJobsCache().Fill(ctx, r, recs); err != nil {
+		return nil, err
+	}
 	v := &Cluster{Nodes: []NodeRow{}, Drift: []drift.Job{}, byJob: map[string]drift.Job{}, targets: targeting.LiveNodes(values, now)}
 	live := map[string]map[string]string{}
-	for _, rec := range registry.Decode(values) {
-		row := NodeRow{Record: rec, State: "gone", AgeMs: now.Sub(rec.Heartbeat).Milliseconds(), Drift: []drift.Diff{}}
+	for _, rec := range recs {
+		row := NodeRow{Record: rec, Jobs: rec.Jobs, State: "gone", AgeMs: now.Sub(rec.Heartbeat).Milliseconds(), Drift: []drift.Diff{}}
 		if rec.Live(now) {
 			row.State = "live"
-			live[rec.NodeID] = rec.Jobs
+			if rec.Jobs != nil {
+				live[rec.NodeID] = rec.Jobs
+			}
 		}
 		v.Nodes = append(v.Nodes, row)
 	}
 	for i, row := range v.Nodes {
-		if row.State != "live" {
+		if row.State != "live" || row.Jobs == nil {
 			continue
 		}
 		others := map[string]map[string]string{}

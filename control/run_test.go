@@ -45,7 +45,7 @@ func writeRecord(t *testing.T, r *redislock.Redis, started, heartbeat time.Time)
 	t.Helper()
 	rec, _ := json.Marshal(registry.Record{NodeID: "n2", Instance: "i-" + started.String(), Hostname: "h", PID: 1, Started: started,
 		Heartbeat: heartbeat, EveryMs: 1000, TTLMs: 3000})
-	if _, err := r.SwapNode(t.Context(), "n2", rec, time.Minute); err != nil {
+	if _, _, err := r.SwapNode(t.Context(), "n2", rec, nil, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.IndexNode(t.Context(), "n2", heartbeat); err != nil {

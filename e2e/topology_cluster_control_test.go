@@ -53,6 +53,21 @@ func TestClusterTopology_ControlPlaneAndScheduling(t *testing.T) {
 	if out, _ := run("nodes"); strings.Count(out, " live ") != 2 {
 		t.Errorf("cronlock nodes: want a table of 2 live nodes:\n%s", out)
 	}
+	// A node's record and its job hashes share the node id's slot (one
+	// script writes both).
+	for _, id := range []string{"c1", "c2"} {
+		found := 0
+		for _, m := range c.Masters {
+			rec, jobs := countKeys(t, m, "cronlock:node:{"+id+"}"), countKeys(t, m, "cronlock:node-jobs:{"+id+"}")
+			if rec != jobs {
+				t.Errorf("%s: master %s holds %d record and %d job hashes keys; want both or neither", id, m.Addr(), rec, jobs)
+			}
+			found += rec
+		}
+		if found != 1 {
+			t.Errorf("%s: its record found on %d masters, want 1", id, found)
+		}
+	}
 
 	// An audited pause with an end: tick is skipped paused, then runs again.
 	out, _ := run("pause", "tick", "-for", "2s", "-note", "cluster")

@@ -84,12 +84,20 @@ func loadPeers(recs []registry.Record) []nodeload.Peer {
 	return out
 }
 
-func (l *lazyRedis) SwapNode(ctx context.Context, id string, value []byte, ttl time.Duration) ([]byte, error) {
+func (l *lazyRedis) SwapNode(ctx context.Context, id string, value, jobs []byte, ttl time.Duration) ([]byte, bool, error) {
+	r, err := l.client()
+	if err != nil {
+		return nil, false, err
+	}
+	return r.SwapNode(ctx, id, value, jobs, ttl)
+}
+
+func (l *lazyRedis) NodeJobs(ctx context.Context, ids []string) ([][]byte, error) {
 	r, err := l.client()
 	if err != nil {
 		return nil, err
 	}
-	return r.SwapNode(ctx, id, value, ttl)
+	return r.NodeJobs(ctx, ids)
 }
 
 func (l *lazyRedis) DropNode(ctx context.Context, id string, value []byte) (bool, error) {

@@ -80,8 +80,9 @@ func TestEngine_CorruptMemoryStateStopsTheStart(t *testing.T) {
 }
 
 // On the Redis backend the engine runs the node registry: the heartbeat
-// record exists while it runs, cronlock_node_id_conflict is exported, and
-// the record is gone after shutdown.
+// record and the job hashes key exist while it runs,
+// cronlock_node_id_conflict is exported, and both keys are gone after
+// shutdown.
 func TestEngine_RedisBackendKeepsTheHeartbeatRecord(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := parseConfig(t, "redis: {address: \""+srv.Addr()+"\"}\nnode: {id: n1}\n"+oneYearlyJob)
@@ -119,6 +120,9 @@ func TestEngine_RedisBackendKeepsTheHeartbeatRecord(t *testing.T) {
 	if !strings.Contains(string(rec), `"node_id":"n1"`) || !strings.Contains(string(rec), `"version":"test"`) {
 		t.Errorf("heartbeat record %s, want node_id n1 and version test", rec)
 	}
+	if n, err := c.Do(t.Context(), c.B().Exists().Key("cronlock:node-jobs:n1").Build()).AsInt64(); err != nil || n != 1 {
+		t.Errorf("job hashes key cronlock:node-jobs:n1: EXISTS %d (%v), want 1", n, err)
+	}
 	if n, err := testutil.GatherAndCount(reg, "cronlock_node_id_conflict"); err != nil || n != 1 {
 		t.Errorf("cronlock_node_id_conflict: %d series (%v), want 1", n, err)
 	}
@@ -128,5 +132,8 @@ func TestEngine_RedisBackendKeepsTheHeartbeatRecord(t *testing.T) {
 	}
 	if rec := get(); rec != nil {
 		t.Errorf("after shutdown the heartbeat record is still there: %s", rec)
+	}
+	if n, err := c.Do(t.Context(), c.B().Exists().Key("cronlock:node-jobs:n1").Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("after shutdown: job hashes key EXISTS %d (%v), want 0", n, err)
 	}
 }

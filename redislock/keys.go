@@ -25,11 +25,12 @@ func HasHashTag(key string) bool {
 
 // key is the one place Redis keys are built: P + kind + ":" + id, with P
 // the key prefix, kind "job", "state", "history", "paused", "pending",
-// "backfill", "events", "runs", "runstatus", "node", … and id
+// "backfill", "events", "runs", "runstatus", "node", "node-jobs", … and id
 // a job name or node id. In Cluster mode, unless the prefix already holds a
 // hash tag, the id is the key's hash tag — P + kind + ":{" + id + "}" — so
-// that the keys of one job share a cluster slot (a script's keys must) and
-// different jobs spread over the shards (docs/protocol.md, "Redis keys").
+// that the keys of one job (or of one node: "node" and "node-jobs") share
+// a cluster slot (a script's keys must) and different jobs spread over the
+// shards (docs/protocol.md, "Redis keys").
 func (r *Redis) key(kind, id string) string {
 	if r.tagIDs {
 		return r.prefix + kind + ":{" + id + "}"
@@ -56,12 +57,12 @@ func (r *Redis) globalKey(kind, name string) string {
 }
 
 // Key returns the Redis key of kind ("job", "state", "history", "paused",
-// "pending", "backfill", "events", "runs", "runstatus", "node") for id (a
-// job name or node id), as the client builds it; for "nodes" and
-// "pending-runs" the cluster-wide key (globalKey, id "index" and "all"): the
-// layout depends on the topology the client connected to (Mode) and on
-// whether the key prefix holds a hash tag. For tests and tools that read
-// cronlock's keys directly.
+// "pending", "backfill", "events", "runs", "runstatus", "node",
+// "node-jobs") for id (a job name or node id), as the client builds it;
+// for "nodes" and "pending-runs" the cluster-wide key (globalKey, id
+// "index" and "all"): the layout depends on the topology the client
+// connected to (Mode) and on whether the key prefix holds a hash tag. For
+// tests and tools that read cronlock's keys directly.
 func (r *Redis) Key(kind, id string) string {
 	if kind == "nodes" || kind == "pending-runs" {
 		return r.globalKey(kind, id)

@@ -11,55 +11,121 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// The node heartbeat record P+"node:"+ID (docs/protocol.md, "Redis keys"):
-// a string with a PX ttl whose value the caller (package registry)
-// encodes. These methods only store it.
+// The node heartbeat record P+"node:"+ID and the node's job hashes
+// P+"node-jobs:"+ID (docs/protocol.md, "Redis keys"): two strings with one
+// PX ttl whose values the caller (package registry) encodes. These methods
+// only store them. Both keys are built by key with the node id, so in
+// Cluster mode they share the id's hash tag and one script may name both.
 
 // nodeSwapScript sets the record and returns the value it replaced, in one
-// round trip (false → nil reply when there was none).
+// round trip (false → nil reply when there was none), and keeps the job
+// hashes key with the same ttl: it sets it when ARGV[3] is not empty, else
+// it only extends its ttl (PEXPIRE; 0 when the key is gone).
 //
-//	KEYS: 1 node record; ARGV: 1 value, 2 ttl ms
+//	KEYS: 1 node record, 2 node job hashes; ARGV: 1 value, 2 ttl ms, 3 job hashes value or ""
+//	returns {replaced value or nil, 1 when the job hashes key holds a value now, else 0}
 var nodeSwapScript = newScript(`
 local old = redis.call("GET", KEYS[1])
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-return old
+local kept = 1
+if ARGV[3] ~= "" then
+  redis.call("SET", KEYS[2], ARGV[3], "PX", ARGV[2])
+else
+  kept = redis.call("PEXPIRE", KEYS[2], ARGV[2])
+end
+return {old, kept}
 `, false)
 
 // SwapNode replaces node id's heartbeat record with value, expiring after
 // ttl (whole milliseconds, at least 1ms), and returns the value it replaced
-// (nil when there was none), atomically in one round trip. An error means
-// the record may or may not have been written.
-func (r *Redis) SwapNode(ctx context.Context, id string, value []byte, ttl time.Duration) ([]byte, error) {
+// (nil when there was none), atomically in one round trip. In the same
+// script it writes the node's job hashes key P node-jobs:ID with the same
+// ttl when jobs is not empty, or else only extends that key's ttl; kept
+// reports whether the job hashes key holds a value after the call (false:
+// it had expired or was deleted, and the caller should write it again). An
+// error means the keys may or may not have been written.
+func (r *Redis) SwapNode(ctx context.Context, id string, value, jobs []byte, ttl time.Duration) (old []byte, kept bool, err error) {
 	switch {
 	case id == "":
-		return nil, errors.New("swap node record: empty node id")
+		return nil, false, errors.New("swap node record: empty node id")
 	case ttl < time.Millisecond:
-		return nil, fmt.Errorf("swap node record %q: ttl %v below 1ms", id, ttl)
+		return nil, false, fmt.Errorf("swap node record %q: ttl %v below 1ms", id, ttl)
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	old, err := nodeSwapScript.Exec(ctx, r.c, []string{r.key("node", id)},
-		[]string{string(value), strconv.FormatInt(ttl.Milliseconds(), 10)}).AsBytes()
+	reply, err := nodeSwapScript.Exec(ctx, r.c, []string{r.key("node", id), r.key("node-jobs", id)},
+		[]string{string(value), strconv.FormatInt(ttl.Milliseconds(), 10), string(jobs)}).ToArray()
+	if err == nil && len(reply) != 2 {
+		err = fmt.Errorf("reply of %d elements, want 2", len(reply))
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("swap node record %q: %w", id, explainScript(err))
+	}
+	n, err := reply[1].AsInt64()
+	if err != nil {
+		return nil, false, fmt.Errorf("swap node record %q: job hashes reply: %w", id, err)
+	}
+	old, err = reply[0].AsBytes()
 	switch {
 	case rueidis.IsRedisNil(err):
-		return nil, nil
+		return nil, n == 1, nil
 	case err != nil:
-		return nil, fmt.Errorf("swap node record %q: %w", id, explainScript(err))
+		return nil, false, fmt.Errorf("swap node record %q: %w", id, err)
 	}
-	return old, nil
+	return old, n == 1, nil
 }
 
-// DropNode deletes node id's heartbeat record if it still holds exactly
-// value (compare-and-DEL, the release script), in one round trip, and
-// reports whether it did.
+// nodeDropScript deletes the record and the job hashes key if the record
+// still holds ARGV[1] (compare-and-DEL).
+//
+//	KEYS: 1 node record, 2 node job hashes; ARGV: 1 value; returns 1 when deleted, else 0
+var nodeDropScript = newScript(`
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+  redis.call("DEL", KEYS[1], KEYS[2])
+  return 1
+end
+return 0
+`, false)
+
+// DropNode deletes node id's heartbeat record and its job hashes key if the
+// record still holds exactly value (compare-and-DEL), in one round trip,
+// and reports whether it did.
 func (r *Redis) DropNode(ctx context.Context, id string, value []byte) (bool, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	n, err := releaseScript.Exec(ctx, r.c, []string{r.key("node", id)}, []string{string(value)}).AsInt64()
+	n, err := nodeDropScript.Exec(ctx, r.c, []string{r.key("node", id), r.key("node-jobs", id)}, []string{string(value)}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("drop node record %q: %w", id, explainScript(err))
 	}
 	return n == 1, nil
+}
+
+// NodeJobs returns the values of the job hashes keys P node-jobs:ID of
+// ids, in the order of ids, nil for a key that does not exist: one
+// pipelined GET per id in one round trip (in Cluster mode rueidis sends
+// each to its shard). An error of any GET fails the call.
+func (r *Redis) NodeJobs(ctx context.Context, ids []string) ([][]byte, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	cmds := make(rueidis.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = r.c.B().Get().Key(r.key("node-jobs", id)).Build()
+	}
+	out := make([][]byte, len(ids))
+	for i, res := range r.c.DoMulti(ctx, cmds...) {
+		v, err := res.AsBytes()
+		switch {
+		case rueidis.IsRedisNil(err):
+		case err != nil:
+			return nil, fmt.Errorf("node job hashes %q: %w", ids[i], err)
+		default:
+			out[i] = v
+		}
+	}
+	return out, nil
 }
 
 // The node index P+"nodes:index" (docs/protocol.md, "The node list"): a

@@ -1,15 +1,21 @@
 // Package registry keeps this daemon's heartbeat record in Redis, the key
-// P node:ID (docs/protocol.md, "The node heartbeat record"), and detects a
-// second live daemon writing the same record: two daemons configured with
-// the same node.id.
+// P node:ID, and its job hashes, the key P node-jobs:ID (docs/protocol.md,
+// "The node heartbeat record"), and detects a second live daemon writing
+// the same record: two daemons configured with the same node.id.
 //
 // Every beat (default every 5 s) swaps the record for a fresh one (TTL
-// default 15 s) and reads the one it replaced, in one round trip. A record
-// of a different instance (a process, identified by a random UUID) found
-// on the first successful beat is not yet a conflict: it is usually the
-// record of this node's previous incarnation, left behind by a crash until
-// its TTL ends. Found on any later beat it is: another process wrote the
-// record after our previous beat, so it is alive. The conflict is logged
+// default 15 s) and reads the one it replaced, in one round trip; the same
+// script extends the job hashes key's TTL, and writes that key only when
+// the hashes changed (start, reload) or the key was lost, so that a beat
+// costs the same with 10 or 10,000 jobs. Readers of other nodes' hashes
+// (config drift, `cronlock nodes`) read them once per config hash
+// (JobsCache).
+//
+// A record of a different instance (a process, identified by a random
+// UUID) found on the first successful beat is not yet a conflict: it is
+// usually the record of this node's previous incarnation, left behind by a
+// crash until its TTL ends. Found on any later beat it is: another process
+// wrote the record after our previous beat, so it is alive. The conflict is logged
 // once per other instance (error) and shown by the gauge
 // cronlock_node_id_conflict.
 package registry
@@ -20,6 +26,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/drift"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -43,7 +50,8 @@ const (
 )
 
 // Record is one daemon process's heartbeat record, the JSON value of
-// P node:ID (docs/protocol.md, "The node heartbeat record").
+// P node:ID (docs/protocol.md, "The node heartbeat record"), with Jobs
+// filled in by a reader (JobsCache.Fill) when the record leaves them out.
 type Record struct {
 	NodeID    string    `json:"node_id"`
 	Instance  string    `json:"instance"` // random UUID, one per daemon process
@@ -61,8 +69,13 @@ type Record struct {
 	TTLMs   int64 `json:"ttl_ms"`
 	// ConfigHash digests the whole job configuration (config.ConfigHash of
 	// Jobs); Jobs maps every configured job to its config.JobHash.
+	// JobsKey says the hashes are in the node's job hashes key
+	// P node-jobs:ID (JobHashes): this version writes the record without
+	// Jobs, unless a live node of an older cronlock, whose records hold
+	// the hashes inline and have no JobsKey, needs to read them there.
 	ConfigHash string            `json:"config_hash"`
-	Jobs       map[string]string `json:"jobs"`
+	Jobs       map[string]string `json:"jobs,omitempty"`
+	JobsKey    bool              `json:"jobs_key,omitempty"`
 	// Running counts the runs in progress on the node, by job (jobs
 	// without runs are absent).
 	Running map[string]int64 `json:"running,omitempty"`
@@ -82,13 +95,18 @@ func (r Record) Live(now time.Time) bool {
 	return now.Sub(r.Heartbeat) <= ttl
 }
 
-// Store keeps heartbeat records and the node index; implemented by
-// *redislock.Redis (key P node:ID and P nodes:index).
+// Store keeps heartbeat records, job hashes and the node index;
+// implemented by *redislock.Redis (keys P node:ID, P node-jobs:ID and
+// P nodes:index).
 type Store interface {
 	// SwapNode sets node id's record to value with a TTL and returns the
-	// value it replaced (nil when none), atomically.
-	SwapNode(ctx context.Context, id string, value []byte, ttl time.Duration) ([]byte, error)
-	// DropNode deletes node id's record if it holds exactly value.
+	// value it replaced (nil when none), atomically; with it, it sets the
+	// node's job hashes key to jobs with the same TTL, or, when jobs is
+	// empty, only extends that key's TTL. kept reports whether the job
+	// hashes key holds a value afterwards.
+	SwapNode(ctx context.Context, id string, value, jobs []byte, ttl time.Duration) (old []byte, kept bool, err error)
+	// DropNode deletes node id's record and job hashes if the record holds
+	// exactly value.
 	DropNode(ctx context.Context, id string, value []byte) (bool, error)
 	// IndexNode records node id in the node index, written at at.
 	IndexNode(ctx context.Context, id string, at time.Time) error
@@ -96,6 +114,7 @@ type Store interface {
 	UnindexNode(ctx context.Context, id string) error
 	// Nodes returns every indexed node's record that still exists.
 	Nodes(ctx context.Context) ([][]byte, error)
+	JobsReader
 }
 
 // Options configure New. Log, Store and Self (NodeID, Instance) are
@@ -106,6 +125,7 @@ type Options struct {
 	// Registry receives cronlock_node_id_conflict; nil = not registered.
 	Registry prometheus.Registerer
 	// Self is this process's record; Heartbeat is set on every beat.
+	// Self.ConfigHash must be config.ConfigHash(Self.Jobs); "" = computed.
 	Self Record
 	// Every is the beat interval (default DefaultEvery); TTL the record's
 	// time to live (default 3 × Every).
@@ -141,6 +161,17 @@ type Heartbeat struct {
 	written  []byte               // the value of our last successful swap; nil before the first
 	reported map[string]bool      // other instances already logged
 	seen     map[string]time.Time // other live instances → when last found
+	// jobsValue is self's JobHashes, encoded once per change; jobsDirty
+	// says the next beat writes it (at the start, after SetJobs, after a
+	// failed beat that should have, after another instance wrote the
+	// record and perhaps the key).
+	jobsValue []byte
+	jobsDirty bool
+	cache     *JobsCache // the other nodes' job hashes, by config hash
+	// inline: a live node of an older cronlock reads job hashes only in
+	// the records, so ours carry them too (Record.JobsKey); true until
+	// listed, the first successful read of the node list (noteInline).
+	inline, listed bool
 }
 
 // New returns the actor; it does no I/O.
@@ -164,12 +195,32 @@ func New(o Options) *Heartbeat {
 	log := o.Log.With(zap.String("node_id", o.Self.NodeID))
 	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, peers: o.Peers, drift: drift.NewDetector(log, o.Registry),
 		jobs: make(chan jobsUpdate), every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]time.Time{},
+		cache: NewJobsCache(), inline: true,
 		conflict: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_node_id_conflict",
 			Help: "1 while another live daemon writes this node's heartbeat record (node.id is not unique), else 0."})}
 	if o.Registry != nil {
 		o.Registry.MustRegister(h.conflict)
 	}
+	h.setJobs(o.Self.Jobs, o.Self.ConfigHash)
 	return h
+}
+
+// setJobs makes jobs (config hash hash; "" = computed) self's job hashes,
+// encodes them for the job hashes key once and marks them to be written.
+func (h *Heartbeat) setJobs(jobs map[string]string, hash string) {
+	if jobs == nil {
+		jobs = map[string]string{}
+	}
+	if hash == "" {
+		hash = config.ConfigHash(jobs)
+	}
+	h.self.Jobs, h.self.ConfigHash, h.self.JobsKey = jobs, hash, true
+	v, err := json.Marshal(JobHashes{ConfigHash: hash, Jobs: jobs})
+	if err != nil {
+		panic(err) // cannot happen: a map of strings
+	}
+	h.jobsValue, h.jobsDirty = v, true
+	h.cache.Own(hash, jobs)
 }
 
 // Run beats at once and then every Every until ctx ends; then it deletes
@@ -198,7 +249,7 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 			case <-t.C:
 				next = true
 			case u := <-h.jobs:
-				h.self.Jobs, h.self.ConfigHash = u.jobs, u.hash
+				h.setJobs(u.jobs, u.hash)
 				t.Reset(h.every)
 				next = true
 			case <-warm.C:
@@ -218,8 +269,9 @@ type jobsUpdate struct {
 }
 
 // SetJobs replaces the record's job hashes (job name → config.JobHash) and
-// config hash after a reload; the actor writes the record and compares
-// it with the other nodes at once. It blocks until the actor took the
+// config hash (config.ConfigHash of jobs; "" = computed) after a reload;
+// the actor writes the record and the job hashes key and compares them
+// with the other nodes at once. It blocks until the actor took the
 // update or ctx ends (then it returns ctx.Err()). jobs must not be
 // modified afterwards.
 func (h *Heartbeat) SetJobs(ctx context.Context, jobs map[string]string, hash string) error {
@@ -231,11 +283,18 @@ func (h *Heartbeat) SetJobs(ctx context.Context, jobs map[string]string, hash st
 	}
 }
 
-// beat swaps the record and checks the one it replaced.
+// beat swaps the record (and writes the job hashes key when they are
+// dirty, or extends its TTL) and checks the record it replaced.
 func (h *Heartbeat) beat(ctx context.Context) {
+	if !h.listed {
+		h.listOlder(ctx)
+	}
 	rec := h.self
 	rec.Heartbeat = h.now().UTC()
 	rec.Running = h.running()
+	if !h.inline {
+		rec.Jobs = nil // in P node-jobs:ID
+	}
 	value, err := json.Marshal(rec)
 	if err != nil {
 		h.log.Error("heartbeat record not encodable", zap.Error(err)) // cannot happen: plain fields
@@ -245,16 +304,32 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	defer cancel()
 	// The key outlives the TTL by one more TTL: in between, the node list
 	// shows the node as gone.
-	old, err := h.store.SwapNode(cctx, h.self.NodeID, value, 2*h.ttl)
+	var jobs []byte
+	if h.jobsDirty {
+		jobs = h.jobsValue
+	}
+	old, kept, err := h.store.SwapNode(cctx, h.self.NodeID, value, jobs, 2*h.ttl)
 	if err != nil {
 		h.log.Debug("heartbeat not written", zap.Error(err))
 		return
+	}
+	h.jobsDirty = false
+	if !kept {
+		// The job hashes key was gone (expired while Redis was out of
+		// reach, flushed, lost in a failover, dropped by another instance
+		// of this node id): write it again now, with the record.
+		if _, _, err := h.store.SwapNode(cctx, h.self.NodeID, value, h.jobsValue, 2*h.ttl); err != nil {
+			h.jobsDirty = true
+			h.log.Debug("node job hashes not written", zap.Error(err))
+		} else {
+			h.log.Debug("node job hashes written again: the key was gone")
+		}
 	}
 	first, prev := h.written == nil, h.written
 	h.written = value
 	if !first && bytes.Equal(old, prev) {
 		// It replaced our own last write: nothing to check, and no need to
-		// decode it (its job hashes, 10,000 with as many jobs).
+		// decode it.
 		h.log.Debug("heartbeat")
 	} else {
 		h.check(old, first)
@@ -285,6 +360,7 @@ func (h *Heartbeat) check(old []byte, first bool) {
 		h.log.Info("node heartbeat record written", zap.String("instance", h.self.Instance))
 	case other:
 		h.conflictWith(o)
+		h.jobsDirty = true // it may have written its own job hashes too
 	default:
 		h.log.Debug("heartbeat")
 	}

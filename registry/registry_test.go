@@ -110,7 +110,8 @@ func TestHeartbeat_RestartIsNotAConflict(t *testing.T) {
 }
 
 // The record is the documented JSON (docs/protocol.md) under
-// P node:ID with the TTL, and a clean stop deletes it.
+// P node:ID with the TTL, the job hashes are in P node-jobs:ID with the
+// same TTL, and a clean stop deletes both.
 func TestHeartbeat_RecordInRedis(t *testing.T) {
 	r, srv := newRedis(t)
 	d := newDaemon(r, "web1", "aaaa", time.Now)
@@ -133,16 +134,24 @@ func TestHeartbeat_RecordInRedis(t *testing.T) {
 	}
 	if rec.NodeID != "web1" || rec.Instance != "aaaa" || rec.Hostname != "host-aaaa" || rec.PID != 4242 ||
 		rec.Version != "test" || rec.Started.IsZero() || time.Since(rec.Heartbeat) > time.Minute ||
-		rec.EveryMs != 5000 || rec.TTLMs != 15000 || rec.ConfigHash != "cafe" || rec.Jobs["a"] != "1" {
-		t.Errorf("record: got %+v", rec)
+		rec.EveryMs != 5000 || rec.TTLMs != 15000 || rec.ConfigHash != "cafe" || rec.Jobs != nil || !rec.JobsKey {
+		t.Errorf("record: got %+v; want config hash cafe, jobs_key and no jobs inline", rec)
+	}
+	hv, err := c.Do(t.Context(), c.B().Get().Key("cronlock:node-jobs:web1").Build()).AsBytes()
+	var jh JobHashes
+	if err != nil || json.Unmarshal(hv, &jh) != nil || jh.ConfigHash != "cafe" || len(jh.Jobs) != 1 || jh.Jobs["a"] != "1" {
+		t.Errorf("GET cronlock:node-jobs:web1: %s (%v); want {config_hash: cafe, jobs: {a: 1}}", hv, err)
+	}
+	if ms, _ := c.Do(t.Context(), c.B().Pttl().Key("cronlock:node-jobs:web1").Build()).AsInt64(); ms <= 29_000 || ms > 30_000 {
+		t.Errorf("job hashes PTTL: got %d ms, want (29000, 30000], the record's", ms)
 	}
 	if ids, err := c.Do(t.Context(), c.B().Zrange().Key("cronlock:nodes:index").Min("0").Max("-1").Build()).AsStrSlice(); err != nil ||
 		len(ids) != 1 || ids[0] != "web1" {
 		t.Errorf("node index: got %q (%v), want [web1]", ids, err)
 	}
 	d.h.drop(t.Context())
-	if n, err := c.Do(t.Context(), c.B().Exists().Key("cronlock:node:web1").Build()).AsInt64(); err != nil || n != 0 {
-		t.Errorf("after drop: EXISTS = %d (%v), want 0", n, err)
+	if n, err := c.Do(t.Context(), c.B().Exists().Key("cronlock:node:web1", "cronlock:node-jobs:web1").Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("after drop: EXISTS record, job hashes = %d (%v), want 0", n, err)
 	}
 	if n, err := c.Do(t.Context(), c.B().Zcard().Key("cronlock:nodes:index").Build()).AsInt64(); err != nil || n != 0 {
 		t.Errorf("after drop: node index has %d ids (%v), want 0", n, err)
@@ -154,21 +163,37 @@ func TestHeartbeat_RecordInRedis(t *testing.T) {
 type memStore struct {
 	mu      sync.Mutex
 	value   []byte
+	jobs    []byte // the job hashes key, expiring with the record
 	expires time.Time
 	ttls    []time.Duration
 	drops   int
 }
 
-func (m *memStore) SwapNode(_ context.Context, _ string, v []byte, ttl time.Duration) ([]byte, error) {
+func (m *memStore) SwapNode(_ context.Context, _ string, v, jobs []byte, ttl time.Duration) ([]byte, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.value
 	if !time.Now().Before(m.expires) {
-		old = nil
+		old, m.jobs = nil, nil
+	}
+	if len(jobs) > 0 {
+		m.jobs = jobs
 	}
 	m.value, m.expires = v, time.Now().Add(ttl)
 	m.ttls = append(m.ttls, ttl)
-	return old, nil
+	return old, m.jobs != nil, nil
+}
+
+func (m *memStore) NodeJobs(_ context.Context, ids []string) ([][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([][]byte, len(ids))
+	for i := range ids {
+		if time.Now().Before(m.expires) {
+			out[i] = m.jobs
+		}
+	}
+	return out, nil
 }
 
 func (m *memStore) DropNode(_ context.Context, _ string, v []byte) (bool, error) {
@@ -177,7 +202,7 @@ func (m *memStore) DropNode(_ context.Context, _ string, v []byte) (bool, error)
 	if string(m.value) != string(v) {
 		return false, nil
 	}
-	m.value = nil
+	m.value, m.jobs = nil, nil
 	m.drops++
 	return true, nil
 }

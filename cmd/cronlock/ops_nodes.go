@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -55,8 +56,14 @@ func printNodes(env *runEnv, v *control.Cluster) {
 		for _, n := range r.Running {
 			running += n
 		}
-		d := "no"
+		d, jobs := "no", strconv.Itoa(len(r.Jobs))
 		switch {
+		case r.Jobs == nil:
+			jobs = "?" // its job hashes key was gone: written again at its next beat
+			d = "-"
+			if r.State == "live" {
+				d = "unknown"
+			}
 		case r.State != "live":
 			d = "-"
 		case len(r.Drift) > 0:
@@ -66,9 +73,9 @@ func printNodes(env *runEnv, v *control.Cluster) {
 			}
 			d = "yes: " + strings.Join(slices.Compact(jobs), ", ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t\n", r.NodeID, r.State,
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.NodeID, r.State,
 			(time.Duration(r.AgeMs) * time.Millisecond).Round(100*time.Millisecond), r.Hostname, r.PID, r.Version,
-			r.Started.UTC().Format(time.RFC3339), tagsText(r.Tags), len(r.Jobs), running, r.ConfigHash, d)
+			r.Started.UTC().Format(time.RFC3339), tagsText(r.Tags), jobs, running, r.ConfigHash, d)
 	}
 	_ = tw.Flush()
 	for _, j := range v.Drift {
