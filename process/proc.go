@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -19,13 +18,12 @@ const killWait = 5 * time.Second
 //
 // Start launches three goroutines per Proc: one reader per output stream
 // and one that waits for the leader's exit status (from the package's
-// reaper, never cmd.Wait), the group and the output. They have ended when
+// reaper), the group and the output. They have ended when
 // Done is closed. A pending SIGKILL (Terminate with a grace) is a
 // time.AfterFunc timer, stopped when the group is gone; a call of it that
 // had already begun then finds the Proc finished and does nothing.
 type Proc struct {
 	spec    Spec
-	cmd     *exec.Cmd
 	pid     int // also the process group id
 	group   Group
 	started time.Time
@@ -50,11 +48,10 @@ type Proc struct {
 	result Result
 }
 
-func newProc(spec Spec, cmd *exec.Cmd, group Group, started time.Time, exit <-chan exitStatus, out [2]*os.File) *Proc {
+func newProc(spec Spec, pid int, group Group, started time.Time, exit <-chan exitStatus, out [2]*os.File) *Proc {
 	p := &Proc{
 		spec:    spec,
-		cmd:     cmd,
-		pid:     cmd.Process.Pid,
+		pid:     pid,
 		group:   group,
 		started: started,
 		exit:    exit,
@@ -106,7 +103,6 @@ func (p *Proc) Wait() Result {
 // publishes the Result.
 func (p *Proc) wait() {
 	st := <-p.exit
-	_ = p.cmd.Process.Release() // reaped by the reaper: close the pidfd
 	res := Result{Started: p.started, Finished: st.at, ExitCode: -1}
 	var errs []error
 	switch {

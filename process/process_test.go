@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestProc_ExitCodes(t *testing.T) {
@@ -270,5 +272,42 @@ func TestProc_TerminateConcurrently(t *testing.T) {
 	wg.Wait()
 	if res := h.wait(p); res.Signal != syscall.SIGKILL || groupAlive(p.Pid()) {
 		t.Errorf("got signal %v, group alive %v; want SIGKILL, false", res.Signal, groupAlive(p.Pid()))
+	}
+}
+
+// TestProc_StdinShellByNameAndDescriptors: the child's stdin is /dev/null,
+// a shell given by name is found in $PATH, and the shell holds no
+// descriptor of the daemon's beyond 0, 1 and 2 (but those the test
+// process itself inherited without close-on-exec from whoever started
+// it, which every child inherits).
+func TestProc_StdinShellByNameAndDescriptors(t *testing.T) {
+	extra, err := os.Open(os.DevNull) // a descriptor of this process the child must not inherit
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	inherited := map[string]bool{"0": true, "1": true, "2": true}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		fd, _ := strconv.Atoi(e.Name())
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			inherited[e.Name()] = true
+		}
+	}
+	h, spec := newHarness(t)
+	spec.Shell = "sh"
+	spec.Command = `readlink /proc/$$/fd/0; ls /proc/$$/fd`
+	h.wait(h.start(spec))
+	got := h.lines("stdout")
+	if len(got) < 4 || got[0] != "/dev/null" {
+		t.Fatalf("got %q, want /dev/null as stdin, then the descriptors", got)
+	}
+	for _, fd := range got[1:] {
+		if !inherited[fd] || fd == strconv.Itoa(int(extra.Fd())) {
+			t.Errorf("the shell holds descriptor %s of the daemon's (all: %q; inherited without close-on-exec: %v)", fd, got[1:], inherited)
+		}
 	}
 }

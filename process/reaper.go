@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"sync"
 	"syscall"
@@ -104,17 +103,19 @@ func AdoptOrphans() (release func(), err error) {
 	}, nil
 }
 
-// startChild starts cmd and registers its pid, holding the fork lock so
-// that no pass runs in between; held, if not nil, runs with the lock still
-// held (the child cannot have been reaped yet, so /proc/PID is there). The
-// returned channel receives the child's exit status once.
-func (r *reaper) startChild(cmd *exec.Cmd, held func(pid int)) (<-chan exitStatus, error) {
+// startChild starts path with argv and attr (syscall.ForkExec) and
+// registers its pid, holding the fork lock so that no pass runs in
+// between; held, if not nil, runs with the lock still held (the child
+// cannot have been reaped yet, so /proc/PID is there). The returned
+// channel receives the child's exit status once. An error is an
+// *os.PathError (op "fork/exec"), as os.StartProcess returns.
+func (r *reaper) startChild(path string, argv []string, attr *syscall.ProcAttr, held func(pid int)) (int, <-chan exitStatus, error) {
 	r.forkMu.RLock()
 	defer r.forkMu.RUnlock()
-	if err := cmd.Start(); err != nil {
-		return nil, err
+	pid, err := syscall.ForkExec(path, argv, attr)
+	if err != nil {
+		return 0, nil, &os.PathError{Op: "fork/exec", Path: path, Err: err}
 	}
-	pid := cmd.Process.Pid
 	ch := make(chan exitStatus, 1)
 	r.mu.Lock()
 	r.leaders[pid] = ch
@@ -125,7 +126,7 @@ func (r *reaper) startChild(cmd *exec.Cmd, held func(pid int)) (<-chan exitStatu
 	}
 	// No wake-up needed: a running pass goroutine listens for SIGCHLD since
 	// before its first pass, and a new one starts with a pass.
-	return ch, nil
+	return pid, ch, nil
 }
 
 // reaped returns a channel that is closed after the next pass that reaps

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -31,8 +32,7 @@ func TestReaper_ChildExitingBeforeRegistration(t *testing.T) {
 			if !adopting {
 				notAdopting(t)
 			}
-			cmd := exec.Command("/bin/sh", "-c", "exit 5")
-			ch, err := children.startChild(cmd, func(pid int) {
+			_, ch, err := children.startChild("/bin/sh", []string{"/bin/sh", "-c", "exit 5"}, &syscall.ProcAttr{}, func(pid int) {
 				deadline := time.Now().Add(testTimeout)
 				// Gone from /proc would mean reaped by a pass: the test fails below.
 				for st, ok := readStat(pid); ok && st.live(); st, ok = readStat(pid) {
@@ -50,7 +50,6 @@ func TestReaper_ChildExitingBeforeRegistration(t *testing.T) {
 			if st := waitExit(t, ch); st.err != nil || !st.ws.Exited() || st.ws.ExitStatus() != 5 {
 				t.Errorf("got status %v err %v, want exit 5", st.ws, st.err)
 			}
-			_ = cmd.Process.Release()
 		})
 	}
 }
