@@ -17,7 +17,7 @@
 // MaxLine, TailSize and a fixed read buffer, whatever the job prints.
 //
 // Waiting: one reaper per process owns all waiting for children (wait4(2)
-// on SIGCHLD); Proc never calls exec.Cmd.Wait. With AdoptOrphans (the
+// on SIGCHLD); Proc never waits itself. With AdoptOrphans (the
 // daemon's main) the process is a child subreaper that reaps every child,
 // so orphans never stay zombies and it is a correct PID 1 in a container;
 // every member of a run's group then ends as our child, and the end of the

@@ -62,8 +62,9 @@ type Options struct {
 
 // Redis is the Redis backend (standalone, Sentinel or Cluster, through
 // rueidis). It is safe for concurrent use. Every method makes exactly one
-// round trip, starts no goroutines of its own, and blocks until Redis answers
-// or the deadline passes: the caller's ctx deadline, or CallTimeout when ctx
+// round trip (concurrent claims may share theirs, batch.go), starts no
+// goroutines of its own, and blocks until Redis answers or the deadline
+// passes: the caller's ctx deadline, or CallTimeout when ctx
 // has none. On a deadline error the command may still have been applied
 // (docs/protocol.md, "Redis calls", says how callers recover).
 type Redis struct {
