@@ -221,3 +221,48 @@ func TestJob_ClaimOrder(t *testing.T) {
 		a2.stop()
 	})
 }
+
+// TestJob_ClaimAnswered: the answer to an ordered claim reaches the load
+// (Load.Answered): n1 wins a slot where it is rank 1 (its rank-0 peer n2
+// sends no claim), a slot taken from the order; then n2, whose load has
+// no view (it claims at once), wins a slot where n1 is rank 0, one given.
+func TestJob_ClaimAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		load1 := nodeload.New(0, true, nil)
+		load1.SetPeers("n1", []nodeload.Peer{{ID: "n2"}}, time.Hour)
+		load1.SetJobs([]string{"a"})
+		a1 := startCapNode(t, "n1", "a", "exit 0", mem, load1)
+		a2 := startCapNode(t, "n2", "a", "exit 0", mem, nodeload.New(0, true, nil))
+		ids := []string{"n1", "n2"}
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		for nodeload.Rank("a", 0, s.Unix(), "n1", ids) != 1 {
+			s = s.Add(time.Second)
+		}
+		time.Sleep(time.Until(s))
+		a1.job.Inbox() <- Fire{Job: "a", Slot: s}
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		if got := load1.Taken(); got < 0.99 || got > 1 {
+			t.Fatalf("after a win at rank 1: taken %v, want about 1", got)
+		}
+		next := s.Add(time.Second)
+		for nodeload.Rank("a", 0, next.Unix(), "n1", ids) != 0 {
+			next = next.Add(time.Second)
+		}
+		time.Sleep(time.Until(next))
+		a2.job.Inbox() <- Fire{Job: "a", Slot: next}
+		synctest.Wait()
+		a1.job.Inbox() <- Fire{Job: "a", Slot: next}
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		if reason, _ := a1.skip(next); reason != SkipClaimedElsewhere {
+			t.Fatalf("slot %d: n1 (rank 0) skipped it %q, want %q", next.Unix(), reason, SkipClaimedElsewhere)
+		}
+		if got := load1.Taken(); got > 0 || got < -0.1 {
+			t.Errorf("after a win at rank 1 and a rank-0 slot won elsewhere: taken %v, want just below 0", got)
+		}
+		a1.stop()
+		a2.stop()
+	})
+}

@@ -55,8 +55,12 @@ type run struct {
 	reserved   bool // holds a place in deps.Load (capacity.go)
 	inProgress bool // the place counts as a run in progress (Load.Won)
 	// claimDelay is the claim order's wait before the claim was sent
-	// (capacity.go), logged with "run started" as claim_delay_us.
+	// (capacity.go), logged with "run started" as claim_delay_us;
+	// claimRank is this node's rank in the slot's claim order, reported
+	// with the claim's answer (Load.Answered), when ranked.
 	claimDelay time.Duration
+	claimRank  int
+	ranked     bool
 	// queueClaim: this node's run of the job holds the lease (overlap
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).
@@ -135,6 +139,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req,
 		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
 	r.deps.Claims.end()
+	if r.ranked && err == nil {
+		r.deps.Load.Answered(r.claimRank, c.Outcome == Claimed, c.Outcome == ClaimedElsewhere)
+	}
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
