@@ -7,12 +7,13 @@
 // RankStep (plus PerBurstClaim per rank for every claim of the same slot
 // this node sent before), at most MaxDelay. So each node wins about 1/N of
 // the slots, and the winning claim of an idle rank-0 node waits nothing.
-// A node with excess load yields a share of its claims, YieldPerRun per
-// run of excess: they wait YieldDelay, so that the next in rank wins them.
-// The excess is the larger of two: its runs in progress beyond an even
-// share at the instants of the peers' heartbeat records, and the net of
-// slots it took from the order (won at rank ≥ 1, less its rank-0 slots
-// another node won; Answered), both beyond a slack. The view of the other
+// A node with excess load yields a share of its claims: they wait
+// YieldDelay, so that the next in rank wins them. It yields YieldPerRun of
+// them per run in progress beyond an even share at the instants of the
+// peers' heartbeat records (beyond a slack), and YieldPerTaken of its
+// claims at rank ≥ 1 per slot it took from the order (won at rank ≥ 1,
+// less its rank-0 slots another node won; Answered) beyond a slack: the
+// larger of the two. The view of the other
 // nodes (SetPeers) comes from their heartbeat records (package registry),
 // refreshed every beat; without a view (memory backend, or Redis not read
 // yet) a node ranks itself 0 and never waits.
@@ -86,14 +87,19 @@ const LoadSlack = 1
 const LoadSlackShare = 0.1
 
 // TakeSlack is the net of taken slots (Answered: claims won at rank ≥ 1
-// less rank-0 claims another node won) that yields nothing, and TakeDecay
-// the time constant over which that net fades: a node that woke on time
-// while another woke late took the late node's rank-0 slots of a burst;
-// it yields a share of its claims until it has given back as many, and
-// what it took a minute ago counts a third.
+// less rank-0 claims another node won) that yields nothing, YieldPerTaken
+// the share of its claims at rank ≥ 1 a node yields per taken slot beyond
+// it, and TakeDecay the time constant over which the net fades. A node
+// that woke on time while another woke late took the late node's rank-0
+// slots of a burst; at the next bursts its rank-1 claims wait YieldDelay,
+// so that the late node has that long to claim its own. Its rank-0 claims
+// never yield for this: a slot whose rank-0 node sends no claim (stopped,
+// at its limit) is taken too, and all it costs is that the takers' claims
+// of such slots wait YieldDelay instead of LeadStep.
 const (
-	TakeSlack = 2
-	TakeDecay = time.Minute
+	TakeSlack     = 2
+	YieldPerTaken = 0.1
+	TakeDecay     = time.Minute
 )
 
 // historyMinSpacing and historyMaxSamples bound the history: changes of
@@ -314,20 +320,20 @@ func (l *Load) SetPeers(self string, peers []Peer, validFor time.Duration) {
 // The delay is 0 at rank 0, LeadStep + (rank−1) × RankStep above it, plus
 // rank × PerBurstClaim × the claims of the same slot that entered before
 // it, at most MaxDelay. A node with excess load yields the claim, which
-// then waits YieldDelay whatever its rank. The excess, in runs, is the sum
-// of two terms, each counted only above its slack:
+// then waits YieldDelay whatever its rank: it yields when a hash of the
+// job, the slot and this node's id, uniform in [0, 1), is below the larger
+// of
 //
-//   - runs in progress: the mean, over the ranking peers, of this node's
-//     runs in progress at the instant of the peer's record (Peer.At) minus
-//     the peer's, less LoadSlack + LoadSlackShare × the peers' mean;
-//   - slots taken: the net of Answered (decayed, TakeDecay), less
-//     TakeSlack;
+//   - YieldPerRun × its runs in progress beyond an even share: the mean,
+//     over the ranking peers, of this node's runs in progress at the
+//     instant of the peer's record (Peer.At) minus the peer's, × n/(n+1)
+//     for n peers, less LoadSlack + LoadSlackShare × the peers' mean;
+//   - at rank ≥ 1 only, YieldPerTaken × the net of slots taken (Answered,
+//     decayed with TakeDecay) beyond TakeSlack.
 //
-// and the claim yields when a hash of the job, the slot and this node's
-// id, uniform in [0, 1), is below excess × YieldPerRun. So an idle rank-0
-// node waits nothing. Enter returns 0 and -1 without ordering (New),
-// without a valid view of the peers (SetPeers) and when no peer may run
-// the job.
+// So an idle rank-0 node waits nothing. Enter returns 0 and -1 without
+// ordering (New), without a valid view of the peers (SetPeers) and when
+// no peer may run the job.
 func (l *Load) Enter(job string, slot int64, selectors []string) (time.Duration, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -371,8 +377,11 @@ func (l *Load) Enter(job string, slot int64, selectors []string) (time.Duration,
 	// n/(n+1) of its mean difference to the peers.
 	mean := float64(sum) / float64(n)
 	busier := float64(diff)/float64(n+1) - LoadSlack - LoadSlackShare*mean
-	excess := max(0, busier, l.takenNow(now)-TakeSlack)
-	if excess > 0 && yieldDraw(job, slot, v.self) < excess*YieldPerRun {
+	share := max(0, busier) * YieldPerRun
+	if rank > 0 {
+		share = max(share, (l.takenNow(now)-TakeSlack)*YieldPerTaken)
+	}
+	if share > 0 && yieldDraw(job, slot, v.self) < share {
 		return YieldDelay, rank
 	}
 	return min(MaxDelay, d), rank
@@ -416,7 +425,7 @@ func (l *Load) Taken() float64 {
 // takenBound bounds the net of taken slots either way: past it a node
 // yields every claim, and a node that gave that many for a while (it woke
 // late) is not owed more than that when it wakes on time again.
-const takenBound = TakeSlack + 1/YieldPerRun
+const takenBound = TakeSlack + 1/YieldPerTaken
 
 // takenNow is the net of taken slots decayed to now (l.mu held).
 func (l *Load) takenNow(now time.Time) float64 {

@@ -276,13 +276,34 @@ func TestLoad_YieldRunsInProgress(t *testing.T) {
 
 // TestLoad_YieldTaken: a claim won at rank ≥ 1 takes a slot from the
 // order, a rank-0 claim that another node's came before gives one; the
-// net beyond TakeSlack yields YieldPerRun per slot, fades with TakeDecay
-// and is bounded; other answers and rank -1 count nothing.
+// net beyond TakeSlack yields YieldPerTaken per slot of the claims at
+// rank ≥ 1 (never one at rank 0), fades with TakeDecay and is bounded;
+// other answers and rank -1 count nothing.
 func TestLoad_YieldTaken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const slots = 4000
+		const slots = 6000
 		l := New(0, true, nil)
 		l.SetPeers("n1", []Peer{{ID: "n2"}, {ID: "n3"}}, time.Hour)
+		// above counts the claims at rank ≥ 1 of slots 1..slots and how
+		// many of them yield; no rank-0 claim may yield.
+		above := func() (yielded, all int) {
+			t.Helper()
+			for s := int64(1); s <= slots; s++ {
+				d, rank := l.Enter("j", s, nil)
+				switch {
+				case rank == 0 && d != 0:
+					t.Fatalf("slot %d: rank-0 claim waits %v, want 0 (slots taken yield only claims at rank ≥ 1)", s, d)
+				case rank > 0:
+					all++
+					if d == YieldDelay {
+						yielded++
+					} else if d != rankDelay(rank, 0) {
+						t.Fatalf("slot %d: delay %v at rank %d, want %v or YieldDelay", s, d, rank, rankDelay(rank, 0))
+					}
+				}
+			}
+			return yielded, all
+		}
 		for range TakeSlack {
 			l.Answered(1, true, false)
 		}
@@ -290,31 +311,31 @@ func TestLoad_YieldTaken(t *testing.T) {
 		l.Answered(0, true, false)  // its own slot
 		l.Answered(1, false, false) // the lease was held
 		l.Answered(2, false, true)  // lost at rank 2
-		if n := yields(t, l, slots); n != 0 {
+		if n, _ := above(); n != 0 {
 			t.Errorf("%d slots taken (the slack): %d claims yielded, want 0", TakeSlack, n)
 		}
 		expect := func(what string, net float64) {
 			t.Helper()
-			share := (net - TakeSlack) * YieldPerRun
-			if n := yields(t, l, slots); float64(n) < 0.8*share*slots || float64(n) > 1.2*share*slots {
-				t.Errorf("%s: %d of %d claims yielded, want about %.0f (%.1f%%)", what, n, slots, share*slots, 100*share)
+			share := min(1, (net-TakeSlack)*YieldPerTaken)
+			if n, all := above(); float64(n) < 0.85*share*float64(all) || float64(n) > 1.15*share*float64(all) {
+				t.Errorf("%s: %d of %d claims at rank ≥ 1 yielded, want about %.0f (%.0f%%)", what, n, all, share*float64(all), 100*share)
 			}
 		}
-		for range 20 {
+		for range 8 {
 			l.Answered(2, true, false)
 		}
-		expect("22 taken", 22)
-		for range 10 {
+		expect("10 taken", 10)
+		for range 3 {
 			l.Answered(0, false, true)
 		}
-		expect("22 taken, 10 given", 12)
+		expect("10 taken, 3 given", 7)
 		time.Sleep(TakeDecay)
-		expect("12 net a TakeDecay ago", 12/math.E)
+		expect("7 net a TakeDecay ago", 7/math.E)
 		for range 1000 {
 			l.Answered(1, true, false)
 		}
-		if n := yields(t, l, 100); n != 100 {
-			t.Errorf("1000 taken: %d of 100 claims yielded, want all (the net is bounded at %v)", n, takenBound)
+		if n, all := above(); n != all {
+			t.Errorf("1000 taken: %d of %d claims at rank ≥ 1 yielded, want all (the net is bounded at %v)", n, all, takenBound)
 		}
 		for range 1000 {
 			l.Answered(0, false, true)
@@ -322,7 +343,7 @@ func TestLoad_YieldTaken(t *testing.T) {
 		for range int(takenBound) + TakeSlack + 1 {
 			l.Answered(1, true, false)
 		}
-		if n := yields(t, l, slots); n == 0 {
+		if n, _ := above(); n == 0 {
 			t.Errorf("1000 given, then %d taken: no claim yielded (what was given is bounded at %v)", int(takenBound)+TakeSlack+1, -takenBound)
 		}
 	})
