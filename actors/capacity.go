@@ -135,6 +135,9 @@ func (r *run) busy(ctx context.Context) Ran {
 			fields = append(fields, zap.NamedError("claimed_slot_error", err))
 		case s >= r.info.Slot.Unix():
 			reason = SkipClaimedElsewhere
+			if r.ranked { // another node ran or skipped the slot this node did not claim
+				r.deps.Load.Answered(r.claimRank, false, true)
+			}
 		}
 	}
 	return r.skip(reason, nil, fields...)

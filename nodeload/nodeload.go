@@ -10,10 +10,10 @@
 // A node with excess load yields a share of its claims: they wait
 // YieldDelay, so that the next in rank wins them. It yields YieldPerRun of
 // them per run in progress beyond an even share at the instants of the
-// peers' heartbeat records (beyond a slack), and YieldPerTaken of its
-// claims at rank ≥ 1 per slot it took from the order (won at rank ≥ 1,
-// less its rank-0 slots another node won; Answered) beyond a slack: the
-// larger of the two. The view of the other
+// peers' heartbeat records (beyond a slack), or per slot it took from the
+// order (won at rank ≥ 1, less its rank-0 slots another node won;
+// Answered) beyond a slack, YieldPerTaken per slot for its claims at rank
+// ≥ 1: the larger of the two. The view of the other
 // nodes (SetPeers) comes from their heartbeat records (package registry),
 // refreshed every beat; without a view (memory backend, or Redis not read
 // yet) a node ranks itself 0 and never waits.
@@ -87,15 +87,16 @@ const LoadSlack = 1
 const LoadSlackShare = 0.1
 
 // TakeSlack is the net of taken slots (Answered: claims won at rank ≥ 1
-// less rank-0 claims another node won) that yields nothing, YieldPerTaken
-// the share of its claims at rank ≥ 1 a node yields per taken slot beyond
-// it, and TakeDecay the time constant over which the net fades. A node
-// that woke on time while another woke late took the late node's rank-0
-// slots of a burst; at the next bursts its rank-1 claims wait YieldDelay,
-// so that the late node has that long to claim its own. Its rank-0 claims
-// never yield for this: a slot whose rank-0 node sends no claim (stopped,
-// at its limit) is taken too, and all it costs is that the takers' claims
-// of such slots wait YieldDelay instead of LeadStep.
+// less rank-0 slots another node's claim came first for) that yields
+// nothing, YieldPerTaken the share of its claims at rank ≥ 1 a node yields
+// per taken slot beyond it (its rank-0 claims yield YieldPerRun per slot),
+// and TakeDecay the time constant over which the net fades. A node that
+// woke on time while another woke late took the late node's rank-0 slots
+// of a burst; at the next bursts its rank-1 claims wait YieldDelay, so
+// that the late node has that long to claim its own, and it gives some of
+// its own rank-0 slots to the next in rank. A node at max_parallel that
+// does not claim its rank-0 slot gives it too (when another node claimed
+// it), so that nodes that take each other's slots in turn are even.
 const (
 	TakeSlack     = 2
 	YieldPerTaken = 0.1
@@ -328,8 +329,8 @@ func (l *Load) SetPeers(self string, peers []Peer, validFor time.Duration) {
 //     over the ranking peers, of this node's runs in progress at the
 //     instant of the peer's record (Peer.At) minus the peer's, × n/(n+1)
 //     for n peers, less LoadSlack + LoadSlackShare × the peers' mean;
-//   - at rank ≥ 1 only, YieldPerTaken × the net of slots taken (Answered,
-//     decayed with TakeDecay) beyond TakeSlack.
+//   - the net of slots taken (Answered, decayed with TakeDecay) beyond
+//     TakeSlack, × YieldPerTaken at rank ≥ 1 and × YieldPerRun at rank 0.
 //
 // So an idle rank-0 node waits nothing. Enter returns 0 and -1 without
 // ordering (New), without a valid view of the peers (SetPeers) and when
@@ -378,8 +379,10 @@ func (l *Load) Enter(job string, slot int64, selectors []string) (time.Duration,
 	mean := float64(sum) / float64(n)
 	busier := float64(diff)/float64(n+1) - LoadSlack - LoadSlackShare*mean
 	share := max(0, busier) * YieldPerRun
-	if rank > 0 {
-		share = max(share, (l.takenNow(now)-TakeSlack)*YieldPerTaken)
+	if taken := l.takenNow(now) - TakeSlack; rank > 0 {
+		share = max(share, taken*YieldPerTaken)
+	} else {
+		share = max(share, taken*YieldPerRun)
 	}
 	if share > 0 && yieldDraw(job, slot, v.self) < share {
 		return YieldDelay, rank
@@ -387,13 +390,15 @@ func (l *Load) Enter(job string, slot int64, selectors []string) (time.Duration,
 	return min(MaxDelay, d), rank
 }
 
-// Answered reports the answer to a claim sent after Enter: rank is what
-// Enter returned, won whether the claim won, elsewhere whether another
-// node's claim of the slot had come first (ClaimedElsewhere). A win at
+// Answered reports the answer to a claim sent after Enter, or that one
+// was not sent: rank is what Enter returned, won whether the claim won,
+// elsewhere whether another node's claim of the slot had come first
+// (ClaimedElsewhere; also for a claim this node did not send, at
+// max_parallel, when the slot's record shows another node's). A win at
 // rank ≥ 1 is a slot taken from the order (+1: the rank-0 node's claim
-// was late or not sent), another node's win of a rank-0 slot one given
-// (−1); other answers (the job's lease held, paused, ...) count nothing.
-// Rank -1 is ignored. It never blocks.
+// was late or not sent), another node's claim first for a rank-0 slot one
+// given (−1); other answers (the job's lease held, paused, ...) count
+// nothing. Rank -1 is ignored. It never blocks.
 func (l *Load) Answered(rank int, won, elsewhere bool) {
 	var delta float64
 	switch {

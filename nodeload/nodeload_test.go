@@ -275,34 +275,38 @@ func TestLoad_YieldRunsInProgress(t *testing.T) {
 }
 
 // TestLoad_YieldTaken: a claim won at rank ≥ 1 takes a slot from the
-// order, a rank-0 claim that another node's came before gives one; the
-// net beyond TakeSlack yields YieldPerTaken per slot of the claims at
-// rank ≥ 1 (never one at rank 0), fades with TakeDecay and is bounded;
-// other answers and rank -1 count nothing.
+// order, a rank-0 slot that another node's claim came first for gives
+// one; the net beyond TakeSlack yields YieldPerTaken per slot of the
+// claims at rank ≥ 1 and YieldPerRun per slot of those at rank 0, fades
+// with TakeDecay and is bounded; other answers and rank -1 count nothing.
 func TestLoad_YieldTaken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const slots = 6000
+		const slots = 8000
 		l := New(0, true, nil)
 		l.SetPeers("n1", []Peer{{ID: "n2"}, {ID: "n3"}}, time.Hour)
-		// above counts the claims at rank ≥ 1 of slots 1..slots and how
-		// many of them yield; no rank-0 claim may yield.
-		above := func() (yielded, all int) {
+		// count returns, for the claims at rank 0 and at rank ≥ 1 of slots
+		// 1..slots, how many yield and how many there are.
+		count := func() (y0, n0, y1, n1 int) {
 			t.Helper()
 			for s := int64(1); s <= slots; s++ {
 				d, rank := l.Enter("j", s, nil)
+				yielded := d == YieldDelay
+				if !yielded && d != rankDelay(rank, 0) {
+					t.Fatalf("slot %d: delay %v at rank %d, want %v or YieldDelay", s, d, rank, rankDelay(rank, 0))
+				}
 				switch {
-				case rank == 0 && d != 0:
-					t.Fatalf("slot %d: rank-0 claim waits %v, want 0 (slots taken yield only claims at rank ≥ 1)", s, d)
-				case rank > 0:
-					all++
-					if d == YieldDelay {
-						yielded++
-					} else if d != rankDelay(rank, 0) {
-						t.Fatalf("slot %d: delay %v at rank %d, want %v or YieldDelay", s, d, rank, rankDelay(rank, 0))
-					}
+				case rank == 0 && yielded:
+					y0++
+				case rank > 0 && yielded:
+					y1++
+				}
+				if rank == 0 {
+					n0++
+				} else {
+					n1++
 				}
 			}
-			return yielded, all
+			return y0, n0, y1, n1
 		}
 		for range TakeSlack {
 			l.Answered(1, true, false)
@@ -311,14 +315,20 @@ func TestLoad_YieldTaken(t *testing.T) {
 		l.Answered(0, true, false)  // its own slot
 		l.Answered(1, false, false) // the lease was held
 		l.Answered(2, false, true)  // lost at rank 2
-		if n, _ := above(); n != 0 {
-			t.Errorf("%d slots taken (the slack): %d claims yielded, want 0", TakeSlack, n)
+		if y0, _, y1, _ := count(); y0+y1 != 0 {
+			t.Errorf("%d slots taken (the slack): %d claims yielded, want 0", TakeSlack, y0+y1)
+		}
+		near := func(got, all int, share float64) bool {
+			want := share * float64(all)
+			return math.Abs(float64(got)-want) <= 0.15*want+3
 		}
 		expect := func(what string, net float64) {
 			t.Helper()
-			share := min(1, (net-TakeSlack)*YieldPerTaken)
-			if n, all := above(); float64(n) < 0.85*share*float64(all) || float64(n) > 1.15*share*float64(all) {
-				t.Errorf("%s: %d of %d claims at rank ≥ 1 yielded, want about %.0f (%.0f%%)", what, n, all, share*float64(all), 100*share)
+			s0, s1 := min(1, (net-TakeSlack)*YieldPerRun), min(1, (net-TakeSlack)*YieldPerTaken)
+			y0, n0, y1, n1 := count()
+			if !near(y0, n0, s0) || !near(y1, n1, s1) {
+				t.Errorf("%s: %d of %d rank-0 claims and %d of %d claims at rank ≥ 1 yielded, want about %.0f%% and %.0f%%",
+					what, y0, n0, y1, n1, 100*s0, 100*s1)
 			}
 		}
 		for range 8 {
@@ -334,8 +344,9 @@ func TestLoad_YieldTaken(t *testing.T) {
 		for range 1000 {
 			l.Answered(1, true, false)
 		}
-		if n, all := above(); n != all {
-			t.Errorf("1000 taken: %d of %d claims at rank ≥ 1 yielded, want all (the net is bounded at %v)", n, all, takenBound)
+		expect("1000 taken (bounded)", takenBound)
+		if y0, _, y1, n1 := count(); y1 != n1 || y0 == 0 {
+			t.Errorf("1000 taken: %d of %d claims at rank ≥ 1 yielded (want all), %d at rank 0 (want some)", y1, n1, y0)
 		}
 		for range 1000 {
 			l.Answered(0, false, true)
@@ -343,7 +354,7 @@ func TestLoad_YieldTaken(t *testing.T) {
 		for range int(takenBound) + TakeSlack + 1 {
 			l.Answered(1, true, false)
 		}
-		if n, _ := above(); n == 0 {
+		if _, _, y1, _ := count(); y1 == 0 {
 			t.Errorf("1000 given, then %d taken: no claim yielded (what was given is bounded at %v)", int(takenBound)+TakeSlack+1, -takenBound)
 		}
 	})
