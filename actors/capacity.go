@@ -14,7 +14,8 @@ const SkipNodeBusy = "node_busy"
 // busyWait is how long a node at its limit waits for a place after the
 // fire (each Release wakes it to try again) before it looks whether
 // another node claimed the slot: longer than the claim delay of every
-// other node (nodeload.MaxDelay) plus a claim round trip on a loaded host.
+// other node (nodeload.MaxDelay, nodeload.YieldDelay for a claim a node
+// with excess load yields) plus a claim round trip on a loaded host.
 const busyWait = 100 * time.Millisecond
 
 // SlotPeeker reads the job's claimed-slot record (state.slot: the highest
@@ -26,8 +27,9 @@ type SlotPeeker interface {
 }
 
 // reserve waits the claim delay of the slot's claim order
-// (nodeload.Load.Enter: this node's rendezvous rank among the live nodes
-// that may run the job, plus its excess load), then
+// (nodeload.Load.Enter: this node's rank among the live nodes that may
+// run the job, or a yield when it has excess load; the claim's answer is
+// reported with Load.Answered), then
 // takes this node's place for a scheduled or catch-up run's claim
 // (JobDeps.Load; manual runs are not limited). The place is held from here
 // to the end of the run, or only for the claim's round trip when the claim
@@ -63,7 +65,8 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	deadline := time.NewTimer(busyWait)
 	defer deadline.Stop()
 	entered := time.Now()
-	delay, rank := l.EnterRanked(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
+	delay, rank := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
+	r.claimRank, r.ranked = rank, rank >= 0
 	if rank == 0 {
 		r.firstDone = r.deps.Burst.First(r.info.Slot.Unix()) // ended by ungate, when the claim is decided
 	}
@@ -77,7 +80,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 		}
 	}
 	r.claimDelay = time.Since(entered).Truncate(time.Microsecond)
-	if delay == 0 && rank == 0 {
+	if delay == 0 && rank <= 0 {
 		r.claimDelay = 0 // sent at once: the microseconds above are the call's own
 	}
 	for !l.Reserve() {
@@ -147,6 +150,9 @@ func (r *run) busy(ctx context.Context) Ran {
 			fields = append(fields, zap.NamedError("claimed_slot_error", err))
 		case s >= r.info.Slot.Unix():
 			reason = SkipClaimedElsewhere
+			if r.ranked { // another node ran or skipped the slot this node did not claim
+				r.deps.Load.Answered(r.claimRank, false, true)
+			}
 		}
 	}
 	return r.skip(reason, nil, fields...)

@@ -221,3 +221,94 @@ func TestJob_ClaimOrder(t *testing.T) {
 		a2.stop()
 	})
 }
+
+// TestJob_ClaimAnswered: the answer to an ordered claim reaches the load
+// (Load.Answered): n1 wins a slot where it is rank 1 (its rank-0 peer n2
+// sends no claim), a slot taken from the order; then n2, whose load has
+// no view (it claims at once), wins a slot where n1 is rank 0, one given.
+func TestJob_ClaimAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		load1 := nodeload.New(0, true, nil)
+		load1.SetPeers("n1", []nodeload.Peer{{ID: "n2"}}, time.Hour)
+		load1.SetJobs([]string{"a"})
+		a1 := startCapNode(t, "n1", "a", "exit 0", mem, load1)
+		a2 := startCapNode(t, "n2", "a", "exit 0", mem, nodeload.New(0, true, nil))
+		ids := []string{"n1", "n2"}
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		for nodeload.Rank("a", 0, s.Unix(), "n1", ids) != 1 {
+			s = s.Add(time.Second)
+		}
+		time.Sleep(time.Until(s))
+		a1.job.Inbox() <- Fire{Job: "a", Slot: s}
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		if got := load1.Taken(); got < 0.99 || got > 1 {
+			t.Fatalf("after a win at rank 1: taken %v, want about 1", got)
+		}
+		next := s.Add(time.Second)
+		for nodeload.Rank("a", 0, next.Unix(), "n1", ids) != 0 {
+			next = next.Add(time.Second)
+		}
+		time.Sleep(time.Until(next))
+		a2.job.Inbox() <- Fire{Job: "a", Slot: next}
+		synctest.Wait()
+		a1.job.Inbox() <- Fire{Job: "a", Slot: next}
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		if reason, _ := a1.skip(next); reason != SkipClaimedElsewhere {
+			t.Fatalf("slot %d: n1 (rank 0) skipped it %q, want %q", next.Unix(), reason, SkipClaimedElsewhere)
+		}
+		if got := load1.Taken(); got > 0 || got < -0.1 {
+			t.Errorf("after a win at rank 1 and a rank-0 slot won elsewhere: taken %v, want just below 0", got)
+		}
+		a1.stop()
+		a2.stop()
+	})
+}
+
+// TestJob_BusyGivesRankZeroSlot: a node at node.max_parallel that does not
+// claim its rank-0 slot, which another node claimed, reports it given
+// (Load.Answered: the net of taken slots falls by 1); a slot no node
+// claimed (node_busy) gives nothing.
+func TestJob_BusyGivesRankZeroSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		load1 := nodeload.New(1, true, nil)
+		load1.SetPeers("n1", []nodeload.Peer{{ID: "n2"}}, time.Hour)
+		load1.SetJobs([]string{"b"})
+		load1.Hold() // n1 is full
+		b1 := startCapNode(t, "n1", "b", "exit 0", mem, load1)
+		b2 := startCapNode(t, "n2", "b", "exit 0", mem, nodeload.New(0, true, nil))
+		ids := []string{"n1", "n2"}
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		for nodeload.Rank("b", 0, s.Unix(), "n1", ids) != 0 {
+			s = s.Add(time.Second)
+		}
+		time.Sleep(time.Until(s))
+		b1.job.Inbox() <- Fire{Job: "b", Slot: s} // nobody claims
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		if r, _ := b1.skip(s); r != SkipNodeBusy || load1.Taken() != 0 {
+			t.Fatalf("slot %d no node claimed: n1 skipped %q with taken %v, want node_busy and 0", s.Unix(), r, load1.Taken())
+		}
+		next := s.Add(time.Second)
+		for nodeload.Rank("b", 0, next.Unix(), "n1", ids) != 0 {
+			next = next.Add(time.Second)
+		}
+		time.Sleep(time.Until(next))
+		b2.job.Inbox() <- Fire{Job: "b", Slot: next}
+		synctest.Wait()
+		b1.job.Inbox() <- Fire{Job: "b", Slot: next}
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		if r, _ := b1.skip(next); r != SkipClaimedElsewhere {
+			t.Fatalf("slot %d n2 claimed: n1 skipped %q, want %q", next.Unix(), r, SkipClaimedElsewhere)
+		}
+		if got := load1.Taken(); got > -0.99 || got < -1 {
+			t.Errorf("after its rank-0 slot went to n2 while it was full: taken %v, want about -1", got)
+		}
+		b1.stop()
+		b2.stop()
+	})
+}

@@ -64,8 +64,12 @@ type run struct {
 	// logged with "run started" as claimed_us (after the slot).
 	claimedAt time.Time
 	// claimDelay is the claim order's wait before the claim was sent
-	// (capacity.go), logged with "run started" as claim_delay_us.
+	// (capacity.go), logged with "run started" as claim_delay_us;
+	// claimRank is this node's rank in the slot's claim order, reported
+	// with the claim's answer (Load.Answered), when ranked.
 	claimDelay time.Duration
+	claimRank  int
+	ranked     bool
 	// queueClaim: this node's run of the job holds the lease (overlap
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).
@@ -163,6 +167,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
 	r.claimedAt = time.Now()
 	r.ungate()
+	if r.ranked && err == nil {
+		r.deps.Load.Answered(r.claimRank, c.Outcome == Claimed, c.Outcome == ClaimedElsewhere)
+	}
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed

@@ -21,10 +21,11 @@ const spreadSpan = 15 * time.Second
 // of it, to fit make test), without node.max_parallel: 3 nodes, 60 jobs
 // every second that each run 2 s. Every slot runs exactly once or is
 // skipped with a reason (overlap: the job's previous run still holds its
-// lease). The shares are logged, NOT asserted: the claim order (which
-// ranks the live nodes per slot, docs/protocol.md "Who sends first")
-// gives 30–36% alone, but under the whole suite's load one node reached
-// 41–44% in some runs, so the issue's 40% is not met reliably yet.
+// lease), and no node runs more than 40% of the runs. The claim order
+// (docs/protocol.md, "Who sends first") gives each node the rank-0 claims
+// of a third of each burst; under load a node wakes late for a whole
+// burst and loses its rank-0 slots, and the nodes that took them yield a
+// share of their claims at the next bursts.
 func TestSpread_LoadOrderedClaims(t *testing.T) {
 	t.Parallel()
 	spreadScenario(t, 0)
@@ -41,8 +42,7 @@ func TestSpread_MaxParallel(t *testing.T) {
 
 // spreadScenario runs issue 13's test 4 for spreadSpan with node.max_parallel
 // maxParallel (0 = unlimited) and checks it: 0 duplicates, 0 slots missed,
-// and with a limit no node over it and none over 40% of the runs (without
-// a limit the 40% is only logged: see TestSpread_LoadOrderedClaims).
+// no node over 40% of the runs, and with a limit no node over it.
 func spreadScenario(t *testing.T, maxParallel int) {
 	srv := redistest.Start(t)
 	ledger := filepath.Join(t.TempDir(), "ledger")
@@ -151,10 +151,7 @@ func spreadScenario(t *testing.T, maxParallel int) {
 	for _, n := range nodes {
 		share := float64(perNode[n.name]) / float64(max(spreadRuns, 1))
 		shares = append(shares, fmt.Sprintf("%s %d (%.0f%%)", n.name, perNode[n.name], 100*share))
-		if share > 0.40 && maxParallel == 0 {
-			t.Logf("not met (logged, not asserted without max_parallel): %s ran %d of the %d runs (%.0f%%), the issue wants at most 40%%",
-				n.name, perNode[n.name], spreadRuns, 100*share)
-		} else if share > 0.40 {
+		if share > 0.40 {
 			t.Errorf("%s ran %d of the %d runs of the slots from %d s after the first ready (%.0f%%), want at most 40%%",
 				n.name, perNode[n.name], spreadRuns, spreadFrom-ceilSecond(firstReady), 100*share)
 		}

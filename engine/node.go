@@ -71,7 +71,7 @@ func newRegistry(cfg *config.Config, b backend, opts Options, reg prometheus.Reg
 }
 
 // loadPeers turns heartbeat records into the claim order's peers: id,
-// node.tags and runs in progress, all jobs together.
+// node.tags and runs in progress, all jobs together, at the record's write.
 func loadPeers(recs []registry.Record) []nodeload.Peer {
 	out := make([]nodeload.Peer, 0, len(recs))
 	for _, r := range recs {
@@ -79,7 +79,7 @@ func loadPeers(recs []registry.Record) []nodeload.Peer {
 		for _, c := range r.Running {
 			n += int(c)
 		}
-		out = append(out, nodeload.Peer{ID: r.NodeID, Tags: r.Tags, Running: n})
+		out = append(out, nodeload.Peer{ID: r.NodeID, Tags: r.Tags, Running: n, At: r.Heartbeat})
 	}
 	return out
 }

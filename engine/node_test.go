@@ -12,6 +12,7 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -135,5 +136,17 @@ func TestEngine_RedisBackendKeepsTheHeartbeatRecord(t *testing.T) {
 	}
 	if n, err := c.Do(t.Context(), c.B().Exists().Key("cronlock:node-jobs:n1").Build()).AsInt64(); err != nil || n != 0 {
 		t.Errorf("after shutdown: job hashes key EXISTS %d (%v), want 0", n, err)
+	}
+}
+
+// TestLoadPeers: a heartbeat record becomes a claim-order peer with its
+// id, tags, runs in progress of all jobs together and the record's write
+// time (the instant the load compares this node's own count at).
+func TestLoadPeers(t *testing.T) {
+	at := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+	got := loadPeers([]registry.Record{{NodeID: "n2", Tags: map[string]string{"role": "db"}, Heartbeat: at,
+		Running: map[string]int64{"a": 2, "b": 3}}})
+	if len(got) != 1 || got[0].ID != "n2" || got[0].Tags["role"] != "db" || got[0].Running != 5 || !got[0].At.Equal(at) {
+		t.Errorf("loadPeers: %+v, want n2, role=db, 5 running at %v", got, at)
 	}
 }

@@ -12,7 +12,7 @@ const MaxBurstDefer = time.Second
 
 // Burst orders a node's claims of one instant at a herd (docs/protocol.md,
 // "Who sends first"): the claims of which this node is rank 0 (first
-// claims, Load.EnterRanked) go out before the node's deferred ones (ranks
+// claims, Load.Enter) go out before the node's deferred ones (ranks
 // ≥ 1). Load.Enter's delay alone does not do this
 // when thousands of jobs are due at once: each node then needs hundreds
 // of milliseconds to send its first claims, and a node's rank-1 claims,

@@ -1,21 +1,26 @@
 // Package nodeload counts the runs in progress on this node, enforces
 // node.max_parallel, and orders the nodes' claims without coordination
 // (docs/protocol.md, "Who sends first"). For every (job, slot) each node
-// ranks the live nodes that may run the job by rendezvous hashing of the
-// job name, the slot and the node id (Rank): every node computes the same
-// ranking from the same view of the live nodes. Rank 0 sends its claim at
-// once, rank k after k × (RankStep + PerBurstClaim per claim of the same
-// slot this node sent before), plus PerRun for every run in progress
-// it has beyond the other nodes' mean (with a slack), at most MaxDelay in
-// all. So each node wins about 1/N of the slots, a busy node yields its
-// slots to the next in rank, and the winning claim of an idle rank-0 node
-// waits nothing. The view of the other nodes (SetPeers) comes from their
-// heartbeat records (package registry), refreshed every beat; without a
-// view (memory backend, or Redis not read yet) a node ranks itself 0 and
-// never waits.
+// ranks the live nodes that may run the job (Rank): every node computes
+// the same ranking from the same view of the live nodes. Rank 0 sends its
+// claim at once, rank 1 after LeadStep, rank k after LeadStep + (k−1) ×
+// RankStep (plus PerBurstClaim per rank for every claim of the same slot
+// this node sent before), at most MaxDelay. So each node wins about 1/N of
+// the slots, and the winning claim of an idle rank-0 node waits nothing.
+// A node with excess load yields a share of its claims: they wait
+// YieldDelay, so that the next in rank wins them. It yields YieldPerRun of
+// them per run in progress beyond an even share at the instants of the
+// peers' heartbeat records (beyond a slack), or per slot it took from the
+// order (won at rank ≥ 1, less its rank-0 slots another node won;
+// Answered) beyond a slack, YieldPerTaken per slot for its claims at rank
+// ≥ 1: the larger of the two. The view of the other
+// nodes (SetPeers) comes from their heartbeat records (package registry),
+// refreshed every beat; without a view (memory backend, or Redis not read
+// yet) a node ranks itself 0 and never waits.
 package nodeload
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -26,14 +31,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// MaxDelay bounds the claim delay.
+// MaxDelay bounds the claim delay of a claim that does not yield.
 const MaxDelay = 20 * time.Millisecond
 
-// RankStep is the claim delay per rank: more than a claim's round trip to
-// a loaded Redis on loopback plus the fire jitter of a loaded node, so
-// that the rank-0 node's claim arrives first when it is sent (at 3 ms, on
-// 2 loaded cores, the rank-1 node won about 5% of the slots that ran).
-// Ranks 4 and up all wait MaxDelay.
+// YieldDelay is the delay of a yielded claim (Enter): after every rank's
+// claim of the nodes that do not yield, and after the wake-up lateness of
+// a loaded node. 3 nodes on 2 cores with two busy loops woke up to 45 ms
+// late for a whole burst (one 102 ms); with yields that waited MaxDelay
+// (a build before this one) the node with excess load kept winning the
+// late nodes' rank-0 slots and ran 65% of the runs in one run
+// (docs/protocol.md, "Who sends first"). Below
+// actors.busyWait (100 ms), so that a node at its limit that looks for the
+// slot's claim finds a yielded claim that was sent.
+const YieldDelay = 50 * time.Millisecond
+
+// LeadStep is the rank-1 claim's delay: the head start of the rank-0
+// node. It must exceed how much later one node wakes for a slot than
+// another on a loaded host, or the rank-1 node wins the late node's
+// slots: 3 nodes on 2 cores with two busy loops woke up to 14 ms apart
+// for a whole burst of due jobs (and that node lost a third of its rank-0
+// slots with a 5 ms head start); docs/protocol.md, "Who sends first".
+const LeadStep = 15 * time.Millisecond
+
+// RankStep is the claim delay of each rank after the first: rank k ≥ 1
+// waits LeadStep + (k−1) × RankStep, so ranks 2 and up wait MaxDelay.
+// The order among them only matters when ranks 0 and 1 both do not claim.
 const RankStep = 5 * time.Millisecond
 
 // PerBurstClaim is the claim delay per rank for every claim of the same
@@ -45,23 +67,71 @@ const RankStep = 5 * time.Millisecond
 // claims. Only ranks above 0 wait it.
 const PerBurstClaim = 40 * time.Microsecond
 
-// PerRun is the claim delay per run in progress beyond the other nodes'
-// mean plus LoadSlack: a node 4 runs over the slack yields its rank-0
-// slots to the rank-1 node (if that one is not over too).
-const PerRun = time.Millisecond
+// YieldPerRun is the share of its claims a node yields per run of excess
+// load (Enter): a yielded claim waits YieldDelay, so that the next node in
+// rank wins it. A share, not a longer delay for every claim: all of a
+// node's rank-0 claims of a burst would then pass LeadStep together and
+// the node would yield the whole burst (and be the least loaded at the
+// next one). At 20 rank-0 claims per node and burst it gives back half
+// an excess per burst: at 5% per run, with both excess terms added (a
+// build before this one), a node yielded all 60 claims of a burst.
+const YieldPerRun = 0.025
 
-// LoadSlack is the excess of runs in progress that costs no delay: 2 runs
-// plus a quarter of the other nodes' mean, so that the usual jitter of an
-// even spread (and heartbeat records up to a beat old) delays nothing.
-const LoadSlack = 2
+// LoadSlack is the excess of runs in progress that yields nothing: 1 run
+// plus LoadSlackShare of the ranking peers' mean, so that the jitter of an
+// even spread yields nothing.
+const LoadSlack = 1
+
+// LoadSlackShare is the part of the peers' mean runs in progress that
+// LoadSlack adds.
+const LoadSlackShare = 0.1
+
+// TakeSlack is the net of taken slots (Answered: claims won at rank ≥ 1
+// less rank-0 slots another node's claim came first for) that yields
+// nothing, YieldPerTaken the share of its claims at rank ≥ 1 a node yields
+// per taken slot beyond it (its rank-0 claims yield YieldPerRun per slot),
+// and TakeDecay the time constant over which the net fades. A node that
+// woke on time while another woke late took the late node's rank-0 slots
+// of a burst; at the next bursts its rank-1 claims wait YieldDelay, so
+// that the late node has that long to claim its own, and it gives some of
+// its own rank-0 slots to the next in rank. A node at max_parallel that
+// does not claim its rank-0 slot gives it too (when another node claimed
+// it), so that nodes that take each other's slots in turn are even.
+const (
+	TakeSlack     = 2
+	YieldPerTaken = 0.1
+	TakeDecay     = time.Minute
+)
+
+// historyMinSpacing and historyMaxSamples bound the history: changes of
+// the count closer together than max(historyMinSpacing, its span /
+// historyMaxSamples) keep only the later count.
+const (
+	historyMinSpacing = 10 * time.Millisecond
+	historyMaxSamples = 4096
+)
+
+// historyKeep is how long this node keeps the record of its runs in
+// progress (at least; more when the view of the peers is valid longer):
+// a peer's record is compared with this node's count at the instant the
+// peer wrote it, and records are up to two beats old.
+const historyKeep = 30 * time.Second
 
 // Peer is another live node as the load order sees it: its id, its
 // node.tags (which jobs it may run, package targeting) and its runs in
-// progress, all jobs together, from its last heartbeat record.
+// progress, all jobs together, at At (the write of its last heartbeat
+// record, by its clock; zero = now).
 type Peer struct {
 	ID      string
 	Tags    map[string]string
 	Running int
+	At      time.Time
+}
+
+// sample is the node's runs in progress from at on.
+type sample struct {
+	at time.Time
+	n  int
 }
 
 // view is the set of live other nodes, sorted by id.
@@ -81,15 +151,20 @@ type Load struct {
 	held    int            // reservations: claims in flight plus runs in progress
 	running int            // of them, claims won: runs in progress
 	view    view           // the other live nodes (SetPeers); zero = unknown
+	history []sample       // running since New, oldest first (record)
 	jobs    map[string]int // job name → its place among the sorted job names (SetJobs)
 	scratch []string       // Enter's list of the peers that may run the job
 	// burstSlot is the slot of the latest ordered Enter and burst how many
 	// Enters had that slot (in a row) before it.
-	burstSlot    int64
-	burst        int
-	burstRunning int           // running when the burst's first Enter came
-	freed        chan struct{} // closed (and replaced) by the next Release
-	gauge        prometheus.Gauge
+	burstSlot int64
+	burst     int
+	freed     chan struct{} // closed (and replaced) by the next Release
+	keepFor   time.Duration // how long the history must reach back: twice the view's validity
+	// taken is the net of slots taken from the claim order (Answered),
+	// decayed with TakeDecay from takenAt on, within ±takenBound.
+	taken   float64
+	takenAt time.Time
+	gauge   prometheus.Gauge
 }
 
 // New returns the load of a node that may have at most maxParallel runs in
@@ -101,6 +176,7 @@ func New(maxParallel int, ordered bool, reg prometheus.Registerer) *Load {
 	l := &Load{max: max(maxParallel, 0), ordered: ordered, freed: make(chan struct{}), gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "cronlock_node_runs_in_progress",
 		Help: "Runs in progress on this node (claims won, not yet released), all jobs together."})}
+	l.history = []sample{{at: time.Now()}}
 	if reg != nil {
 		reg.MustRegister(l.gauge)
 	}
@@ -133,7 +209,7 @@ func (l *Load) Hold() {
 	defer l.mu.Unlock()
 	l.held++
 	l.running++
-	l.gauge.Set(float64(l.running))
+	l.record()
 }
 
 // Freed returns a channel that is closed by the next Release: a caller
@@ -150,7 +226,7 @@ func (l *Load) Won() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.running++
-	l.gauge.Set(float64(l.running))
+	l.record()
 }
 
 // Release gives back a reservation; won says whether Won was called for it.
@@ -163,8 +239,50 @@ func (l *Load) Release(won bool) {
 	l.freed = make(chan struct{})
 	if won {
 		l.running--
-		l.gauge.Set(float64(l.running))
+		l.record()
 	}
+}
+
+// record sets the gauge and appends the new count to the history (l.mu
+// held). Samples closer than the spacing to the last one replace it, and
+// samples older than historyKeep (or the view's validity) go, except the
+// newest of them: it holds the count at the start of what is kept.
+func (l *Load) record() {
+	l.gauge.Set(float64(l.running))
+	now := time.Now()
+	keep := max(historyKeep, l.keepFor)
+	spacing := max(historyMinSpacing, keep/historyMaxSamples)
+	if last := &l.history[len(l.history)-1]; len(l.history) > 1 && now.Sub(last.at) < spacing {
+		last.n = l.running
+	} else {
+		l.history = append(l.history, sample{at: now, n: l.running})
+	}
+	// i is the newest sample at or before the cut.
+	if i := l.after(now.Add(-keep)) - 1; i > 0 && i >= len(l.history)/2 { // drop in batches: amortised O(1)
+		l.history = append(l.history[:0], l.history[i:]...)
+	}
+}
+
+// after is the index of the first sample of the history later than t
+// (len when none; l.mu held).
+func (l *Load) after(t time.Time) int {
+	i, _ := slices.BinarySearchFunc(l.history, t, func(s sample, t time.Time) int {
+		if s.at.After(t) {
+			return 1
+		}
+		return -1
+	})
+	return i
+}
+
+// countAt is the node's runs in progress at t by its history (l.mu held):
+// the current count for t from now on, the oldest kept for t before it
+// (0 before New).
+func (l *Load) countAt(t time.Time) int {
+	if i := l.after(t); i > 0 {
+		return l.history[i-1].n
+	}
+	return l.history[0].n
 }
 
 // InProgress is the number of runs in progress (claims won, not released).
@@ -191,43 +309,56 @@ func (l *Load) SetPeers(self string, peers []Peer, validFor time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.view = v
+	l.keepFor = 2 * validFor
 }
 
 // Enter returns how long to wait before sending the claim of job's slot
-// (Unix seconds); selectors is the job's nodes: (package targeting), which
-// decides which peers rank. The delay is rank × (RankStep + PerBurstClaim
-// × the claims of the same slot that entered before it) plus PerRun per
-// run in progress beyond the ranking peers' mean plus the slack (LoadSlack
-// + mean/4), at most MaxDelay: 0 for the rank-0 node when it is not
-// busier than the others. It is 0 without ordering (New), without a valid view
-// of the peers (SetPeers) and when no peer may run the job.
-func (l *Load) Enter(job string, slot int64, selectors []string) time.Duration {
-	d, _ := l.EnterRanked(job, slot, selectors)
-	return d
-}
-
-// EnterRanked is Enter that also returns this node's rank in the slot's
-// claim order (0 = first; also 0 whenever Enter does not rank: without
-// ordering, without a valid view of the peers, when no peer may run the
-// job). package actors counts the rank-0 claims of an instant in a Burst.
-func (l *Load) EnterRanked(job string, slot int64, selectors []string) (time.Duration, int) {
+// (Unix seconds) and this node's rank in the slot's claim order (-1 when
+// there is no order: then the delay is 0); selectors is the job's nodes:
+// (package targeting), which decides which peers rank. It never blocks.
+// Report the claim's answer with Answered.
+//
+// The delay is 0 at rank 0, LeadStep + (rank−1) × RankStep above it, plus
+// rank × PerBurstClaim × the claims of the same slot that entered before
+// it, at most MaxDelay. A node with excess load yields the claim, which
+// then waits YieldDelay whatever its rank: it yields when a hash of the
+// job, the slot and this node's id, uniform in [0, 1), is below the larger
+// of
+//
+//   - YieldPerRun × its runs in progress beyond an even share: the mean,
+//     over the ranking peers, of this node's runs in progress at the
+//     instant of the peer's record (Peer.At) minus the peer's, × n/(n+1)
+//     for n peers, less LoadSlack + LoadSlackShare × the peers' mean;
+//   - the net of slots taken (Answered, decayed with TakeDecay) beyond
+//     TakeSlack, × YieldPerTaken at rank ≥ 1 and × YieldPerRun at rank 0.
+//
+// So an idle rank-0 node waits nothing. Enter returns 0 and -1 without
+// ordering (New), without a valid view of the peers (SetPeers) and when
+// no peer may run the job.
+func (l *Load) Enter(job string, slot int64, selectors []string) (time.Duration, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	v := &l.view
-	if !l.ordered || len(v.peers) == 0 || !time.Now().Before(v.until) {
-		return 0, 0
+	now := time.Now()
+	if !l.ordered || len(v.peers) == 0 || !now.Before(v.until) {
+		return 0, -1
 	}
-	n, sum := 0, 0
+	n, sum, diff := 0, 0, 0
 	l.scratch = l.scratch[:0]
 	for _, p := range v.peers {
 		if config.SelectorsMatch(selectors, p.Tags) {
 			n++
 			sum += p.Running
+			at := p.At
+			if at.IsZero() || at.After(now) {
+				at = now // a clock ahead of this one: compare with now
+			}
+			diff += l.countAt(at) - p.Running
 			l.scratch = append(l.scratch, p.ID)
 		}
 	}
 	if n == 0 {
-		return 0, 0
+		return 0, -1
 	}
 	idx, ok := l.jobs[job]
 	if !ok {
@@ -237,13 +368,84 @@ func (l *Load) EnterRanked(job string, slot int64, selectors []string) (time.Dur
 	if slot != l.burstSlot {
 		l.burstSlot, l.burst = slot, 0
 	}
-	d := (RankStep + PerBurstClaim*time.Duration(l.burst)) * time.Duration(rank)
+	var d time.Duration
+	if rank > 0 {
+		d = LeadStep - RankStep + (RankStep+PerBurstClaim*time.Duration(l.burst))*time.Duration(rank)
+	}
 	l.burst++
+	// This node's runs in progress beyond an even share of the ranking
+	// nodes' (itself included), at the instants of the peers' records:
+	// n/(n+1) of its mean difference to the peers.
 	mean := float64(sum) / float64(n)
-	if excess := float64(l.running) - mean - LoadSlack - mean/4; excess > 0 {
-		d += time.Duration(excess * float64(PerRun))
+	busier := float64(diff)/float64(n+1) - LoadSlack - LoadSlackShare*mean
+	share := max(0, busier) * YieldPerRun
+	if taken := l.takenNow(now) - TakeSlack; rank > 0 {
+		share = max(share, taken*YieldPerTaken)
+	} else {
+		share = max(share, taken*YieldPerRun)
+	}
+	if share > 0 && yieldDraw(job, slot, v.self) < share {
+		return YieldDelay, rank
 	}
 	return min(MaxDelay, d), rank
+}
+
+// Answered reports the answer to a claim sent after Enter, or that one
+// was not sent: rank is what Enter returned, won whether the claim won,
+// elsewhere whether another node's claim of the slot had come first
+// (ClaimedElsewhere; also for a claim this node did not send, at
+// max_parallel, when the slot's record shows another node's). A win at
+// rank ≥ 1 is a slot taken from the order (+1: the rank-0 node's claim
+// was late or not sent), another node's claim first for a rank-0 slot one
+// given (−1); other answers (the job's lease held, paused, ...) count
+// nothing. Rank -1 is ignored. It never blocks.
+func (l *Load) Answered(rank int, won, elsewhere bool) {
+	var delta float64
+	switch {
+	case rank < 0:
+		return
+	case won && rank > 0:
+		delta = 1
+	case elsewhere && rank == 0:
+		delta = -1
+	default:
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	l.taken = min(takenBound, max(-takenBound, l.takenNow(now)+delta))
+	l.takenAt = now
+}
+
+// Taken is the net of slots this node took from the claim order
+// (Answered), decayed to now: what Enter's second excess term counts
+// before TakeSlack. It never blocks.
+func (l *Load) Taken() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.takenNow(time.Now())
+}
+
+// takenBound bounds the net of taken slots either way: past it a node
+// yields every claim, and a node that gave that many for a while (it woke
+// late) is not owed more than that when it wakes on time again.
+const takenBound = TakeSlack + 1/YieldPerTaken
+
+// takenNow is the net of taken slots decayed to now (l.mu held).
+func (l *Load) takenNow(now time.Time) float64 {
+	if l.taken == 0 {
+		return 0
+	}
+	return l.taken * math.Exp(-float64(now.Sub(l.takenAt))/float64(TakeDecay))
+}
+
+// yieldDraw is a uniform number in [0, 1) drawn from job, slot and node:
+// whether the node yields this claim (Enter). Successive slots and jobs
+// draw independently, so that a node yields the share it should of any
+// burst.
+func yieldDraw(job string, slot int64, node string) float64 {
+	return float64(score(keyHash(job, slot), mix(xxhash.Sum64String(node)))>>11) / (1 << 53)
 }
 
 // SetJobs sets the job names of the configuration (all jobs, also those
