@@ -12,10 +12,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
