@@ -30,6 +30,9 @@ const (
 	maxClaimCalls  = 2
 	maxClaimBatch  = 512
 	fullClaimBatch = 128
+	// maxClaimWait bounds a claim's wait in the queue: then it sends
+	// itself and what else waits, whatever is in flight.
+	maxClaimWait = 50 * time.Millisecond
 )
 
 // claimQueue is the batching state of one client.
@@ -75,15 +78,34 @@ func (r *Redis) claim(ctx context.Context, keys, args []string) (actors.Claim, e
 		// A full batch goes at once, sent by the claim that filled it:
 		// the senders in flight may wait for the scheduler (below).
 		q.inflight++
-		batch := q.takeLocked()
+		batch := q.takeLocked(maxClaimBatch)
 		q.mu.Unlock()
 		r.sendClaims(ctx, batch, call)
 		r.handOn(ctx)
 		return call.c, call.err
 	}
 	q.mu.Unlock()
+	wait := time.NewTimer(maxClaimWait)
+	defer wait.Stop()
 	select {
 	case <-call.ready:
+	case <-wait.C:
+		// Not sent yet: the calls in flight may be stuck (a Redis that
+		// stopped answering). Send it now, with what else waits, rather
+		// than later on a connection that came back: a claim is sent
+		// within maxClaimWait of its call or not at all.
+		q.mu.Lock()
+		if i := indexOf(q.queue, call); i >= 0 {
+			q.queue = append(q.queue[:i], q.queue[i+1:]...)
+			batch := append([]*claimCall{call}, q.takeLocked(maxClaimBatch-1)...)
+			q.inflight++
+			q.mu.Unlock()
+			r.sendClaims(ctx, batch, call)
+			r.handOn(ctx)
+			return call.c, call.err
+		}
+		q.mu.Unlock()
+		<-call.ready // taken into a batch meanwhile
 	case <-ctx.Done():
 		q.mu.Lock()
 		if i := indexOf(q.queue, call); i >= 0 {
@@ -124,7 +146,7 @@ func (r *Redis) handOn(ctx context.Context) {
 			q.mu.Unlock()
 			return
 		}
-		batch := q.takeLocked()
+		batch := q.takeLocked(maxClaimBatch)
 		if drained == maxDrain {
 			lead := batch[0]
 			lead.batch = batch
@@ -137,10 +159,10 @@ func (r *Redis) handOn(ctx context.Context) {
 	}
 }
 
-// takeLocked removes the queue's first claims (at most maxClaimBatch) and
-// returns them. q.mu must be held.
-func (q *claimQueue) takeLocked() []*claimCall {
-	n := min(len(q.queue), maxClaimBatch)
+// takeLocked removes the queue's first claims (at most max) and returns
+// them. q.mu must be held.
+func (q *claimQueue) takeLocked(max int) []*claimCall {
+	n := min(len(q.queue), max)
 	batch := make([]*claimCall, n)
 	copy(batch, q.queue)
 	q.queue = append(q.queue[:0], q.queue[n:]...)
