@@ -93,6 +93,13 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 			return r.notClaimed(SkipShuttingDown), false
 		}
 	}
+	if !r.gated { // it waited for a place: its claim is in flight again
+		r.deps.Claims.begin()
+		r.gated = true
+		if rank == 0 {
+			r.firstDone = r.deps.Burst.First(r.info.Slot.Unix())
+		}
+	}
 	r.reserved = true
 	return Ran{}, true
 }

@@ -105,7 +105,9 @@ func (r *Redis) claim(ctx context.Context, keys, args []string) (actors.Claim, e
 			return call.c, call.err
 		}
 		q.mu.Unlock()
-		<-call.ready // taken into a batch meanwhile
+		if err := awaitBatch(ctx, call); err != nil { // taken into a batch meanwhile
+			return actors.Claim{}, err
+		}
 	case <-ctx.Done():
 		q.mu.Lock()
 		if i := indexOf(q.queue, call); i >= 0 {
@@ -114,8 +116,10 @@ func (r *Redis) claim(ctx context.Context, keys, args []string) (actors.Claim, e
 			return actors.Claim{}, fmt.Errorf("waiting to send the claim: %w", ctx.Err())
 		}
 		q.mu.Unlock()
-		// Taken into a batch already: its deadline is not later than ours.
-		<-call.ready
+		// Taken into a batch already: the answer may come at once.
+		if err := awaitBatch(ctx, call); err != nil {
+			return actors.Claim{}, err
+		}
 	}
 	if call.batch != nil {
 		batch := call.batch
@@ -126,9 +130,31 @@ func (r *Redis) claim(ctx context.Context, keys, args []string) (actors.Claim, e
 	return call.c, call.err
 }
 
+// awaitBatch waits for the answer of call, taken into a batch (ready),
+// or for its own deadline: then the outcome is unknown (it was or will be
+// sent), and the caller's error says so. Its sender sets the answer
+// either way; no one reads it after an error.
+func awaitBatch(ctx context.Context, call *claimCall) error {
+	select {
+	case <-call.ready:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-call.ready: // both: the answer wins
+			return nil
+		default:
+		}
+		return fmt.Errorf("claim sent in a batch, no answer before the deadline: %w", ctx.Err())
+	}
+}
+
 // maxDrain is how many more batches a sender sends from the queue after
-// its own call before it hands the queue on (handOn).
-const maxDrain = 8
+// its own call before it hands the queue on (handOn), and maxDrainTime
+// how long it may go on doing so after its own answer.
+const (
+	maxDrain     = 8
+	maxDrainTime = 20 * time.Millisecond
+)
 
 // handOn ends a claim call. While claims wait, the sender sends them
 // itself, up to maxDrain batches of at most maxClaimBatch (at a herd its
@@ -139,6 +165,14 @@ const maxDrain = 8
 // place is freed.
 func (r *Redis) handOn(ctx context.Context) {
 	q := &r.claims
+	// The sender's own caller waits meanwhile: a won claim's run must
+	// start (its lease renewals begin when Claim returns), so the drain is
+	// bounded by maxDrainTime as well as maxDrain batches, and a caller
+	// whose deadline passed hands the queue on at once.
+	until := time.Now().Add(maxDrainTime)
+	if ctx.Err() != nil {
+		until = time.Time{}
+	}
 	for drained := 0; ; drained++ {
 		q.mu.Lock()
 		if len(q.queue) == 0 {
@@ -147,7 +181,7 @@ func (r *Redis) handOn(ctx context.Context) {
 			return
 		}
 		batch := q.takeLocked(maxClaimBatch)
-		if drained == maxDrain {
+		if drained == maxDrain || !time.Now().Before(until) {
 			lead := batch[0]
 			lead.batch = batch
 			close(lead.ready)
@@ -171,28 +205,42 @@ func (q *claimQueue) takeLocked(max int) []*claimCall {
 
 // sendClaims sends calls in one claimBatchScript call (also a lone
 // claim: one script, loaded once by warmScripts), sets every call's answer
-// and wakes every caller but self (the sender's own call, or nil). The call's deadline is the
-// earliest of the callers', or CallTimeout from now when none has one;
-// ctx (the sender's) gives only its values.
+// and wakes every caller but self (the sender's own call, or nil). The
+// call's deadline is the latest of the callers'; ctx (the sender's) gives
+// only its values.
 func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall, self *claimCall) {
-	var dl time.Time
-	for _, c := range calls {
-		if !c.deadline.IsZero() && (dl.IsZero() || c.deadline.Before(dl)) {
-			dl = c.deadline
-		}
-	}
-	if dl.IsZero() {
-		dl = time.Now().Add(r.callTimeout)
-	}
-	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
-	defer cancel()
+	all := calls
 	defer func() {
-		for _, c := range calls {
+		for _, c := range all {
 			if c != self {
 				close(c.ready)
 			}
 		}
 	}()
+	// A member whose deadline has passed is answered here and left out
+	// (nothing of it is sent); the call's deadline is the latest of the
+	// others' (each waits no longer than its own, awaitBatch), or
+	// CallTimeout from now when one has none.
+	now := time.Now()
+	var dl time.Time
+	live := make([]*claimCall, 0, len(calls))
+	for _, c := range calls {
+		switch {
+		case !c.deadline.IsZero() && !now.Before(c.deadline):
+			c.err = fmt.Errorf("waiting to send the claim: %w", context.DeadlineExceeded)
+			continue
+		case c.deadline.IsZero():
+			dl = now.Add(max(r.callTimeout, time.Until(dl)))
+		case c.deadline.After(dl):
+			dl = c.deadline
+		}
+		live = append(live, c)
+	}
+	if calls = live; len(calls) == 0 {
+		return
+	}
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
+	defer cancel()
 	keys, args := calls[0].keys, calls[0].args
 	if len(calls) > 1 {
 		keys = make([]string, 0, len(calls)*len(keys))
