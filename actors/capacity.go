@@ -67,13 +67,17 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	entered := time.Now()
 	delay, rank := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
 	r.claimRank, r.ranked = rank, rank >= 0
-	if rank == 0 {
+	// The burst order is for the claims of an instant at its fire time:
+	// a catch-up claim (after an outage) must not wait for the node's
+	// claims of that slot still in flight to a Redis that was down.
+	burst := r.info.Trigger == TriggerSchedule
+	if rank == 0 && burst {
 		r.firstDone = r.deps.Burst.First(r.info.Slot.Unix()) // ended by ungate, when the claim is decided
 	}
 	if !sleepCtx(ctx, delay) {
 		return r.notClaimed(SkipShuttingDown), false
 	}
-	if rank > 0 {
+	if rank > 0 && burst {
 		r.deps.Burst.Defer(ctx, r.info.Slot.Unix(), r.info.Slot) // after the node's rank-0 claims of the instant
 		if ctx.Err() != nil {
 			return r.notClaimed(SkipShuttingDown), false
@@ -96,7 +100,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	if !r.gated { // it waited for a place: its claim is in flight again
 		r.deps.Claims.begin()
 		r.gated = true
-		if rank == 0 {
+		if rank == 0 && burst {
 			r.firstDone = r.deps.Burst.First(r.info.Slot.Unix())
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 // MaxBurstDefer bounds how long after its fire time a deferred claim
 // waits for the node's first claims of the same instant (Burst.Defer).
-const MaxBurstDefer = time.Second
+const MaxBurstDefer = 500 * time.Millisecond
 
 // Burst orders a node's claims of one instant at a herd (docs/protocol.md,
 // "Who sends first"): the claims of which this node is rank 0 (first
@@ -22,7 +22,9 @@ const MaxBurstDefer = time.Second
 // as those took from the fire time: the other nodes, busy with the same
 // herd on similar machines, have sent theirs by then. For the usual
 // instant (a few jobs) that is a few milliseconds; at most MaxBurstDefer
-// after the fire time in all. Its methods are safe for concurrent use; a
+// after the fire time in all. Only scheduled claims at their fire time
+// use it (package actors): a catch-up claim does not wait for claims of
+// its slot still in flight to a Redis that was down. Its methods are safe for concurrent use; a
 // nil *Burst orders nothing.
 type Burst struct {
 	mu    sync.Mutex
