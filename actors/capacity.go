@@ -74,6 +74,13 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	if rank == 0 && burst {
 		r.firstDone = r.deps.Burst.First(r.info.Slot.Unix()) // ended by ungate, when the claim is decided
 	}
+	waits := delay > 0 || rank > 0 && burst
+	if waits {
+		// A claim that waits its turn is not in flight: it must not hold
+		// the node's winners (ClaimGate) for its delay or its turn in the
+		// burst. It counts again from when it is sent.
+		r.ungateClaims()
+	}
 	if !sleepCtx(ctx, delay) {
 		return r.notClaimed(SkipShuttingDown), false
 	}
@@ -82,6 +89,10 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 		if ctx.Err() != nil {
 			return r.notClaimed(SkipShuttingDown), false
 		}
+	}
+	if waits {
+		r.deps.Claims.begin()
+		r.gated = true
 	}
 	r.claimDelay = time.Since(entered).Truncate(time.Microsecond)
 	if delay == 0 && rank <= 0 {

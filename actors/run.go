@@ -123,6 +123,12 @@ func (r *run) ungate() {
 		r.firstDone()
 		r.firstDone = nil
 	}
+	r.ungateClaims()
+}
+
+// ungateClaims ends the run's count in deps.Claims only (its claim waits
+// its turn: capacity.go), once.
+func (r *run) ungateClaims() {
 	if r.gated {
 		r.gated = false
 		r.deps.Claims.end()
