@@ -71,9 +71,8 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	// a catch-up claim (after an outage) must not wait for the node's
 	// claims of that slot still in flight to a Redis that was down.
 	burst := r.info.Trigger == TriggerSchedule
-	if rank == 0 && burst {
-		r.firstDone = r.deps.Burst.First(r.info.Slot.Unix()) // ended by ungate, when the claim is decided
-	}
+	first := rank == 0 && burst
+	r.gate(first) // the first-claim count is ended by ungate, when the claim is decided
 	waits := delay > 0 || rank > 0 && burst
 	if waits {
 		// A claim that waits its turn is not in flight: it must not hold
@@ -90,10 +89,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 			return r.notClaimed(SkipShuttingDown), false
 		}
 	}
-	if waits {
-		r.deps.Claims.begin()
-		r.gated = true
-	}
+	r.gate(false) // it counts again from here, when it had waited
 	r.claimDelay = time.Since(entered).Truncate(time.Microsecond)
 	if delay == 0 && rank <= 0 {
 		r.claimDelay = 0 // sent at once: the microseconds above are the call's own
@@ -108,13 +104,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 			return r.notClaimed(SkipShuttingDown), false
 		}
 	}
-	if !r.gated { // it waited for a place: its claim is in flight again
-		r.deps.Claims.begin()
-		r.gated = true
-		if rank == 0 && burst {
-			r.firstDone = r.deps.Burst.First(r.info.Slot.Unix())
-		}
-	}
+	r.gate(first) // when it waited for a place, its claim is in flight again
 	r.reserved = true
 	return Ran{}, true
 }

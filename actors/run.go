@@ -87,8 +87,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	// From here until its claim is decided the run holds the node's other
 	// winners' process starts (ClaimGate), also while the claim order
 	// delays its claim (capacity.go).
-	r.deps.Claims.begin()
-	r.gated = true
+	r.gate(false)
 	defer r.ungate()
 	if ctx.Err() != nil && r.pre == nil { // a handed-on slot is claimed: it runs
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
@@ -115,6 +114,19 @@ func (r *run) execute(ctx context.Context) Ran {
 	r.forgetGroup() // after the release: until then a restart frees the lease (records.go)
 	r.report(fin)
 	return Ran{Finished: fin}
+}
+
+// gate counts the run's claim as in flight in deps.Claims and, with
+// first, among the node's first claims of its instant (deps.Burst), each
+// unless it is counted already. ungate ends both.
+func (r *run) gate(first bool) {
+	if !r.gated {
+		r.deps.Claims.begin()
+		r.gated = true
+	}
+	if first && r.firstDone == nil {
+		r.firstDone = r.deps.Burst.First(r.info.Slot.Unix())
+	}
 }
 
 // ungate ends the run's count in deps.Claims (execute began it), once.

@@ -209,48 +209,39 @@ func (nd *node) lines(t *testing.T, msg string) []logLine {
 	return out
 }
 
-// fireDelaysMs returns the fire delays (ms) the nodes logged with "run
-// started" for slots in [from, to].
-func fireDelaysMs(t *testing.T, nodes []*node, from, to int64) []float64 {
+// startedMs returns one field of the nodes' "run started" lines (µs,
+// given as ms) for slots in [from, to]: field picks it (nil when the line
+// has none, e.g. from a build that does not log it).
+func startedMs(t *testing.T, nodes []*node, from, to int64, field func(logLine) *int64) []float64 {
 	var out []float64
 	for _, nd := range nodes {
 		for _, l := range nd.lines(t, "run started") {
-			if l.FireDelayUs != nil && l.Slot >= from && l.Slot <= to {
-				out = append(out, float64(*l.FireDelayUs)/1000)
+			if v := field(l); v != nil && l.Slot >= from && l.Slot <= to {
+				out = append(out, float64(*v)/1000)
 			}
 		}
 	}
 	return out
+}
+
+// fireDelaysMs returns the fire delays (ms) the nodes logged with "run
+// started" for slots in [from, to].
+func fireDelaysMs(t *testing.T, nodes []*node, from, to int64) []float64 {
+	return startedMs(t, nodes, from, to, func(l logLine) *int64 { return l.FireDelayUs })
 }
 
 // claimDelaysMs returns the claim order's waits (ms) of the won claims
 // whose runs the nodes logged with "run started" (claim_delay_us) for
 // slots in [from, to]; none from a build that does not log them.
 func claimDelaysMs(t *testing.T, nodes []*node, from, to int64) []float64 {
-	var out []float64
-	for _, nd := range nodes {
-		for _, l := range nd.lines(t, "run started") {
-			if l.ClaimDelayUs != nil && l.Slot >= from && l.Slot <= to {
-				out = append(out, float64(*l.ClaimDelayUs)/1000)
-			}
-		}
-	}
-	return out
+	return startedMs(t, nodes, from, to, func(l logLine) *int64 { return l.ClaimDelayUs })
 }
 
 // claimedMs returns, for the won claims whose runs the nodes logged with
 // "run started" for slot, how long after the slot each claim's answer
 // came back (claimed_us, ms); none from a build that does not log it.
 func claimedMs(t *testing.T, nodes []*node, slot int64) []float64 {
-	var out []float64
-	for _, nd := range nodes {
-		for _, l := range nd.lines(t, "run started") {
-			if l.ClaimedUs != nil && l.Slot == slot {
-				out = append(out, float64(*l.ClaimedUs)/1000)
-			}
-		}
-	}
-	return out
+	return startedMs(t, nodes, slot, slot, func(l logLine) *int64 { return l.ClaimedUs })
 }
 
 // logProblems logs, for each node, how many warn and error lines it wrote,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,8 +96,7 @@ func (r *Redis) claim(ctx context.Context, keys, args []string) (actors.Claim, e
 		// than later on a connection that came back: a claim is sent
 		// within maxClaimWait of its call or not at all.
 		q.mu.Lock()
-		if i := indexOf(q.queue, call); i >= 0 {
-			q.queue = append(q.queue[:i], q.queue[i+1:]...)
+		if q.removeLocked(call) {
 			batch := append([]*claimCall{call}, q.takeLocked(maxClaimBatch-1)...)
 			q.inflight++
 			q.mu.Unlock()
@@ -110,8 +110,7 @@ func (r *Redis) claim(ctx context.Context, keys, args []string) (actors.Claim, e
 		}
 	case <-ctx.Done():
 		q.mu.Lock()
-		if i := indexOf(q.queue, call); i >= 0 {
-			q.queue = append(q.queue[:i], q.queue[i+1:]...)
+		if q.removeLocked(call) {
 			q.mu.Unlock()
 			return actors.Claim{}, fmt.Errorf("waiting to send the claim: %w", ctx.Err())
 		}
@@ -296,11 +295,13 @@ func (r *Redis) warmScripts(ctx context.Context) {
 // the package's *rueidis.Lua, for every client).
 var scriptsWarm atomic.Bool
 
-func indexOf(calls []*claimCall, c *claimCall) int {
-	for i, x := range calls {
-		if x == c {
-			return i
-		}
+// removeLocked removes c from the queue and reports whether it was there
+// (not yet taken into a batch). q.mu must be held.
+func (q *claimQueue) removeLocked(c *claimCall) bool {
+	i := slices.Index(q.queue, c)
+	if i < 0 {
+		return false
 	}
-	return -1
+	q.queue = slices.Delete(q.queue, i, i+1)
+	return true
 }
