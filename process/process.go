@@ -155,11 +155,18 @@ func Start(spec Spec) (*Proc, error) {
 		Sys: &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}}
 	var group Group
 	var started time.Time
+	forkFrom := bootTicks()
 	pid, exit, err := children.startChild(path, []string{spec.Shell, "-c", spec.Command}, attr, func(pid int) {
 		started = time.Now() // exec succeeded: the fire-delay instant
-		// Not reaped yet (the reaper waits for the fork lock): /proc/pid is
-		// the leader, even if it has already exited.
 		group = Group{ID: pid}
+		tick, ok := forkTick(forkFrom, bootTicks())
+		if sid, known := ownSession(); ok && known {
+			group.Session, group.LeaderStart = sid, tick
+			return
+		}
+		// The fork straddled a tick: ask the kernel. Not reaped yet (the
+		// reaper waits for the fork lock): /proc/pid is the leader, even
+		// if it has already exited.
 		if st, ok := readStat(pid); ok {
 			group.Session, group.LeaderStart = st.session, st.startTime
 		}
