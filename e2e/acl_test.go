@@ -13,10 +13,10 @@ import (
 // sends (claims, renewals, releases, history and the health checks run as
 // Lua scripts, so the commands the scripts call are listed too) on the keys
 // of its prefix only.
-var minimalACL = []string{"on", ">s3cret", "resetkeys", "~cronlock:*", "resetchannels", "-@all",
+var minimalACL = []string{"on", ">s3cret", "resetkeys", "~cronlock:*", "resetchannels", "&cronlock:*", "-@all",
 	"+hello", "+ping", "+time", "+info", "+config|get", "+evalsha", "+eval", "+script|load",
 	"+hmget", "+hset", "+hincrby", "+hgetall", "+set", "+get", "+del", "+exists", "+pttl", "+pexpire",
-	"+xadd", "+xrevrange", "+zadd", "+zscore", "+zrange", "+zrem", "+zremrangebyscore", "+zrangebyscore", "+rpush", "+lpop", "+lrem", "+hget"}
+	"+xadd", "+xrevrange", "+zadd", "+zscore", "+zrange", "+zrem", "+zremrangebyscore", "+zrangebyscore", "+rpush", "+lpop", "+lrem", "+hget", "+publish", "+subscribe"}
 
 // refusedByACL reports whether s holds a Redis ACL refusal: NOPERM for a
 // command or key, or the error of a command a script called.

@@ -61,3 +61,11 @@ func (l *lazyRedis) SetRunStatus(ctx context.Context, job string, st redislock.R
 	}
 	return r.SetRunStatus(ctx, job, st)
 }
+
+func (l *lazyRedis) WatchRunRequests(ctx context.Context, subscribed, notified func()) error {
+	r, err := l.client()
+	if err != nil {
+		return err
+	}
+	return r.WatchRunRequests(ctx, subscribed, notified)
+}

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,8 +13,11 @@ import (
 
 // Run requests (docs/protocol.md, "Runs on the cluster"): `cronlock run
 // JOB` pushes a request onto the list P runs:J and notes the job in the
-// sorted set P pending-runs:all (scored by request time, Unix ms). Daemons
-// poll the pending set and pop (LPOP) the requests of the jobs they hold:
+// sorted set P pending-runs:all (scored by request time, Unix ms), and
+// announces the job on the Pub/Sub channel P run-requests. Daemons read
+// the pending set when a request is announced (and on a slow poll, for
+// the announcements they missed) and pop (LPOP) the requests of the jobs
+// they hold:
 // each request is popped by exactly one daemon, so it runs at most once.
 // The request's progress is kept in the hash P runstatus:J (field: the
 // request id; value: RunStatus as JSON), which expires RunStatusTTL after
@@ -92,15 +96,57 @@ func (r *Redis) RequestRun(ctx context.Context, req RunRequest) (string, error) 
 		return "", fmt.Errorf("run request %q: %w", req.Job, explainScript(err))
 	}
 	key := r.pendingRuns()
-	for _, res := range r.c.DoMulti(ctx,
+	res := r.c.DoMulti(ctx,
 		r.c.B().Zadd().Key(key).ScoreMember().ScoreMember(float64(req.At.UnixMilli()), req.Job).Build(),
 		r.c.B().Zremrangebyscore().Key(key).Min("-inf").Max("("+strconv.FormatInt(req.At.Add(-PendingWindow).UnixMilli(), 10)).Build(),
-	) {
+		// After the pending set (a pipeline runs in order): a daemon woken
+		// by the message finds the job there. Its failure (a Redis user
+		// without the channel right) is not the request's: the daemons'
+		// slow poll takes it (WatchRunRequests).
+		r.c.B().Publish().Channel(r.runRequestChannel()).Message(req.Job).Build(),
+	)
+	for _, res := range res[:2] {
 		if err := res.Error(); err != nil {
 			return string(value), fmt.Errorf("run request %q: pending set: %w", req.Job, err)
 		}
 	}
 	return string(value), nil
+}
+
+// runRequestChannel is the Pub/Sub channel on which RequestRun announces a
+// request (the message is the job's name), under the key prefix: P
+// run-requests. A channel is not a key: Redis Cluster broadcasts a
+// PUBLISH to every node, so it needs no hash tag.
+func (r *Redis) runRequestChannel() string { return r.prefix + "run-requests" }
+
+// RunRequestChannel is the channel of runRequestChannel, for the ACL docs
+// and tests.
+func (r *Redis) RunRequestChannel() string { return r.runRequestChannel() }
+
+// WatchRunRequests subscribes to the run request channel and calls
+// subscribed each time Redis confirms the subscription (the first time,
+// and again after rueidis re-subscribed on a new connection: requests
+// written in between are in the pending set, so the caller polls then)
+// and notified for each request announced. It blocks until ctx ends (then
+// it returns ctx.Err()) or the subscription fails for good: a Redis error
+// (NOPERM when the ACL user may not SUBSCRIBE to the channel: grant
+// &PREFIX* and +subscribe), or a connection error that rueidis' retries
+// gave up on. The callbacks run on rueidis' goroutine and must not block.
+func (r *Redis) WatchRunRequests(ctx context.Context, subscribed, notified func()) error {
+	hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
+		if s.Kind == "subscribe" {
+			subscribed()
+		}
+	})
+	err := r.c.Receive(hooked, r.c.B().Subscribe().Channel(r.runRequestChannel()).Build(),
+		func(rueidis.PubSubMessage) { notified() })
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err == nil {
+		err = errors.New("subscription ended")
+	}
+	return fmt.Errorf("run request channel %s: %w", r.runRequestChannel(), err)
 }
 
 // cancelScript withdraws a request nobody took: LREM of its exact value;

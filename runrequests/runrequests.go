@@ -1,9 +1,10 @@
 // Package runrequests takes the cluster's run requests for this node's
 // jobs (docs/protocol.md, "Runs on the cluster"): `cronlock run JOB` (or
 // POST /api/v1/jobs/{job}/run) pushes a request in Redis; the Taker of
-// every daemon polls the pending set, pops the requests of the jobs it
-// holds (configured and enabled here) and hands each to the job's actor
-// as actors.RunNow, so that it runs through the normal run path (lease,
+// every daemon reads the pending set when a request is announced (Redis
+// Pub/Sub) or its poll is due, pops the requests of the jobs it holds
+// (configured and enabled here) and hands each to the job's actor as
+// actors.RunNow, so that it runs through the normal run path (lease,
 // retries, hooks, history with trigger manual and the requester). A
 // request is popped by exactly one daemon and run at most once. The
 // request's status in Redis says who took it and how it ended.
@@ -11,11 +12,14 @@ package runrequests
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/redislock"
+	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 )
 
@@ -23,6 +27,7 @@ import (
 // per call).
 type Store interface {
 	PendingRunJobs(ctx context.Context, since time.Time) ([]string, error)
+	WatchRunRequests(ctx context.Context, subscribed, notified func()) error
 	TakeRun(ctx context.Context, job, node string, at time.Time) (*redislock.RunRequest, error)
 	SetRunStatus(ctx context.Context, job string, st redislock.RunStatus) error
 }
@@ -32,8 +37,26 @@ type Store interface {
 // request status, not a slot skip reason.
 const SkipNotHeld = "not_held"
 
-// DefaultEvery is the default poll interval.
-const DefaultEvery = 250 * time.Millisecond
+// DefaultEvery is the default poll interval while no subscription to the
+// announcements is in force; DefaultIdleEvery the poll interval while one
+// is (a request whose announcement was lost, e.g. one written by a
+// cronlock whose Redis user may not PUBLISH, waits at most that long).
+//
+// Why announcements: a poll is a Redis round trip and about seven thread
+// switches of the daemon; four polls a second were a third of an idle
+// node's CPU (README.md, "Performance").
+const (
+	DefaultEvery     = 250 * time.Millisecond
+	DefaultIdleEvery = 5 * time.Second
+)
+
+// Re-subscription after the subscription failed for good (rueidis retries
+// connection errors itself): from resubscribeMin, doubling to
+// resubscribeMax.
+const (
+	resubscribeMin = time.Second
+	resubscribeMax = 30 * time.Second
+)
 
 // callTimeout bounds each Redis call; handTimeout the hand-over of a
 // request to its job actor.
@@ -55,9 +78,10 @@ type Options struct {
 	// Start hands m to job's actor; it blocks until the actor took it or
 	// ctx ends (then, or when the job is gone, it returns an error and
 	// m.Reply receives nothing).
-	Start func(ctx context.Context, job string, m actors.RunNow) error
-	Every time.Duration // poll interval; default DefaultEvery
-	Now   func() time.Time
+	Start     func(ctx context.Context, job string, m actors.RunNow) error
+	Every     time.Duration // poll interval without a subscription; default DefaultEvery
+	IdleEvery time.Duration // poll interval with a subscription; default DefaultIdleEvery
+	Now       func() time.Time
 }
 
 // Taker is the actor that takes run requests. Create it with New, then
@@ -72,6 +96,9 @@ func New(o Options) *Taker {
 	if o.Every <= 0 {
 		o.Every = DefaultEvery
 	}
+	if o.IdleEvery <= 0 {
+		o.IdleEvery = DefaultIdleEvery
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -79,22 +106,92 @@ func New(o Options) *Taker {
 	return &Taker{o: o}
 }
 
-// Run polls every Every until ctx ends (the shutdown begins: no request
-// is taken after that), then waits until every request it took has been
-// reported (their runs end with the shutdown's drain) and returns nil. A
-// failed poll is logged at debug: the health monitor reports Redis
-// outages.
+// Run takes requests until ctx ends (the shutdown begins: no request is
+// taken after that), then waits until every request it took has been
+// reported (their runs end with the shutdown's drain) and returns nil. It
+// reads the pending set when a request is announced, when the
+// subscription to the announcements is (re)confirmed, and on a poll:
+// every IdleEvery while subscribed, every Every while not (refused by the
+// ACL, or Redis unreachable). A failed poll is logged at debug: the
+// health monitor reports Redis outages.
 func (t *Taker) Run(ctx context.Context) error {
-	tick := time.NewTicker(t.o.Every)
-	defer tick.Stop()
 	defer t.wg.Wait()
+	wctx, stop := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	defer watching.Wait()
+	defer stop()
+	var subscribed atomic.Bool
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default: // a read is already due
+		}
+	}
+	watching.Add(1)
+	go func() {
+		defer watching.Done()
+		t.watch(wctx, &subscribed, poke)
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
-			t.poll(ctx)
+		case <-wake:
+		case <-timer.C:
 		}
+		t.poll(ctx)
+		every := t.o.Every
+		if subscribed.Load() {
+			every = t.o.IdleEvery
+		}
+		timer.Reset(every)
+	}
+}
+
+// watch keeps the subscription to the announcements until ctx ends: on
+// each confirmation it marks subscribed and pokes (requests written
+// while it was not are read at once), on each announcement it pokes.
+// When the subscription fails it unmarks subscribed (polls go back to
+// Every), says why once per failure streak (a warning when Redis refused
+// it, debug for connection errors, which the health monitor reports),
+// and subscribes again after a backoff.
+func (t *Taker) watch(ctx context.Context, subscribed *atomic.Bool, poke func()) {
+	wait, told := resubscribeMin, false
+	for {
+		var confirmed atomic.Bool
+		err := t.o.Store.WatchRunRequests(ctx, func() {
+			confirmed.Store(true)
+			subscribed.Store(true)
+			poke()
+		}, poke)
+		subscribed.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		if confirmed.Load() {
+			wait, told = resubscribeMin, false
+			poke() // polls go back to Every from now
+		}
+		var rerr *rueidis.RedisError
+		switch {
+		case told:
+		case errors.As(err, &rerr):
+			t.o.Log.Warn("run request announcements refused: requests are polled every "+t.o.Every.String()+
+				" instead; grant the Redis user the channel (&PREFIX* and +subscribe, +publish: README.md, \"Redis ACL\")",
+				zap.Error(err))
+		default:
+			t.o.Log.Debug("run request announcements lost; polling every "+t.o.Every.String()+" until subscribed again", zap.Error(err))
+		}
+		told = true
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, resubscribeMax)
 	}
 }
 

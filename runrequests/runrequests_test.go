@@ -3,6 +3,7 @@ package runrequests
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -58,6 +60,78 @@ func TestTaker_HeldJobsOnlyAndFailedHandOverReported(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// takeWithin starts a taker on r for job "mine" (Every and IdleEvery as
+// given; the hand-over refuses, which is enough to see the request taken),
+// makes request id after ready returns, and reports whether its status
+// left pending within d. It stops the taker before it returns.
+func takeWithin(t *testing.T, r *redislock.Redis, log *zap.Logger, every, idle time.Duration, ready func(), id string, d time.Duration) bool {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	tk := New(Options{Log: log, Store: r, Node: "n1", Every: every, IdleEvery: idle,
+		Held:  func(job string) bool { return job == "mine" },
+		Start: func(context.Context, string, actors.RunNow) error { return errors.New("refused by the test") }})
+	done := make(chan error, 1)
+	go func() { done <- tk.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	ready()
+	if _, err := r.RequestRun(ctx, redislock.RunRequest{ID: id, Job: "mine", Requester: "ops@box", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if st, _ := r.GetRunStatus(t.Context(), "mine", id); st != nil && st.State != redislock.RunPending {
+			return true
+		}
+	}
+	return false
+}
+
+// A request is taken when it is announced, long before a poll is due
+// (both poll intervals an hour: only the first read at start happens).
+func TestTaker_AnnouncedRequestIsTakenAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	subscribed := func() {
+		for deadline := time.Now().Add(5 * time.Second); srv.Do("PUBSUB", "NUMSUB", r.RunRequestChannel()) != r.RunRequestChannel()+"\n1"; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no subscriber to %s within 5s: %s", r.RunRequestChannel(), srv.Do("PUBSUB", "NUMSUB", r.RunRequestChannel()))
+			}
+		}
+	}
+	if !takeWithin(t, r, zap.NewNop(), time.Hour, time.Hour, subscribed, "announced-1", 2*time.Second) {
+		t.Errorf("announced request not taken within 2s")
+	}
+}
+
+// A Redis user that may not subscribe (the channel is not in its ACL):
+// the taker says so once, with the grant, and polls every Every, so the
+// request is still taken (IdleEvery an hour would hide it otherwise).
+func TestTaker_RefusedSubscriptionPollsEvery(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Do("ACL", "SETUSER", "nochan", "on", ">pw", "~*", "resetchannels", "+@all")
+	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}, Username: "nochan", Password: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	core, logs := observer.New(zap.DebugLevel)
+	if !takeWithin(t, r, zap.New(core), 20*time.Millisecond, time.Hour, func() {}, "polled-1", 2*time.Second) {
+		t.Errorf("request not taken within 2s by the poll every 20ms")
+	}
+	warns := logs.FilterMessageSnippet("run request announcements refused").All()
+	if len(warns) != 1 || warns[0].Level != zap.WarnLevel || !strings.Contains(warns[0].Message, "+subscribe") {
+		t.Errorf("got %d refusal lines (%v), want one warning naming the grant", len(warns), warns)
 	}
 }
 
