@@ -114,6 +114,34 @@ func TestTaker_AnnouncedRequestIsTakenAtOnce(t *testing.T) {
 	}
 }
 
+// After a Redis restart the subscription comes back (rueidis re-subscribes,
+// or the taker subscribes again): a request is taken without a poll.
+func TestTaker_SubscriptionSurvivesRedisRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	subscribers := func() string { return srv.Do("PUBSUB", "NUMSUB", r.RunRequestChannel()) }
+	resubscribed := func() {
+		for deadline := time.Now().Add(5 * time.Second); subscribers() != r.RunRequestChannel()+"\n1"; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no subscriber within 5s: %s", subscribers())
+			}
+		}
+		srv.Restart()
+		for deadline := time.Now().Add(10 * time.Second); subscribers() != r.RunRequestChannel()+"\n1"; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no subscriber within 10s of the restart: %s", subscribers())
+			}
+		}
+	}
+	if !takeWithin(t, r, zap.NewNop(), time.Hour, time.Hour, resubscribed, "after-restart-1", 3*time.Second) {
+		t.Errorf("request after the restart not taken within 3s")
+	}
+}
+
 // A Redis user that may not subscribe (the channel is not in its ACL):
 // the taker says so once, with the grant, and polls every Every, so the
 // request is still taken (IdleEvery an hour would hide it otherwise).
