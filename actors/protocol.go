@@ -200,6 +200,15 @@ type ClaimRequest struct {
 	// the job's successful runs counted by Finish, has reached it (job
 	// field max_runs). 0 = no limit; manual runs send 0.
 	MaxRuns int64
+	// AnswerBy (optional, after ctx's deadline) is how long a claim that
+	// was sent before ctx's deadline is still waited for. Until Redis
+	// answers, such a claim's outcome is unknown: Redis may have applied
+	// it (an overloaded node or server answers late, e.g. at a herd), and
+	// then no other node runs the slot. An answer by AnswerBy is returned
+	// as any other; a claim not yet sent at ctx's deadline fails then.
+	// Zero: ctx's deadline bounds the wait. Backends that answer at once
+	// (memory) ignore it.
+	AnswerBy time.Time
 }
 
 // Validate reports a malformed request; both backends call it first.

@@ -179,11 +179,23 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		req.Queue = queues(r.job) && r.info.Trigger != TriggerBackfill
 		req.Backfill = r.info.Trigger == TriggerBackfill
 	}
+	claimFrom := time.Now()
+	req.AnswerBy = r.answerBy(claimFrom)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
 	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req,
 		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
 	r.claimedAt = time.Now()
+	if took := r.claimedAt.Sub(claimFrom); err == nil && took > r.deps.ClaimTimeout {
+		// Visible: without the late answer this slot would have been
+		// skipped here and, the claim being applied, run nowhere.
+		r.deps.repeats.Log(repeatLateAnswer, func(extra ...zap.Field) {
+			r.log.Warn("claim answered after the claim timeout (redis or this node overloaded); acting on the late answer",
+				append(extra, zap.Duration("took", took), zap.String("outcome", c.Outcome.String()))...)
+		}, nil)
+	} else if err == nil {
+		r.deps.repeats.End(repeatLateAnswer)
+	}
 	r.ungate()
 	if r.ranked && err == nil {
 		r.deps.Load.Answered(r.claimRank, c.Outcome == Claimed, c.Outcome == ClaimedElsewhere)
@@ -217,6 +229,36 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		owner = req.Owner
 	}
 	return r.answer(c, lease, owner)
+}
+
+// maxLateAnswer bounds how long after the claim timeout the answer of a
+// scheduled claim already sent is still waited for (answerBy).
+const maxLateAnswer = 10 * time.Second
+
+// answerBy is ClaimRequest.AnswerBy of a scheduled claim started at now
+// (zero for other triggers). Once sent, a claim may have been applied by
+// Redis even when its answer is late (an overloaded node or server, e.g. at
+// a herd of thousands of claims on a small machine), and then every other
+// node finds the slot claimed: giving up on it at the claim timeout would
+// leave the slot run nowhere. So the answer is waited for, and acted on,
+// while all of these hold: the job's next slot has not come (a claim
+// answered later is for a slot that is no longer the latest: an outage's
+// slots are skipped, and the catch-up runs only the latest, see
+// docs/protocol.md "Catch-up"), the lease it takes has lived less than a
+// third of lock_ttl (the lease's first renewal is due then), and at most
+// maxLateAnswer after the claim timeout.
+func (r *run) answerBy(now time.Time) time.Time {
+	if r.info.Trigger != TriggerSchedule || r.info.Slot.IsZero() || r.job.Sched == nil {
+		return time.Time{}
+	}
+	by := now.Add(r.deps.ClaimTimeout + maxLateAnswer)
+	if lease := now.Add(r.job.LockTTL / 3); lease.Before(by) {
+		by = lease
+	}
+	if next := r.job.Sched.Next(r.info.Slot); !next.IsZero() && next.Before(by) {
+		by = next
+	}
+	return by
 }
 
 // answer acts on a claim's answer: a won claim keeps its lease and fence

@@ -47,6 +47,7 @@ type claimQueue struct {
 type claimCall struct {
 	keys, args []string
 	deadline   time.Time     // of the caller's ctx; zero = none
+	answerBy   time.Time     // once sent, the answer is waited for until then (ClaimRequest.AnswerBy, at least deadline)
 	ready      chan struct{} // closed when c/err are set, or batch is this call's to send
 	batch      []*claimCall  // set with ready: this call sends them (itself first)
 	c          actors.Claim
@@ -56,13 +57,17 @@ type claimCall struct {
 // claim sends one claim (keys and args as claimScript takes them) through
 // the batching queue and returns its answer. It blocks until Redis
 // answered or the deadline passed: ctx's while the claim waits in the
-// queue, the earliest of its batch's callers' (CallTimeout when none has
-// one) once it is sent. An error means the outcome is unknown, as for
-// Claim.
-func (r *Redis) claim(ctx context.Context, keys, args []string) (actors.Claim, error) {
+// queue; once it is sent, answerBy when that is later (ClaimRequest.AnswerBy:
+// an answer that comes late is still the claim's outcome), else ctx's
+// (CallTimeout when ctx has none). An error means the outcome is unknown,
+// as for Claim.
+func (r *Redis) claim(ctx context.Context, keys, args []string, answerBy time.Time) (actors.Claim, error) {
 	call := &claimCall{keys: keys, args: args}
 	if dl, ok := ctx.Deadline(); ok {
-		call.deadline = dl
+		call.deadline, call.answerBy = dl, dl
+		if answerBy.After(dl) {
+			call.answerBy = answerBy
+		}
 	}
 	q := &r.claims
 	q.mu.Lock()
@@ -130,21 +135,36 @@ func (r *Redis) claim(ctx context.Context, keys, args []string) (actors.Claim, e
 }
 
 // awaitBatch waits for the answer of call, taken into a batch (ready),
-// or for its own deadline: then the outcome is unknown (it was or will be
+// or until its answerBy (its deadline, or later with
+// ClaimRequest.AnswerBy): then the outcome is unknown (it was or will be
 // sent), and the caller's error says so. Its sender sets the answer
 // either way; no one reads it after an error.
 func awaitBatch(ctx context.Context, call *claimCall) error {
+	var expired <-chan time.Time
+	if !call.answerBy.IsZero() {
+		t := time.NewTimer(time.Until(call.answerBy))
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case <-call.ready:
 		return nil
-	case <-ctx.Done():
-		select {
-		case <-call.ready: // both: the answer wins
-			return nil
-		default:
+	case <-expired:
+	case <-ctx.Done(): // ctx has no deadline (answerBy zero) and was cancelled
+		if !call.answerBy.IsZero() {
+			select { // the caller's ctx has a deadline: wait for answerBy
+			case <-call.ready:
+				return nil
+			case <-expired:
+			}
 		}
-		return fmt.Errorf("claim sent in a batch, no answer before the deadline: %w", ctx.Err())
 	}
+	select {
+	case <-call.ready: // both: the answer wins
+		return nil
+	default:
+	}
+	return fmt.Errorf("claim sent in a batch, no answer before the deadline: %w", context.DeadlineExceeded)
 }
 
 // maxDrain is how many more batches a sender sends from the queue after
@@ -218,7 +238,7 @@ func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall, self *claimC
 	}()
 	// A member whose deadline has passed is answered here and left out
 	// (nothing of it is sent); the call's deadline is the latest of the
-	// others' (each waits no longer than its own, awaitBatch), or
+	// others' answerBy (each waits no longer than its own, awaitBatch), or
 	// CallTimeout from now when one has none.
 	now := time.Now()
 	var dl time.Time
@@ -228,10 +248,10 @@ func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall, self *claimC
 		case !c.deadline.IsZero() && !now.Before(c.deadline):
 			c.err = fmt.Errorf("waiting to send the claim: %w", context.DeadlineExceeded)
 			continue
-		case c.deadline.IsZero():
+		case c.answerBy.IsZero():
 			dl = now.Add(max(r.callTimeout, time.Until(dl)))
-		case c.deadline.After(dl):
-			dl = c.deadline
+		case c.answerBy.After(dl):
+			dl = c.answerBy
 		}
 		live = append(live, c)
 	}

@@ -262,6 +262,59 @@ func TestClaim_QueuedClaimFailsWithTheStuckCalls(t *testing.T) {
 	}
 }
 
+// A claim sent before its deadline whose answer comes after it (the server
+// was frozen for 600 ms) is the claim's outcome when it comes by AnswerBy:
+// the claim was applied, and a caller that gave up would leave the slot
+// claimed and run nowhere. Without AnswerBy the deadline's error, as
+// before; with an AnswerBy that passes too, the error at AnswerBy. (Whether
+// those two were applied depends on rueidis' connection after a timeout.)
+func TestClaim_LateAnswerIsUsedUntilAnswerBy(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	if _, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "warm", Slot: 1, Owner: "n1:w", TTL: time.Minute}); err != nil {
+		t.Fatal(err) // the script is loaded before the server freezes
+	}
+	claim := func(job string, answerBy time.Duration) (actors.Claim, error, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		req := actors.ClaimRequest{Job: job, Slot: 1000, Owner: "n1:" + job, TTL: time.Minute, Lease: true}
+		if answerBy > 0 {
+			req.AnswerBy = time.Now().Add(answerBy)
+		}
+		t0 := time.Now()
+		c, err := r.Claim(ctx, req)
+		return c, err, time.Since(t0)
+	}
+	for _, tc := range []struct {
+		job      string
+		answerBy time.Duration
+		won      bool
+	}{{"late", 3 * time.Second, true}, {"nowait", 0, false}, {"toolate", 400 * time.Millisecond, false}} {
+		srv.Pause()
+		resumed := make(chan struct{})
+		go func() {
+			defer close(resumed)
+			time.Sleep(600 * time.Millisecond)
+			srv.Resume()
+		}()
+		c, err, took := claim(tc.job, tc.answerBy)
+		<-resumed
+		switch {
+		case tc.won && (err != nil || c.Outcome != actors.Claimed):
+			t.Errorf("%s: %+v, %v after %v; want claimed (answered at about 600ms, before AnswerBy)", tc.job, c, err, took)
+		case !tc.won && !errors.Is(err, context.DeadlineExceeded):
+			t.Errorf("%s: %+v, %v after %v; want a deadline error", tc.job, c, err, took)
+		case !tc.won && tc.answerBy == 0 && took > 500*time.Millisecond:
+			t.Errorf("%s: gave up after %v, want at its 200ms deadline", tc.job, took)
+		}
+		if tc.won {
+			if got := srv.Do("HGET", r.key("state", tc.job), "slot"); got != "1000" {
+				t.Errorf("%s: state slot %q, want 1000", tc.job, got)
+			}
+		}
+	}
+}
+
 // BenchmarkClaimServerTime reports the server's time per claim (INFO
 // commandstats usec of EVALSHA over the claims) for claims sent one per
 // call and in batches of 100 (claimBatchScript).

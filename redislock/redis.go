@@ -257,7 +257,7 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	var c actors.Claim
 	var err error
 	if r.batch {
-		c, err = r.claim(ctx, keys, args)
+		c, err = r.claim(ctx, keys, args, req.AnswerBy)
 	} else {
 		var vals []rueidis.RedisMessage
 		if vals, err = claimScript.Exec(ctx, r.c, keys, args).ToArray(); err == nil {
