@@ -84,6 +84,13 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 		return r.notClaimed(SkipShuttingDown), false
 	}
 	if rank > 0 && burst {
+		// Waiting its turn in the burst it does hold the winners: at a
+		// herd, forks started before the node's later claims are sent
+		// starve them (hundreds of runnable shells on a small machine),
+		// and a claim not sent within the claim timeout skips its slot.
+		// Outside a herd the turn comes at once (the node's rank-0 claims
+		// of the instant were answered during the rank delay).
+		r.gate(false)
 		r.deps.Burst.Defer(ctx, r.info.Slot.Unix(), r.info.Slot) // after the node's rank-0 claims of the instant
 		if ctx.Err() != nil {
 			return r.notClaimed(SkipShuttingDown), false

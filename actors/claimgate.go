@@ -6,8 +6,10 @@ import (
 )
 
 // ClaimGateMax bounds how long a won run waits for the node's other claims
-// in flight (ClaimGate).
-const ClaimGateMax = 250 * time.Millisecond
+// in flight (ClaimGate): a herd's later claims wait their turn up to
+// nodeload.MaxBurstDefer (500 ms) after the node's first claims were
+// answered, and must be sent before the winners fork.
+const ClaimGateMax = time.Second
 
 // ClaimGate holds a node's process starts while its claims are in flight.
 // At a herd (thousands of jobs due at the same instant) the winners of the

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/redislock"
@@ -46,8 +47,12 @@ type guard struct {
 	// writeRefused is the health state after a claim the server refused
 	// as a write (noteClaim); nil after a claim that succeeded.
 	writeRefused atomic.Pointer[string]
-	checked      chan struct{} // closed after the health monitor's first check
-	checkOnce    sync.Once
+	// answered is when a claim or finish was last answered (Unix ns;
+	// noteClaim, guardedLocker.Finish), so that a probe that timed out
+	// meanwhile is known to be late, not lost.
+	answered  atomic.Int64
+	checked   chan struct{} // closed after the health monitor's first check
+	checkOnce sync.Once
 
 	// Owned by the health monitor's goroutine.
 	policyKey  string // the last policy decision logged
@@ -93,7 +98,8 @@ func (g *guard) register(reg prometheus.Registerer) {
 // guardedLocker is the Locker the job actors get for a Redis backend: a
 // claim first asks the guard, and a refused claim is never sent (its
 // error is an *actors.ClaimRefusedError). Renew, Release and Finish pass
-// through: runs already going keep and release their leases.
+// through: runs already going keep and release their leases (an answered
+// Finish is noted for the health monitor, answeredSince).
 type guardedLocker struct {
 	claimer
 	g *guard
@@ -106,6 +112,17 @@ func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (acto
 	c, err := l.claimer.Claim(ctx, req)
 	l.g.noteClaim(err)
 	return c, err
+}
+
+// Finish passes through; an answered finish is noted like an answered
+// claim (answeredSince): after a herd's claims, its finishes are what Redis
+// answers while the forks run.
+func (l guardedLocker) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
+	f, err := l.claimer.Finish(ctx, req)
+	if err == nil {
+		l.g.answered.Store(time.Now().UnixNano())
+	}
+	return f, err
 }
 
 // writeRefusals are the first words of the error replies of a server that
@@ -122,6 +139,7 @@ func (g *guard) noteClaim(err error) {
 	var re *rueidis.RedisError
 	switch {
 	case err == nil:
+		g.answered.Store(time.Now().UnixNano())
 		if g.writeRefused.Load() != nil {
 			g.writeRefused.Store(nil)
 		}
@@ -133,6 +151,9 @@ func (g *guard) noteClaim(err error) {
 		}
 	}
 }
+
+// answeredSince reports whether a claim was answered at or after t.
+func (g *guard) answeredSince(t time.Time) bool { return g.answered.Load() >= t.UnixNano() }
 
 // writeRefusal is the state of the last claim's write refusal, "" when
 // the last claim was not refused so.

@@ -252,6 +252,48 @@ func TestHealth_ClaimAtStartWaitsForTheFirstCheck(t *testing.T) {
 	}
 }
 
+// A probe that times out while claims are answered (the guard saw one
+// answered after the probe began) is a slow Redis or node, not an outage:
+// the node stays ready, nothing of a return runs (onBack: sweep, catch-up,
+// the missed-slot report of every job, which at a herd added 3 scripts per
+// slot), one warning says so and the state says "slow". The same probe
+// timeout with no claim answered meanwhile is "unreachable", as before.
+func TestHealth_SlowProbeWhileClaimsAnsweredStaysReady(t *testing.T) {
+	srv := redistest.Start(t)
+	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
+	hh.check(t, true)
+	hh.expect(t, "before", true, "up")
+	frozen := func(answered bool) {
+		srv.Pause()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if answered {
+				time.Sleep(300 * time.Millisecond)
+				hh.b.guard.noteClaim(nil) // guardedLocker.Claim's note of an answered claim
+			}
+			time.Sleep(1300 * time.Millisecond) // past the probe's 1 s timeout
+			srv.Resume()
+		}()
+		hh.check(t, false)
+		<-done
+	}
+	frozen(true)
+	hh.expect(t, "probe late, a claim answered meanwhile", true, "up, slow")
+	if n := hh.count(zapcore.WarnLevel, "redis answers slowly"); n != 1 || hh.backs != 0 {
+		t.Errorf("got %d slow warnings and %d returns, want 1 and 0", n, hh.backs)
+	}
+	hh.check(t, false)
+	hh.expect(t, "after the resume", true, "up")
+	frozen(false)
+	hh.expect(t, "probe late, no claim answered", false, "unreachable")
+	hh.check(t, false)
+	hh.expect(t, "back", true, "up")
+	if hh.backs != 1 {
+		t.Errorf("got %d returns, want 1 (after the real outage only)", hh.backs)
+	}
+}
+
 // redis.mode is confirmed against the server: mode cluster on a server
 // without cluster support is one error line and not ready (every claim
 // refused as redis_error, never sent); mode cluster with a single seed
