@@ -6,9 +6,9 @@ import (
 )
 
 // ClaimGateMax bounds how long a won run waits for the node's other claims
-// in flight (ClaimGate): a herd's later claims wait their turn up to
-// nodeload.MaxBurstDefer (500 ms) after the node's first claims were
-// answered, and must be sent before the winners fork.
+// in flight or waiting their turn (ClaimGate): a herd's later claims wait
+// their turn in the burst order up to nodeload.MaxBurstDefer (500 ms after
+// the fire time), and must be sent before the winners fork.
 const ClaimGateMax = time.Second
 
 // ClaimGate holds a node's process starts while its claims are in flight.

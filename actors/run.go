@@ -232,8 +232,13 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 }
 
 // maxLateAnswer bounds how long after the claim timeout the answer of a
-// scheduled claim already sent is still waited for (answerBy).
-const maxLateAnswer = 10 * time.Second
+// scheduled claim already sent is still waited for (answerBy): 5 s after
+// the claim was sent in all, less than a failover takes to be decided
+// (Sentinel's down-after-milliseconds and Cluster's node-timeout, which
+// docs/protocol.md asks to keep at 5 s or more), so that a late answer
+// comes from the master the other nodes also claim on, not from a frozen
+// old master that resumed after a replica took over.
+const maxLateAnswer = 3 * time.Second
 
 // answerBy is ClaimRequest.AnswerBy of a scheduled claim started at now
 // (zero for other triggers). Once sent, a claim may have been applied by
@@ -256,7 +261,7 @@ func (r *run) answerBy(now time.Time) time.Time {
 		by = lease
 	}
 	if next := r.job.Sched.Next(r.info.Slot); !next.IsZero() && next.Before(by) {
-		by = next
+		by = now.Add(next.Sub(now)) // on now's monotonic clock: a wall clock step does not stretch the wait
 	}
 	return by
 }

@@ -176,8 +176,12 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 	err := h.b.checks.Probe(pctx, *h.jobs.Load())
 	cancel()
 	var base string
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && h.b.guard.answeredSince(from) {
-		// Claims or finishes were answered while the probe waited: Redis answers, late
+	var shardErr *redislock.ShardError
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &shardErr) && ctx.Err() == nil &&
+		h.b.guard.answeredSince(from) {
+		// Claims or finishes were answered while the probe waited: Redis
+		// answers, late. (Not in Cluster mode with one shard timing out: the
+		// answers may have come from the others.)
 		// (it or this node is overloaded, e.g. at a herd of thousands of
 		// runs on a small machine). Claims succeed, so the node stays
 		// ready and nothing of a return (sweep, catch-up, missed-slot
@@ -196,7 +200,12 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 	if kind == h.probeKind {
 		return false
 	}
+	was := h.probeKind
 	h.probeKind = kind
+	if base == "ok" && was == "slow" {
+		h.log.Info("redis answers the readiness probe in time again")
+		return false // nothing was lost
+	}
 	if base == "ok" {
 		h.log.Info("redis reachable")
 		return true
@@ -235,7 +244,7 @@ func (h *health) logProbeFailure(base, shard string, err error) {
 	switch base {
 	case "slow":
 		h.log.Warn("redis answers slowly: the readiness probe got no answer within "+pingTimeout.String()+
-			" while claims or finishes were answered (redis or this node overloaded); still ready", fields...)
+			" while claims or finishes were answered (redis or this node overloaded); treated as answering", fields...)
 		return
 	case "unreachable":
 		msg := "redis unreachable: slots are skipped (redis_error) until it answers; retrying"
@@ -339,7 +348,7 @@ func (h *health) describe() string {
 	case !h.b.guard.known():
 		return "not verified"
 	case h.probeKind == "slow":
-		return "up, slow: the readiness probe was late while claims were answered"
+		return "up, slow: the readiness probe was late while claims or finishes were answered"
 	}
 	return "up"
 }

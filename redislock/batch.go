@@ -150,9 +150,11 @@ func awaitBatch(ctx context.Context, call *claimCall) error {
 	case <-call.ready:
 		return nil
 	case <-expired:
-	case <-ctx.Done(): // ctx has no deadline (answerBy zero) and was cancelled
-		if !call.answerBy.IsZero() {
-			select { // the caller's ctx has a deadline: wait for answerBy
+	case <-ctx.Done():
+		// Its deadline (when answerBy is later, the answer is still
+		// awaited until then) or a cancellation (then it ends here).
+		if !call.answerBy.IsZero() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			select {
 			case <-call.ready:
 				return nil
 			case <-expired:
@@ -164,7 +166,11 @@ func awaitBatch(ctx context.Context, call *claimCall) error {
 		return nil
 	default:
 	}
-	return fmt.Errorf("claim sent in a batch, no answer before the deadline: %w", context.DeadlineExceeded)
+	cause := context.DeadlineExceeded
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		cause = err
+	}
+	return fmt.Errorf("claim sent in a batch, no answer before the deadline: %w", cause)
 }
 
 // maxDrain is how many more batches a sender sends from the queue after
@@ -225,21 +231,20 @@ func (q *claimQueue) takeLocked(max int) []*claimCall {
 // sendClaims sends calls in one claimBatchScript call (also a lone
 // claim: one script, loaded once by warmScripts), sets every call's answer
 // and wakes every caller but self (the sender's own call, or nil). The
-// call's deadline is the latest of the callers'; ctx (the sender's) gives
-// only its values.
+// call waits for Redis until the latest of the callers' answerBy (each
+// caller waits no longer than its own, awaitBatch); ctx (the sender's)
+// gives only its values.
+//
+// The sender itself never waits past its own limit: self's answerBy, or
+// for a drain (self nil) the deadline of ctx (the drainer's claim is
+// answered; its run waits meanwhile). When the call may take longer than
+// that, it goes on in a goroutine of its own (holding a place among the
+// claim calls in flight, handed on when it returns) that answers the
+// others, and the sender gets its answer through a stand-in if it comes
+// by its limit, else "no answer before the deadline".
 func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall, self *claimCall) {
-	all := calls
-	defer func() {
-		for _, c := range all {
-			if c != self {
-				close(c.ready)
-			}
-		}
-	}()
 	// A member whose deadline has passed is answered here and left out
-	// (nothing of it is sent); the call's deadline is the latest of the
-	// others' answerBy (each waits no longer than its own, awaitBatch), or
-	// CallTimeout from now when one has none.
+	// (nothing of it is sent).
 	now := time.Now()
 	var dl time.Time
 	live := make([]*claimCall, 0, len(calls))
@@ -247,6 +252,9 @@ func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall, self *claimC
 		switch {
 		case !c.deadline.IsZero() && !now.Before(c.deadline):
 			c.err = fmt.Errorf("waiting to send the claim: %w", context.DeadlineExceeded)
+			if c != self {
+				close(c.ready)
+			}
 			continue
 		case c.answerBy.IsZero():
 			dl = now.Add(max(r.callTimeout, time.Until(dl)))
@@ -255,9 +263,60 @@ func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall, self *claimC
 		}
 		live = append(live, c)
 	}
-	if calls = live; len(calls) == 0 {
+	if len(live) == 0 {
 		return
 	}
+	limit := dl
+	switch {
+	case self != nil && !self.answerBy.IsZero():
+		limit = self.answerBy
+	case self == nil:
+		if d, ok := ctx.Deadline(); ok {
+			limit = d
+		}
+	}
+	if !dl.After(limit) {
+		r.execClaims(ctx, live, dl)
+		for _, c := range live {
+			if c != self {
+				close(c.ready)
+			}
+		}
+		return
+	}
+	var stand *claimCall
+	if self != nil {
+		stand = &claimCall{keys: self.keys, args: self.args, ready: make(chan struct{})}
+		live[slices.Index(live, self)] = stand
+	}
+	q := &r.claims
+	q.mu.Lock()
+	q.inflight++
+	q.mu.Unlock()
+	detached := context.WithoutCancel(ctx)
+	go func() {
+		r.execClaims(detached, live, dl)
+		for _, c := range live {
+			close(c.ready)
+		}
+		r.handOn(detached)
+	}()
+	if self == nil {
+		return
+	}
+	t := time.NewTimer(time.Until(limit))
+	defer t.Stop()
+	select {
+	case <-stand.ready:
+		self.c, self.err = stand.c, stand.err
+	case <-t.C:
+		self.err = fmt.Errorf("claim sent in a batch, no answer before the deadline: %w", context.DeadlineExceeded)
+	}
+}
+
+// execClaims runs one claimBatchScript call for calls (until dl) and sets
+// every call's answer or error.
+func (r *Redis) execClaims(ctx context.Context, calls []*claimCall, dl time.Time) {
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
 	defer cancel()
 	keys, args := calls[0].keys, calls[0].args

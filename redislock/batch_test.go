@@ -351,3 +351,61 @@ func BenchmarkClaimServerTime(b *testing.B) {
 		})
 	}
 }
+
+// The sender of a batch never waits past its own limit, while the others
+// of its batch still get their late answers: x (200 ms deadline, no
+// AnswerBy) sends itself and y (AnswerBy 3 s) while the server is frozen
+// for 900 ms behind two calls in flight; x gives up at its deadline, y is
+// answered claimed once the server is back.
+func TestClaim_SenderWaitsNoLongerThanItsOwnLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	if _, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "warm", Slot: 1, Owner: "n1:w", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		c    actors.Claim
+		err  error
+		took time.Duration
+	}
+	claim := func(job string, answerBy time.Duration, out chan<- res) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		req := actors.ClaimRequest{Job: job, Slot: 1000, Owner: "n1:" + job, TTL: time.Minute, Lease: true}
+		if answerBy > 0 {
+			req.AnswerBy = time.Now().Add(answerBy)
+		}
+		t0 := time.Now()
+		c, err := r.Claim(ctx, req)
+		out <- res{c, err, time.Since(t0)}
+	}
+	srv.Pause()
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		time.Sleep(900 * time.Millisecond)
+		srv.Resume()
+	}()
+	stuck := make(chan res, maxClaimCalls)
+	for i := range maxClaimCalls {
+		go claim(fmt.Sprintf("p%d", i), 3*time.Second, stuck)
+	}
+	time.Sleep(20 * time.Millisecond) // in flight: x and y queue
+	xr, yr := make(chan res, 1), make(chan res, 1)
+	go claim("x", 0, xr)
+	time.Sleep(5 * time.Millisecond) // x first: after maxClaimWait it sends itself and y
+	go claim("y", 3*time.Second, yr)
+	x, y := <-xr, <-yr
+	<-resumed
+	if x.err == nil || x.took > 500*time.Millisecond {
+		t.Errorf("x: %+v, %v after %v; want its deadline's error at about 200ms", x.c, x.err, x.took)
+	}
+	if y.err != nil || y.c.Outcome != actors.Claimed || y.took < 800*time.Millisecond {
+		t.Errorf("y: %+v, %v after %v; want claimed once the server is back (about 900ms)", y.c, y.err, y.took)
+	}
+	for range maxClaimCalls {
+		if p := <-stuck; p.err != nil || p.c.Outcome != actors.Claimed {
+			t.Errorf("a call in flight: %+v, %v; want claimed (late answer, AnswerBy 3s)", p.c, p.err)
+		}
+	}
+}

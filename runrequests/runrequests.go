@@ -135,19 +135,45 @@ func (t *Taker) Run(ctx context.Context) error {
 	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
+			// A storm of announcements: at most one read per minGap.
+			if !sleepCtx(ctx, time.Until(last.Add(minGap))) {
+				return nil
+			}
 		case <-timer.C:
 		}
-		t.poll(ctx)
+		last = time.Now()
+		again := t.poll(ctx)
 		every := t.o.Every
-		if subscribed.Load() {
+		if subscribed.Load() && !again {
 			every = t.o.IdleEvery
 		}
 		timer.Reset(every)
+	}
+}
+
+// minGap is the least time between two reads of the pending set that
+// announcements trigger.
+const minGap = 100 * time.Millisecond
+
+// sleepCtx sleeps for d (nothing when d <= 0) or until ctx ends; false
+// when ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -195,39 +221,50 @@ func (t *Taker) watch(ctx context.Context, subscribed *atomic.Bool, poke func())
 	}
 }
 
-// poll takes the pending requests of the held jobs.
-func (t *Taker) poll(ctx context.Context) {
+// poll takes the pending requests of the held jobs. It reports whether
+// the next read should come soon (every Every, even while subscribed):
+// the read or a pop failed, or a job had more than maxPerPoll requests.
+func (t *Taker) poll(ctx context.Context) (again bool) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	jobs, err := t.o.Store.PendingRunJobs(cctx, t.o.Now().Add(-redislock.PendingWindow))
 	cancel()
 	if err != nil {
 		t.o.Log.Debug("run requests not polled", zap.Error(err))
-		return
+		return true
 	}
 	for _, job := range jobs {
 		if !t.o.Held(job) {
 			continue
 		}
-		for range maxPerPoll {
-			if ctx.Err() != nil || !t.takeOne(ctx, job) {
+		taken := 0
+		for ; taken < maxPerPoll; taken++ {
+			took, err := t.takeOne(ctx, job)
+			if err != nil {
+				again = true
+			}
+			if ctx.Err() != nil || !took {
 				break
 			}
 		}
+		if taken == maxPerPoll {
+			again = true
+		}
 	}
+	return again
 }
 
 // takeOne pops one request of job and starts handling it; false when
-// there was none (or the pop failed).
-func (t *Taker) takeOne(ctx context.Context, job string) bool {
+// there was none (or the pop failed: then err).
+func (t *Taker) takeOne(ctx context.Context, job string) (bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	req, err := t.o.Store.TakeRun(cctx, job, t.o.Node, t.o.Now())
 	if err != nil {
 		t.o.Log.Warn("run request not taken", zap.String("job", job), zap.Error(err))
-		return false
+		return false, err
 	}
 	if req == nil {
-		return false
+		return false, nil
 	}
 	t.o.Log.Info("run request taken", zap.String("job", job), zap.String("request", req.ID),
 		zap.String("requester", req.Requester), zap.String("reason", req.Reason), zap.Bool("force", req.Force))
@@ -236,7 +273,7 @@ func (t *Taker) takeOne(ctx context.Context, job string) bool {
 		defer t.wg.Done()
 		t.handle(ctx, *req)
 	}()
-	return true
+	return true, nil
 }
 
 // handle hands req to its job actor, waits for the outcome and writes it
