@@ -262,6 +262,27 @@ func TestClaim_QueuedClaimFailsWithTheStuckCalls(t *testing.T) {
 	}
 }
 
+// timedResult is a claim's answer and how long Claim took.
+type timedResult struct {
+	c    actors.Claim
+	err  error
+	took time.Duration
+}
+
+// timedClaim claims slot 1000 of job with a lease, a 200 ms deadline and,
+// when answerBy > 0, AnswerBy that long from now.
+func timedClaim(r *Redis, job string, answerBy time.Duration) timedResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req := actors.ClaimRequest{Job: job, Slot: 1000, Owner: "n1:" + job, TTL: time.Minute, Lease: true}
+	if answerBy > 0 {
+		req.AnswerBy = time.Now().Add(answerBy)
+	}
+	t0 := time.Now()
+	c, err := r.Claim(ctx, req)
+	return timedResult{c, err, time.Since(t0)}
+}
+
 // A claim sent before its deadline whose answer comes after it (the server
 // was frozen for 600 ms) is the claim's outcome when it comes by AnswerBy:
 // the claim was applied, and a caller that gave up would leave the slot
@@ -273,17 +294,6 @@ func TestClaim_LateAnswerIsUsedUntilAnswerBy(t *testing.T) {
 	r := newRedis(t, srv.Addr(), Options{})
 	if _, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "warm", Slot: 1, Owner: "n1:w", TTL: time.Minute}); err != nil {
 		t.Fatal(err) // the script is loaded before the server freezes
-	}
-	claim := func(job string, answerBy time.Duration) (actors.Claim, error, time.Duration) {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		req := actors.ClaimRequest{Job: job, Slot: 1000, Owner: "n1:" + job, TTL: time.Minute, Lease: true}
-		if answerBy > 0 {
-			req.AnswerBy = time.Now().Add(answerBy)
-		}
-		t0 := time.Now()
-		c, err := r.Claim(ctx, req)
-		return c, err, time.Since(t0)
 	}
 	for _, tc := range []struct {
 		job      string
@@ -297,7 +307,8 @@ func TestClaim_LateAnswerIsUsedUntilAnswerBy(t *testing.T) {
 			time.Sleep(600 * time.Millisecond)
 			srv.Resume()
 		}()
-		c, err, took := claim(tc.job, tc.answerBy)
+		got := timedClaim(r, tc.job, tc.answerBy)
+		c, err, took := got.c, got.err, got.took
 		<-resumed
 		switch {
 		case tc.won && (err != nil || c.Outcome != actors.Claimed):
@@ -363,22 +374,7 @@ func TestClaim_SenderWaitsNoLongerThanItsOwnLimit(t *testing.T) {
 	if _, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "warm", Slot: 1, Owner: "n1:w", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	type res struct {
-		c    actors.Claim
-		err  error
-		took time.Duration
-	}
-	claim := func(job string, answerBy time.Duration, out chan<- res) {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		req := actors.ClaimRequest{Job: job, Slot: 1000, Owner: "n1:" + job, TTL: time.Minute, Lease: true}
-		if answerBy > 0 {
-			req.AnswerBy = time.Now().Add(answerBy)
-		}
-		t0 := time.Now()
-		c, err := r.Claim(ctx, req)
-		out <- res{c, err, time.Since(t0)}
-	}
+	claim := func(job string, answerBy time.Duration, out chan<- timedResult) { out <- timedClaim(r, job, answerBy) }
 	srv.Pause()
 	resumed := make(chan struct{})
 	go func() {
@@ -386,12 +382,12 @@ func TestClaim_SenderWaitsNoLongerThanItsOwnLimit(t *testing.T) {
 		time.Sleep(900 * time.Millisecond)
 		srv.Resume()
 	}()
-	stuck := make(chan res, maxClaimCalls)
+	stuck := make(chan timedResult, maxClaimCalls)
 	for i := range maxClaimCalls {
 		go claim(fmt.Sprintf("p%d", i), 3*time.Second, stuck)
 	}
 	time.Sleep(20 * time.Millisecond) // in flight: x and y queue
-	xr, yr := make(chan res, 1), make(chan res, 1)
+	xr, yr := make(chan timedResult, 1), make(chan timedResult, 1)
 	go claim("x", 0, xr)
 	time.Sleep(5 * time.Millisecond) // x first: after maxClaimWait it sends itself and y
 	go claim("y", 3*time.Second, yr)

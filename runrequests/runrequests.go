@@ -142,8 +142,9 @@ func (t *Taker) Run(ctx context.Context) error {
 			return nil
 		case <-wake:
 			// A storm of announcements: at most one read per minGap.
-			if !sleepCtx(ctx, time.Until(last.Add(minGap))) {
-				return nil
+			if d := time.Until(last.Add(minGap)); d > 0 {
+				timer.Reset(d)
+				continue
 			}
 		case <-timer.C:
 		}
@@ -160,22 +161,6 @@ func (t *Taker) Run(ctx context.Context) error {
 // minGap is the least time between two reads of the pending set that
 // announcements trigger.
 const minGap = 100 * time.Millisecond
-
-// sleepCtx sleeps for d (nothing when d <= 0) or until ctx ends; false
-// when ctx ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 // watch keeps the subscription to the announcements until ctx ends: on
 // each confirmation it marks subscribed and pokes (requests written

@@ -63,6 +63,17 @@ func TestTaker_HeldJobsOnlyAndFailedHandOverReported(t *testing.T) {
 	}
 }
 
+// newStore connects to Redis with o; the client is closed at the test's end.
+func newStore(t *testing.T, o redislock.Options) *redislock.Redis {
+	t.Helper()
+	r, err := redislock.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
 // takeWithin starts a taker on r for job "mine" (Every and IdleEvery as
 // given; the hand-over refuses, which is enough to see the request taken),
 // makes request id after ready returns, and reports whether its status
@@ -97,11 +108,7 @@ func takeWithin(t *testing.T, r *redislock.Redis, log *zap.Logger, every, idle t
 // (both poll intervals an hour: only the first read at start happens).
 func TestTaker_AnnouncedRequestIsTakenAtOnce(t *testing.T) {
 	srv := redistest.Start(t)
-	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newStore(t, redislock.Options{Addresses: []string{srv.Addr()}})
 	subscribed := func() {
 		for deadline := time.Now().Add(5 * time.Second); srv.Do("PUBSUB", "NUMSUB", r.RunRequestChannel()) != r.RunRequestChannel()+"\n1"; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -118,11 +125,7 @@ func TestTaker_AnnouncedRequestIsTakenAtOnce(t *testing.T) {
 // or the taker subscribes again): a request is taken without a poll.
 func TestTaker_SubscriptionSurvivesRedisRestart(t *testing.T) {
 	srv := redistest.Start(t)
-	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newStore(t, redislock.Options{Addresses: []string{srv.Addr()}})
 	subscribers := func() string { return srv.Do("PUBSUB", "NUMSUB", r.RunRequestChannel()) }
 	resubscribed := func() {
 		for deadline := time.Now().Add(5 * time.Second); subscribers() != r.RunRequestChannel()+"\n1"; time.Sleep(5 * time.Millisecond) {
@@ -148,11 +151,7 @@ func TestTaker_SubscriptionSurvivesRedisRestart(t *testing.T) {
 func TestTaker_RefusedSubscriptionPollsEvery(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Do("ACL", "SETUSER", "nochan", "on", ">pw", "~*", "resetchannels", "+@all")
-	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}, Username: "nochan", Password: "pw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newStore(t, redislock.Options{Addresses: []string{srv.Addr()}, Username: "nochan", Password: "pw"})
 	core, logs := observer.New(zap.DebugLevel)
 	if !takeWithin(t, r, zap.New(core), 20*time.Millisecond, time.Hour, func() {}, "polled-1", 2*time.Second) {
 		t.Errorf("request not taken within 2s by the poll every 20ms")
