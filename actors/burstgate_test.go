@@ -44,7 +44,7 @@ func (l *slowFirstLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, e
 func TestJob_BurstDeferredClaimHoldsWinners(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		load := nodeload.New(0, true, nil)
-		load.SetJobs([]string{"a", "b", "w"})                     // indices 0, 1, 2: a and w share their rank
+		load.SetJobs([]string{"a", "b", "w"})                       // indices 0, 1, 2: a and w share their rank
 		load.SetPeers("n1", []nodeload.Peer{{ID: "n2"}}, time.Hour) // n2 never claims: n1 wins all
 		locker := &slowFirstLocker{Memory: redislock.NewMemory(), sent: map[string][]time.Time{}}
 		var mu sync.Mutex
@@ -120,4 +120,3 @@ func within(ts []time.Time, slot time.Time) time.Time {
 	}
 	return ts[i]
 }
-
