@@ -74,9 +74,7 @@ func (r *Redis) claim(ctx context.Context, keys, args []string, answerBy time.Ti
 	if q.inflight < maxClaimCalls {
 		q.inflight++
 		q.mu.Unlock()
-		r.sendClaims(ctx, []*claimCall{call}, call)
-		r.handOn(ctx)
-		return call.c, call.err
+		return r.send(ctx, []*claimCall{call}, call)
 	}
 	call.ready = make(chan struct{})
 	q.queue = append(q.queue, call)
@@ -86,9 +84,7 @@ func (r *Redis) claim(ctx context.Context, keys, args []string, answerBy time.Ti
 		q.inflight++
 		batch := q.takeLocked(maxClaimBatch)
 		q.mu.Unlock()
-		r.sendClaims(ctx, batch, call)
-		r.handOn(ctx)
-		return call.c, call.err
+		return r.send(ctx, batch, call)
 	}
 	q.mu.Unlock()
 	wait := time.NewTimer(maxClaimWait)
@@ -105,9 +101,7 @@ func (r *Redis) claim(ctx context.Context, keys, args []string, answerBy time.Ti
 			batch := append([]*claimCall{call}, q.takeLocked(maxClaimBatch-1)...)
 			q.inflight++
 			q.mu.Unlock()
-			r.sendClaims(ctx, batch, call)
-			r.handOn(ctx)
-			return call.c, call.err
+			return r.send(ctx, batch, call)
 		}
 		q.mu.Unlock()
 		if err := awaitBatch(ctx, call); err != nil { // taken into a batch meanwhile
@@ -128,10 +122,17 @@ func (r *Redis) claim(ctx context.Context, keys, args []string, answerBy time.Ti
 	if call.batch != nil {
 		batch := call.batch
 		call.batch = nil
-		r.sendClaims(ctx, batch, call)
-		r.handOn(ctx)
+		return r.send(ctx, batch, call)
 	}
 	return call.c, call.err
+}
+
+// send sends batch (self's place among the claim calls in flight taken),
+// hands the place on and returns self's answer.
+func (r *Redis) send(ctx context.Context, batch []*claimCall, self *claimCall) (actors.Claim, error) {
+	r.sendClaims(ctx, batch, self)
+	r.handOn(ctx)
+	return self.c, self.err
 }
 
 // awaitBatch waits for the answer of call, taken into a batch (ready),
@@ -284,10 +285,12 @@ func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall, self *claimC
 		}
 		return
 	}
+	// self, when it is in the call (not left out above), is answered
+	// through a stand-in that the goroutine owns.
 	var stand *claimCall
-	if self != nil {
+	if i := slices.Index(live, self); i >= 0 {
 		stand = &claimCall{keys: self.keys, args: self.args, ready: make(chan struct{})}
-		live[slices.Index(live, self)] = stand
+		live[i] = stand
 	}
 	q := &r.claims
 	q.mu.Lock()
@@ -301,7 +304,7 @@ func (r *Redis) sendClaims(ctx context.Context, calls []*claimCall, self *claimC
 		}
 		r.handOn(detached)
 	}()
-	if self == nil {
+	if stand == nil {
 		return
 	}
 	t := time.NewTimer(time.Until(limit))

@@ -405,3 +405,30 @@ func TestClaim_SenderWaitsNoLongerThanItsOwnLimit(t *testing.T) {
 		}
 	}
 }
+
+// A sender left out of its own batch (its deadline passed before the
+// send) while another member waits longer: the call goes on for the
+// other, and the sender gets its deadline's error at once.
+func TestSendClaims_SenderLeftOutOfItsBatch(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	keysArgs := func(job string) ([]string, []string) {
+		return claimKeysArgs(r, actors.ClaimRequest{Job: job, Slot: 1000, Owner: "n1:" + job, TTL: time.Minute, Lease: true})
+	}
+	past := time.Now().Add(-time.Millisecond)
+	self := &claimCall{deadline: past, answerBy: past}
+	self.keys, self.args = keysArgs("self")
+	other := &claimCall{deadline: time.Now().Add(time.Second), answerBy: time.Now().Add(3 * time.Second), ready: make(chan struct{})}
+	other.keys, other.args = keysArgs("other")
+	r.claims.mu.Lock()
+	r.claims.inflight++ // the sender's place, as claim takes it
+	r.claims.mu.Unlock()
+	c, err := r.send(context.Background(), []*claimCall{self, other}, self)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("sender: %+v, %v; want its deadline's error", c, err)
+	}
+	<-other.ready
+	if other.err != nil || other.c.Outcome != actors.Claimed {
+		t.Errorf("other member: %+v, %v; want claimed", other.c, other.err)
+	}
+}
