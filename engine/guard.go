@@ -120,7 +120,7 @@ func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (acto
 func (l guardedLocker) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
 	f, err := l.claimer.Finish(ctx, req)
 	if err == nil {
-		l.g.answered.Store(time.Now().UnixNano())
+		l.g.noteAnswer()
 	}
 	return f, err
 }
@@ -139,7 +139,7 @@ func (g *guard) noteClaim(err error) {
 	var re *rueidis.RedisError
 	switch {
 	case err == nil:
-		g.answered.Store(time.Now().UnixNano())
+		g.noteAnswer()
 		if g.writeRefused.Load() != nil {
 			g.writeRefused.Store(nil)
 		}
@@ -152,7 +152,10 @@ func (g *guard) noteClaim(err error) {
 	}
 }
 
-// answeredSince reports whether a claim was answered at or after t.
+// noteAnswer records that Redis answered a claim or finish now.
+func (g *guard) noteAnswer() { g.answered.Store(time.Now().UnixNano()) }
+
+// answeredSince reports whether a claim or finish was answered at or after t.
 func (g *guard) answeredSince(t time.Time) bool { return g.answered.Load() >= t.UnixNano() }
 
 // writeRefusal is the state of the last claim's write refusal, "" when

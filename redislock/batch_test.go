@@ -226,9 +226,7 @@ func TestClaim_QueuedClaimFailsWithTheStuckCalls(t *testing.T) {
 	// The script is loaded (SCRIPT LOAD, once per process, under a lock
 	// that does not watch the caller's deadline; the daemon loads it
 	// after its first probe) before the server freezes.
-	if _, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "warm", Slot: 1, Owner: "n1:w", TTL: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
+	warmClaim(t, r)
 	srv.Pause()
 	var wg sync.WaitGroup
 	for i := range maxClaimCalls { // the calls in flight, to the frozen server
@@ -262,6 +260,16 @@ func TestClaim_QueuedClaimFailsWithTheStuckCalls(t *testing.T) {
 	}
 }
 
+// warmClaim claims once, so that the batch script is loaded (SCRIPT LOAD,
+// under a lock that does not watch the caller's deadline) before a test
+// freezes the server.
+func warmClaim(t *testing.T, r *Redis) {
+	t.Helper()
+	if _, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "warm", Slot: 1, Owner: "n1:w", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // timedResult is a claim's answer and how long Claim took.
 type timedResult struct {
 	c    actors.Claim
@@ -292,9 +300,7 @@ func timedClaim(r *Redis, job string, answerBy time.Duration) timedResult {
 func TestClaim_LateAnswerIsUsedUntilAnswerBy(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
-	if _, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "warm", Slot: 1, Owner: "n1:w", TTL: time.Minute}); err != nil {
-		t.Fatal(err) // the script is loaded before the server freezes
-	}
+	warmClaim(t, r) // the script is loaded before the server freezes
 	for _, tc := range []struct {
 		job      string
 		answerBy time.Duration
@@ -371,9 +377,7 @@ func BenchmarkClaimServerTime(b *testing.B) {
 func TestClaim_SenderWaitsNoLongerThanItsOwnLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
-	if _, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "warm", Slot: 1, Owner: "n1:w", TTL: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
+	warmClaim(t, r)
 	claim := func(job string, answerBy time.Duration, out chan<- timedResult) { out <- timedClaim(r, job, answerBy) }
 	srv.Pause()
 	resumed := make(chan struct{})

@@ -110,9 +110,21 @@ func (r *Redis) NodeJobs(ctx context.Context, ids []string) ([][]byte, error) {
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
+	out, err := r.getEach(ctx, "node-jobs", ids)
+	if err != nil {
+		return nil, fmt.Errorf("node job hashes %w", err)
+	}
+	return out, nil
+}
+
+// getEach GETs the key of kind of each of ids in one round trip of
+// pipelined GETs (in Cluster mode rueidis sends each to its shard): the
+// values in the order of ids, nil for a key that does not exist. The
+// error of the first GET that failed names its id ("ID": error).
+func (r *Redis) getEach(ctx context.Context, kind string, ids []string) ([][]byte, error) {
 	cmds := make(rueidis.Commands, len(ids))
 	for i, id := range ids {
-		cmds[i] = r.c.B().Get().Key(r.key("node-jobs", id)).Build()
+		cmds[i] = r.c.B().Get().Key(r.key(kind, id)).Build()
 	}
 	out := make([][]byte, len(ids))
 	for i, res := range r.c.DoMulti(ctx, cmds...) {
@@ -120,7 +132,7 @@ func (r *Redis) NodeJobs(ctx context.Context, ids []string) ([][]byte, error) {
 		switch {
 		case rueidis.IsRedisNil(err):
 		case err != nil:
-			return nil, fmt.Errorf("node job hashes %q: %w", ids[i], err)
+			return nil, fmt.Errorf("%q: %w", ids[i], err)
 		default:
 			out[i] = v
 		}
@@ -180,20 +192,9 @@ func (r *Redis) Nodes(ctx context.Context) ([][]byte, error) {
 		return nil, nil
 	}
 	slices.Sort(ids)
-	cmds := make(rueidis.Commands, len(ids))
-	for i, id := range ids {
-		cmds[i] = r.c.B().Get().Key(r.key("node", id)).Build()
+	values, err := r.getEach(ctx, "node", ids)
+	if err != nil {
+		return nil, fmt.Errorf("node list: record %w", err)
 	}
-	var out [][]byte
-	for i, res := range r.c.DoMulti(ctx, cmds...) {
-		v, err := res.AsBytes()
-		switch {
-		case rueidis.IsRedisNil(err):
-		case err != nil:
-			return nil, fmt.Errorf("node list: record %q: %w", ids[i], err)
-		default:
-			out = append(out, v)
-		}
-	}
-	return out, nil
+	return slices.DeleteFunc(values, func(v []byte) bool { return v == nil }), nil
 }

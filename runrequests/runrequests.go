@@ -88,7 +88,7 @@ type Options struct {
 // call Run once.
 type Taker struct {
 	o  Options
-	wg sync.WaitGroup // one per request taken and not yet reported
+	wg sync.WaitGroup // the watcher, and one per request taken and not yet reported
 }
 
 // New returns the actor; it does no I/O.
@@ -109,17 +109,14 @@ func New(o Options) *Taker {
 // Run takes requests until ctx ends (the shutdown begins: no request is
 // taken after that), then waits until every request it took has been
 // reported (their runs end with the shutdown's drain) and returns nil. It
-// reads the pending set when a request is announced, when the
-// subscription to the announcements is (re)confirmed, and on a poll:
-// every IdleEvery while subscribed, every Every while not (refused by the
-// ACL, or Redis unreachable). A failed poll is logged at debug: the
-// health monitor reports Redis outages.
+// reads the pending set when a request is announced (at most once per
+// minGap), when the subscription to the announcements is (re)confirmed,
+// and on a poll: every IdleEvery while subscribed, every Every while not
+// (Redis refused it) and after a read that failed or left requests. A
+// failed poll is logged at debug: the health monitor reports Redis
+// outages.
 func (t *Taker) Run(ctx context.Context) error {
-	defer t.wg.Wait()
-	wctx, stop := context.WithCancel(ctx)
-	var watching sync.WaitGroup
-	defer watching.Wait()
-	defer stop()
+	defer t.wg.Wait() // the requests taken, and the watcher
 	var subscribed atomic.Bool
 	wake := make(chan struct{}, 1)
 	poke := func() {
@@ -128,11 +125,7 @@ func (t *Taker) Run(ctx context.Context) error {
 		default: // a read is already due
 		}
 	}
-	watching.Add(1)
-	go func() {
-		defer watching.Done()
-		t.watch(wctx, &subscribed, poke)
-	}()
+	t.wg.Go(func() { t.watch(ctx, &subscribed, poke) })
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var last time.Time
@@ -184,7 +177,7 @@ func (t *Taker) watch(ctx context.Context, subscribed *atomic.Bool, poke func())
 		}
 		if confirmed.Load() {
 			wait, told = resubscribeMin, false
-			poke() // polls go back to Every from now
+			poke() // read now: requests written since the loss (polls go back to Every)
 		}
 		var rerr *rueidis.RedisError
 		switch {
