@@ -77,10 +77,7 @@ func TestJob_BurstDeferredClaimHoldsWinners(t *testing.T) {
 			}
 		}()
 		ids := []string{"n1", "n2"}
-		slot := time.Now().Truncate(time.Second).Add(time.Second)
-		for nodeload.Rank("a", 0, slot.Unix(), "n1", ids) != 0 {
-			slot = slot.Add(time.Second)
-		}
+		slot := rankedSlot(time.Now(), "a", "n1", 0, ids)
 		if nodeload.Rank("w", 2, slot.Unix(), "n1", ids) != 0 || nodeload.Rank("b", 1, slot.Unix(), "n1", ids) != 1 {
 			t.Fatalf("slot %v: ranks a %d, w %d, b %d; want 0, 0, 1", slot, 0, nodeload.Rank("w", 2, slot.Unix(), "n1", ids),
 				nodeload.Rank("b", 1, slot.Unix(), "n1", ids))

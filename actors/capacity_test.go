@@ -57,6 +57,17 @@ func (c *capNode) skip(slot time.Time) (reason string, level zapcore.Level) {
 	return "", 0
 }
 
+// rankedSlot is the first whole second after after at which node has rank
+// in the claim order of job (index 0 of its load's jobs) among ids
+// (nodeload.Rank).
+func rankedSlot(after time.Time, job, node string, rank int, ids []string) time.Time {
+	s := after.Truncate(time.Second).Add(time.Second)
+	for nodeload.Rank(job, 0, s.Unix(), node, ids) != rank {
+		s = s.Add(time.Second)
+	}
+	return s
+}
+
 // TestJob_MaxParallel: a node at node.max_parallel does not claim. When no
 // other node claimed the slot it is skipped node_busy (info); when another
 // node did, claimed_elsewhere (debug). A run that ends makes room.
@@ -185,14 +196,8 @@ func TestJob_ClaimOrder(t *testing.T) {
 		a1 := startCapNode(t, "n1", "a", "exit 0", mem, load1)
 		a2 := startCapNode(t, "n2", "a", "exit 0", mem, load2)
 		ids := []string{"n1", "n2"}
-		s := time.Now().Truncate(time.Second).Add(time.Second)
-		for nodeload.Rank("a", 0, s.Unix(), "n2", ids) != 0 {
-			s = s.Add(time.Second)
-		}
-		next := s.Add(time.Second)
-		for nodeload.Rank("a", 0, next.Unix(), "n1", ids) != 0 {
-			next = next.Add(time.Second)
-		}
+		s := rankedSlot(time.Now(), "a", "n2", 0, ids)
+		next := rankedSlot(s, "a", "n1", 0, ids)
 		for _, tc := range []struct {
 			slot          time.Time
 			winner, loser *capNode
@@ -235,10 +240,7 @@ func TestJob_ClaimAnswered(t *testing.T) {
 		a1 := startCapNode(t, "n1", "a", "exit 0", mem, load1)
 		a2 := startCapNode(t, "n2", "a", "exit 0", mem, nodeload.New(0, true, nil))
 		ids := []string{"n1", "n2"}
-		s := time.Now().Truncate(time.Second).Add(time.Second)
-		for nodeload.Rank("a", 0, s.Unix(), "n1", ids) != 1 {
-			s = s.Add(time.Second)
-		}
+		s := rankedSlot(time.Now(), "a", "n1", 1, ids)
 		time.Sleep(time.Until(s))
 		a1.job.Inbox() <- Fire{Job: "a", Slot: s}
 		time.Sleep(time.Second / 2)
@@ -246,10 +248,7 @@ func TestJob_ClaimAnswered(t *testing.T) {
 		if got := load1.Taken(); got < 0.99 || got > 1 {
 			t.Fatalf("after a win at rank 1: taken %v, want about 1", got)
 		}
-		next := s.Add(time.Second)
-		for nodeload.Rank("a", 0, next.Unix(), "n1", ids) != 0 {
-			next = next.Add(time.Second)
-		}
+		next := rankedSlot(s, "a", "n1", 0, ids)
 		time.Sleep(time.Until(next))
 		a2.job.Inbox() <- Fire{Job: "a", Slot: next}
 		synctest.Wait()
@@ -281,10 +280,7 @@ func TestJob_BusyGivesRankZeroSlot(t *testing.T) {
 		b1 := startCapNode(t, "n1", "b", "exit 0", mem, load1)
 		b2 := startCapNode(t, "n2", "b", "exit 0", mem, nodeload.New(0, true, nil))
 		ids := []string{"n1", "n2"}
-		s := time.Now().Truncate(time.Second).Add(time.Second)
-		for nodeload.Rank("b", 0, s.Unix(), "n1", ids) != 0 {
-			s = s.Add(time.Second)
-		}
+		s := rankedSlot(time.Now(), "b", "n1", 0, ids)
 		time.Sleep(time.Until(s))
 		b1.job.Inbox() <- Fire{Job: "b", Slot: s} // nobody claims
 		time.Sleep(time.Second / 2)
@@ -292,10 +288,7 @@ func TestJob_BusyGivesRankZeroSlot(t *testing.T) {
 		if r, _ := b1.skip(s); r != SkipNodeBusy || load1.Taken() != 0 {
 			t.Fatalf("slot %d no node claimed: n1 skipped %q with taken %v, want node_busy and 0", s.Unix(), r, load1.Taken())
 		}
-		next := s.Add(time.Second)
-		for nodeload.Rank("b", 0, next.Unix(), "n1", ids) != 0 {
-			next = next.Add(time.Second)
-		}
+		next := rankedSlot(s, "b", "n1", 0, ids)
 		time.Sleep(time.Until(next))
 		b2.job.Inbox() <- Fire{Job: "b", Slot: next}
 		synctest.Wait()
