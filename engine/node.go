@@ -100,12 +100,12 @@ func (l *lazyRedis) NodeJobs(ctx context.Context, ids []string) ([][]byte, error
 	return r.NodeJobs(ctx, ids)
 }
 
-func (l *lazyRedis) DropNode(ctx context.Context, id string, value []byte) (bool, error) {
+func (l *lazyRedis) DropNode(ctx context.Context, id string, values [][]byte) (bool, error) {
 	r, err := l.client()
 	if err != nil {
 		return false, err
 	}
-	return r.DropNode(ctx, id, value)
+	return r.DropNode(ctx, id, values)
 }
 
 func (l *lazyRedis) IndexNode(ctx context.Context, id string, at time.Time) error {

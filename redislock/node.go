@@ -76,24 +76,36 @@ func (r *Redis) SwapNode(ctx context.Context, id string, value, jobs []byte, ttl
 }
 
 // nodeDropScript deletes the record and the job hashes key if the record
-// still holds ARGV[1] (compare-and-DEL).
+// still holds one of ARGV (compare-and-DEL).
 //
-//	KEYS: 1 node record, 2 node job hashes; ARGV: 1 value; returns 1 when deleted, else 0
+//	KEYS: 1 node record, 2 node job hashes; ARGV: the values; returns 1 when deleted, else 0
 var nodeDropScript = newScript(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-  redis.call("DEL", KEYS[1], KEYS[2])
-  return 1
+local v = redis.call("GET", KEYS[1])
+if not v then return 0 end
+for i = 1, #ARGV do
+  if v == ARGV[i] then
+    redis.call("DEL", KEYS[1], KEYS[2])
+    return 1
+  end
 end
 return 0
 `, false)
 
 // DropNode deletes node id's heartbeat record and its job hashes key if the
-// record still holds exactly value (compare-and-DEL), in one round trip,
-// and reports whether it did.
-func (r *Redis) DropNode(ctx context.Context, id string, value []byte) (bool, error) {
+// record still holds exactly one of values (compare-and-DEL: the writes
+// this instance may have made), in one round trip, and reports whether it
+// did. An empty values deletes nothing.
+func (r *Redis) DropNode(ctx context.Context, id string, values [][]byte) (bool, error) {
+	if len(values) == 0 {
+		return false, nil
+	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	n, err := nodeDropScript.Exec(ctx, r.c, []string{r.key("node", id), r.key("node-jobs", id)}, []string{string(value)}).AsInt64()
+	args := make([]string, len(values))
+	for i, v := range values {
+		args[i] = string(v)
+	}
+	n, err := nodeDropScript.Exec(ctx, r.c, []string{r.key("node", id), r.key("node-jobs", id)}, args).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("drop node record %q: %w", id, explainScript(err))
 	}

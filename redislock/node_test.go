@@ -32,14 +32,14 @@ func TestRedis_NodeRecordSwapAndDrop(t *testing.T) {
 	if ms, _ := c.Do(ctx, c.B().Pttl().Key("{cl}:node:n1").Build()).AsInt64(); ms <= 14_000 || ms > 15_000 {
 		t.Errorf("PTTL: got %d ms, want (14000, 15000]", ms)
 	}
-	if ok, err := r.DropNode(ctx, "n1", []byte("a")); err != nil || ok {
+	if ok, err := r.DropNode(ctx, "n1", [][]byte{[]byte("a")}); err != nil || ok {
 		t.Errorf("drop with a stale value: got %v, %v; want false", ok, err)
 	}
 	if n, _ := c.Do(ctx, c.B().Exists().Key("{cl}:node-jobs:n1").Build()).AsInt64(); n != 1 {
 		t.Errorf("drop with a stale value deleted the job hashes")
 	}
-	if ok, err := r.DropNode(ctx, "n1", []byte("b")); err != nil || !ok {
-		t.Errorf("drop with the current value: got %v, %v; want true", ok, err)
+	if ok, err := r.DropNode(ctx, "n1", [][]byte{[]byte("x"), []byte("b")}); err != nil || !ok {
+		t.Errorf("drop with the current value: got %v, %v; want true (it holds the second of the values)", ok, err)
 	}
 	if n, _ := c.Do(ctx, c.B().Exists().Key("{cl}:node:n1", "{cl}:node-jobs:n1").Build()).AsInt64(); n != 0 {
 		t.Errorf("after drop: %d of the record and the job hashes still exist, want 0", n)

@@ -299,7 +299,7 @@ func TestHeartbeat_OldFormatRecord(t *testing.T) {
 	if rec.Jobs["report"] != "r1" || !rec.JobsKey {
 		t.Errorf("a's record while an old node is live: %+v; want its jobs inline and jobs_key", rec)
 	}
-	if ok, err := r.DropNode(ctx, "old", old); err != nil || !ok {
+	if ok, err := r.DropNode(ctx, "old", [][]byte{old}); err != nil || !ok {
 		t.Fatalf("drop the old record: %v, %v", ok, err)
 	}
 	a.h.beat(ctx) // no old node: the next record leaves the hashes out

@@ -47,6 +47,10 @@ const (
 const (
 	beatTimeout = time.Second
 	dropTimeout = time.Second
+	// maxUnsure bounds Heartbeat.unsure: the failed swaps since the last
+	// successful one whose values the drop at shutdown also compares (in a
+	// longer outage the older ones have expired by then).
+	maxUnsure = 4
 )
 
 // Record is one daemon process's heartbeat record, the JSON value of
@@ -106,8 +110,8 @@ type Store interface {
 	// hashes key holds a value afterwards.
 	SwapNode(ctx context.Context, id string, value, jobs []byte, ttl time.Duration) (old []byte, kept bool, err error)
 	// DropNode deletes node id's record and job hashes if the record holds
-	// exactly value.
-	DropNode(ctx context.Context, id string, value []byte) (bool, error)
+	// exactly one of values.
+	DropNode(ctx context.Context, id string, values [][]byte) (bool, error)
 	// IndexNode records node id in the node index, written at at.
 	IndexNode(ctx context.Context, id string, at time.Time) error
 	// UnindexNode removes node id from the node index.
@@ -159,6 +163,10 @@ type Heartbeat struct {
 
 	// Owned by the Run goroutine.
 	written  []byte               // the value of our last successful swap; nil before the first
+	// unsure are the values of the swaps since written that failed: a
+	// swap cut off by its timeout or by the stop may still have been
+	// applied (the last maxUnsure).
+	unsure   [][]byte
 	reported map[string]bool      // other instances already logged
 	seen     map[string]time.Time // other live instances → when last found
 	// jobsValue is self's JobHashes, encoded once per change; jobsDirty
@@ -224,7 +232,7 @@ func (h *Heartbeat) setJobs(jobs map[string]string, hash string) {
 }
 
 // Run beats at once and then every Every until ctx ends; then it deletes
-// the record if it still holds our last write (a clean stop leaves no
+// the record if it still holds one of our writes (a clean stop leaves no
 // record for the next start to wonder about) and returns nil. A failed
 // beat is logged at debug (the health monitor reports Redis outages) and
 // retried at the next tick.
@@ -311,9 +319,13 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	old, kept, err := h.store.SwapNode(cctx, h.self.NodeID, value, jobs, 2*h.ttl)
 	if err != nil {
 		h.log.Debug("heartbeat not written", zap.Error(err))
+		if len(h.unsure) == maxUnsure {
+			h.unsure = h.unsure[1:]
+		}
+		h.unsure = append(h.unsure, value)
 		return
 	}
-	h.jobsDirty = false
+	h.jobsDirty, h.unsure = false, nil
 	if !kept {
 		// The job hashes key was gone (expired while Redis was out of
 		// reach, flushed, lost in a failover, dropped by another instance
@@ -402,14 +414,22 @@ func (h *Heartbeat) age() {
 	}
 }
 
-// drop deletes our record at shutdown if it still holds our last write.
+// drop deletes our record at shutdown if it still holds our last
+// successful write or one of the failed ones after it: a beat cut off by
+// the stop (or its timeout) after Redis applied it leaves a value the
+// last successful write is not, and the node would be listed live for a
+// TTL after a clean stop.
 func (h *Heartbeat) drop(ctx context.Context) {
-	if h.written == nil {
+	values := h.unsure
+	if h.written != nil {
+		values = append(values, h.written)
+	}
+	if len(values) == 0 {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
 	defer cancel()
-	dropped, err := h.store.DropNode(cctx, h.self.NodeID, h.written)
+	dropped, err := h.store.DropNode(cctx, h.self.NodeID, values)
 	if err != nil {
 		h.log.Debug("heartbeat record not deleted; it expires by its TTL", zap.Error(err), zap.Duration("ttl", h.ttl))
 		return

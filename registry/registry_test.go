@@ -167,6 +167,9 @@ type memStore struct {
 	expires time.Time
 	ttls    []time.Duration
 	drops   int
+	// lost: a swap is applied and then fails, as one cut off by its
+	// timeout or the stop after Redis applied it.
+	lost bool
 }
 
 func (m *memStore) SwapNode(_ context.Context, _ string, v, jobs []byte, ttl time.Duration) ([]byte, bool, error) {
@@ -181,6 +184,9 @@ func (m *memStore) SwapNode(_ context.Context, _ string, v, jobs []byte, ttl tim
 	}
 	m.value, m.expires = v, time.Now().Add(ttl)
 	m.ttls = append(m.ttls, ttl)
+	if m.lost {
+		return nil, false, context.DeadlineExceeded
+	}
 	return old, m.jobs != nil, nil
 }
 
@@ -196,15 +202,17 @@ func (m *memStore) NodeJobs(_ context.Context, ids []string) ([][]byte, error) {
 	return out, nil
 }
 
-func (m *memStore) DropNode(_ context.Context, _ string, v []byte) (bool, error) {
+func (m *memStore) DropNode(_ context.Context, _ string, values [][]byte) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if string(m.value) != string(v) {
-		return false, nil
+	for _, v := range values {
+		if m.value != nil && string(m.value) == string(v) {
+			m.value, m.jobs = nil, nil
+			m.drops++
+			return true, nil
+		}
 	}
-	m.value, m.jobs = nil, nil
-	m.drops++
-	return true, nil
+	return false, nil
 }
 
 func (m *memStore) IndexNode(context.Context, string, time.Time) error { return nil }
@@ -240,6 +248,34 @@ func TestHeartbeat_RunBeatsAndDropsAtStop(t *testing.T) {
 		synctest.Wait()
 		if n := s.beats(); n != 3 || s.ttls[0] != 30*time.Second {
 			t.Fatalf("after 10 s: %d beats with ttls %v, want 3 with 30s (2 × the 15 s TTL)", n, s.ttls)
+		}
+		cancel()
+		if err := <-done; err != nil || s.drops != 1 || s.value != nil {
+			t.Fatalf("after stop: Run = %v, drops %d, record %q; want nil, 1, none", err, s.drops, s.value)
+		}
+	})
+}
+
+// A beat whose swap Redis applied but whose answer was lost (its timeout
+// or the stop cut it off) is still deleted at the stop: the record holds
+// that beat's value, not the last one known written. (e2e's
+// TestControl_KilledNodeGoneWithinTTL saw a cleanly stopped node listed
+// live.)
+func TestHeartbeat_DropsAWriteWhoseAnswerWasLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &memStore{}
+		d := newDaemon(s, "web1", "aaaa", time.Now)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- d.h.Run(ctx) }()
+		synctest.Wait()
+		s.mu.Lock()
+		s.lost = true
+		s.mu.Unlock()
+		time.Sleep(10 * time.Second) // two beats applied, both "failed"
+		synctest.Wait()
+		if n := s.beats(); n != 3 {
+			t.Fatalf("after 10 s: %d beats, want 3", n)
 		}
 		cancel()
 		if err := <-done; err != nil || s.drops != 1 || s.value != nil {
