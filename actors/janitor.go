@@ -16,22 +16,38 @@ type Phantom struct {
 }
 
 // Janitor releases phantom leases once Redis answers again, so that a
-// phantom never blocks a job for lock_ttl. It retries every
-// retryEvery until the release succeeds or the lease would have expired.
+// phantom never blocks a job for lock_ttl, and sends again the finishes
+// of runs whose answer was lost, so that no run goes without its history
+// record (and state.runs, max_runs' count). It retries every
+// janitorRetry until the release succeeds or the lease would have
+// expired, and a finish until it succeeds or unfinishedFor has passed.
 type Janitor struct {
-	log     *zap.Logger
-	locker  Locker
-	inbox   chan Phantom
-	sweeps  chan chan struct{}
-	pending map[Phantom]struct{}
+	log        *zap.Logger
+	locker     Locker
+	inbox      chan Phantom
+	finishes   chan FinishRequest
+	sweeps     chan chan struct{}
+	pending    map[Phantom]struct{}
+	unfinished []unfinished // oldest first
 }
 
-const janitorRetry = 250 * time.Millisecond
+// unfinished is a finish the janitor sends again.
+type unfinished struct {
+	req   FinishRequest // Retry set, Next ""
+	since time.Time
+}
 
-// NewJanitor returns a janitor with an inbox of size n.
+const (
+	janitorRetry = 250 * time.Millisecond
+	// unfinishedFor is how long a finish is sent again before its run's
+	// record is given up (logged as an error with the record's facts).
+	unfinishedFor = time.Hour
+)
+
+// NewJanitor returns a janitor with inboxes (phantoms, finishes) of size n.
 func NewJanitor(log *zap.Logger, locker Locker, n int) *Janitor {
-	return &Janitor{log: log, locker: locker, inbox: make(chan Phantom, n), sweeps: make(chan chan struct{}),
-		pending: map[Phantom]struct{}{}}
+	return &Janitor{log: log, locker: locker, inbox: make(chan Phantom, n), finishes: make(chan FinishRequest, n),
+		sweeps: make(chan chan struct{}), pending: map[Phantom]struct{}{}}
 }
 
 // Sweep asks the janitor to try every pending release now and blocks until
@@ -55,18 +71,32 @@ func (j *Janitor) Sweep(ctx context.Context) {
 // Inbox is where runs send phantoms (non-blocking sends).
 func (j *Janitor) Inbox() chan<- Phantom { return j.inbox }
 
-// Run retries releases until ctx ends; then it makes one last attempt for
-// each pending phantom (bounded) and returns nil.
+// Finishes is where runs send the finish requests that failed (their
+// answer was lost: Redis may or may not have applied them), with Next ""
+// (a lease handed on is released as a phantom); non-blocking sends. The
+// janitor sends each again with Retry set, which records the run once
+// whether the first one was applied or not.
+func (j *Janitor) Finishes() chan<- FinishRequest { return j.finishes }
+
+// Run retries releases and finishes until ctx ends; then it makes one
+// last attempt for each (bounded), logs the records it could not write
+// and returns nil.
 func (j *Janitor) Run(ctx context.Context) error {
 	t := time.NewTicker(janitorRetry)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			j.drainInbox()
 			j.sweep(context.WithoutCancel(ctx))
+			for _, u := range j.unfinished {
+				j.lost(u, "the daemon stopped before Redis answered")
+			}
 			return nil
 		case p := <-j.inbox:
 			j.pending[p] = struct{}{}
+		case req := <-j.finishes:
+			j.addFinish(req)
 		case done := <-j.sweeps:
 			j.drainInbox()
 			j.sweep(ctx)
@@ -77,7 +107,34 @@ func (j *Janitor) Run(ctx context.Context) error {
 	}
 }
 
+// addFinish queues req to be sent again.
+func (j *Janitor) addFinish(req FinishRequest) {
+	req.Retry, req.Next = true, ""
+	j.unfinished = append(j.unfinished, unfinished{req: req, since: time.Now()})
+}
+
+// sweep sends the pending finishes again, oldest first, then releases the
+// phantoms; it stops at the first call that fails (Redis still out of
+// reach: the next sweep tries again).
 func (j *Janitor) sweep(ctx context.Context) {
+	for len(j.unfinished) > 0 {
+		u := j.unfinished[0]
+		if time.Since(u.since) > unfinishedFor {
+			j.unfinished = j.unfinished[1:]
+			j.lost(u, "no retry succeeded within "+unfinishedFor.String())
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		f, err := j.locker.Finish(rctx, u.req)
+		cancel()
+		if err != nil {
+			return
+		}
+		j.unfinished = j.unfinished[1:]
+		j.log.Info("run recorded: its finish was sent again after its answer was lost", zap.String("job", u.req.Job),
+			zap.String("run_id", u.req.Record.RunID), zap.String("result", u.req.Record.Result),
+			zap.Bool("lease_released", f.Released), zap.Duration("after", time.Since(u.since)))
+	}
 	for p := range j.pending {
 		if time.Now().After(p.Until) {
 			delete(j.pending, p)
@@ -96,12 +153,26 @@ func (j *Janitor) sweep(ctx context.Context) {
 	}
 }
 
-// drainInbox moves queued phantoms to pending without blocking.
+// lost logs a run whose record the janitor gives up, with its facts (the
+// record is not in the job's history, and a success not in max_runs'
+// count).
+func (j *Janitor) lost(u unfinished, why string) {
+	r := u.req.Record
+	j.log.Error("run record lost: the run's finish failed and was not written; the job's history and max_runs count miss it",
+		zap.String("job", u.req.Job), zap.String("run_id", r.RunID), zap.Int64("slot", r.Slot),
+		zap.String("result", r.Result), zap.Int("exit_code", r.ExitCode), zap.Time("start", r.Start),
+		zap.Time("end", r.End), zap.String("cause", why))
+}
+
+// drainInbox moves queued phantoms and finishes to pending without
+// blocking.
 func (j *Janitor) drainInbox() {
 	for {
 		select {
 		case p := <-j.inbox:
 			j.pending[p] = struct{}{}
+		case req := <-j.finishes:
+			j.addFinish(req)
 		default:
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
@@ -56,4 +57,69 @@ type countingLocker struct {
 func (c *countingLocker) Release(ctx context.Context, job, owner string) (bool, error) {
 	c.releases.Add(1)
 	return c.Memory.Release(ctx, job, owner)
+}
+
+// lossyFinish loses the answers of the first finishes: the first is
+// applied and then fails (its answer lost), the second fails unapplied.
+type lossyFinish struct {
+	*redislock.Memory
+	calls atomic.Int32
+}
+
+func (l *lossyFinish) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
+	switch l.calls.Add(1) {
+	case 1:
+		_, _ = l.Memory.Finish(ctx, req)
+		return Finished{}, context.DeadlineExceeded
+	case 2:
+		return Finished{}, context.DeadlineExceeded
+	}
+	return l.Memory.Finish(ctx, req)
+}
+
+// A run whose finish failed is still recorded, once: the janitor sends the
+// finish again (Retry), whether Redis had applied the first one (run 1)
+// or not (run 2); the success counts once for max_runs and the lease is
+// released.
+func TestJanitor_FailedFinishIsSentAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := &lossyFinish{Memory: redislock.NewMemory()}
+		jan := NewJanitor(zap.NewNop(), mem, 4)
+		jctx, stopJanitor := context.WithCancel(t.Context())
+		janDone := make(chan error, 1)
+		go func() { janDone <- jan.Run(jctx) }()
+		metrics := NewMetrics(nil)
+		metrics.InitJob("j")
+		results, kill := make(chan RunFinished, 10), make(chan struct{})
+		job := NewJob(testJob(t, "j", "exit 0"), JobDeps{Log: zap.NewNop(), Metrics: metrics, Locker: mem, NodeID: "n1",
+			Results: results, Phantoms: jan.Inbox(), Finishes: jan.Finishes(), Kill: kill, Start: fakeproc.Start})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- job.Run(ctx) }()
+		slot := time.Now().Truncate(time.Second).Add(time.Second)
+		for i := range 2 {
+			time.Sleep(time.Until(slot.Add(time.Duration(i) * time.Second)))
+			job.Inbox() <- Fire{Job: "j", Slot: slot.Add(time.Duration(i) * time.Second)}
+			<-results
+		}
+		time.Sleep(time.Second) // four janitor periods
+		synctest.Wait()
+		h, err := mem.History(t.Context(), "j", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := mem.State(t.Context(), "j")
+		if len(h) != 2 || h[0].RunID == h[1].RunID || st.Runs != 2 || st.LeaseHolder != "" {
+			t.Errorf("history %d records, state runs %d, lease %q; want 2 distinct records, 2 runs, no lease",
+				len(h), st.Runs, st.LeaseHolder)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("job Run: %v", err)
+		}
+		stopJanitor()
+		if err := <-janDone; err != nil {
+			t.Fatalf("janitor Run: %v", err)
+		}
+	})
 }

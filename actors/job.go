@@ -28,6 +28,10 @@ type JobDeps struct {
 	// Phantoms receives owners of claims whose outcome is unknown (the
 	// request timed out): the janitor releases them once Redis answers.
 	Phantoms chan<- Phantom
+	// Finishes receives the finishes that failed (Janitor.Finishes): the
+	// janitor sends them again so that the run's record is written. nil =
+	// none (the record of such a run is lost, with an error log).
+	Finishes chan<- FinishRequest
 	// Kill is closed when running runs must be terminated (shutdown_timeout
 	// has passed, or a second signal arrived): SIGTERM, SIGKILL after
 	// kill_grace.

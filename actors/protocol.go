@@ -56,6 +56,12 @@ type FinishRequest struct {
 	// this run counted, has reached it (it is dropped: Pending with Fence
 	// 0). A Record with result success increments state.runs in any case.
 	MaxRuns int64
+	// Retry: this request failed before (its answer was lost, so it may
+	// have been applied) and is sent again by the janitor: Record is
+	// appended, and state.runs and the last_ fields updated, only if the
+	// job's history does not hold a record with its RunID already. Next
+	// must be "".
+	Retry bool
 }
 
 // Finished answers a FinishRequest.
@@ -241,6 +247,10 @@ func (req FinishRequest) Validate() error {
 		return errors.New("empty job name")
 	case req.Next != "" && req.Owner == "":
 		return errors.New("a lease handed on needs a lease released")
+	case req.Next != "" && req.Retry:
+		return errors.New("a retried finish hands no lease on")
+	case req.Retry && req.Record.RunID == "":
+		return errors.New("a retried finish needs the record's run id")
 	case req.Next != "" && req.TTL < time.Millisecond:
 		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
 	}

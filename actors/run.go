@@ -455,7 +455,7 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 		leaseOpts{replace: cur.Overlap == config.OverlapReplace, maxRuns: int64(cur.MaxRuns)})
 	if err != nil {
 		r.releaseFailed = true
-		r.log.Warn("lease release and history record failed; the janitor retries the release", zap.Error(err))
+		r.unfinished(fin.Record(), err, cur)
 		if owner := r.lease.Owner(); owner != "" {
 			r.phantom(owner)
 			if next != "" { // the call may have handed it the lease
@@ -483,6 +483,23 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	case f.Pending > 0:
 		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipMaxRuns, zap.Int("max_runs", cur.MaxRuns))
 	}
+}
+
+// unfinished hands a finish that failed (Redis may or may not have
+// applied it) to the janitor, which sends it again until the run is
+// recorded (FinishRequest.Retry: once, applied or not).
+func (r *run) unfinished(rec RunRecord, err error, cur config.Job) {
+	req := FinishRequest{Job: r.job.Name, Owner: r.lease.Owner(), Record: rec, MaxRuns: int64(cur.MaxRuns), Retry: true}
+	if r.deps.Finishes != nil {
+		select {
+		case r.deps.Finishes <- req:
+			r.log.Warn("lease release and history record failed; the janitor sends them again", zap.Error(err))
+			return
+		default:
+		}
+	}
+	r.log.Error("lease release and history record failed, and the janitor's queue is full: the run's record is lost; "+
+		"the janitor retries the release", zap.Error(err))
 }
 
 // report records the run's metrics (cronlock_runs_total, duration, last

@@ -150,7 +150,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		e.records = runrecords.New(opts.State)
 	}
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,
-		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(),
+		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(), Finishes: e.janitor.Finishes(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
 		Records: e.runRecords(), ClaimTimeout: claimTimeout(cfg), Claims: actors.NewClaimGate(),
 		Load: load, Burst: nodeload.NewBurst()},

@@ -53,7 +53,7 @@ func withJobActor(ctx context.Context, cfg *config.Config, job config.Job, o Man
 	janitor := actors.NewJanitor(o.Log, o.Locker, 16)
 	kill := make(chan struct{})
 	a := actors.NewJob(job, actors.JobDeps{Log: o.Log, Metrics: metrics, Locker: o.Locker, NodeID: cfg.Node.ID,
-		Environ: environ, Results: hooks.Inbox(), Phantoms: janitor.Inbox(), Kill: kill,
+		Environ: environ, Results: hooks.Inbox(), Phantoms: janitor.Inbox(), Finishes: janitor.Finishes(), Kill: kill,
 		GracePeriod: cfg.Node.GracePeriod, Start: o.Start, ClaimTimeout: claimTimeout(cfg)})
 
 	actx, stopActor := context.WithCancel(context.WithoutCancel(ctx))

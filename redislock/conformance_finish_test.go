@@ -44,3 +44,61 @@ func testFinish(t *testing.T, s store) {
 		t.Fatalf("Finish without lease: %v", err)
 	}
 }
+
+// A retried finish (its first answer was lost) appends the record and
+// counts a success only when the history does not hold the run's record
+// yet: once whether the first attempt was applied or not. It still
+// releases the lease it names, and a record of a run that ended before
+// the newest one recorded does not become the job's last run.
+func testFinishRetry(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	record := func(i int, end time.Time) actors.RunRecord {
+		r := sampleRecord(i)
+		r.Result, r.Start, r.End = actors.ResultSuccess, end.Add(-time.Second), end
+		return r
+	}
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 1, Owner: "n1:a", TTL: time.Minute, Lease: true}, actors.Claimed)
+	rec := record(1, time.Now().Add(-time.Second))
+	// Applied, answer lost; then retried twice.
+	if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:a", Record: rec}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:a", Record: rec, Retry: true}); err != nil {
+			t.Fatalf("retried finish: %v", err)
+		}
+	}
+	// Never applied: the retry records it and releases the lease.
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 2, Owner: "n1:b", TTL: time.Minute, Lease: true}, actors.Claimed)
+	time.Sleep(2 * time.Millisecond) // rec2 ends after rec was appended
+	rec2 := record(2, time.Now())
+	f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:b", Record: rec2, Retry: true})
+	if err != nil || !f.Released || f.Runs != 2 {
+		t.Fatalf("retry of a finish never applied: got released %v, runs %d, %v; want true, 2, nil", f.Released, f.Runs, err)
+	}
+	// An older run's finish, never applied, retried late: recorded, not last.
+	rec0 := record(0, time.Now().Add(-time.Minute))
+	if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: rec0, Retry: true}); err != nil {
+		t.Fatalf("late retry: %v", err)
+	}
+	h, err := b.History(ctxT(t), job, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range h {
+		ids = append(ids, r.RunID)
+	}
+	if len(h) != 3 || h[0].RunID != rec0.RunID || h[1].RunID != rec2.RunID || h[2].RunID != rec.RunID {
+		t.Fatalf("history: run ids %v, want [%s %s %s] (each once, in the order written)", ids, rec0.RunID, rec2.RunID, rec.RunID)
+	}
+	st := mustState(t, b, job)
+	if st.Runs != 3 || st.LeaseHolder != "" || st.Last == nil || st.Last.RunID != rec2.RunID {
+		t.Errorf("state: runs %d, lease %q, last %+v; want 3 successes counted once each, no lease, last %s",
+			st.Runs, st.LeaseHolder, st.Last, rec2.RunID)
+	}
+	if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:c", Next: "n1:d", TTL: time.Second, Record: rec, Retry: true}); err == nil {
+		t.Errorf("a retried finish that hands the lease on: got nil error")
+	}
+}

@@ -28,6 +28,7 @@ var conformance = []struct {
 	{"LeaseExpiresAfterTTL", testLeaseExpires},
 	{"RecordHistoryCapAndOrder", testHistory},
 	{"FinishReleasesAndRecords", testFinish},
+	{"RetriedFinishRecordsOnce", testFinishRetry},
 	{"StateOfNewJob", testStateEmpty},
 	{"Time", testTime},
 	{"InvalidRequests", testInvalid},

@@ -30,8 +30,12 @@ func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Fi
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
+	retry := "0"
+	if req.Retry {
+		retry = strconv.FormatInt(max(req.Record.End.UnixMilli(), 1), 10)
+	}
 	args := append([]string{strconv.Itoa(r.historyLen), req.Owner, req.Next, strconv.FormatInt(req.TTL.Milliseconds(), 10),
-		strconv.FormatInt(req.MaxRuns, 10)}, encodeRecord(req.Record)...)
+		strconv.FormatInt(req.MaxRuns, 10), retry}, encodeRecord(req.Record)...)
 	keys := []string{r.key("job", req.Job), r.key("history", req.Job), r.key("state", req.Job), r.key("pending", req.Job)}
 	if r.minAcks > 0 && req.Next != "" {
 		f, err := r.finishReplicated(ctx, keys, args)
@@ -74,12 +78,18 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 		}
 		f.Released = released
 	}
-	if err := m.record(ctx, req.Job, req.Record); err != nil {
-		return actors.Finished{}, err
+	recorded, newer := false, false
+	if req.Retry {
+		recorded, newer = m.retryFacts(req.Job, req.Record)
+	}
+	if !recorded {
+		if err := m.record(ctx, req.Job, req.Record, !newer); err != nil {
+			return actors.Finished{}, err
+		}
 	}
 	m.mu.Lock()
 	j := m.job(req.Job)
-	if req.Record.Result == actors.ResultSuccess {
+	if req.Record.Result == actors.ResultSuccess && !recorded {
 		j.runs++
 	}
 	f.Runs = j.runs

@@ -225,9 +225,9 @@ func (m *Memory) Release(ctx context.Context, job, owner string) (released bool,
 	return true, nil
 }
 
-// record appends rec to the job's history (capped) and sets it as the last
-// run, as Redis.Finish does after the release.
-func (m *Memory) record(ctx context.Context, job string, rec actors.RunRecord) error {
+// record appends rec to the job's history (capped) and, with setLast, sets
+// it as the last run, as Redis.Finish does after the release.
+func (m *Memory) record(ctx context.Context, job string, rec actors.RunRecord, setLast bool) error {
 	if job == "" {
 		return errors.New("record: empty job name")
 	}
@@ -242,10 +242,25 @@ func (m *Memory) record(ctx context.Context, job string, rec actors.RunRecord) e
 	if over := len(j.history) - m.historyLen; over > 0 {
 		j.history = append([]actors.RunRecord(nil), j.history[over:]...)
 	}
-	last := rec
-	last.OutputTail = ""
-	j.last = &last
+	if setLast {
+		last := rec
+		last.OutputTail = ""
+		j.last = &last
+	}
 	return nil
+}
+
+// retryFacts tells a retried finish of rec (as the Redis script does)
+// whether job's history holds rec's run already, and whether its newest
+// record ended after rec (a later run's: the last run stays that one).
+func (m *Memory) retryFacts(job string, rec actors.RunRecord) (recorded, newer bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.job(job).history
+	for _, r := range h {
+		recorded = recorded || r.RunID == rec.RunID
+	}
+	return recorded, len(h) > 0 && h[len(h)-1].End.After(rec.End)
 }
 
 // History returns up to n records, newest first; see Redis.History.

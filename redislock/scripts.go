@@ -189,13 +189,18 @@ return 0
 // "" (the node stops) it leaves the pending slot for the next claim of
 // another node; when ARGV[5] (max runs, 0 = none) has been reached it clears
 // it (the job is done). A record with result success increments
-// state.runs.
+// state.runs. A retry of a finish whose answer was lost (ARGV[6], the
+// run's end in Unix ms, not "0") does not append the record again when
+// the history already holds one with its run id (ARGV[8]: run_id is the
+// first field), and does not overwrite the last_ fields when the history
+// holds a record appended after the run's end (a later run's).
 // MAXLEN is exact, not "~": approximate trimming only drops whole stream
 // nodes (100 entries by default), so a cap of 100 could keep ~200 entries.
 //
 //	KEYS: 1 lease, 2 history, 3 state, 4 pending; ARGV: 1 max length,
 //	2 owner ("" = no lease), 3 next owner ("" = none), 4 ttl ms,
-//	5 max runs, 6.. field, value pairs
+//	5 max runs, 6 retry (the run's end in Unix ms; "0" = first try),
+//	7.. field, value pairs
 //	returns {released (0|1), pending slot (0 = none), fence handed to
 //	         the next owner (0 = none), state slot, state fence, runs,
 //	         left (1: the pending slot stays pending)}
@@ -208,8 +213,22 @@ local released = 0
 if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
   released = redis.call("DEL", KEYS[1])
 end
+local recorded, newer = false, false
+if ARGV[6] ~= "0" then
+  for i, e in ipairs(redis.call("XREVRANGE", KEYS[2], "+", "-", "COUNT", ARGV[1])) do
+    if i == 1 and tonumber(string.match(e[1], "^%d+")) > tonumber(ARGV[6]) then newer = true end
+    local f = e[2]
+    for k = 1, #f, 2 do
+      if f[k] == "run_id" then
+        if f[k+1] == ARGV[8] then recorded = true end
+        break
+      end
+    end
+    if recorded then break end
+  end
+end
 local fields, last, success = {}, {}, false
-for i = 6, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   fields[#fields+1] = ARGV[i]
   fields[#fields+1] = ARGV[i+1]
   if ARGV[i] ~= "output_tail" then
@@ -218,10 +237,12 @@ for i = 6, #ARGV, 2 do
   end
   if ARGV[i] == "result" and ARGV[i+1] == "success" then success = true end
 end
-redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(fields))
-redis.call("HSET", KEYS[3], unpack(last))
 local runs = tonumber(redis.call("HMGET", KEYS[3], "runs")[1] or "0")
-if success then runs = redis.call("HINCRBY", KEYS[3], "runs", 1) end
+if not recorded then
+  redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(fields))
+  if not newer then redis.call("HSET", KEYS[3], unpack(last)) end
+  if success then runs = redis.call("HINCRBY", KEYS[3], "runs", 1) end
+end
 local max_runs = tonumber(ARGV[5])
 local pending, fence, left = 0, 0, 0
 if released == 1 then

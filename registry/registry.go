@@ -162,7 +162,7 @@ type Heartbeat struct {
 	jobs       chan jobsUpdate
 
 	// Owned by the Run goroutine.
-	written  []byte               // the value of our last successful swap; nil before the first
+	written []byte // the value of our last successful swap; nil before the first
 	// unsure are the values of the swaps since written that failed: a
 	// swap cut off by its timeout or by the stop may still have been
 	// applied (the last maxUnsure).
