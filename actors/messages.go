@@ -63,9 +63,16 @@ type jobMsg interface{ jobMsg() }
 
 // Fire says a slot of a job is due. Slot is the nominal fire time,
 // identified by its Unix second; jitter has already been waited.
+//
+// With a claim lead (Ticker.SetClaimLead) a fire comes up to the lead
+// before its fire time At (slot + jitter): Due is then closed by the
+// ticker at At, and the slot's process does not start before (its claim
+// may be sent early, ClaimRequest.Early). Due nil: the fire time has come.
 type Fire struct {
 	Job  string
 	Slot time.Time
+	At   time.Time       // the fire time (slot + jitter); zero = Slot
+	Due  <-chan struct{} // closed at At; nil when At has passed
 }
 
 // Catchup asks a job actor to claim and run its latest missed slot if it

@@ -133,6 +133,12 @@ const (
 	// outcome numbers), only by a backend that waits
 	// for replicas.
 	NotReplicated
+	// NotYet: an early claim (ClaimRequest.Early) that would not have won
+	// (the job is paused, its lease is held, max_runs is reached): nothing
+	// was recorded, and the claim is to be sent again at the fire time,
+	// which decides the skip. (After NotReplicated: outcome numbers are
+	// the script's.)
+	NotYet
 )
 
 // String returns the skip-reason spelling: "claimed", "claimed_elsewhere",
@@ -157,6 +163,8 @@ func (o Outcome) String() string {
 		return SkipAlreadyRun
 	case MaxRunsReached:
 		return SkipMaxRuns
+	case NotYet:
+		return "not_yet"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -215,6 +223,15 @@ type ClaimRequest struct {
 	// Zero: ctx's deadline bounds the wait. Backends that answer at once
 	// (memory) ignore it.
 	AnswerBy time.Time
+	// Early: the claim is sent before the slot's fire time (Fire.Due, at
+	// most actors.ClaimLead before it), so that its answer is in by then.
+	// It decides only what cannot change before the fire time: a won
+	// claim (state.slot recorded, fence, lease) or ClaimedElsewhere. Where
+	// it would skip the slot (paused, overlap, queued, max_runs reached)
+	// it records nothing and answers NotYet: the claim is sent again at
+	// the fire time (without Early), as without a lead. The state repair
+	// is applied in any case. Not with Backfill or NeedRecord.
+	Early bool
 }
 
 // Validate reports a malformed request; both backends call it first.
@@ -232,6 +249,8 @@ func (req ClaimRequest) Validate() error {
 		return errors.New("empty lease owner")
 	case req.Lease && req.TTL < time.Millisecond:
 		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
+	case req.Early && (req.Slot == 0 || req.Backfill || req.NeedRecord):
+		return errors.New("an early claim is a scheduled slot's")
 	case req.Queue && (!req.Lease || req.Slot == 0):
 		return errors.New("queue needs a lease and a slot")
 	case req.Backfill && (req.Slot == 0 || req.Queue || req.NeedRecord):

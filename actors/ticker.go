@@ -76,7 +76,27 @@ type Ticker struct {
 	byJob map[string]*tickerItem
 
 	precise bool // SetPreciseWake: the last PreciseLead before a fire time is slept with nanosleep
+	// lead (SetClaimLead): fires are sent this long before their fire
+	// time; dues are the fire times of fires sent early, each with the
+	// channel closed when it comes, in time order.
+	lead time.Duration
+	dues []due
 }
+
+// due is a fire time some fires were sent ahead of, and the channel their
+// Fire.Due closes then.
+type due struct {
+	at time.Time
+	ch chan struct{}
+}
+
+// ClaimLead is how long before its fire time the daemon's ticker sends a
+// slot's fire (SetClaimLead), so that the claim's round trip is done by
+// then and the process starts at the fire time: the fire delay is then the
+// fork and exec alone. It is the ticker's PreciseLead, which it wakes at
+// anyway; a claim sent this early decides only a win or claimed_elsewhere
+// (ClaimRequest.Early), so no skip is decided before the fire time.
+const ClaimLead = PreciseLead
 
 // PreciseLead is how long before a fire time a ticker with SetPreciseWake
 // stops waiting on a Go timer and sleeps the rest with nanosleep(2). The
@@ -95,6 +115,12 @@ func NewTicker(log *zap.Logger, metrics *Metrics, now func() time.Time) *Ticker 
 	return &Ticker{log: log, metrics: metrics, now: now, inbox: make(chan tickerMsg),
 		byJob: map[string]*tickerItem{}}
 }
+
+// SetClaimLead makes the ticker send each fire lead before its fire time,
+// with Fire.At and Fire.Due (closed at At: with SetPreciseWake on, to
+// within the kernel's timer slack). 0 (the default): fires are sent at
+// their fire time. Call it before Run.
+func (t *Ticker) SetClaimLead(lead time.Duration) { t.lead = max(lead, 0) }
 
 // SetPreciseWake makes the ticker sleep the last PreciseLead before each
 // fire time with nanosleep(2) on its own goroutine (which then blocks its
@@ -136,8 +162,9 @@ func (t *Ticker) Run(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		t.fireDue()
+		t.closeDues()
 		d := t.sleepFor()
-		if t.precise && len(t.heap) > 0 {
+		if t.precise && (len(t.heap) > 0 || len(t.dues) > 0) {
 			if d <= PreciseLead {
 				select {
 				case <-ctx.Done():
@@ -244,19 +271,59 @@ func (t *Ticker) park(it *tickerItem, now time.Time) {
 	t.log.Error("schedule yields no next fire time; job parked until reload", zap.String("job", it.Job))
 }
 
+// sleepFor is the wait until the next fire is to be sent (its fire time
+// less the lead) or the next due comes, at most maxSleep.
 func (t *Ticker) sleepFor() time.Duration {
-	if len(t.heap) == 0 {
-		return maxSleep
+	d := maxSleep
+	now := t.now()
+	if len(t.heap) > 0 {
+		d = min(d, t.heap[0].fireAt.Add(-t.lead).Sub(now))
 	}
-	return min(max(t.heap[0].fireAt.Sub(t.now()), 0), maxSleep)
+	if len(t.dues) > 0 {
+		d = min(d, t.dues[0].at.Sub(now))
+	}
+	return max(d, 0)
 }
 
-// fireDue sends a Fire for every entry whose fire time has come. When the
-// ticker wakes so late that a newer slot of the same job is already due, the
-// older slots are passed over (logged and counted): only the latest due
-// slot is fired.
-func (t *Ticker) fireDue() {
+// closeDues closes the channels of the fire times that have come.
+func (t *Ticker) closeDues() {
 	now := t.now()
+	n := 0
+	for n < len(t.dues) && !now.Before(t.dues[n].at) {
+		close(t.dues[n].ch)
+		n++
+	}
+	if n > 0 {
+		t.dues = append(t.dues[:0], t.dues[n:]...)
+	}
+}
+
+// dueAt is the Fire.Due of a fire time at sent at now: nil when at has
+// come, else the channel closed at at (one per fire time).
+func (t *Ticker) dueAt(at, now time.Time) <-chan struct{} {
+	if !now.Before(at) {
+		return nil
+	}
+	i := len(t.dues)
+	for i > 0 && t.dues[i-1].at.After(at) {
+		i--
+	}
+	if i > 0 && t.dues[i-1].at.Equal(at) {
+		return t.dues[i-1].ch
+	}
+	t.dues = append(t.dues, due{})
+	copy(t.dues[i+1:], t.dues[i:])
+	t.dues[i] = due{at: at, ch: make(chan struct{})}
+	return t.dues[i].ch
+}
+
+// fireDue sends a Fire for every entry whose fire time, less the lead, has
+// come. When the ticker wakes so late that a newer slot of the same job is
+// already due, the older slots are passed over (logged and counted): only
+// the latest due slot is fired.
+func (t *Ticker) fireDue() {
+	real := t.now()
+	now := real.Add(t.lead) // the fires of fire times up to now are sent
 	for len(t.heap) > 0 && !now.Before(t.heap[0].fireAt) {
 		it := t.heap[0]
 		missed := 0
@@ -270,10 +337,10 @@ func (t *Ticker) fireDue() {
 			t.log.Warn("ticker woke late; older slots passed over", zap.String("job", it.Job),
 				zap.Int("missed", missed), slotField(it.slot))
 		}
-		t.fire(it)
+		t.fire(it, real)
 		if next.IsZero() {
 			heap.Pop(&t.heap)
-			t.park(it, now)
+			t.park(it, real)
 			continue
 		}
 		it.slot = next
@@ -282,8 +349,8 @@ func (t *Ticker) fireDue() {
 	}
 }
 
-func (t *Ticker) fire(it *tickerItem) {
-	f := Fire{Job: it.Job, Slot: it.slot}
+func (t *Ticker) fire(it *tickerItem, now time.Time) {
+	f := Fire{Job: it.Job, Slot: it.slot, At: it.fireAt, Due: t.dueAt(it.fireAt, now)}
 	if it.Deliver != nil {
 		if !it.Deliver(f) {
 			t.dropped(it)

@@ -108,7 +108,7 @@ const (
 // Claim and finish scripts' key and argument counts per job
 // (redislock/scripts.go).
 const (
-	claimKeys, claimArgs = 5, 11
+	claimKeys, claimArgs = 5, 12
 	finishKeys           = 4
 )
 
@@ -137,7 +137,7 @@ func Classify(c MonitorCommand, prefix string) (kind string, slots []int64) {
 		return CallClaim, slots
 	case nkeys == finishKeys && strings.HasPrefix(keys[1], prefix+"history:"):
 		var slot int64
-		for i := 5; i+1 < len(argv); i += 2 {
+		for i := 6; i+1 < len(argv); i += 2 {
 			if argv[i] == "slot" {
 				slot, _ = strconv.ParseInt(argv[i+1], 10, 64)
 			}

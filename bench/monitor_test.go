@@ -33,7 +33,7 @@ func TestClassify(t *testing.T) {
 		return []string{p + "job:" + job, p + "state:" + job, p + "paused:" + job, p + "pending:" + job, p + "backfill:" + job}
 	}
 	claimArgv := func(slot string) []string {
-		return []string{slot, "n1:r", "90000", "1", "0", "0", "0", "0", "0", "0", "0"}
+		return []string{slot, "n1:r", "90000", "1", "0", "0", "0", "0", "0", "0", "0", "0"}
 	}
 	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
 	for _, tc := range []struct {
@@ -45,7 +45,7 @@ func TestClassify(t *testing.T) {
 		{cat([]string{"EVALSHA", "sha", "10"}, claim("a"), claim("b"), claimArgv("1700000000"), claimArgv("1700000002")),
 			CallClaim, []int64{1700000000, 1700000002}},
 		{cat([]string{"EVALSHA", "sha", "10"}, claim("a"), claim("b"), claimArgv("1700000000")), "EVALSHA (script)", nil},
-		{[]string{"EVAL", "script", "4", p + "job:j", p + "history:j", p + "state:j", p + "pending:j", "100", "n1:r", "", "0", "0",
+		{[]string{"EVAL", "script", "4", p + "job:j", p + "history:j", p + "state:j", p + "pending:j", "100", "n1:r", "", "0", "0", "0",
 			"run_id", "r", "slot", "1700000001", "trigger", "schedule"}, CallFinish, []int64{1700000001}},
 		{[]string{"evalsha", "sha", "2", p + "job:j", p + "pending:j", "n1:r", "90000"}, CallLease, nil},
 		{[]string{"evalsha", "sha", "1", p + "job:j", "n1:r"}, CallLease, nil},

@@ -19,6 +19,7 @@ var conformance = []struct {
 	{"ClaimOncePerSlot_LeaseSkip", testClaimOncePerSlotLease},
 	{"ClaimOncePerSlot_Allow", testClaimOncePerSlotAllow},
 	{"ClaimedElsewhereForOldSlots", testClaimedElsewhere},
+	{"EarlyClaimDecidesOnlyWins", testEarlyClaim},
 	{"OverlapWhileLeaseHeld", testOverlap},
 	{"PausedRecordsSlot", testPaused},
 	{"ManualClaimTakesLeaseNoSlot", testManual},
@@ -217,6 +218,56 @@ func testClaimedElsewhere(t *testing.T, s store) {
 	}
 	if st := mustState(t, a, job); st.Slot != 101 || st.Fence != 2 {
 		t.Fatalf("state: got slot %d fence %d, want 101, 2", st.Slot, st.Fence)
+	}
+}
+
+// An early claim (sent before the fire time) wins or finds the slot
+// claimed elsewhere as any claim; where a claim would skip (paused, lease
+// held, queued, max_runs reached) it answers NotYet and records nothing,
+// so that the claim at the fire time decides.
+func testEarlyClaim(t *testing.T, s store) {
+	a, b := s.newClient(t), s.newClient(t)
+	job := t.Name()
+	if c := mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 100, Owner: "a:1", TTL: time.Minute, Lease: true, Early: true}, actors.Claimed); c.Fence != 1 {
+		t.Fatalf("early claim: fence %d, want 1", c.Fence)
+	}
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 100, Owner: "b:1", TTL: time.Minute, Lease: true, Early: true}, actors.ClaimedElsewhere)
+	// Lease held (by a:1): nothing recorded, neither the slot nor a pending slot.
+	for _, queue := range []bool{false, true} {
+		mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 101, Owner: "b:2", TTL: time.Minute, Lease: true, Queue: queue, Early: true}, actors.NotYet)
+		if st := mustState(t, b, job); st.Slot != 100 || st.Pending != 0 || st.LeaseHolder != "a:1" {
+			t.Fatalf("after an early claim with the lease held (queue %v): %+v, want slot 100, nothing pending, holder a:1", queue, st)
+		}
+	}
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 101, Owner: "b:2", TTL: time.Minute, Lease: true}, actors.Overlap)
+	if _, err := a.Release(ctxT(t), job, "a:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Pause(ctxT(t), job); err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 102, Early: true}, actors.NotYet)
+	if st := mustState(t, b, job); st.Slot != 101 {
+		t.Fatalf("after an early claim while paused: slot %d, want 101 (not recorded)", st.Slot)
+	}
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 102}, actors.Paused)
+	if err := a.Resume(ctxT(t), job); err != nil {
+		t.Fatal(err)
+	}
+	// max_runs reached: one success counted, MaxRuns 1.
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 103, Owner: "b:3", TTL: time.Minute, Lease: true}, actors.Claimed)
+	rec := sampleRecord(1)
+	rec.Result = actors.ResultSuccess
+	if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "b:3", Record: rec}); err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 104, MaxRuns: 1, Early: true}, actors.NotYet)
+	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 104, MaxRuns: 1}, actors.MaxRunsReached)
+	for _, req := range []actors.ClaimRequest{{Job: job, Early: true}, {Job: job, Slot: 105, Backfill: true, Early: true},
+		{Job: job, Slot: 105, NeedRecord: true, Early: true}} {
+		if _, err := b.Claim(ctxT(t), req); err == nil {
+			t.Errorf("early claim %+v: got nil error, want refused (not a scheduled slot)", req)
+		}
 	}
 }
 

@@ -143,6 +143,9 @@ func (m *Memory) decide(j *memJob, req actors.ClaimRequest, c *actors.Claim) act
 	if req.NeedRecord && j.slot == 0 {
 		return actors.NoRecord
 	}
+	if req.Early && (req.MaxRuns > 0 && j.runs >= req.MaxRuns || j.paused && !req.IgnorePause || req.Lease && j.owner != "") {
+		return actors.NotYet // nothing recorded: decided again at the fire time
+	}
 	if req.MaxRuns > 0 && j.runs >= req.MaxRuns {
 		if req.Slot > 0 {
 			j.slot = req.Slot

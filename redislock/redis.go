@@ -242,11 +242,7 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	keys := []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job), r.key("pending", req.Job),
-		r.key("backfill", req.Job)}
-	args := []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
-		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10),
-		flag(req.NeedRecord), flag(req.Queue), flag(req.Backfill), strconv.FormatInt(req.MaxRuns, 10)}
+	keys, args := r.claimKeysArgs(req)
 	if r.minAcks > 0 {
 		c, err := r.claimReplicated(ctx, keys, args)
 		if err != nil {
@@ -268,6 +264,16 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
 	}
 	return c, nil
+}
+
+// claimKeysArgs are claimScript's KEYS and ARGV for req.
+func (r *Redis) claimKeysArgs(req actors.ClaimRequest) (keys, args []string) {
+	keys = []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job), r.key("pending", req.Job),
+		r.key("backfill", req.Job)}
+	args = []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
+		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10),
+		flag(req.NeedRecord), flag(req.Queue), flag(req.Backfill), strconv.FormatInt(req.MaxRuns, 10), flag(req.Early)}
+	return keys, args
 }
 
 // decodeClaim reads claimScript's reply.

@@ -27,6 +27,9 @@ import "github.com/redis/rueidis"
 //	         the backfilled set, and one already there is outcome 6
 //	      11 max runs (0 = none): state.runs >= it → outcome 7, the slot
 //	         recorded (not for a backfill)
+//	      12 "1" = early (before the fire time): where the claim would
+//	         skip (outcomes 2, 3, 5, 7) nothing is recorded and the
+//	         outcome is 9, NotYet
 //	returns {outcome, fence, state slot, state fence, repaired (0|1),
 //	         found slot, found fence, lease holder ("" unless overlap or
 //	         queued), pending slot kept (overlap), pending slot taken
@@ -34,7 +37,7 @@ import "github.com/redis/rueidis"
 //	outcome numbers are the actors.Outcome constants.
 var claimScript = newScript(claimSrc, false, rueidis.WithLoadSHA1(true))
 
-// claimBody is the claim step over K (the 5 keys) and A (the 11
+// claimBody is the claim step over K (the 5 keys) and A (the 12
 // arguments) as claimScript lists them; claimSrc and claimBatchSrc run it.
 const claimBody = `
 local slot = tonumber(A[1])
@@ -53,6 +56,7 @@ local kept, takes = 0, 0
 local function reply(outcome, f, holder)
   return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder, kept, takes}
 end
+local early = A[12] == "1"
 local function record()
   if slot > 0 then
     cur = slot
@@ -75,15 +79,18 @@ end
 if slot > 0 and cur >= slot then return reply(1, 0, "") end
 if A[8] == "1" and cur == 0 then return reply(4, 0, "") end
 if done then
+  if early then return reply(9, 0, "") end
   record()
   return reply(7, 0, "")
 end
 if A[5] ~= "1" and redis.call("EXISTS", K[3]) == 1 then
+  if early then return reply(9, 0, "") end
   record()
   return reply(2, 0, "")
 end
 if A[4] == "1" then
   if not redis.call("SET", K[1], A[2], "NX", "PX", A[3]) then
+    if early then return reply(9, 0, "") end
     record()
     local holder = redis.call("GET", K[1]) or ""
     if A[9] == "1" then
@@ -111,7 +118,7 @@ const claimSrc = "local K, A = KEYS, ARGV\n" + claimBody
 
 // claimBatchScript runs the claim step of several jobs in one call
 // (Redis.Claim batches concurrent claims, batch.go): claim i (from 0) has
-// KEYS 5i+1..5i+5 and ARGV 11i+1..11i+11, laid out as claimScript's. It
+// KEYS 5i+1..5i+5 and ARGV 12i+1..12i+12, laid out as claimScript's. It
 // returns one element per claim, in order: claimScript's reply, or an
 // error reply when that claim's step raised an error, naming the command
 // that raised it ("... (cronlock script command HINCRBY)"; the other
@@ -129,7 +136,7 @@ local out = {}
 for i = 0, #KEYS / 5 - 1 do
   local K, A = {}, {}
   for k = 1, 5 do K[k] = KEYS[5 * i + k] end
-  for a = 1, 11 do A[a] = ARGV[11 * i + a] end
+  for a = 1, 12 do A[a] = ARGV[12 * i + a] end
   local ok, res = pcall(claim, K, A)
   if ok then
     out[#out + 1] = res
