@@ -135,13 +135,17 @@ type Job struct {
 	inbox  chan jobMsg   // made at the first message (box), guarded by mu until then
 	events chan runEvent // from the run goroutines: claim answered, releasing, ended; made at the first run
 
-	running   int          // run goroutines
-	claiming  int          // of them, claims not answered yet
-	active    int          // of them, claims won and attempts not over: the job runs here
-	releasing int          // of them, releases (with the history record) in flight
-	held      []heldFire   // fires waiting for the pending claim's or release's answer
-	lastSeen  [2]int64     // the highest slot and fence seen in claim answers
-	seenSlot  atomic.Int64 // lastSeen[0], for SeenSlot
+	running   int        // run goroutines
+	claiming  int        // of them, claims not answered yet
+	active    int        // of them, claims won and attempts not over: the job runs here
+	releasing int        // of them, releases (with the history record) in flight
+	held      []heldFire // fires waiting for the pending claim's or release's answer
+	// early are fires that came before their fire time (Fire.Due) while
+	// this node runs the job: decided when their Due closes, as they would
+	// have been without the claim lead (oldest first).
+	early    []Fire
+	lastSeen [2]int64     // the highest slot and fence seen in claim answers
+	seenSlot atomic.Int64 // lastSeen[0], for SeenSlot
 
 	lastCatchup time.Time
 
@@ -159,6 +163,7 @@ type Job struct {
 type heldFire struct {
 	slot    time.Time
 	trigger Trigger
+	due     <-chan struct{} // Fire.Due
 }
 
 // runEvent is what a run goroutine tells its job actor, in this order:
@@ -296,15 +301,20 @@ func (j *Job) Wake() {
 func (j *Job) loop(stay bool) {
 	ctx, inbox := j.ctx, j.box()
 	for {
-		if j.running == 0 {
+		// One reading of ctx per turn, the exit check's (under mu: Wake):
+		// read again for the select, a cancel in between left the select
+		// without ctx.Done and nothing else to wake it (an idle Run never
+		// returned).
+		var ended bool
+		if j.running == 0 && len(j.early) == 0 {
 			j.mu.Lock()
-			done := ctx.Err() != nil
-			if len(inbox) == 0 && (done || !stay) {
+			ended = ctx.Err() != nil
+			if len(inbox) == 0 && (ended || !stay) {
 				j.live = false
-				exit := done && !j.exited && j.onExit != nil
+				exit := ended && !j.exited && j.onExit != nil
 				j.exited = j.exited || exit
 				j.mu.Unlock()
-				if done {
+				if ended {
 					j.deps.Metrics.SetRunning(j.cfg.Name, 0)
 				}
 				if exit {
@@ -313,9 +323,11 @@ func (j *Job) loop(stay bool) {
 				return
 			}
 			j.mu.Unlock()
+		} else {
+			ended = ctx.Err() != nil
 		}
 		var done <-chan struct{}
-		if ctx.Err() == nil {
+		if !ended {
 			done = ctx.Done()
 		}
 		select {
@@ -328,7 +340,38 @@ func (j *Job) loop(stay bool) {
 			}
 		case ev := <-j.events:
 			j.onRunEvent(ctx, ev) // after ctx: held fires are redis_error or shutting_down
+		case <-j.earlyDue():
+			f := j.early[0]
+			j.early = j.early[1:]
+			if ctx.Err() != nil {
+				j.drainMsg(f)
+			} else {
+				j.onFire(ctx, f.Slot, TriggerSchedule, nil)
+			}
 		}
+	}
+}
+
+// earlyDue is the Due of the oldest early fire (nil when none: that
+// select case never fires).
+func (j *Job) earlyDue() <-chan struct{} {
+	if len(j.early) == 0 {
+		return nil
+	}
+	return j.early[0].Due
+}
+
+// isEarly reports whether due (Fire.Due) is still open: the fire time has
+// not come.
+func isEarly(due <-chan struct{}) bool {
+	if due == nil {
+		return false
+	}
+	select {
+	case <-due:
+		return false
+	default:
+		return true
 	}
 }
 
@@ -375,7 +418,7 @@ func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
 func (j *Job) handle(ctx context.Context, m jobMsg) {
 	switch m := m.(type) {
 	case Fire:
-		j.onFire(ctx, m.Slot, TriggerSchedule)
+		j.onFire(ctx, m.Slot, TriggerSchedule, m.Due)
 	case Catchup:
 		j.onCatchup(ctx, m)
 	case Reconfigure:
@@ -387,23 +430,29 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 }
 
 // onFire decides a due slot: skipped locally, held while this node's claim
-// of an earlier slot is pending (overlap ≠ allow), or started.
-func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
+// of an earlier slot is pending (overlap ≠ allow), or started. due is
+// Fire.Due: a fire that came before its fire time while this node runs the
+// job waits for it (early) to be decided as at the fire time; a run
+// started early claims early and starts its process at the fire time.
+func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger, due <-chan struct{}) {
 	exclusive := j.cfg.Overlap != config.OverlapAllow
 	switch {
 	case !j.cfg.Enabled:
 		j.skip(slot, SkipDisabled)
 	case ctx.Err() != nil:
 		j.skip(slot, SkipShuttingDown)
+	case exclusive && j.active > 0 && isEarly(due):
+		j.early = append(j.early, Fire{Job: j.cfg.Name, Slot: slot, Due: due})
 	case exclusive && j.active > 0 && !queues(*j.cfg):
 		j.skip(slot, SkipOverlapLocal)
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
-		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
+		j.held = append(j.held, heldFire{slot: slot, trigger: trigger, due: due})
 	default:
 		// With queue or replace, a slot that comes due while this node's
 		// run holds the lease is queued by its claim: no run starts.
 		queueClaim := exclusive && queues(*j.cfg) && j.active > 0
-		j.start(ctx, &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger}, queueClaim: queueClaim}, nil)
+		j.start(ctx, &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger},
+			queueClaim: queueClaim, due: due}, nil)
 	}
 }
 
@@ -421,7 +470,7 @@ func (j *Job) decideHeld(ctx context.Context, failed bool, pending time.Time) {
 			skipSlot(&j.deps, j.cfg.Name, f.slot, SkipRedisError, zap.Int64("pending_call_slot", unixOrZero(pending)))
 			continue
 		}
-		j.onFire(ctx, f.slot, f.trigger)
+		j.onFire(ctx, f.slot, f.trigger, f.due)
 	}
 }
 
@@ -484,7 +533,7 @@ func (j *Job) onCatchup(ctx context.Context, m Catchup) {
 	}
 	j.lastCatchup = latest
 	j.deps.Log.Info("catch-up: claiming the latest missed slot", zap.String("job", j.cfg.Name), slotField(latest))
-	j.onFire(ctx, latest, TriggerCatchup)
+	j.onFire(ctx, latest, TriggerCatchup, nil)
 }
 
 func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name, slot, reason) }

@@ -188,3 +188,26 @@ func (f *flakyLocker) Renew(ctx context.Context, job, owner string, ttl time.Dur
 	}
 	return f.Memory.Renew(ctx, job, owner, ttl)
 }
+
+// Run returns once its ctx is cancelled, also when the cancel comes just
+// as its last run ends (a cancel between the actor's exit check and its
+// wait left it waiting for nothing: `cronlock run` hung). Real time, many
+// rounds: the window is a few instructions wide (the race detector widens
+// it).
+func TestJob_RunReturnsWhenCancelledAsItsRunEnds(t *testing.T) {
+	for i := range 200 {
+		h := startJob(t, testJob(t, "j", "exit 0"))
+		reply := make(chan Ran, 1)
+		h.job.Inbox() <- RunNow{Reply: reply}
+		<-reply
+		h.cancel()
+		select {
+		case err := <-h.done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: Run did not return within 5s of its cancel", i)
+		}
+	}
+}

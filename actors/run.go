@@ -74,6 +74,10 @@ type run struct {
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).
 	queueClaim bool
+	// due is Fire.Due: closed at the slot's fire time (nil: it has come).
+	// A claim sent before is early (ClaimRequest.Early); the process
+	// starts once it is closed.
+	due <-chan struct{}
 }
 
 // execute runs the job once and returns what happened: a skip reason, or
@@ -104,6 +108,9 @@ func (r *run) execute(ctx context.Context) Ran {
 	r.placeWon()
 	r.ungate()
 	r.deps.Claims.wait(ClaimGateMax, r.deps.Kill) // the node's other claims of this instant first
+	if r.due != nil {
+		<-r.due // an early claim's run starts at the fire time (the ticker closes due then, or when it stops)
+	}
 	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
 	if r.lease.Owner() != "" {
 		r.waitGrace()
@@ -179,12 +186,28 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		req.Queue = queues(r.job) && r.info.Trigger != TriggerBackfill
 		req.Backfill = r.info.Trigger == TriggerBackfill
 	}
-	claimFrom := time.Now()
-	req.AnswerBy = r.answerBy(claimFrom)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
-	defer cancel()
-	c, lease, err := acquire(cctx, r.log, r.deps.Locker, req,
-		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
+	var c Claim
+	var lease *Lease
+	var err error
+	var claimFrom time.Time
+	for {
+		// Before the fire time the claim is early: where it would skip,
+		// it answers NotYet and is sent again at the fire time.
+		req.Early = r.info.Trigger == TriggerSchedule && req.Slot > 0 && isEarly(r.due)
+		claimFrom = time.Now()
+		req.AnswerBy = r.answerBy(claimFrom)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
+		c, lease, err = acquire(cctx, r.log, r.deps.Locker, req,
+			leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
+		cancel()
+		if err != nil || c.Outcome != NotYet {
+			break
+		}
+		if c.Repaired {
+			r.stateRepaired(c) // the claim at the fire time finds the state repaired
+		}
+		<-r.due
+	}
 	r.claimedAt = time.Now()
 	if took := r.claimedAt.Sub(claimFrom); err == nil && took > r.deps.ClaimTimeout {
 		// Visible: without the late answer this slot would have been

@@ -84,10 +84,12 @@ type Ticker struct {
 }
 
 // due is a fire time some fires were sent ahead of, and the channel their
-// Fire.Due closes then.
+// Fire.Due closes then. by is at on the monotonic clock of the fire's
+// sending: a wall clock stepped back does not hold a won claim's run (it
+// is closed at whichever comes first).
 type due struct {
-	at time.Time
-	ch chan struct{}
+	at, by time.Time
+	ch     chan struct{}
 }
 
 // ClaimLead is how long before its fire time the daemon's ticker sends a
@@ -118,8 +120,8 @@ func NewTicker(log *zap.Logger, metrics *Metrics, now func() time.Time) *Ticker 
 
 // SetClaimLead makes the ticker send each fire lead before its fire time,
 // with Fire.At and Fire.Due (closed at At: with SetPreciseWake on, to
-// within the kernel's timer slack). 0 (the default): fires are sent at
-// their fire time. Call it before Run.
+// within the kernel's timer slack; and when Run returns). 0 (the
+// default): fires are sent at their fire time. Call it before Run.
 func (t *Ticker) SetClaimLead(lead time.Duration) { t.lead = max(lead, 0) }
 
 // SetPreciseWake makes the ticker sleep the last PreciseLead before each
@@ -156,10 +158,17 @@ func (t *Ticker) Probe(ctx context.Context) error {
 }
 
 // Run drives the timer until ctx ends; it then returns ctx's error. It
-// returns only when fully stopped.
+// returns only when fully stopped, after closing the Due of every fire it
+// sent early (a run waiting for one never waits past the ticker).
 func (t *Ticker) Run(ctx context.Context) error {
 	timer := time.NewTimer(maxSleep)
 	defer timer.Stop()
+	defer func() {
+		for _, d := range t.dues {
+			close(d.ch)
+		}
+		t.dues = nil
+	}()
 	for {
 		t.fireDue()
 		t.closeDues()
@@ -280,7 +289,7 @@ func (t *Ticker) sleepFor() time.Duration {
 		d = min(d, t.heap[0].fireAt.Add(-t.lead).Sub(now))
 	}
 	if len(t.dues) > 0 {
-		d = min(d, t.dues[0].at.Sub(now))
+		d = min(d, t.dues[0].at.Sub(now), t.dues[0].by.Sub(now))
 	}
 	return max(d, 0)
 }
@@ -289,7 +298,7 @@ func (t *Ticker) sleepFor() time.Duration {
 func (t *Ticker) closeDues() {
 	now := t.now()
 	n := 0
-	for n < len(t.dues) && !now.Before(t.dues[n].at) {
+	for n < len(t.dues) && (!now.Before(t.dues[n].at) || !now.Before(t.dues[n].by)) {
 		close(t.dues[n].ch)
 		n++
 	}
@@ -313,7 +322,7 @@ func (t *Ticker) dueAt(at, now time.Time) <-chan struct{} {
 	}
 	t.dues = append(t.dues, due{})
 	copy(t.dues[i+1:], t.dues[i:])
-	t.dues[i] = due{at: at, ch: make(chan struct{})}
+	t.dues[i] = due{at: at, by: now.Add(at.Sub(now)), ch: make(chan struct{})}
 	return t.dues[i].ch
 }
 
@@ -340,7 +349,7 @@ func (t *Ticker) fireDue() {
 		t.fire(it, real)
 		if next.IsZero() {
 			heap.Pop(&t.heap)
-			t.park(it, real)
+			t.park(it, now) // its fire time has come, less the lead: an @at job is done
 			continue
 		}
 		it.slot = next

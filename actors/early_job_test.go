@@ -1,0 +1,92 @@
+package actors_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	. "github.com/cronlock/cronlock/actors"
+)
+
+// A fire that comes before its fire time while this node runs the job is
+// decided at its fire time, as without the lead: the run that ends in
+// between lets the slot run (not overlap_local); and the slot's process
+// starts at the fire time, never before.
+func TestJob_EarlyFireDecidedAtItsFireTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startJob(t, testJob(t, "j", "sleep 999ms"))
+		slot := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(slot))
+		h.job.Inbox() <- Fire{Job: "j", Slot: slot}
+		// The next fire, 2ms before its fire time, while that run still runs.
+		next := slot.Add(time.Second)
+		time.Sleep(time.Until(next) - 2*time.Millisecond)
+		due := make(chan struct{})
+		h.job.Inbox() <- Fire{Job: "j", Slot: next, At: next, Due: due}
+		time.Sleep(2 * time.Millisecond)
+		synctest.Wait()
+		close(due)
+		first, second := <-h.results, <-h.results
+		if !first.Slot.Equal(slot) || !second.Slot.Equal(next) || second.Result != ResultSuccess {
+			t.Fatalf("runs: %v %s, %v %s; want the slots %v and %v run", first.Slot, first.Result, second.Slot, second.Result, slot, next)
+		}
+		if !second.Started.Equal(next) {
+			t.Errorf("second run started at %v, want at its fire time %v", second.Started, next)
+		}
+		if n := h.skips(t, SkipOverlapLocal); n != 0 {
+			t.Errorf("overlap_local skips: %v, want 0 (the run before ended before the fire time)", n)
+		}
+		h.cancel()
+		if err := <-h.done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// An early fire's claim is answered before the fire time and its process
+// starts at the fire time; an early claim of a paused job records nothing
+// before the fire time and, sent again then, skips the slot paused.
+func TestJob_EarlyClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startJob(t, testJob(t, "j", "exit 0"))
+		slot := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(slot) - 2*time.Millisecond)
+		due := make(chan struct{})
+		h.job.Inbox() <- Fire{Job: "j", Slot: slot, At: slot, Due: due}
+		synctest.Wait()
+		if st, _ := h.locker.State(t.Context(), "j"); st.Slot != slot.Unix() || st.LeaseHolder == "" {
+			t.Fatalf("before the fire time: state %+v; want the slot claimed (recorded, lease held)", st)
+		}
+		if len(h.results) != 0 {
+			t.Fatal("the run ended before its fire time")
+		}
+		time.Sleep(2 * time.Millisecond)
+		close(due)
+		if fin := <-h.results; !fin.Started.Equal(slot) || fin.Result != ResultSuccess {
+			t.Fatalf("run: started %v, %s; want at the fire time %v, success", fin.Started, fin.Result, slot)
+		}
+
+		if err := h.locker.Pause(t.Context(), "j"); err != nil {
+			t.Fatal(err)
+		}
+		next := slot.Add(time.Second)
+		time.Sleep(time.Until(next) - 2*time.Millisecond)
+		due = make(chan struct{})
+		h.job.Inbox() <- Fire{Job: "j", Slot: next, At: next, Due: due}
+		synctest.Wait()
+		if st, _ := h.locker.State(t.Context(), "j"); st.Slot != slot.Unix() || h.skips(t, SkipPaused) != 0 {
+			t.Fatalf("paused, before the fire time: state slot %d, paused skips %v; want %d, 0 (nothing decided)",
+				st.Slot, h.skips(t, SkipPaused), slot.Unix())
+		}
+		time.Sleep(2 * time.Millisecond)
+		close(due)
+		waitFor(t, func() bool { return h.skips(t, SkipPaused) == 1 })
+		if st, _ := h.locker.State(t.Context(), "j"); st.Slot != next.Unix() {
+			t.Errorf("paused, after the fire time: state slot %d, want %d (recorded by the paused skip)", st.Slot, next.Unix())
+		}
+		h.cancel()
+		if err := <-h.done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
