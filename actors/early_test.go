@@ -17,7 +17,7 @@ import (
 func TestTicker_ClaimLeadSendsFiresEarly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tk := NewTicker(zap.NewNop(), NewMetrics(nil), nil)
-		tk.SetClaimLead(2 * time.Millisecond)
+		tk.SetClaimLead(ClaimLead)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- tk.Run(ctx) }()
@@ -29,8 +29,8 @@ func TestTicker_ClaimLeadSendsFiresEarly(t *testing.T) {
 		slot := time.Now().Truncate(time.Second).Add(time.Second)
 		for range 3 {
 			fa, fb := (<-a).(Fire), (<-b).(Fire)
-			if got := slot.Sub(time.Now()); got != 2*time.Millisecond || !fa.Slot.Equal(slot) || !fa.At.Equal(slot) {
-				t.Fatalf("fire of %v received %v before it (At %v), want 2ms before, At = slot", fa.Slot, got, fa.At)
+			if got := slot.Sub(time.Now()); got != ClaimLead || !fa.Slot.Equal(slot) || !fa.At.Equal(slot) {
+				t.Fatalf("fire of %v received %v before it (At %v), want ClaimLead before, At = slot", fa.Slot, got, fa.At)
 			}
 			if fa.Due == nil || fa.Due != fb.Due {
 				t.Fatalf("Due: a %v, b %v; want one channel for the instant", fa.Due, fb.Due)

@@ -93,12 +93,15 @@ type due struct {
 }
 
 // ClaimLead is how long before its fire time the daemon's ticker sends a
-// slot's fire (SetClaimLead), so that the claim's round trip is done by
-// then and the process starts at the fire time: the fire delay is then the
-// fork and exec alone. It is the ticker's PreciseLead, which it wakes at
-// anyway; a claim sent this early decides only a win or claimed_elsewhere
-// (ClaimRequest.Early), so no skip is decided before the fire time.
-const ClaimLead = PreciseLead
+// slot's fire (SetClaimLead), so that the claims of every node are
+// answered by then and the process starts at the fire time: the fire delay
+// is then the fork and exec alone, and no claim work competes with the
+// forks of an instant. It exceeds the claim order's delays
+// (nodeload.MaxDelay, 20 ms, for the nodes after the first) plus a claim
+// round trip; a claim sent this early decides only a win or
+// claimed_elsewhere (ClaimRequest.Early), so no skip is decided before the
+// fire time (docs/protocol.md, "Early claims").
+const ClaimLead = 30 * time.Millisecond
 
 // PreciseLead is how long before a fire time a ticker with SetPreciseWake
 // stops waiting on a Go timer and sleeps the rest with nanosleep(2). The
@@ -172,8 +175,8 @@ func (t *Ticker) Run(ctx context.Context) error {
 	for {
 		t.fireDue()
 		t.closeDues()
-		d := t.sleepFor()
-		if t.precise && (len(t.heap) > 0 || len(t.dues) > 0) {
+		d, exact := t.sleepFor()
+		if t.precise && exact {
 			if d <= PreciseLead {
 				select {
 				case <-ctx.Done():
@@ -281,17 +284,24 @@ func (t *Ticker) park(it *tickerItem, now time.Time) {
 }
 
 // sleepFor is the wait until the next fire is to be sent (its fire time
-// less the lead) or the next due comes, at most maxSleep.
-func (t *Ticker) sleepFor() time.Duration {
-	d := maxSleep
+// less the lead) or the next due comes, at most maxSleep; exact says the
+// wait ends at a fire time (a due, or a fire sent without a lead), which
+// SetPreciseWake sleeps precisely. A fire sent early needs no precision:
+// its process waits for its due.
+func (t *Ticker) sleepFor() (d time.Duration, exact bool) {
+	d = maxSleep
 	now := t.now()
 	if len(t.heap) > 0 {
-		d = min(d, t.heap[0].fireAt.Add(-t.lead).Sub(now))
+		if f := t.heap[0].fireAt.Add(-t.lead).Sub(now); f < d {
+			d, exact = f, t.lead == 0
+		}
 	}
 	if len(t.dues) > 0 {
-		d = min(d, t.dues[0].at.Sub(now), t.dues[0].by.Sub(now))
+		if f := min(t.dues[0].at.Sub(now), t.dues[0].by.Sub(now)); f <= d {
+			d, exact = f, true
+		}
 	}
-	return max(d, 0)
+	return max(d, 0), exact
 }
 
 // closeDues closes the channels of the fire times that have come.
