@@ -62,7 +62,11 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	if r.queueClaim {
 		return Ran{}, true // placeWon takes a place if the claim wins after all
 	}
-	deadline := time.NewTimer(busyWait)
+	wait := busyWait
+	if isEarly(r.due) {
+		wait += time.Until(r.at) // busyWait counts from the fire time, not from an early fire's arrival
+	}
+	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	entered := time.Now()
 	delay, rank := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)

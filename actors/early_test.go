@@ -54,3 +54,30 @@ func TestTicker_ClaimLeadSendsFiresEarly(t *testing.T) {
 		}
 	})
 }
+
+// A reload in the claim lead that changes a job's schedule does not fire
+// the slot just fired early a second time (its fire time is still ahead,
+// and the new schedule's first unfired slot would be it).
+func TestTicker_ReloadInTheLeadDoesNotRefire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tk := NewTicker(zap.NewNop(), NewMetrics(nil), nil)
+		tk.SetClaimLead(ClaimLead)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- tk.Run(ctx) }()
+		a := make(chan jobMsg, 10)
+		if err := tk.SetEntries(ctx, []TickerEntry{{Job: "a", Sched: mustSchedule(t, "* * * * * *"), Inbox: a}}); err != nil {
+			t.Fatal(err)
+		}
+		f := (<-a).(Fire) // ClaimLead before its fire time
+		if err := tk.SetEntries(ctx, []TickerEntry{{Job: "a", Sched: mustSchedule(t, "*/1 * * * * *"), Inbox: a}}); err != nil {
+			t.Fatal(err)
+		}
+		g := (<-a).(Fire)
+		if !g.Slot.Equal(f.Slot.Add(time.Second)) {
+			t.Errorf("after the reload: fire of %v, want the next slot %v (%v was fired already)", g.Slot, f.Slot.Add(time.Second), f.Slot)
+		}
+		cancel()
+		<-done
+	})
+}

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -42,6 +43,10 @@ const (
 	// unfinishedFor is how long a finish is sent again before its run's
 	// record is given up (logged as an error with the record's facts).
 	unfinishedFor = time.Hour
+	// maxUnfinished bounds the finishes kept to be sent again (each holds
+	// a run record with up to MaxOutputTail of output); a finish beyond it
+	// is given up at once, logged.
+	maxUnfinished = 4096
 )
 
 // NewJanitor returns a janitor with inboxes (phantoms, finishes) of size n.
@@ -110,17 +115,26 @@ func (j *Janitor) Run(ctx context.Context) error {
 // addFinish queues req to be sent again.
 func (j *Janitor) addFinish(req FinishRequest) {
 	req.Retry, req.Next = true, ""
-	j.unfinished = append(j.unfinished, unfinished{req: req, since: time.Now()})
+	u := unfinished{req: req, since: time.Now()}
+	if len(j.unfinished) >= maxUnfinished {
+		j.lost(u, fmt.Sprintf("more than %d finishes wait to be sent again", maxUnfinished))
+		return
+	}
+	j.unfinished = append(j.unfinished, u)
 }
 
-// sweep sends the pending finishes again, oldest first, then releases the
-// phantoms; it stops at the first call that fails (Redis still out of
-// reach: the next sweep tries again).
+// sweep releases the phantoms, then sends the pending finishes again,
+// oldest first. Each part stops at its first call that fails (Redis still
+// out of reach: the next sweep tries again); a finish that failed goes to
+// the back, so that one the server keeps refusing (a full memory, a key of
+// the wrong type) does not hold the others back.
 func (j *Janitor) sweep(ctx context.Context) {
-	for len(j.unfinished) > 0 {
+	j.releasePhantoms(ctx)
+	for range len(j.unfinished) {
 		u := j.unfinished[0]
+		j.unfinished[0] = unfinished{} // no reference kept by the backing array
+		j.unfinished = j.unfinished[1:]
 		if time.Since(u.since) > unfinishedFor {
-			j.unfinished = j.unfinished[1:]
 			j.lost(u, "no retry succeeded within "+unfinishedFor.String())
 			continue
 		}
@@ -128,13 +142,22 @@ func (j *Janitor) sweep(ctx context.Context) {
 		f, err := j.locker.Finish(rctx, u.req)
 		cancel()
 		if err != nil {
+			j.unfinished = append(j.unfinished, u)
 			return
 		}
-		j.unfinished = j.unfinished[1:]
+		if f.Unsure {
+			j.lost(u, "its run's end is older than the job's capped history, so whether the first finish was applied "+
+				"cannot be told; not written again (a record written twice would count a success twice)")
+			continue
+		}
 		j.log.Info("run recorded: its finish was sent again after its answer was lost", zap.String("job", u.req.Job),
 			zap.String("run_id", u.req.Record.RunID), zap.String("result", u.req.Record.Result),
 			zap.Bool("lease_released", f.Released), zap.Duration("after", time.Since(u.since)))
 	}
+}
+
+// releasePhantoms releases the pending phantoms until a release fails.
+func (j *Janitor) releasePhantoms(ctx context.Context) {
 	for p := range j.pending {
 		if time.Now().After(p.Until) {
 			delete(j.pending, p)
@@ -158,7 +181,7 @@ func (j *Janitor) sweep(ctx context.Context) {
 // count).
 func (j *Janitor) lost(u unfinished, why string) {
 	r := u.req.Record
-	j.log.Error("run record lost: the run's finish failed and was not written; the job's history and max_runs count miss it",
+	j.log.Error("run record lost: the run's finish failed and was not written; the job's history and max_runs count may miss it",
 		zap.String("job", u.req.Job), zap.String("run_id", r.RunID), zap.Int64("slot", r.Slot),
 		zap.String("result", r.Result), zap.Int("exit_code", r.ExitCode), zap.Time("start", r.Start),
 		zap.Time("end", r.End), zap.String("cause", why))

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -120,6 +121,47 @@ func TestJanitor_FailedFinishIsSentAgain(t *testing.T) {
 		stopJanitor()
 		if err := <-janDone; err != nil {
 			t.Fatalf("janitor Run: %v", err)
+		}
+	})
+}
+
+// refusingFinish refuses every finish of job "bad" (a server that keeps
+// answering an error: full memory, a key of the wrong type).
+type refusingFinish struct{ *redislock.Memory }
+
+func (r refusingFinish) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
+	if req.Job == "bad" {
+		return Finished{}, errors.New("OOM command not allowed when used memory > 'maxmemory'")
+	}
+	return r.Memory.Finish(ctx, req)
+}
+
+// A finish the server keeps refusing holds back neither the phantom
+// releases nor the other finishes.
+func TestJanitor_RefusedFinishHoldsNothingBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := refusingFinish{redislock.NewMemory()}
+		if _, err := mem.Claim(t.Context(), ClaimRequest{Job: "j", Slot: 5, Owner: "n1:phantom", TTL: time.Hour, Lease: true}); err != nil {
+			t.Fatal(err)
+		}
+		jan := NewJanitor(zap.NewNop(), mem, 4)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- jan.Run(ctx) }()
+		jan.Finishes() <- FinishRequest{Job: "bad", Record: RunRecord{RunID: "r-bad", End: time.Now()}}
+		jan.Finishes() <- FinishRequest{Job: "good", Record: RunRecord{RunID: "r-good", End: time.Now()}}
+		jan.Inbox() <- Phantom{Job: "j", Owner: "n1:phantom", Until: time.Now().Add(time.Hour)}
+		time.Sleep(time.Second) // four sweeps
+		synctest.Wait()
+		if st, _ := mem.State(t.Context(), "j"); st.LeaseHolder != "" {
+			t.Errorf("phantom lease still held (%q) while a finish is refused", st.LeaseHolder)
+		}
+		if h, _ := mem.History(t.Context(), "good", 10); len(h) != 1 {
+			t.Errorf("good job's history: %d records, want 1 (sent again past the refused one)", len(h))
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -163,7 +163,14 @@ type Job struct {
 type heldFire struct {
 	slot    time.Time
 	trigger Trigger
-	due     <-chan struct{} // Fire.Due
+	at      fireTime
+}
+
+// fireTime is a fire's fire time and its Due (Fire.At, Fire.Due; zero:
+// the fire time has come).
+type fireTime struct {
+	at  time.Time
+	due <-chan struct{}
 }
 
 // runEvent is what a run goroutine tells its job actor, in this order:
@@ -346,7 +353,7 @@ func (j *Job) loop(stay bool) {
 			if ctx.Err() != nil {
 				j.drainMsg(f)
 			} else {
-				j.onFire(ctx, f.Slot, TriggerSchedule, nil)
+				j.onFire(ctx, f.Slot, TriggerSchedule, fireTime{})
 			}
 		}
 	}
@@ -418,7 +425,7 @@ func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
 func (j *Job) handle(ctx context.Context, m jobMsg) {
 	switch m := m.(type) {
 	case Fire:
-		j.onFire(ctx, m.Slot, TriggerSchedule, m.Due)
+		j.onFire(ctx, m.Slot, TriggerSchedule, fireTime{at: m.At, due: m.Due})
 	case Catchup:
 		j.onCatchup(ctx, m)
 	case Reconfigure:
@@ -430,29 +437,29 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 }
 
 // onFire decides a due slot: skipped locally, held while this node's claim
-// of an earlier slot is pending (overlap ≠ allow), or started. due is
-// Fire.Due: a fire that came before its fire time while this node runs the
-// job waits for it (early) to be decided as at the fire time; a run
-// started early claims early and starts its process at the fire time.
-func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger, due <-chan struct{}) {
+// of an earlier slot is pending (overlap ≠ allow), or started. ft is the
+// fire's time: a fire that came before its fire time while this node runs
+// the job waits for its Due (early) to be decided as at the fire time; a
+// run started early claims early and starts its process at the fire time.
+func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger, ft fireTime) {
 	exclusive := j.cfg.Overlap != config.OverlapAllow
 	switch {
 	case !j.cfg.Enabled:
 		j.skip(slot, SkipDisabled)
 	case ctx.Err() != nil:
 		j.skip(slot, SkipShuttingDown)
-	case exclusive && j.active > 0 && isEarly(due):
-		j.early = append(j.early, Fire{Job: j.cfg.Name, Slot: slot, Due: due})
+	case exclusive && j.active > 0 && isEarly(ft.due):
+		j.early = append(j.early, Fire{Job: j.cfg.Name, Slot: slot, At: ft.at, Due: ft.due})
 	case exclusive && j.active > 0 && !queues(*j.cfg):
 		j.skip(slot, SkipOverlapLocal)
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
-		j.held = append(j.held, heldFire{slot: slot, trigger: trigger, due: due})
+		j.held = append(j.held, heldFire{slot: slot, trigger: trigger, at: ft})
 	default:
 		// With queue or replace, a slot that comes due while this node's
 		// run holds the lease is queued by its claim: no run starts.
 		queueClaim := exclusive && queues(*j.cfg) && j.active > 0
 		j.start(ctx, &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger},
-			queueClaim: queueClaim, due: due}, nil)
+			queueClaim: queueClaim, due: ft.due, at: ft.at}, nil)
 	}
 }
 
@@ -470,7 +477,7 @@ func (j *Job) decideHeld(ctx context.Context, failed bool, pending time.Time) {
 			skipSlot(&j.deps, j.cfg.Name, f.slot, SkipRedisError, zap.Int64("pending_call_slot", unixOrZero(pending)))
 			continue
 		}
-		j.onFire(ctx, f.slot, f.trigger, f.due)
+		j.onFire(ctx, f.slot, f.trigger, f.at)
 	}
 }
 
@@ -533,7 +540,7 @@ func (j *Job) onCatchup(ctx context.Context, m Catchup) {
 	}
 	j.lastCatchup = latest
 	j.deps.Log.Info("catch-up: claiming the latest missed slot", zap.String("job", j.cfg.Name), slotField(latest))
-	j.onFire(ctx, latest, TriggerCatchup, nil)
+	j.onFire(ctx, latest, TriggerCatchup, fireTime{})
 }
 
 func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name, slot, reason) }

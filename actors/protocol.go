@@ -88,6 +88,11 @@ type Finished struct {
 	// Replicas is WAIT's answer (0 when no WAIT was sent).
 	NotReplicated bool
 	Replicas      int
+	// Unsure (a Retry): the job's capped history no longer reaches back
+	// to the run's end, so whether an earlier attempt appended the record
+	// cannot be told; nothing was appended or counted (the lease was
+	// released as for any finish).
+	Unsure bool
 }
 
 // Outcome is the result of a Claim (docs/protocol.md, "claim").

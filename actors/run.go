@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -74,10 +75,11 @@ type run struct {
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).
 	queueClaim bool
-	// due is Fire.Due: closed at the slot's fire time (nil: it has come).
-	// A claim sent before is early (ClaimRequest.Early); the process
-	// starts once it is closed.
+	// due is Fire.Due: closed at the slot's fire time at (nil: it has
+	// come). A claim sent before is early (ClaimRequest.Early); the
+	// process starts once it is closed.
 	due <-chan struct{}
+	at  time.Time
 }
 
 // execute runs the job once and returns what happened: a skip reason, or
@@ -200,13 +202,21 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		c, lease, err = acquire(cctx, r.log, r.deps.Locker, req,
 			leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
 		cancel()
-		if err != nil || c.Outcome != NotYet {
+		if err != nil || c.Outcome != NotYet || !req.Early {
 			break
 		}
 		if c.Repaired {
 			r.stateRepaired(c) // the claim at the fire time finds the state repaired
 		}
+		// Waiting for the fire time is no claim in flight: it holds
+		// neither the node's winners (ClaimGate) nor its later claims of
+		// the instant (the burst order).
+		r.ungate()
 		<-r.due
+		if ctx.Err() != nil { // the shutdown began in the lead: as a fire that came then, not claimed
+			return r.notClaimed(SkipShuttingDown), false
+		}
+		r.gate(false)
 	}
 	r.claimedAt = time.Now()
 	if took := r.claimedAt.Sub(claimFrom); err == nil && took > r.deps.ClaimTimeout {
@@ -337,6 +347,8 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 				zap.Int64("pending_slot", c.Takes))
 		}
 		return r.skip(SkipNotReplicated, nil, zap.Int("replicas_acked", c.Replicas)), false
+	case NotYet: // only an early claim may get it (the claim loop sends it again)
+		return r.skip(SkipRedisError, fmt.Errorf("claim answered %v to a claim that was not early", c.Outcome)), false
 	case NoRecord:
 		r.log.Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
 			"or redis lost its state and no live node remembers it), so this slot may already have run")

@@ -167,6 +167,8 @@ func (t *Ticker) Run(ctx context.Context) error {
 	timer := time.NewTimer(maxSleep)
 	defer timer.Stop()
 	defer func() {
+		// In the daemon the ticker outlives every run (engine.Run stops
+		// it after the last one), so no process starts early by this.
 		for _, d := range t.dues {
 			close(d.ch)
 		}
@@ -222,6 +224,17 @@ func (t *Ticker) setEntries(entries []TickerEntry) {
 			it.slot = prev.slot
 		} else {
 			it.slot = firstUnfired(e, now)
+		}
+		if ok {
+			// A slot already fired (early, in the claim lead, its fire
+			// time still ahead) is not fired again by the new schedule.
+			it.fired = prev.fired
+			for range maxMissedCount {
+				if it.slot.IsZero() || prev.fired.IsZero() || it.slot.After(prev.fired) {
+					break
+				}
+				it.slot = e.Sched.Next(it.slot)
+			}
 		}
 		t.byJob[e.Job] = it
 		if it.slot.IsZero() {
@@ -357,6 +370,7 @@ func (t *Ticker) fireDue() {
 				zap.Int("missed", missed), slotField(it.slot))
 		}
 		t.fire(it, real)
+		it.fired = it.slot
 		if next.IsZero() {
 			heap.Pop(&t.heap)
 			t.park(it, now) // its fire time has come, less the lead: an @at job is done
@@ -405,6 +419,7 @@ type tickerItem struct {
 	TickerEntry
 	slot   time.Time
 	fireAt time.Time
+	fired  time.Time // the last slot fired (zero before the first)
 	parked bool
 }
 

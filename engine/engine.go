@@ -240,11 +240,14 @@ func (e *Engine) bindHTTP() (*httpServer, error) {
 
 // startServers starts the actors that live until the last run and hook
 // have ended: the ticker (the watchdog's and /healthz's probes need it;
-// the job set clears its entries when the shutdown begins), HTTP and the
-// watchdog.
+// the job set clears its entries when the shutdown begins; a run waiting
+// for an early fire's Due needs it), the janitor, HTTP and the watchdog.
 func (e *Engine) startServers(ctx context.Context, srv *httpServer) *errgroup.Group {
 	g := &errgroup.Group{}
 	e.goActor(g, ctx, "ticker", e.ticker.Run)
+	// The janitor lives as long as the runs: a run that ends during the
+	// shutdown may hand it a phantom or a finish to send again.
+	e.goActor(g, ctx, "janitor", e.janitor.Run)
 	if e.node != nil {
 		e.goActor(g, ctx, "node registry", e.node.Run)
 	}
@@ -258,13 +261,12 @@ func (e *Engine) startServers(ctx context.Context, srv *httpServer) *errgroup.Gr
 }
 
 // startClaimers starts the actors that stop when the shutdown begins (the
-// job set, whose job actors wait for their runs; the janitor; the health
-// monitor) and the hook runner. runsDone is closed once the first have all
+// job set, whose job actors wait for their runs; the health monitor) and
+// the hook runner. runsDone is closed once the first have all
 // returned, hooksDone once the hook runner has (after closeHooks).
 func (e *Engine) startClaimers(ctx, claimCtx context.Context) (runsDone, hooksDone <-chan struct{}) {
 	var g errgroup.Group
 	e.goActor(&g, claimCtx, "job set", e.jobs.Run)
-	e.goActor(&g, claimCtx, "janitor", e.janitor.Run)
 	e.goActor(&g, claimCtx, "health monitor", e.health.Run)
 	e.goActor(&g, claimCtx, "job targeting watcher", e.targets.Run)
 	if e.taker != nil {

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"fmt"
 	"github.com/cronlock/cronlock/actors"
 	"testing"
 	"time"
@@ -100,5 +101,35 @@ func testFinishRetry(t *testing.T, s store) {
 	}
 	if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "n1:c", Next: "n1:d", TTL: time.Second, Record: rec, Retry: true}); err == nil {
 		t.Errorf("a retried finish that hands the lease on: got nil error")
+	}
+}
+
+// A retried finish cannot tell whether its first attempt was applied once
+// the capped history no longer reaches back before the run's end (a
+// record of it may have been trimmed away): it appends and counts nothing
+// and answers Unsure, rather than risk a record and a success twice.
+func testFinishRetryUnsure(t *testing.T, s store) {
+	b := s.newClient(t)
+	job := t.Name()
+	for i := range DefaultHistoryLen {
+		r := sampleRecord(i)
+		r.RunID, r.End = fmt.Sprintf("fill-%d", i), time.Now()
+		if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := sampleRecord(1)
+	old.Result, old.End = actors.ResultSuccess, time.Now().Add(-2*time.Minute)
+	f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: old, Retry: true})
+	if err != nil || !f.Unsure || f.Runs != 0 {
+		t.Fatalf("retry older than the history: unsure %v, runs %d, %v; want unsure, 0 runs, nil", f.Unsure, f.Runs, err)
+	}
+	h, err := b.History(ctxT(t), job, 1)
+	if err != nil || len(h) != 1 || h[0].RunID != fmt.Sprintf("fill-%d", DefaultHistoryLen-1) {
+		t.Errorf("newest record after an unsure retry: %+v, %v; want the last fill record", h, err)
+	}
+	// A first attempt (not a retry) is never unsure.
+	if f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: old}); err != nil || f.Unsure || f.Runs != 1 {
+		t.Errorf("first finish: unsure %v, runs %d, %v; want recorded, 1 run", f.Unsure, f.Runs, err)
 	}
 }

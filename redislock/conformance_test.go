@@ -30,6 +30,7 @@ var conformance = []struct {
 	{"RecordHistoryCapAndOrder", testHistory},
 	{"FinishReleasesAndRecords", testFinish},
 	{"RetriedFinishRecordsOnce", testFinishRetry},
+	{"RetriedFinishUnsureBeyondHistory", testFinishRetryUnsure},
 	{"StateOfNewJob", testStateEmpty},
 	{"Time", testTime},
 	{"InvalidRequests", testInvalid},

@@ -55,13 +55,21 @@ func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Fi
 	return f, nil
 }
 
+// retryMargin is how far the capped history must reach back before a
+// retried finish's run end for the retry to tell whether an earlier
+// attempt appended its record (finishScript): more than the clock skew
+// between a node and Redis (warned above node.max_clock_skew,
+// docs/protocol.md "What each fault does") and the time a finish spends in
+// flight.
+const retryMargin = time.Minute
+
 // decodeFinished reads finishScript's reply.
 func decodeFinished(vals []int64) (actors.Finished, error) {
-	if len(vals) != 7 {
-		return actors.Finished{}, fmt.Errorf("script returned %d values, want 7", len(vals))
+	if len(vals) != 8 {
+		return actors.Finished{}, fmt.Errorf("script returned %d values, want 8", len(vals))
 	}
 	return actors.Finished{Released: vals[0] == 1, Pending: vals[1], Fence: vals[2], StateSlot: vals[3], StateFence: vals[4],
-		Runs: vals[5], Left: vals[6] == 1}, nil
+		Runs: vals[5], Left: vals[6] == 1, Unsure: vals[7] == 1}, nil
 }
 
 // Finish releases the lease (if req.Owner holds it), records req.Record
@@ -78,9 +86,9 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 		}
 		f.Released = released
 	}
-	recorded, newer := false, false
+	recorded, newer, unsure := false, false, false
 	if req.Retry {
-		recorded, newer = m.retryFacts(req.Job, req.Record)
+		recorded, newer, unsure = m.retryFacts(req.Job, req.Record)
 	}
 	if !recorded {
 		if err := m.record(ctx, req.Job, req.Record, !newer); err != nil {
@@ -107,7 +115,7 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 			f.Left = true // for the next claim (Redis: HINCRBY fails at the maximum)
 		}
 	}
-	f.StateSlot, f.StateFence = j.slot, j.fence
+	f.StateSlot, f.StateFence, f.Unsure = j.slot, j.fence, unsure
 	m.mu.Unlock()
 	if f.Fence > 0 || (req.MaxRuns > 0 && req.Record.Result == actors.ResultSuccess) { // runs of other jobs reach the file with the next write
 		if err := m.commit(ctx, req.Job); err != nil {

@@ -253,17 +253,23 @@ func (m *Memory) record(ctx context.Context, job string, rec actors.RunRecord, s
 	return nil
 }
 
-// retryFacts tells a retried finish of rec (as the Redis script does)
-// whether job's history holds rec's run already, and whether its newest
-// record ended after rec (a later run's: the last run stays that one).
-func (m *Memory) retryFacts(job string, rec actors.RunRecord) (recorded, newer bool) {
+// retryFacts tells a retried finish of rec (as the Redis script does, by
+// the records' ends instead of their append times) whether job's history
+// holds rec's run already, whether its newest record ended after rec (a
+// later run's: the last run stays that one), and whether the capped
+// history no longer reaches retryMargin back before rec's end (unsure:
+// then recorded is true too, nothing is appended).
+func (m *Memory) retryFacts(job string, rec actors.RunRecord) (recorded, newer, unsure bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := m.job(job).history
 	for _, r := range h {
 		recorded = recorded || r.RunID == rec.RunID
 	}
-	return recorded, len(h) > 0 && h[len(h)-1].End.After(rec.End)
+	if !recorded && len(h) >= m.historyLen && h[0].End.After(rec.End.Add(-retryMargin)) {
+		recorded, unsure = true, true
+	}
+	return recorded, len(h) > 0 && h[len(h)-1].End.After(rec.End), unsure
 }
 
 // History returns up to n records, newest first; see Redis.History.

@@ -200,7 +200,10 @@ return 0
 // run's end in Unix ms, not "0") does not append the record again when
 // the history already holds one with its run id (ARGV[8]: run_id is the
 // first field), and does not overwrite the last_ fields when the history
-// holds a record appended after the run's end (a later run's).
+// holds a record appended after the run's end (a later run's). When the
+// capped history is full and its oldest record was appended less than
+// retryMargin before the run's end, an earlier attempt's record may have
+// been trimmed away: the retry appends nothing and answers unsure.
 // MAXLEN is exact, not "~": approximate trimming only drops whole stream
 // nodes (100 entries by default), so a cap of 100 could keep ~200 entries.
 //
@@ -210,7 +213,7 @@ return 0
 //	7.. field, value pairs
 //	returns {released (0|1), pending slot (0 = none), fence handed to
 //	         the next owner (0 = none), state slot, state fence, runs,
-//	         left (1: the pending slot stays pending)}
+//	         left (1: the pending slot stays pending), unsure (0|1)}
 var finishScript = newScript(finishSrc, false, rueidis.WithLoadSHA1(true))
 
 // finishSrc is finishScript's source (sent by finishReplicated as EVAL
@@ -220,7 +223,7 @@ local released = 0
 if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
   released = redis.call("DEL", KEYS[1])
 end
-local recorded, newer = false, false
+local recorded, newer, unsure = false, false, 0
 if ARGV[6] ~= "0" then
   for i, e in ipairs(redis.call("XREVRANGE", KEYS[2], "+", "-", "COUNT", ARGV[1])) do
     if i == 1 and tonumber(string.match(e[1], "^%d+")) > tonumber(ARGV[6]) then newer = true end
@@ -232,6 +235,12 @@ if ARGV[6] ~= "0" then
       end
     end
     if recorded then break end
+  end
+  if not recorded and redis.call("XLEN", KEYS[2]) >= tonumber(ARGV[1]) then
+    local first = redis.call("XRANGE", KEYS[2], "-", "+", "COUNT", 1)[1]
+    if first and tonumber(string.match(first[1], "^%d+")) > tonumber(ARGV[6]) - ` + retryMarginMs + ` then
+      unsure, recorded = 1, true
+    end
   end
 end
 local fields, last, success = {}, {}, false
@@ -266,5 +275,8 @@ if released == 1 then
   end
 end
 local h = redis.call("HMGET", KEYS[3], "slot", "fence")
-return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0"), runs, left}
+return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0"), runs, left, unsure}
 `
+
+// retryMarginMs is retryMargin in the finish script's text.
+const retryMarginMs = "60000"
