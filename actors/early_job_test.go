@@ -90,3 +90,30 @@ func TestJob_EarlyClaim(t *testing.T) {
 		}
 	})
 }
+
+// A claim answered NotYet is not sent again when the shutdown began while
+// it waited for the fire time: the slot is skipped shutting_down and
+// nothing is recorded, as for a fire that came after the shutdown began.
+func TestJob_NotYetClaimAfterShutdownBegan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startJob(t, testJob(t, "j", "exit 0"))
+		if err := h.locker.Pause(t.Context(), "j"); err != nil {
+			t.Fatal(err)
+		}
+		slot := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(slot) - 2*time.Millisecond)
+		due := make(chan struct{})
+		h.job.Inbox() <- Fire{Job: "j", Slot: slot, At: slot, Due: due}
+		synctest.Wait()
+		h.cancel() // the shutdown begins in the lead
+		time.Sleep(2 * time.Millisecond)
+		close(due)
+		if err := <-h.done; err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := h.locker.State(t.Context(), "j"); st.Slot != 0 || h.skips(t, SkipShuttingDown) != 1 || h.skips(t, SkipPaused) != 0 {
+			t.Errorf("state slot %d, shutting_down skips %v, paused skips %v; want 0, 1, 0",
+				st.Slot, h.skips(t, SkipShuttingDown), h.skips(t, SkipPaused))
+		}
+	})
+}
