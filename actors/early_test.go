@@ -9,6 +9,17 @@ import (
 	"go.uber.org/zap"
 )
 
+// runLeadTicker runs a ticker with the daemon's claim lead until stop
+// (which waits for Run to return); ctx is Run's.
+func runLeadTicker(t *testing.T) (*Ticker, context.Context, func()) {
+	tk := NewTicker(zap.NewNop(), NewMetrics(nil), nil)
+	tk.SetClaimLead(ClaimLead)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- tk.Run(ctx) }()
+	return tk, ctx, func() { cancel(); <-done }
+}
+
 // With a claim lead the ticker sends each fire the lead before its fire
 // time, with At and a Due that closes exactly at At (one channel for the
 // fires of one instant); a fire time that has come when the fire is sent
@@ -16,11 +27,7 @@ import (
 // when it returns.
 func TestTicker_ClaimLeadSendsFiresEarly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tk := NewTicker(zap.NewNop(), NewMetrics(nil), nil)
-		tk.SetClaimLead(ClaimLead)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- tk.Run(ctx) }()
+		tk, ctx, stop := runLeadTicker(t)
 		a, b := make(chan jobMsg, 10), make(chan jobMsg, 10)
 		sched := mustSchedule(t, "* * * * * *")
 		if err := tk.SetEntries(ctx, []TickerEntry{{Job: "a", Sched: sched, Inbox: a}, {Job: "b", Sched: sched, Inbox: b}}); err != nil {
@@ -45,8 +52,7 @@ func TestTicker_ClaimLeadSendsFiresEarly(t *testing.T) {
 		time.Sleep(time.Until(slot) - time.Millisecond)
 		f := (<-a).(Fire)
 		<-b
-		cancel()
-		<-done
+		stop()
 		select {
 		case <-f.Due:
 		default:
@@ -60,11 +66,7 @@ func TestTicker_ClaimLeadSendsFiresEarly(t *testing.T) {
 // and the new schedule's first unfired slot would be it).
 func TestTicker_ReloadInTheLeadDoesNotRefire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tk := NewTicker(zap.NewNop(), NewMetrics(nil), nil)
-		tk.SetClaimLead(ClaimLead)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- tk.Run(ctx) }()
+		tk, ctx, stop := runLeadTicker(t)
 		a := make(chan jobMsg, 10)
 		if err := tk.SetEntries(ctx, []TickerEntry{{Job: "a", Sched: mustSchedule(t, "* * * * * *"), Inbox: a}}); err != nil {
 			t.Fatal(err)
@@ -77,7 +79,6 @@ func TestTicker_ReloadInTheLeadDoesNotRefire(t *testing.T) {
 		if !g.Slot.Equal(f.Slot.Add(time.Second)) {
 			t.Errorf("after the reload: fire of %v, want the next slot %v (%v was fired already)", g.Slot, f.Slot.Add(time.Second), f.Slot)
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }

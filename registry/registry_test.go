@@ -230,17 +230,24 @@ func (m *memStore) Nodes(context.Context) ([][]byte, error) {
 
 func (m *memStore) beats() int { m.mu.Lock(); defer m.mu.Unlock(); return len(m.ttls) }
 
+// runHeartbeat runs web1's heartbeat on s until cancel; done receives
+// Run's error. It returns once the first beat is written.
+func runHeartbeat(t *testing.T, s *memStore) (cancel context.CancelFunc, done <-chan error) {
+	d := newDaemon(s, "web1", "aaaa", time.Now)
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := make(chan error, 1)
+	go func() { ch <- d.h.Run(ctx) }()
+	synctest.Wait()
+	return cancel, ch
+}
+
 // Run beats at once, then every 5 s with a 15 s TTL (the key lives 30 s),
 // and deletes the record
 // when ctx ends.
 func TestHeartbeat_RunBeatsAndDropsAtStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &memStore{}
-		d := newDaemon(s, "web1", "aaaa", time.Now)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- d.h.Run(ctx) }()
-		synctest.Wait()
+		cancel, done := runHeartbeat(t, s)
 		if n := s.beats(); n != 1 {
 			t.Fatalf("at start: %d beats, want 1", n)
 		}
@@ -264,11 +271,7 @@ func TestHeartbeat_RunBeatsAndDropsAtStop(t *testing.T) {
 func TestHeartbeat_DropsAWriteWhoseAnswerWasLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &memStore{}
-		d := newDaemon(s, "web1", "aaaa", time.Now)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- d.h.Run(ctx) }()
-		synctest.Wait()
+		cancel, done := runHeartbeat(t, s)
 		s.mu.Lock()
 		s.lost = true
 		s.mu.Unlock()
