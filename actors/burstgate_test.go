@@ -83,9 +83,14 @@ func TestJob_BurstDeferredClaimHoldsWinners(t *testing.T) {
 				nodeload.Rank("b", 1, slot.Unix(), "n1", ids))
 		}
 		time.Sleep(time.Until(slot))
-		for _, name := range []string{"a", "w", "b"} {
+		// a and b first, until b waits its turn: otherwise w's actor may
+		// claim (at once, from memory) and start before b's actor has
+		// even taken its fire, and nothing holds w (flaked 6–9 in 1,000).
+		for _, name := range []string{"a", "b"} {
 			jobs[name].Inbox() <- Fire{Job: name, Slot: slot}
 		}
+		synctest.Wait()
+		jobs["w"].Inbox() <- Fire{Job: "w", Slot: slot}
 		time.Sleep(time.Second)
 		synctest.Wait()
 		cancel()
