@@ -36,7 +36,7 @@ func TestTicker_ClaimLeadSendsFiresEarly(t *testing.T) {
 		slot := time.Now().Truncate(time.Second).Add(time.Second)
 		for range 3 {
 			fa, fb := (<-a).(Fire), (<-b).(Fire)
-			if got := slot.Sub(time.Now()); got != ClaimLead || !fa.Slot.Equal(slot) || !fa.At.Equal(slot) {
+			if got := time.Until(slot); got != ClaimLead || !fa.Slot.Equal(slot) || !fa.At.Equal(slot) {
 				t.Fatalf("fire of %v received %v before it (At %v), want ClaimLead before, At = slot", fa.Slot, got, fa.At)
 			}
 			if fa.Due == nil || fa.Due != fb.Due {
