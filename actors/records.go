@@ -15,9 +15,30 @@ type RunRecords interface {
 	Remove(runID string, attempt int) error
 }
 
+// recordClaim records a won claim's lease before the run's first process
+// starts (runrecords.Record with Attempt 0): an early claim holds the lease
+// up to ClaimLead before, and a daemon killed in between would otherwise
+// leave a lease its next start cannot release (the job blocked for
+// lock_ttl; at a herd the winners' gate holds a won claim up to
+// ClaimGateMax). recordGroup of attempt 1 replaces it. A failure is logged
+// and the run goes on.
+func (r *run) recordClaim() {
+	if r.deps.Records == nil || r.lease.Owner() == "" {
+		return
+	}
+	rec := runrecords.Record{RunID: r.info.RunID, Job: r.job.Name, Owner: r.lease.Owner(), LockTTL: r.job.LockTTL,
+		KillGrace: r.job.KillGrace}
+	if err := r.deps.Records.Put(rec); err != nil {
+		r.log.Warn("claim record not written: if the daemon dies before the run starts, its lease stays behind until lock_ttl",
+			zap.Error(err))
+		return
+	}
+	r.claimRecorded = true
+}
+
 // recordGroup records the process group of attempt p, then forgets the
-// previous attempt's: at any moment the record names the group that may
-// still run. A failure is logged and the run goes on.
+// previous attempt's (or the claim record): at any moment the record names
+// the group that may still run. A failure is logged and the run goes on.
 func (r *run) recordGroup(attempt int, p Proc) {
 	if r.deps.Records == nil {
 		return
@@ -33,8 +54,16 @@ func (r *run) recordGroup(attempt int, p Proc) {
 	r.recorded = attempt
 }
 
-// forgetGroup removes the record of the last recorded attempt, if any.
+// forgetGroup removes the record of the last recorded attempt, or the
+// claim record, if any.
 func (r *run) forgetGroup() {
+	if r.claimRecorded {
+		r.claimRecorded = false
+		if err := r.deps.Records.Remove(r.info.RunID, 0); err != nil {
+			r.log.Warn("claim record not removed: the next start of the daemon will release this run's lease",
+				zap.Error(err))
+		}
+	}
 	if r.recorded == 0 {
 		return
 	}

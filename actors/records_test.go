@@ -96,9 +96,19 @@ func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
 	for _, c := range rs.calls {
 		ops = append(ops, c.op)
 	}
-	if want := "[put 1 put 2 remove 1 remove 2]"; fmt.Sprint(ops) != want {
+	// The claim record (attempt 0: the lease, no process yet), replaced by
+	// attempt 1's once it started.
+	if want := "[put 0 put 1 remove 0 put 2 remove 1 remove 2]"; fmt.Sprint(ops) != want {
 		t.Fatalf("got calls %v, want %s", ops, want)
 	}
+	if c := rs.calls[0]; c.written.Owner != owner || c.written.Group.ID != 0 || c.holder != owner || len(c.onDisk) != 1 {
+		t.Errorf("claim record: %+v, lease holder %q, %d on disk; want owner %s, no group, held, on disk", c.written, c.holder, len(c.onDisk), owner)
+	}
+	if len(rs.calls[2].onDisk) != 1 || rs.calls[2].onDisk[0].Attempt != 1 {
+		t.Errorf("after attempt 1's record replaced the claim record: on disk %+v, want attempt 1 only", rs.calls[2].onDisk)
+	}
+	rs.calls = rs.calls[1:]
+	rs.calls = append(rs.calls[:1], rs.calls[2:]...)
 	put1, put2, last := rs.calls[0], rs.calls[1], rs.calls[3]
 	for _, c := range []recordCall{put1, put2} {
 		w := c.written

@@ -53,6 +53,9 @@ type run struct {
 	next *handoff
 
 	recorded   int  // attempt whose run record exists (records.go); 0 = none
+	// claimRecorded: the claim record (attempt 0, the lease before any
+	// process) exists (records.go).
+	claimRecorded bool
 	reserved   bool // holds a place in deps.Load (capacity.go)
 	inProgress bool // the place counts as a run in progress (Load.Won)
 	// gated: the run counts in deps.Claims from its start until its claim
@@ -109,6 +112,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	}
 	r.placeWon()
 	r.ungate()
+	r.recordClaim() // the lease is held before the process starts (the winners' gate, an early claim's lead)
 	r.deps.Claims.wait(ClaimGateMax, r.deps.Kill) // the node's other claims of this instant first
 	if r.due != nil {
 		<-r.due // an early claim's run starts at the fire time (the ticker closes due then, or when it stops)
@@ -192,6 +196,12 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	var lease *Lease
 	var err error
 	var claimFrom time.Time
+	if req.MaxRuns > 0 && !r.awaitFireTime(ctx) {
+		// A job with max_runs is claimed at its fire time: a success that
+		// another run of the job records in the lead would not be counted
+		// by an early win (overlap: allow runs alongside).
+		return r.notClaimed(SkipShuttingDown), false
+	}
 	for {
 		// Before the fire time the claim is early: where it would skip,
 		// it answers NotYet and is sent again at the fire time.
@@ -208,15 +218,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		if c.Repaired {
 			r.stateRepaired(c) // the claim at the fire time finds the state repaired
 		}
-		// Waiting for the fire time is no claim in flight: it holds
-		// neither the node's winners (ClaimGate) nor its later claims of
-		// the instant (the burst order).
-		r.ungate()
-		<-r.due
-		if ctx.Err() != nil { // the shutdown began in the lead: as a fire that came then, not claimed
+		if !r.awaitFireTime(ctx) {
 			return r.notClaimed(SkipShuttingDown), false
 		}
-		r.gate(false)
 	}
 	r.claimedAt = time.Now()
 	if took := r.claimedAt.Sub(claimFrom); err == nil && took > r.deps.ClaimTimeout {
@@ -262,6 +266,24 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		owner = req.Owner
 	}
 	return r.answer(c, lease, owner)
+}
+
+// awaitFireTime waits for the slot's fire time (r.due) before a claim is
+// sent at it, and reports false when the shutdown began meanwhile (the
+// slot is then not claimed, as for a fire that came after). Waiting is no
+// claim in flight: it holds neither the node's winners (ClaimGate) nor its
+// later claims of the instant (the burst order).
+func (r *run) awaitFireTime(ctx context.Context) bool {
+	if !isEarly(r.due) {
+		return true
+	}
+	r.ungate()
+	<-r.due
+	if ctx.Err() != nil {
+		return false
+	}
+	r.gate(false)
+	return true
 }
 
 // maxLateAnswer bounds how long after the claim timeout the answer of a

@@ -70,12 +70,21 @@ func (e *Engine) clearLeftovers(ctx context.Context) {
 // processes are gone, so that their leases may be released. A group that
 // could not be verified or survived SIGKILL keeps its lease until it
 // expires: its processes may still run.
-func (e *Engine) killLeftovers(recs []runrecords.Record) []runrecords.Record {
+func (e *Engine) killLeftovers(all []runrecords.Record) []runrecords.Record {
+	var free, recs []runrecords.Record
+	for _, r := range all {
+		if r.Attempt == 0 { // a claim record: the lease was won, no process started
+			e.log.Info("leftover run had won its claim but started no process; releasing its lease",
+				zap.String("job", r.Job), zap.String("run_id", r.RunID))
+			free = append(free, r)
+			continue
+		}
+		recs = append(recs, r)
+	}
 	groups := make([]process.Leftover, len(recs))
 	for i, r := range recs {
 		groups[i] = process.Leftover{Group: r.Group, KillGrace: r.KillGrace}
 	}
-	var free []runrecords.Record
 	for i, res := range process.KillLeftovers(groups) {
 		r := recs[i]
 		log := e.log.With(zap.String("job", r.Job), zap.String("run_id", r.RunID), zap.Int("attempt", r.Attempt),

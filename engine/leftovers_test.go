@@ -136,6 +136,34 @@ func TestEngine_KillsLeftoversAndReleasesTheirLeaseBeforeClaiming(t *testing.T) 
 	}
 }
 
+// A claim record (the run won its claim, early or held by the winners'
+// gate, and the daemon died before its process started) has its lease
+// released before the first claim, like a run's: the job is not blocked
+// for lock_ttl (a daemon SIGKILLed in the claim lead left all its jobs
+// blocked for 5 minutes).
+func TestEngine_ReleasesTheLeaseOfAClaimRecord(t *testing.T) {
+	srv := redistest.Start(t)
+	dir, rl := leftoverSetup(t, srv, process.Group{})
+	// The setup's record (attempt 1 without a group) is replaced by the
+	// claim record.
+	store := runrecords.New(dir)
+	if err := store.Clear(); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(runrecords.Record{RunID: "old", Job: "a", Owner: "n1:old", LockTTL: 5 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	te := launchEngine(t, t.Context(), parseConfig(t, strings.Replace(leftoverJob, "%s", srv.Addr(), 1)), Options{State: dir})
+	if h := leaseHolder(t, rl); h == "n1:old" {
+		t.Errorf("the claim record's lease still held after READY=1")
+	}
+	te.stop(t)
+	if n := len(te.logs.FilterMessage("leftover run had won its claim but started no process; releasing its lease").All()); n != 1 {
+		t.Errorf("got %d claim-record log lines, want 1", n)
+	}
+}
+
 // With Redis not answering at start, the stale lease goes to the janitor,
 // which releases it once Redis answers.
 func TestEngine_LeftoverLeaseGoesToTheJanitorWhileRedisHangs(t *testing.T) {

@@ -47,7 +47,10 @@ const (
 type Record struct {
 	// RunID is the run's id (CRONLOCK_RUN_ID).
 	RunID string
-	// Attempt is the attempt (1 + retries) whose process group this is.
+	// Attempt is the attempt (1 + retries) whose process group this is;
+	// 0 for a claim record: the run won its slot's claim (Owner holds the
+	// lease) and has started no process yet (Group is zero). An early
+	// claim is won up to actors.ClaimLead before its process starts.
 	Attempt int
 	Job     string
 	// Owner is the exact lease value the run holds ("nodeID:uuid"), for a
@@ -260,7 +263,8 @@ func parse(slot []byte) (Record, error) {
 	if err := json.Unmarshal(slot, &st); err != nil {
 		return Record{}, err
 	}
-	if st.PGID <= 1 || st.Job == "" || st.RunID == "" || st.Attempt < 1 {
+	claimOnly := st.Attempt == 0 && st.PGID == 0 && st.Owner != ""
+	if !claimOnly && (st.PGID <= 1 || st.Job == "" || st.RunID == "" || st.Attempt < 1) || st.Job == "" || st.RunID == "" {
 		return Record{}, fmt.Errorf("incomplete (pgid %d, job %q, run id %q, attempt %d)", st.PGID, st.Job, st.RunID, st.Attempt)
 	}
 	return Record{RunID: st.RunID, Attempt: st.Attempt, Job: st.Job, Owner: st.Owner,

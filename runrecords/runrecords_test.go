@@ -106,6 +106,8 @@ func TestLoadSortsOutWhatCannotBeUsed(t *testing.T) {
 		"{not json",
 		`{"run_id":"pgid1","attempt":1,"job":"backup","pgid":1}`,
 		`{"run_id":"noattempt","job":"backup","pgid":500}`,
+		`{"run_id":"claim","job":"backup","owner":"n1:claim"}`, // a claim record: the lease, no process yet
+		`{"run_id":"claimnoowner","job":"backup"}`,             // nothing to clean up: bad
 	} {
 		b := make([]byte, slotSize)
 		copy(b, slot)
@@ -116,15 +118,16 @@ func TestLoadSortsOutWhatCannotBeUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	left := reopen(t, s)
-	if len(left.Records) != 1 || left.Records[0].RunID != "ok" {
-		t.Errorf("records: got %+v, want only ok", left.Records)
+	if len(left.Records) != 2 || left.Records[0].RunID != "ok" || left.Records[1].RunID != "claim" ||
+		left.Records[1].Attempt != 0 || left.Records[1].Group.ID != 0 || left.Records[1].Owner != "n1:claim" {
+		t.Errorf("records: got %+v, want ok and the claim record", left.Records)
 	}
 	if len(left.Elsewhere) != 2 || left.Elsewhere[0].Owner != "n1:old" || left.Elsewhere[0].Group.ID != 400 ||
 		left.Elsewhere[1].Owner != "n1:ns" {
 		t.Errorf("elsewhere: got %+v, want old (another boot, pgid 400) and ns (another pid namespace)", left.Elsewhere)
 	}
-	if len(left.Bad) != 4 {
-		t.Errorf("bad: got %d %v, want 4 (garbage, pgid 1, no attempt, torn)", len(left.Bad), left.Bad)
+	if len(left.Bad) != 5 {
+		t.Errorf("bad: got %d %v, want 5 (garbage, pgid 1, no attempt, a claim record without owner, torn)", len(left.Bad), left.Bad)
 	}
 	for _, err := range left.Bad {
 		if !strings.Contains(err.Error(), "run record at offset ") {
