@@ -117,3 +117,30 @@ func TestJob_NotYetClaimAfterShutdownBegan(t *testing.T) {
 		}
 	})
 }
+
+// A job with max_runs is not claimed early: a success recorded in the lead
+// (overlap: allow runs alongside) must count against the claim.
+func TestJob_MaxRunsJobClaimsAtItsFireTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testJob(t, "j", "exit 0")
+		cfg.MaxRuns = 3
+		h := startJob(t, cfg)
+		slot := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(slot) - 2*time.Millisecond)
+		due := make(chan struct{})
+		h.job.Inbox() <- Fire{Job: "j", Slot: slot, At: slot, Due: due}
+		synctest.Wait()
+		if st, _ := h.locker.State(t.Context(), "j"); st.Slot != 0 {
+			t.Fatalf("before the fire time: state slot %d, want 0 (not claimed early)", st.Slot)
+		}
+		time.Sleep(2 * time.Millisecond)
+		close(due)
+		if fin := <-h.results; !fin.Started.Equal(slot) || fin.Result != ResultSuccess {
+			t.Errorf("run: started %v, %s; want at the fire time, success", fin.Started, fin.Result)
+		}
+		h.cancel()
+		if err := <-h.done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
