@@ -14,6 +14,10 @@ import (
 type Phantom struct {
 	Job, Owner string
 	Until      time.Time
+	// HandedOn: the lease a failed finish may have handed to the job's
+	// pending slot (overlap queue or replace). Released, it was: that
+	// pending slot does not run (logged as an error).
+	HandedOn bool
 }
 
 // Janitor releases phantom leases once Redis answers again, so that a
@@ -170,7 +174,11 @@ func (j *Janitor) releasePhantoms(ctx context.Context) {
 			return // Redis still unreachable; try again later
 		}
 		delete(j.pending, p)
-		if released {
+		switch {
+		case released && p.HandedOn:
+			j.log.Error("pending slot not run: the finish that handed it the lease was applied though its answer "+
+				"was lost, and that lease, held by no run, is released", zap.String("job", p.Job), zap.String("owner", p.Owner))
+		case released:
 			j.log.Info("phantom lease released", zap.String("job", p.Job), zap.String("owner", p.Owner))
 		}
 	}

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -12,6 +13,7 @@ import (
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // A phantom lease (a claim whose answer was lost) is released by Sweep at
@@ -162,6 +164,30 @@ func TestJanitor_RefusedFinishHoldsNothingBack(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// Releasing the lease a failed finish had handed to the job's pending slot
+// is logged as an error naming the job: that pending slot does not run.
+func TestJanitor_HandedOnLeaseReleasedIsAnError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		if _, err := mem.Claim(t.Context(), ClaimRequest{Job: "q", Slot: 5, Owner: "n1:next", TTL: time.Hour, Lease: true}); err != nil {
+			t.Fatal(err)
+		}
+		core, logs := observer.New(zap.InfoLevel)
+		jan := NewJanitor(zap.New(core), mem, 4)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- jan.Run(ctx) }()
+		jan.Inbox() <- Phantom{Job: "q", Owner: "n1:next", Until: time.Now().Add(time.Hour), HandedOn: true}
+		jan.Sweep(t.Context())
+		cancel()
+		<-done
+		got := logs.FilterLevelExact(zap.ErrorLevel).FilterField(zap.String("job", "q")).All()
+		if len(got) != 1 || !strings.HasPrefix(got[0].Message, "pending slot not run") {
+			t.Errorf("error lines %v; want one \"pending slot not run\" for q", got)
 		}
 	})
 }

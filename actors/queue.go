@@ -55,12 +55,13 @@ func (r *run) queued(c Claim) Ran {
 
 // takePending makes this run the run of the pending slot its claim took
 // (Claim.Takes): the run it waited for ended without handing the lease on
-// (its node stopped or crashed), so this run runs it (trigger queued) and
+// (its node stopped or crashed, or its finish failed), so this run runs it (trigger queued) and
 // the slot it claimed for is the pending one now.
 func (r *run) takePending(slot int64) {
 	queued := r.info.Slot
 	r.info.Slot, r.info.Trigger = time.Unix(slot, 0).In(queued.Location()), TriggerQueued
 	r.relog()
 	r.log.Info("running the pending slot: the run it waited for ended without handing on the lease "+
-		"(its node stopped or crashed); the slot that came due is pending now", zap.Int64("queued_slot", unixOrZero(queued)))
+		"(its node stopped or crashed, or its finish failed); the slot that came due is pending now",
+		zap.Int64("queued_slot", unixOrZero(queued)))
 }

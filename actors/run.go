@@ -52,12 +52,12 @@ type run struct {
 	// job actor to start (nil = nothing).
 	next *handoff
 
-	recorded   int  // attempt whose run record exists (records.go); 0 = none
+	recorded int // attempt whose run record exists (records.go); 0 = none
 	// claimRecorded: the claim record (attempt 0, the lease before any
 	// process) exists (records.go).
 	claimRecorded bool
-	reserved   bool // holds a place in deps.Load (capacity.go)
-	inProgress bool // the place counts as a run in progress (Load.Won)
+	reserved      bool // holds a place in deps.Load (capacity.go)
+	inProgress    bool // the place counts as a run in progress (Load.Won)
 	// gated: the run counts in deps.Claims from its start until its claim
 	// is decided (ClaimGate; ungate ends it once).
 	gated bool
@@ -112,7 +112,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	}
 	r.placeWon()
 	r.ungate()
-	r.recordClaim() // the lease is held before the process starts (the winners' gate, an early claim's lead)
+	r.recordClaim()                               // the lease is held before the process starts (the winners' gate, an early claim's lead)
 	r.deps.Claims.wait(ClaimGateMax, r.deps.Kill) // the node's other claims of this instant first
 	if r.due != nil {
 		<-r.due // an early claim's run starts at the fire time (the ticker closes due then, or when it stops)
@@ -404,8 +404,12 @@ func (r *run) releaseUnrun(owner string) {
 // phantom hands a lease whose state is unknown to the janitor, so that a
 // claim applied by Redis after our timeout never blocks the job for
 // lock_ttl (docs/protocol.md, "Phantom leases and the janitor").
-func (r *run) phantom(owner string) {
-	p := Phantom{Job: r.job.Name, Owner: owner, Until: time.Now().Add(r.job.LockTTL)}
+func (r *run) phantom(owner string) { r.sendPhantom(owner, false) }
+
+// sendPhantom is phantom; handedOn marks the lease a failed finish may
+// have handed to the job's pending slot (Phantom.HandedOn).
+func (r *run) sendPhantom(owner string, handedOn bool) {
+	p := Phantom{Job: r.job.Name, Owner: owner, Until: time.Now().Add(r.job.LockTTL), HandedOn: handedOn}
 	select {
 	case r.deps.Phantoms <- p:
 	default:
@@ -516,7 +520,7 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 		if owner := r.lease.Owner(); owner != "" {
 			r.phantom(owner)
 			if next != "" { // the call may have handed it the lease
-				r.phantom(next)
+				r.sendPhantom(next, true)
 			}
 		}
 		return
