@@ -15,8 +15,10 @@ type Phantom struct {
 	Job, Owner string
 	Until      time.Time
 	// HandedOn: the lease a failed finish may have handed to the job's
-	// pending slot (overlap queue or replace). Released, it was: that
-	// pending slot does not run (logged as an error).
+	// pending slot (overlap queue or replace). When it holds the lease the
+	// janitor takes it back and, with an Unhander, puts the slot back as
+	// pending (the job's next claim runs it); else that slot does not run
+	// (logged as an error).
 	HandedOn bool
 }
 
@@ -168,13 +170,23 @@ func (j *Janitor) releasePhantoms(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		released, err := j.locker.Release(rctx, p.Job, p.Owner)
+		var released bool
+		var back int64
+		var err error
+		if u, ok := j.locker.(Unhander); ok && p.HandedOn {
+			back, released, err = u.Unhand(rctx, p.Job, p.Owner)
+		} else {
+			released, err = j.locker.Release(rctx, p.Job, p.Owner)
+		}
 		cancel()
 		if err != nil {
 			return // Redis still unreachable; try again later
 		}
 		delete(j.pending, p)
 		switch {
+		case released && back > 0:
+			j.log.Warn("pending slot put back: the finish that handed it the lease was applied though its answer was "+
+				"lost; the job's next claim runs it", zap.String("job", p.Job), zap.Int64("pending_slot", back))
 		case released && p.HandedOn:
 			j.log.Error("pending slot not run: the finish that handed it the lease was applied though its answer "+
 				"was lost, and that lease, held by no run, is released", zap.String("job", p.Job), zap.String("owner", p.Owner))

@@ -191,3 +191,39 @@ func TestJanitor_HandedOnLeaseReleasedIsAnError(t *testing.T) {
 		}
 	})
 }
+
+// The lease a failed finish had in fact handed to the pending slot is
+// taken back and the slot put back as pending (for the job's next claim),
+// with a warning naming it.
+func TestJanitor_HandedOnSlotPutBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		for _, c := range []struct {
+			slot  int64
+			owner string
+		}{{1, "n1:a"}, {2, "n2:b"}} {
+			if _, err := mem.Claim(t.Context(), ClaimRequest{Job: "q", Slot: c.slot, Owner: c.owner, TTL: time.Hour, Lease: true, Queue: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if f, err := mem.Finish(t.Context(), FinishRequest{Job: "q", Owner: "n1:a", Next: "n1:next", TTL: time.Hour,
+			Record: RunRecord{RunID: "a"}}); err != nil || f.Fence == 0 {
+			t.Fatalf("finish handing on: %+v, %v", f, err)
+		}
+		core, logs := observer.New(zap.InfoLevel)
+		jan := NewJanitor(zap.New(core), mem, 4)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- jan.Run(ctx) }()
+		jan.Inbox() <- Phantom{Job: "q", Owner: "n1:next", Until: time.Now().Add(time.Hour), HandedOn: true}
+		jan.Sweep(t.Context())
+		cancel()
+		<-done
+		if st, _ := mem.State(t.Context(), "q"); st.LeaseHolder != "" || st.Pending != 2 {
+			t.Errorf("state %+v; want no lease and slot 2 pending again", st)
+		}
+		if got := logs.FilterMessageSnippet("pending slot put back").FilterField(zap.Int64("pending_slot", 2)).All(); len(got) != 1 {
+			t.Errorf("got %d put-back warnings, want 1", len(got))
+		}
+	})
+}

@@ -33,6 +33,15 @@ type Locker interface {
 	Finish(ctx context.Context, req FinishRequest) (Finished, error)
 }
 
+// Unhander is implemented by lockers that can take back the lease a
+// Finish handed to a pending slot when the finish's answer was lost and
+// nobody runs that slot (redislock's Unhand): the janitor then puts the
+// slot back as pending instead of losing it. held says the lease was
+// owner's (it is released); slot is the slot put back, 0 = none.
+type Unhander interface {
+	Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error)
+}
+
 // FinishRequest ends a run (Locker.Finish).
 type FinishRequest struct {
 	// Job is the job name (non-empty).

@@ -73,6 +73,14 @@ func (l *lazyRedis) Renew(ctx context.Context, job, owner string, ttl time.Durat
 	return r.Renew(ctx, job, owner, ttl)
 }
 
+func (l *lazyRedis) Unhand(ctx context.Context, job, owner string) (int64, bool, error) {
+	r, err := l.client()
+	if err != nil {
+		return 0, false, err
+	}
+	return r.Unhand(ctx, job, owner)
+}
+
 func (l *lazyRedis) Release(ctx context.Context, job, owner string) (bool, error) {
 	r, err := l.client()
 	if err != nil {

@@ -133,3 +133,41 @@ func testFinishRetryUnsure(t *testing.T, s store) {
 		t.Errorf("first finish: unsure %v, runs %d, %v; want recorded, 1 run", f.Unsure, f.Runs, err)
 	}
 }
+
+// Unhand takes back the lease a finish handed to the pending slot (its
+// answer lost, nobody runs the slot) and makes that slot pending again,
+// so that the job's next claim runs it; a lease of another owner is left
+// alone.
+func testUnhand(t *testing.T, s store) {
+	b := s.newClient(t)
+	u, ok := b.(actors.Unhander)
+	if !ok {
+		t.Fatalf("%T is no actors.Unhander", b)
+	}
+	job := t.Name()
+	queue := func(slot int64, owner string, want actors.Outcome) actors.Claim {
+		return mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: slot, Owner: owner, TTL: time.Minute, Lease: true, Queue: true}, want)
+	}
+	queue(1, "a:1", actors.Claimed)
+	queue(2, "b:2", actors.Queued)
+	f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "a:1", Record: sampleRecord(1), Next: "a:next", TTL: time.Minute})
+	if err != nil || f.Fence == 0 || f.Pending != 2 {
+		t.Fatalf("finish handing on: %+v, %v; want slot 2 handed to a:next", f, err)
+	}
+	if slot, held, err := u.Unhand(ctxT(t), job, "other:x"); err != nil || held || slot != 0 {
+		t.Errorf("Unhand of another owner: %d, %v, %v; want 0, false, nil", slot, held, err)
+	}
+	slot, held, err := u.Unhand(ctxT(t), job, "a:next")
+	if err != nil || !held || slot != 2 {
+		t.Fatalf("Unhand: %d, %v, %v; want slot 2 put back, held", slot, held, err)
+	}
+	if st := mustState(t, b, job); st.LeaseHolder != "" || st.Pending != 2 {
+		t.Fatalf("after Unhand: %+v, want no lease, slot 2 pending", st)
+	}
+	if c := queue(3, "c:3", actors.Claimed); c.Takes != 2 {
+		t.Errorf("next claim: takes %d, want the pending slot 2 (its own slot 3 waits behind it)", c.Takes)
+	}
+	if slot, held, err := u.Unhand(ctxT(t), job, "a:next"); err != nil || held || slot != 0 {
+		t.Errorf("Unhand again: %d, %v, %v; want 0, false (not held)", slot, held, err)
+	}
+}

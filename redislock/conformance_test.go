@@ -31,6 +31,7 @@ var conformance = []struct {
 	{"FinishReleasesAndRecords", testFinish},
 	{"RetriedFinishRecordsOnce", testFinishRetry},
 	{"RetriedFinishUnsureBeyondHistory", testFinishRetryUnsure},
+	{"UnhandPutsTheHandedSlotBack", testUnhand},
 	{"StateOfNewJob", testStateEmpty},
 	{"Time", testTime},
 	{"InvalidRequests", testInvalid},

@@ -107,6 +107,7 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 		case req.MaxRuns > 0 && j.runs >= req.MaxRuns:
 			j.queued = 0 // the job is done
 		case req.Next != "" && j.fence < math.MaxInt64:
+			j.handedTo, j.handedSlot = req.Next, j.queued
 			j.queued = 0
 			j.owner, j.expires = req.Next, time.Now().Add(req.TTL.Truncate(time.Millisecond))
 			j.fence++
@@ -123,4 +124,51 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 		}
 	}
 	return f, nil
+}
+
+var (
+	_ actors.Unhander = (*Redis)(nil)
+	_ actors.Unhander = (*Memory)(nil)
+)
+
+// Unhand takes back the lease a Finish may have handed to the job's
+// pending slot, owner (FinishRequest.Next), when that finish's answer was
+// lost and nobody runs the slot: if the lease still holds owner it is
+// deleted and, when the finish noted handing owner that slot and no other
+// slot is pending, the slot is pending again, for the job's next claim
+// (unhandScript). held says the lease was owner's; slot is the slot put
+// back (0 = none). One round trip.
+func (r *Redis) Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	n, err := unhandScript.Exec(ctx, r.c, []string{r.key("job", job), r.key("state", job), r.key("pending", job)},
+		[]string{owner}).AsInt64()
+	if err != nil {
+		return 0, false, fmt.Errorf("unhand %q: %w", job, explainScript(err))
+	}
+	return max(n, 0), n >= 0, nil
+}
+
+// Unhand is Redis.Unhand in memory.
+func (m *Memory) Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, fmt.Errorf("unhand %q: %w", job, err)
+	}
+	m.mu.Lock()
+	j := m.job(job)
+	if j.owner != owner {
+		m.mu.Unlock()
+		return 0, false, nil
+	}
+	j.owner = ""
+	if j.handedTo == owner && j.queued == 0 {
+		j.queued, slot = j.handedSlot, j.handedSlot
+	}
+	m.mu.Unlock()
+	if slot > 0 {
+		if err := m.commit(ctx, job); err != nil {
+			return 0, true, fmt.Errorf("unhand %q: %w", job, err)
+		}
+	}
+	return slot, true, nil
 }

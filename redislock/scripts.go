@@ -187,12 +187,36 @@ end
 return 0
 `, false)
 
+// unhandScript takes back the lease a finish handed to a pending slot
+// when nobody runs it (the finish's answer was lost): when the lease still
+// holds ARGV[1], it deletes it and, if state.handed names ARGV[1] and no
+// slot is pending, makes that slot pending again (the job's next claim
+// runs it, docs/protocol.md "Queue and replace").
+//
+//	KEYS: 1 lease, 2 state, 3 pending; ARGV: 1 owner
+//	returns -1: the lease is not ARGV[1]'s; 0: released, no slot put back;
+//	        else the slot put back
+var unhandScript = newScript(`
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then return -1 end
+redis.call("DEL", KEYS[1])
+local h = redis.call("HGET", KEYS[2], "handed")
+if h then
+  local o, s = string.match(h, "^(.*) (%d+)$")
+  if o == ARGV[1] and redis.call("EXISTS", KEYS[3]) == 0 then
+    redis.call("SET", KEYS[3], s)
+    return tonumber(s)
+  end
+end
+return 0
+`, false)
+
 // finishScript ends a run in one round trip: compare-and-DEL of the lease
 // (when ARGV[2] names an owner), then it appends the run record to the
 // capped history stream and copies its fields, except output_tail, into the
 // state hash as last_<field>. When the lease was released and a slot is
 // pending (overlap queue or replace), it hands the lease to ARGV[3] for
-// ARGV[4] ms, clears the pending slot and increments the fence; with ARGV[3]
+// ARGV[4] ms, clears the pending slot, increments the fence and notes the
+// hand-on as state.handed ("owner slot", for unhandScript); with ARGV[3]
 // "" (the node stops) it leaves the pending slot for the next claim of
 // another node; when ARGV[5] (max runs, 0 = none) has been reached it clears
 // it (the job is done). A record with result success increments
@@ -270,6 +294,7 @@ if released == 1 then
     redis.call("DEL", KEYS[4])
     redis.call("SET", KEYS[1], ARGV[3], "PX", ARGV[4])
     fence = redis.call("HINCRBY", KEYS[3], "fence", 1)
+    redis.call("HSET", KEYS[3], "handed", ARGV[3] .. " " .. pending)
   elseif pending > 0 then
     left = 1
   end
