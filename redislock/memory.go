@@ -40,9 +40,9 @@ type Memory struct {
 
 type memJob struct {
 	slot, fence int64
-	missedTo    int64          // the latest slot reported missed (ReportMissed)
-	queued      int64          // the pending slot (overlap queue, replace); 0 = none
-	handedTo    string         // the owner the last finish handed the pending slot handedSlot to (Unhand)
+	missedTo    int64  // the latest slot reported missed (ReportMissed)
+	queued      int64  // the pending slot (overlap queue, replace); 0 = none
+	handedTo    string // the owner the last finish handed the pending slot handedSlot to (Unhand)
 	handedSlot  int64
 	backfilled  map[int64]bool // slots claimed by a backfill
 	runs        int64          // successful runs (max_runs)
