@@ -176,15 +176,7 @@ func TestJanitor_HandedOnLeaseReleasedIsAnError(t *testing.T) {
 		if _, err := mem.Claim(t.Context(), ClaimRequest{Job: "q", Slot: 5, Owner: "n1:next", TTL: time.Hour, Lease: true}); err != nil {
 			t.Fatal(err)
 		}
-		core, logs := observer.New(zap.InfoLevel)
-		jan := NewJanitor(zap.New(core), mem, 4)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- jan.Run(ctx) }()
-		jan.Inbox() <- Phantom{Job: "q", Owner: "n1:next", Until: time.Now().Add(time.Hour), HandedOn: true}
-		jan.Sweep(t.Context())
-		cancel()
-		<-done
+		logs := sweepHandedOn(t, mem, "q", "n1:next")
 		got := logs.FilterLevelExact(zap.ErrorLevel).FilterField(zap.String("job", "q")).All()
 		if len(got) != 1 || !strings.HasPrefix(got[0].Message, "pending slot not run") {
 			t.Errorf("error lines %v; want one \"pending slot not run\" for q", got)
@@ -210,15 +202,7 @@ func TestJanitor_HandedOnSlotPutBack(t *testing.T) {
 			Record: RunRecord{RunID: "a"}}); err != nil || f.Fence == 0 {
 			t.Fatalf("finish handing on: %+v, %v", f, err)
 		}
-		core, logs := observer.New(zap.InfoLevel)
-		jan := NewJanitor(zap.New(core), mem, 4)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- jan.Run(ctx) }()
-		jan.Inbox() <- Phantom{Job: "q", Owner: "n1:next", Until: time.Now().Add(time.Hour), HandedOn: true}
-		jan.Sweep(t.Context())
-		cancel()
-		<-done
+		logs := sweepHandedOn(t, mem, "q", "n1:next")
 		if st, _ := mem.State(t.Context(), "q"); st.LeaseHolder != "" || st.Pending != 2 {
 			t.Errorf("state %+v; want no lease and slot 2 pending again", st)
 		}
@@ -226,4 +210,19 @@ func TestJanitor_HandedOnSlotPutBack(t *testing.T) {
 			t.Errorf("got %d put-back warnings, want 1", len(got))
 		}
 	})
+}
+
+// sweepHandedOn runs a janitor on locker for one sweep of the HandedOn
+// phantom of job's owner and returns its log.
+func sweepHandedOn(t *testing.T, locker Locker, job, owner string) *observer.ObservedLogs {
+	core, logs := observer.New(zap.InfoLevel)
+	jan := NewJanitor(zap.New(core), locker, 4)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- jan.Run(ctx) }()
+	jan.Inbox() <- Phantom{Job: job, Owner: owner, Until: time.Now().Add(time.Hour), HandedOn: true}
+	jan.Sweep(t.Context())
+	cancel()
+	<-done
+	return logs
 }
