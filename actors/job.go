@@ -143,7 +143,7 @@ type Job struct {
 	// early are fires that came before their fire time (Fire.Due) while
 	// this node runs the job: decided when their Due closes, as they would
 	// have been without the claim lead (oldest first).
-	early    []Fire
+	early    []heldFire
 	lastSeen [2]int64     // the highest slot and fence seen in claim answers
 	seenSlot atomic.Int64 // lastSeen[0], for SeenSlot
 
@@ -159,7 +159,8 @@ type Job struct {
 	onExit func()
 }
 
-// heldFire is a fire that came while a claim or release was pending.
+// heldFire is a fire that came while a claim or release was pending, or
+// early (Job.early).
 type heldFire struct {
 	slot    time.Time
 	trigger Trigger
@@ -351,9 +352,9 @@ func (j *Job) loop(stay bool) {
 			f := j.early[0]
 			j.early = j.early[1:]
 			if ctx.Err() != nil {
-				j.drainMsg(f)
+				j.skip(f.slot, SkipShuttingDown)
 			} else {
-				j.onFire(ctx, f.Slot, TriggerSchedule, fireTime{})
+				j.onFire(ctx, f.slot, f.trigger, fireTime{})
 			}
 		}
 	}
@@ -365,7 +366,7 @@ func (j *Job) earlyDue() <-chan struct{} {
 	if len(j.early) == 0 {
 		return nil
 	}
-	return j.early[0].Due
+	return j.early[0].at.due
 }
 
 // isEarly reports whether due (Fire.Due) is still open: the fire time has
@@ -449,7 +450,7 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger, ft fi
 	case ctx.Err() != nil:
 		j.skip(slot, SkipShuttingDown)
 	case exclusive && j.active > 0 && isEarly(ft.due):
-		j.early = append(j.early, Fire{Job: j.cfg.Name, Slot: slot, At: ft.at, Due: ft.due})
+		j.early = append(j.early, heldFire{slot: slot, trigger: trigger, at: ft})
 	case exclusive && j.active > 0 && !queues(*j.cfg):
 		j.skip(slot, SkipOverlapLocal)
 	case exclusive && (j.claiming > 0 || j.releasing > 0):

@@ -58,10 +58,12 @@ type backend struct {
 	tls  *tls.Config
 }
 
-// claimer is what the job actors, the janitor and the job set's
-// missed-slot report use of a backend.
+// claimer is what the job actors, the janitor (Unhander: a pending slot's
+// lease a lost finish handed on) and the job set's missed-slot report use
+// of a backend.
 type claimer interface {
 	actors.Locker
+	actors.Unhander
 	ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error)
 }
 

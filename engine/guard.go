@@ -125,21 +125,6 @@ func (l guardedLocker) Finish(ctx context.Context, req actors.FinishRequest) (ac
 	return f, err
 }
 
-var (
-	_ actors.Unhander = guardedLocker{}
-	_ actors.Unhander = (*lazyRedis)(nil)
-)
-
-// Unhand passes through to the backend (actors.Unhander); a backend
-// without it only releases the lease.
-func (l guardedLocker) Unhand(ctx context.Context, job, owner string) (int64, bool, error) {
-	if u, ok := l.claimer.(actors.Unhander); ok {
-		return u.Unhand(ctx, job, owner)
-	}
-	held, err := l.claimer.Release(ctx, job, owner)
-	return 0, held, err
-}
-
 // writeRefusals are the first words of the error replies of a server that
 // answers reads but refuses writes: min-replicas-to-write unmet, a
 // read-only replica, maxmemory reached under noeviction, a failing RDB
