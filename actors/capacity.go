@@ -62,12 +62,12 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	if r.queueClaim {
 		return Ran{}, true // placeWon takes a place if the claim wins after all
 	}
-	wait := busyWait
+	// The busy wait's deadline: busyWait from the fire time, not from an
+	// early fire's arrival, nor from when the claim order let it go.
+	deadline := time.Now().Add(busyWait)
 	if isEarly(r.due) {
-		wait += time.Until(r.at) // busyWait counts from the fire time, not from an early fire's arrival
+		deadline = deadline.Add(time.Until(r.at))
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
 	entered := time.Now()
 	delay, rank := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
 	r.claimRank, r.ranked = rank, rank >= 0
@@ -105,11 +105,17 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	if delay == 0 && rank <= 0 {
 		r.claimDelay = 0 // sent at once: the microseconds above are the call's own
 	}
+	var timeout <-chan time.Time // made at the first wait: most claims find a place
 	for !l.Reserve() {
 		r.ungate() // waiting for a place is no claim in flight: it holds no winner
+		if timeout == nil {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			timeout = t.C
+		}
 		select {
 		case <-l.Freed():
-		case <-deadline.C:
+		case <-timeout:
 			return r.busy(ctx), false
 		case <-ctx.Done():
 			return r.notClaimed(SkipShuttingDown), false

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/process"
+	"github.com/google/uuid"
 )
 
 // Set at link time: go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234".
@@ -36,9 +37,14 @@ func main() {
 	if _, err := process.AdoptOrphans(); err != nil {
 		fmt.Fprintf(os.Stderr, "cronlock: warning: %v; orphans of runs go to init\n", err)
 	}
+	// Run ids (a random UUID per run) come from a buffer of random bytes
+	// refilled from crypto/rand, not one getrandom(2) call each; called
+	// before any UUID is made, as the package requires.
+	uuid.EnableRandPool()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	code := run(context.Background(), os.Args[1:], os.Environ(), os.Stdout, os.Stderr, sigs)
+	code := runIn(context.Background(), &runEnv{environ: os.Environ(), stdout: os.Stdout, stderr: os.Stderr, signals: sigs,
+		ownProcess: true}, os.Args[1:])
 	signal.Stop(sigs)
 	os.Exit(code)
 }
@@ -70,6 +76,10 @@ type runEnv struct {
 	environ        []string
 	stdout, stderr io.Writer
 	signals        <-chan os.Signal // nil: no signals (tests)
+	// ownProcess: the program is this process's own (main), so the daemon
+	// may change process-wide runtime settings (daemonProcs); false in
+	// tests, which run the daemon inside the test binary.
+	ownProcess bool
 	// now is the reference time of -validate's DST warnings; nil means
 	// time.Now (tests fix it so that the warnings do not depend on today).
 	now func() time.Time
@@ -102,14 +112,19 @@ func (e *runEnv) loadOptions(purpose config.Purpose, flags map[string]string) co
 // SIGTERM/SIGINT/SIGHUP (nil: none). It returns the exit code (0 success,
 // 1 failure, 2 usage error).
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
-	env := &runEnv{environ: environ, stdout: stdout, stderr: stderr, signals: sigs}
+	return runIn(ctx, &runEnv{environ: environ, stdout: stdout, stderr: stderr, signals: sigs}, args)
+}
+
+// runIn is run with its environment made.
+func runIn(ctx context.Context, env *runEnv, args []string) int {
+	stderr := env.stderr
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, ok := subcommands()[args[0]]
 		if !ok {
 			unknownCommand(stderr, args[0])
 			return 2
 		}
-		ctx, stop := cancelOnSignal(ctx, sigs)
+		ctx, stop := cancelOnSignal(ctx, env.signals)
 		defer stop()
 		return sub(ctx, args[1:], env)
 	}
@@ -214,7 +229,8 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 	}
 	reload := func() (*config.Config, error) { return config.Load(*path, env.loadOptions(config.ForStart, flags)) }
 	return runDaemon(ctx, cfg, daemonOptions{Environ: env.environ, Stdout: env.stdout, Stderr: env.stderr,
-		Version: versionString(currentBuild().Version, currentBuild().Commit), Reload: reload, Signals: env.signals})
+		Version: versionString(currentBuild().Version, currentBuild().Commit), Reload: reload, Signals: env.signals,
+		OwnProcess: env.ownProcess})
 }
 
 // usageExit maps a flag parse error to an exit code: 0 for -h, else 2 (the
