@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -84,50 +83,3 @@ func TestTicker_ReloadInTheLeadDoesNotRefire(t *testing.T) {
 	})
 }
 
-// An instant with more than HerdFires fires is sent HerdLeadPerFire
-// earlier for each fire beyond them, at most MaxClaimLead; the fires of a
-// smaller instant a moment later keep the plain lead.
-func TestTicker_HerdLead(t *testing.T) {
-	for _, c := range []struct {
-		herd int
-		want time.Duration
-	}{
-		{HerdFires, ClaimLead},
-		{HerdFires + 40, ClaimLead + 40*HerdLeadPerFire},
-		{3000, MaxClaimLead},
-	} {
-		synctest.Test(t, func(t *testing.T) {
-			tk, ctx, stop := runLeadTicker(t)
-			defer stop()
-			inbox := make(chan jobMsg, c.herd+10)
-			var entries []TickerEntry
-			minute := mustSchedule(t, "0 * * * * *")
-			for i := range c.herd {
-				entries = append(entries, TickerEntry{Job: fmt.Sprintf("h%d", i), Sched: minute, Inbox: inbox})
-			}
-			single := make(chan jobMsg, 10)
-			// Due 2 s after the herd: its own lead, not the herd's.
-			entries = append(entries, TickerEntry{Job: "single", Sched: mustSchedule(t, "2 * * * * *"), Inbox: single})
-			if err := tk.SetEntries(ctx, entries); err != nil {
-				t.Fatal(err)
-			}
-			slot := time.Now().Truncate(time.Minute).Add(time.Minute)
-			for i := range c.herd {
-				f := (<-inbox).(Fire)
-				if got := time.Until(slot); i == 0 && got != c.want {
-					t.Fatalf("%d fires at one instant: the first sent %v before it, want %v", c.herd, got, c.want)
-				}
-				if !f.Slot.Equal(slot) {
-					t.Fatalf("fire of %v, want %v", f.Slot, slot)
-				}
-			}
-			f := (<-single).(Fire)
-			for !f.Slot.After(slot) { // the fire before the herd's, already received
-				f = (<-single).(Fire)
-			}
-			if got := time.Until(f.At); got != ClaimLead {
-				t.Fatalf("a lone fire 2 s after a herd sent %v before its fire time, want %v", got, ClaimLead)
-			}
-		})
-	}
-}

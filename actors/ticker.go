@@ -103,23 +103,6 @@ type due struct {
 // fire time (docs/protocol.md, "Early claims").
 const ClaimLead = 30 * time.Millisecond
 
-// Herd leads: an instant with more than HerdFires fires (a top-of-minute
-// herd) is sent HerdLeadPerFire earlier for each fire beyond them, at
-// most MaxClaimLead before its fire time, so that the node's claims of the
-// instant, which its claim batches send in a burst, are answered by the
-// fire time too (measured by make bench, workload herd: 1,000 claims a
-// node on 3 nodes took 200–240 ms from the first sent to the last answered
-// on a 2-core machine, about 0.2 ms each; README.md "Performance"). With
-// the claims answered, the instant's processes start at its fire time and
-// no claim competes with their forks. MaxClaimLead is below the shortest
-// interval of a schedule (1 s), so a lead never reaches the job's
-// previous slot.
-const (
-	HerdFires       = 100
-	HerdLeadPerFire = 250 * time.Microsecond
-	MaxClaimLead    = 500 * time.Millisecond
-)
-
 // PreciseLead is how long before a fire time a ticker with SetPreciseWake
 // stops waiting on a Go timer and sleeps the rest with nanosleep(2). The
 // runtime sleeps for timers in epoll_wait, whose timeout is in whole
@@ -142,35 +125,7 @@ func NewTicker(log *zap.Logger, metrics *Metrics, now func() time.Time) *Ticker 
 // with Fire.At and Fire.Due (closed at At: with SetPreciseWake on, to
 // within the kernel's timer slack; and when Run returns). 0 (the
 // default): fires are sent at their fire time. Call it before Run.
-// An instant with more than HerdFires fires gets a longer lead (leadFor).
 func (t *Ticker) SetClaimLead(lead time.Duration) { t.lead = max(lead, 0) }
-
-// leadFor is how long before the fire time at (that of the heap's first
-// entry) its fires are sent: the claim lead, longer at a herd (HerdFires,
-// HerdLeadPerFire, MaxClaimLead); 0 without a claim lead.
-func (t *Ticker) leadFor(at time.Time) time.Duration {
-	if t.lead == 0 {
-		return 0
-	}
-	n := t.firesAt(at, 0, HerdFires+int(MaxClaimLead/HerdLeadPerFire))
-	if n <= HerdFires {
-		return t.lead
-	}
-	return min(t.lead+time.Duration(n-HerdFires)*HerdLeadPerFire, max(MaxClaimLead, t.lead))
-}
-
-// firesAt counts the heap's entries whose fire time is at, from index i
-// (at is the earliest: the entries at it are a subtree at the root),
-// stopping at limit. It visits only those entries and their children.
-func (t *Ticker) firesAt(at time.Time, i, limit int) int {
-	if i >= len(t.heap) || limit <= 0 || !t.heap[i].fireAt.Equal(at) {
-		return 0
-	}
-	n := 1
-	n += t.firesAt(at, 2*i+1, limit-n)
-	n += t.firesAt(at, 2*i+2, limit-n)
-	return n
-}
 
 // SetPreciseWake makes the ticker sleep the last PreciseLead before each
 // fire time with nanosleep(2) on its own goroutine (which then blocks its
@@ -350,7 +305,7 @@ func (t *Ticker) sleepFor() (d time.Duration, exact bool) {
 	d = maxSleep
 	now := t.now()
 	if len(t.heap) > 0 {
-		if f := t.heap[0].fireAt.Add(-t.leadFor(t.heap[0].fireAt)).Sub(now); f < d {
+		if f := t.heap[0].fireAt.Add(-t.lead).Sub(now); f < d {
 			d, exact = f, t.lead == 0
 		}
 	}
@@ -394,21 +349,14 @@ func (t *Ticker) dueAt(at, now time.Time) <-chan struct{} {
 	return t.dues[i].ch
 }
 
-// fireDue sends a Fire for every entry whose fire time, less the lead
-// (leadFor: the lead of its instant), has come. When the ticker wakes so
-// late that a newer slot of the same job is already due, the older slots
-// are passed over (logged and counted): only the latest due slot is fired.
+// fireDue sends a Fire for every entry whose fire time, less the lead, has
+// come. When the ticker wakes so late that a newer slot of the same job is
+// already due, the older slots are passed over (logged and counted): only
+// the latest due slot is fired.
 func (t *Ticker) fireDue() {
 	real := t.now()
-	var at, now time.Time // the instant being sent, and real + its lead
-	for len(t.heap) > 0 {
-		if top := t.heap[0].fireAt; !top.Equal(at) {
-			// The next instant: its lead decides, once for all its fires.
-			at, now = top, real.Add(t.leadFor(top))
-			if now.Before(at) {
-				break
-			}
-		}
+	now := real.Add(t.lead) // the fires of fire times up to now are sent
+	for len(t.heap) > 0 && !now.Before(t.heap[0].fireAt) {
 		it := t.heap[0]
 		missed := 0
 		next := it.Sched.Next(it.slot)
