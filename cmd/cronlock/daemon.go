@@ -33,24 +33,29 @@ type daemonOptions struct {
 	OwnProcess bool
 }
 
-// daemonProcs is the GOMAXPROCS the daemon runs with unless its
-// environment sets GOMAXPROCS: 1. The daemon waits on Redis, timers and
-// its children nearly all the time; with one P the Go runtime hands a
-// woken goroutine to the running thread instead of waking a second one
-// (futex wake-ups, idle threads spinning for work, sysmon's 20 µs polls
-// while a P sits in a system call). Measured by make bench on a 2-core
-// machine (README.md "Performance"): 22–36% less daemon CPU per run at 3
-// nodes × 50 and × 200 jobs a second, with job-measured start latency
-// unchanged (1.02–1.05× the floor) and a top-of-minute herd of 3,000 jobs
-// started sooner (1.09× the floor against 1.27–1.44×). What one P costs:
-// the Go code of the daemon uses at most one CPU (a run costs about
-// 150 µs of it: thousands of runs a second), and a CPU-bound goroutine (a
-// reload of a huge config) delays the others by up to the scheduler's
-// 10 ms time slice. The forked children are not limited.
-const daemonProcs = 1
+// procsPerP is how many of the CPUs the Go runtime would use (GOMAXPROCS'
+// default: the machine's, or the cgroup's CPU limit) the daemon gives one
+// P, at least one: GOMAXPROCS is 1 up to 7 CPUs, 2 on 8, 16 on 64.
+//
+// The daemon waits on Redis, timers and its children nearly all the time,
+// and a run is a chain of goroutine hand-offs (fire, claim, the Redis
+// client's writer and reader, fork, output readers, exit, finish). With
+// one P the runtime runs a woken goroutine on the thread that woke it
+// instead of waking an idle thread (futex wake-ups, threads spinning for
+// work). Measured by make bench on a 2-core machine against the build
+// before (README.md "Performance"): 0.64–0.88× the CPU per run at 3 nodes
+// × 50 jobs a second and 0.74–0.78× at × 200, start latency unchanged,
+// and a top-of-minute herd of 3,000 jobs started 1.09–1.11× the floor's
+// time instead of 1.27–1.44×. What fewer Ps cost: each fork holds its P
+// until the child has exec'd (vfork), so the forks of one instant run one
+// at a time per P; more CPUs get more Ps for a herd's forks. A CPU-bound
+// goroutine (a reload of a huge config) delays the others by up to the
+// scheduler's 10 ms time slice. The children themselves are not limited.
+const procsPerP = 4
 
-// setProcs applies daemonProcs when the environment does not set
-// GOMAXPROCS (which the Go runtime then has applied already), and returns
+// setProcs sets GOMAXPROCS to the default CPUs / procsPerP (at least 1)
+// unless the environment sets GOMAXPROCS (the runtime has applied it) or
+// the daemon runs inside another program (own false: tests). It returns
 // the GOMAXPROCS in effect and where it came from, for the start-up line.
 func setProcs(environ []string, own bool) (int, string) {
 	for _, kv := range environ {
@@ -61,8 +66,9 @@ func setProcs(environ []string, own bool) (int, string) {
 	if !own {
 		return runtime.GOMAXPROCS(0), "go runtime (daemon inside another program)"
 	}
-	runtime.GOMAXPROCS(daemonProcs)
-	return daemonProcs, "default"
+	n := max(1, runtime.GOMAXPROCS(0)/procsPerP)
+	runtime.GOMAXPROCS(n)
+	return n, "default (a quarter of the CPUs, at least 1)"
 }
 
 // clockOffsetEnv is an internal, test-only knob: a Go duration added to the
