@@ -82,4 +82,3 @@ func TestTicker_ReloadInTheLeadDoesNotRefire(t *testing.T) {
 		stop()
 	})
 }
-
