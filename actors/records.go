@@ -8,10 +8,13 @@ import (
 // RunRecords keeps, while a run is in progress, its current attempt's
 // process group and its exact lease value where the next incarnation of a
 // daemon that died without shutting down finds them
-// (*runrecords.Store; docs/architecture.md, "Start-up"). Put and Remove
-// block for a few file-system calls.
+// (*runrecords.Store; docs/architecture.md, "Start-up"). Put, Replace
+// and Remove block for one file-system call each.
 type RunRecords interface {
 	Put(runrecords.Record) error
+	// Replace writes rec in place of the record of its run's attempt
+	// old, in one write (Put when there is none).
+	Replace(old int, rec runrecords.Record) error
 	Remove(runID string, attempt int) error
 }
 
@@ -36,22 +39,31 @@ func (r *run) recordClaim() {
 	r.claimRecorded = true
 }
 
-// recordGroup records the process group of attempt p, then forgets the
-// previous attempt's (or the claim record): at any moment the record names
-// the group that may still run. A failure is logged and the run goes on.
+// recordGroup records the process group of attempt p in place of the
+// previous attempt's record or the claim record (one write: at any moment
+// the record names the group that may still run). A failure is logged and
+// the run goes on, its previous record kept.
 func (r *run) recordGroup(attempt int, p Proc) {
 	if r.deps.Records == nil {
 		return
 	}
 	rec := runrecords.Record{RunID: r.info.RunID, Attempt: attempt, Job: r.job.Name, Owner: r.lease.Owner(),
 		LockTTL: r.job.LockTTL, KillGrace: r.job.KillGrace, Group: p.Group()}
-	if err := r.deps.Records.Put(rec); err != nil {
+	var err error
+	switch {
+	case r.recorded > 0:
+		err = r.deps.Records.Replace(r.recorded, rec)
+	case r.claimRecorded:
+		err = r.deps.Records.Replace(0, rec)
+	default:
+		err = r.deps.Records.Put(rec)
+	}
+	if err != nil {
 		r.log.Warn("run record not written: if the daemon dies during this attempt, its processes and lease stay behind",
 			zap.Error(err)) // r.log carries the attempt
 		return
 	}
-	r.forgetGroup()
-	r.recorded = attempt
+	r.claimRecorded, r.recorded = false, attempt
 }
 
 // forgetGroup removes the record of the last recorded attempt, or the

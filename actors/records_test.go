@@ -46,6 +46,12 @@ func (s *recordingStore) Put(rec runrecords.Record) error {
 	return err
 }
 
+func (s *recordingStore) Replace(old int, rec runrecords.Record) error {
+	err := s.store.Replace(old, rec)
+	s.note(fmt.Sprintf("replace %d by %d", old, rec.Attempt), rec)
+	return err
+}
+
 func (s *recordingStore) Remove(runID string, attempt int) error {
 	err := s.store.Remove(runID, attempt)
 	s.note(fmt.Sprintf("remove %d", attempt), runrecords.Record{})
@@ -96,20 +102,19 @@ func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
 	for _, c := range rs.calls {
 		ops = append(ops, c.op)
 	}
-	// The claim record (attempt 0: the lease, no process yet), replaced by
-	// attempt 1's once it started.
-	if want := "[put 0 put 1 remove 0 put 2 remove 1 remove 2]"; fmt.Sprint(ops) != want {
+	// The claim record (attempt 0: the lease, no process yet), replaced in
+	// place by attempt 1's once it started, and that by attempt 2's.
+	if want := "[put 0 replace 0 by 1 replace 1 by 2 remove 2]"; fmt.Sprint(ops) != want {
 		t.Fatalf("got calls %v, want %s", ops, want)
 	}
 	if c := rs.calls[0]; c.written.Owner != owner || c.written.Group.ID != 0 || c.holder != owner || len(c.onDisk) != 1 {
 		t.Errorf("claim record: %+v, lease holder %q, %d on disk; want owner %s, no group, held, on disk", c.written, c.holder, len(c.onDisk), owner)
 	}
-	if len(rs.calls[2].onDisk) != 1 || rs.calls[2].onDisk[0].Attempt != 1 {
-		t.Errorf("after attempt 1's record replaced the claim record: on disk %+v, want attempt 1 only", rs.calls[2].onDisk)
+	if len(rs.calls[1].onDisk) != 1 || rs.calls[1].onDisk[0].Attempt != 1 {
+		t.Errorf("after attempt 1's record replaced the claim record: on disk %+v, want attempt 1 only", rs.calls[1].onDisk)
 	}
 	rs.calls = rs.calls[1:]
-	rs.calls = append(rs.calls[:1], rs.calls[2:]...)
-	put1, put2, last := rs.calls[0], rs.calls[1], rs.calls[3]
+	put1, put2, last := rs.calls[0], rs.calls[1], rs.calls[2]
 	for _, c := range []recordCall{put1, put2} {
 		w := c.written
 		if w.RunID != fin.RunID || w.Job != "flaky" || w.Owner != owner || w.LockTTL != cfg.LockTTL || w.KillGrace != cfg.KillGrace ||
@@ -123,7 +128,7 @@ func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
 	if put1.written.Group.ID == put2.written.Group.ID {
 		t.Errorf("both attempts recorded group %d, want each its own", put1.written.Group.ID)
 	}
-	if len(rs.calls[2].onDisk) != 1 || rs.calls[2].onDisk[0].Attempt != 2 {
+	if len(rs.calls[1].onDisk) != 1 || rs.calls[1].onDisk[0].Attempt != 2 {
 		t.Errorf("after the retry's record replaced the first: on disk %+v, want attempt 2 only", rs.calls[2].onDisk)
 	}
 	if last.holder != "" || len(last.onDisk) != 0 {

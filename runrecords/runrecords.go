@@ -3,9 +3,10 @@
 // process group and the exact lease value it holds. When a daemon dies
 // without shutting down (SIGKILL, OOM killer, crash), its next incarnation
 // reads the records at start, kills what the runs left and releases their
-// leases (docs/architecture.md, "Start-up"). A record is written when an
-// attempt's process starts and removed when the next attempt has its own
-// record, or once the run has released its lease.
+// leases (docs/architecture.md, "Start-up"). A record is written when a run wins
+// its claim (attempt 0: the lease, no process yet), replaced in place
+// (Replace) by each attempt's when its process starts, and removed once
+// the run has released its lease.
 //
 // The records live in fixed slots of one file, each written in place with
 // one pwrite(2): creating and deleting a file per run costs more than the
@@ -150,7 +151,19 @@ func (s *Store) fileLocked() (*os.File, error) {
 // process exists anyway. It blocks for one system call (a few
 // microseconds) and returns its error, or an error when the record does
 // not fit a slot.
-func (s *Store) Put(rec Record) error {
+func (s *Store) Put(rec Record) error { return s.write(rec, -1) }
+
+// Replace writes rec into the slot of the record of rec's run with
+// attempt old, with one pwrite(2) within one page: whatever the daemon's
+// death, the file holds the old record or the new one, never neither nor
+// both (the record of a run's claim, attempt 0, replaced by its first
+// attempt's; an attempt's by its retry's). Without a record of old it is
+// Put. Errors as Put's; after an error the store still counts the old
+// record as written.
+func (s *Store) Replace(old int, rec Record) error { return s.write(rec, old) }
+
+// write is Put (old < 0) and Replace.
+func (s *Store) write(rec Record, old int) error {
 	boot, ns := s.here()
 	data, err := json.Marshal(stored{RunID: rec.RunID, Attempt: rec.Attempt, Job: rec.Job, Owner: rec.Owner,
 		LockTTLMs: rec.LockTTL.Milliseconds(), KillGraceMs: rec.KillGrace.Milliseconds(),
@@ -176,15 +189,25 @@ func (s *Store) Put(rec Record) error {
 	if _, dup := s.slots[k]; dup {
 		return fmt.Errorf("run record %s attempt %d: already written", rec.RunID, rec.Attempt)
 	}
-	off := s.next
-	if n := len(s.free); n > 0 {
-		off, s.free = s.free[n-1], s.free[:n-1]
-	} else {
-		s.next += slotSize
+	oldKey := key{rec.RunID, old}
+	off, replace := s.slots[oldKey]
+	if !replace || old < 0 {
+		replace = false
+		off = s.next
+		if n := len(s.free); n > 0 {
+			off, s.free = s.free[n-1], s.free[:n-1]
+		} else {
+			s.next += slotSize
+		}
 	}
 	if _, err := f.WriteAt(s.buf[:], off); err != nil {
-		s.free = append(s.free, off)
+		if !replace {
+			s.free = append(s.free, off)
+		}
 		return fmt.Errorf("run record %s: %w", rec.RunID, err)
+	}
+	if replace {
+		delete(s.slots, oldKey)
 	}
 	s.slots[k] = off
 	return nil

@@ -151,6 +151,68 @@ func TestPutRefusesARecordLongerThanASlot(t *testing.T) {
 	}
 }
 
+// Replace writes a run's next record into its previous record's slot: the
+// next incarnation finds only the new one, the file does not grow, and a
+// Replace without a previous record is a Put.
+func TestReplace(t *testing.T) {
+	s := newStore(t)
+	claim := record("r1", 0)
+	claim.Attempt, claim.Group = 0, process.Group{}
+	if err := s.Put(claim); err != nil {
+		t.Fatal(err)
+	}
+	other := record("r2", 300)
+	if err := s.Put(other); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		fi, err := os.Stat(s.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	first := record("r1", 100)
+	if err := s.Replace(0, first); err != nil {
+		t.Fatal(err)
+	}
+	retry := record("r1", 200)
+	retry.Attempt = 2
+	if err := s.Replace(1, retry); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(recs []Record) map[string]int {
+		m := map[string]int{}
+		for _, r := range recs {
+			m[r.RunID] = r.Group.ID
+		}
+		return m
+	}
+	if got := ids(reopen(t, s).Records); !reflect.DeepEqual(got, map[string]int{"r1": 200, "r2": 300}) {
+		t.Fatalf("after two replaces: groups %v, want r1's retry (200) and r2 (300)", got)
+	}
+	if size() != before {
+		t.Errorf("file grew from %d to %d bytes: a replace took a new slot", before, size())
+	}
+	if err := s.Replace(1, retry); err == nil {
+		t.Error("Replace with a record already written: nil error, want one")
+	}
+	lone := record("r3", 400)
+	if err := s.Replace(0, lone); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("r1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("r1", 1); err != nil { // replaced: no record of it left
+		t.Fatal(err)
+	}
+	if got := ids(reopen(t, s).Records); !reflect.DeepEqual(got, map[string]int{"r2": 300, "r3": 400}) {
+		t.Fatalf("after a replace without a previous record and a remove: groups %v, want r2 (300) and r3 (400)", got)
+	}
+}
+
 // BenchmarkPutRemove is the per-run cost of the records: one Put when the
 // run's process starts, one Remove when it has ended.
 func BenchmarkPutRemove(b *testing.B) {
