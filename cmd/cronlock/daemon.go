@@ -42,11 +42,11 @@ type daemonOptions struct {
 // client's writer and reader, fork, output readers, exit, finish). With
 // one P the runtime runs a woken goroutine on the thread that woke it
 // instead of waking an idle thread (futex wake-ups, threads spinning for
-// work). Measured by make bench on a 2-core machine against the build
-// before (README.md "Performance"): 0.64–0.88× the CPU per run at 3 nodes
-// × 50 jobs a second and 0.74–0.78× at × 200, start latency unchanged,
-// and a top-of-minute herd of 3,000 jobs started 1.09–1.11× the floor's
-// time instead of 1.27–1.44×. What fewer Ps cost: each fork holds its P
+// work). Measured by make bench on a 2-core machine (README.md
+// "Performance", "Fewer Ps"): with one P the same build used 0.64× the CPU
+// per run of the runtime's default at 3 nodes × 50 jobs a second and 0.78×
+// at × 200, start latency unchanged, and a top-of-minute herd of 3,000
+// jobs started 1.09× the floor's time. What fewer Ps cost: each fork holds its P
 // until the child has exec'd (vfork), so the forks of one instant run one
 // at a time per P; more CPUs get more Ps for a herd's forks. A CPU-bound
 // goroutine (a reload of a huge config) delays the others by up to the
