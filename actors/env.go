@@ -16,8 +16,11 @@ import (
 // daemonVars are variables of the daemon's own that never reach a job or a
 // hook: systemd's notify, watchdog and socket-activation interface (a job
 // could otherwise send STATUS= or WATCHDOG=1 for the daemon), its per-unit
-// internals, and its credentials directory.
+// internals, its credentials directory, and GOMAXPROCS (set for the
+// daemon's own Go runtime: README.md "Install", "CPU"; a job that wants
+// it sets it in its env).
 var daemonVars = map[string]bool{
+	"GOMAXPROCS":    true,
 	"NOTIFY_SOCKET": true, "WATCHDOG_USEC": true, "WATCHDOG_PID": true,
 	"LISTEN_FDS": true, "LISTEN_PID": true, "LISTEN_FDNAMES": true,
 	"INVOCATION_ID": true, "JOURNAL_STREAM": true, "SYSTEMD_EXEC_PID": true,

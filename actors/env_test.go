@@ -26,12 +26,12 @@ func envMap(env []string) map[string]string {
 func TestCommandEnv_DropsDaemonVariables(t *testing.T) {
 	daemon := []string{"PATH=/x", "HOME=/root", "NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=30000000",
 		"WATCHDOG_PID=1", "LISTEN_FDS=1", "LISTEN_PID=1", "LISTEN_FDNAMES=x", "INVOCATION_ID=abc",
-		"CRONLOCK_REDIS_PASSWORD=secret", "CRONLOCK_NODE_ID=n", "CRONLOCK_INTERNAL_CLOCK_OFFSET=1s", "KEEP=1"}
+		"CRONLOCK_REDIS_PASSWORD=secret", "CRONLOCK_NODE_ID=n", "CRONLOCK_INTERNAL_CLOCK_OFFSET=1s", "KEEP=1", "GOMAXPROCS=8"}
 	job := config.Job{Name: "j", Shell: "/bin/sh", InheritEnv: true, Env: map[string]string{"A": "b"}}
 	info := RunInfo{Job: "j", RunID: "r", Node: "n1", Slot: time.Unix(60, 0), Trigger: TriggerSchedule, Fence: 3}
 	env := envMap(commandEnv(JobEnviron(daemon), job, info, 2))
 	for _, k := range []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
-		"LISTEN_FDNAMES", "INVOCATION_ID", "CRONLOCK_REDIS_PASSWORD", "CRONLOCK_INTERNAL_CLOCK_OFFSET"} {
+		"LISTEN_FDNAMES", "INVOCATION_ID", "CRONLOCK_REDIS_PASSWORD", "CRONLOCK_INTERNAL_CLOCK_OFFSET", "GOMAXPROCS"} {
 		if v, ok := env[k]; ok {
 			t.Errorf("%s=%q reached the job, want it dropped", k, v)
 		}

@@ -9,7 +9,8 @@ import (
 // process group and its exact lease value where the next incarnation of a
 // daemon that died without shutting down finds them
 // (*runrecords.Store; docs/architecture.md, "Start-up"). Put, Replace
-// and Remove block for one file-system call each.
+// and Remove block for one write each (the first call also opens the
+// file).
 type RunRecords interface {
 	Put(runrecords.Record) error
 	// Replace writes rec in place of the record of its run's attempt

@@ -129,7 +129,7 @@ func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
 		t.Errorf("both attempts recorded group %d, want each its own", put1.written.Group.ID)
 	}
 	if len(rs.calls[1].onDisk) != 1 || rs.calls[1].onDisk[0].Attempt != 2 {
-		t.Errorf("after the retry's record replaced the first: on disk %+v, want attempt 2 only", rs.calls[2].onDisk)
+		t.Errorf("after the retry's record replaced the first: on disk %+v, want attempt 2 only", rs.calls[1].onDisk)
 	}
 	if last.holder != "" || len(last.onDisk) != 0 {
 		t.Errorf("last remove: lease holder %q, %d records on disk; want the lease released before, nothing left", last.holder, len(last.onDisk))

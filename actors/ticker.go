@@ -129,8 +129,9 @@ func NewTicker(log *zap.Logger, metrics *Metrics, now func() time.Time) *Ticker 
 func (t *Ticker) SetClaimLead(lead time.Duration) { t.lead = max(lead, 0) }
 
 // SetPreciseWake makes the ticker sleep the last PreciseLead before each
-// fire time with nanosleep(2) on its own goroutine (which then blocks its
-// thread for at most that long; messages are read between sleeps). Call it
+// fire time with nanosleep(2) on its own goroutine, which then blocks its
+// thread and, when its pass woke nothing, its P for at most that long
+// (sleepExact; messages are read between sleeps). Call it
 // before Run, and only when now is the real clock: in a testing/synctest
 // bubble a real sleep never advances the bubble's clock.
 func (t *Ticker) SetPreciseWake(on bool) { t.precise = on }
@@ -176,8 +177,7 @@ func (t *Ticker) Run(ctx context.Context) error {
 		t.dues = nil
 	}()
 	for {
-		t.fireDue()
-		t.closeDues()
+		woke := t.fireDue() + t.closeDues()
 		d, exact := t.sleepFor()
 		if t.precise && exact {
 			if d <= PreciseLead {
@@ -187,7 +187,10 @@ func (t *Ticker) Run(ctx context.Context) error {
 				case m := <-t.inbox:
 					t.handle(m)
 				default:
-					sleepExact(d)
+					// Fires or dues sent in this pass: their goroutines
+					// run meanwhile (fire times less than PreciseLead
+					// apart must not chain raw sleeps ahead of them).
+					sleepExact(d, woke > 0)
 				}
 				continue
 			}
@@ -318,8 +321,9 @@ func (t *Ticker) sleepFor() (d time.Duration, exact bool) {
 	return max(d, 0), exact
 }
 
-// closeDues closes the channels of the fire times that have come.
-func (t *Ticker) closeDues() {
+// closeDues closes the channels of the fire times that have come and
+// returns how many.
+func (t *Ticker) closeDues() int {
 	now := t.now()
 	n := 0
 	for n < len(t.dues) && (!now.Before(t.dues[n].at) || !now.Before(t.dues[n].by)) {
@@ -329,6 +333,7 @@ func (t *Ticker) closeDues() {
 	if n > 0 {
 		t.dues = append(t.dues[:0], t.dues[n:]...)
 	}
+	return n
 }
 
 // dueAt is the Fire.Due of a fire time at sent at now: nil when at has
@@ -353,8 +358,9 @@ func (t *Ticker) dueAt(at, now time.Time) <-chan struct{} {
 // fireDue sends a Fire for every entry whose fire time, less the lead, has
 // come. When the ticker wakes so late that a newer slot of the same job is
 // already due, the older slots are passed over (logged and counted): only
-// the latest due slot is fired.
-func (t *Ticker) fireDue() {
+// the latest due slot is fired. It returns how many fires it sent.
+func (t *Ticker) fireDue() int {
+	sent := 0
 	real := t.now()
 	now := real.Add(t.lead) // the fires of fire times up to now are sent
 	for len(t.heap) > 0 && !now.Before(t.heap[0].fireAt) {
@@ -371,6 +377,7 @@ func (t *Ticker) fireDue() {
 				zap.Int("missed", missed), slotField(it.slot))
 		}
 		t.fire(it, real)
+		sent++
 		it.fired = it.slot
 		if next.IsZero() {
 			heap.Pop(&t.heap)
@@ -381,6 +388,7 @@ func (t *Ticker) fireDue() {
 		it.fireAt = next.Add(jitterFor(it.Job, next, it.Jitter))
 		heap.Fix(&t.heap, 0)
 	}
+	return sent
 }
 
 func (t *Ticker) fire(it *tickerItem, now time.Time) {
@@ -447,19 +455,26 @@ func send[T any](ctx context.Context, ch chan<- T, v T) error {
 	}
 }
 
-// sleepExact sleeps d (at most PreciseLead) with nanosleep(2) as a raw
-// system call: the thread keeps its P, so for that time no other goroutine
-// runs on it (with GOMAXPROCS 1, none in the daemon: they wait at most
-// PreciseLead, once before a fire time). Entered as an ordinary system
-// call, the Go runtime's sysmon took the P away after 20 µs, handed it to
-// another thread and polled every 20 µs until the sleeper came back for it:
-// measured at 3 nodes × 50 jobs a second, 4 alternating pairs, the raw
-// sleep cost 0.85–0.96× the daemons' CPU (README.md "Performance"). A
-// signal may end it early (the caller computes the wait again).
-func sleepExact(d time.Duration) {
+// sleepExact sleeps d (at most PreciseLead) with nanosleep(2). Unless
+// yield, as a raw system call: the thread keeps its P, so for that time no
+// other goroutine runs on it (with GOMAXPROCS 1, none in the daemon; the
+// ticker sleeps so only when its pass sent nothing, so no fire or due of
+// its own waits behind it). Entered as an ordinary system call (yield:
+// the goroutines it has just woken run meanwhile), the Go runtime's
+// sysmon takes the P away after 20 µs, hands it on and polls every 20 µs
+// until the sleeper takes one back: measured at 3 nodes × 50 jobs a
+// second, 4 alternating pairs, the raw sleep cost the daemons 0.87–0.92×
+// the CPU, and the fire delay at one job a second fell from 0.76–1.35 ms
+// to 0.49–0.65 ms at the median (README.md "Performance"). A signal may
+// end the sleep early (the caller computes the wait again).
+func sleepExact(d time.Duration, yield bool) {
 	if d <= 0 {
 		return
 	}
 	ts := syscall.NsecToTimespec(min(d, PreciseLead).Nanoseconds())
+	if yield {
+		_ = syscall.Nanosleep(&ts, nil)
+		return
+	}
 	syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
 }

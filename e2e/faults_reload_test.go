@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,4 +96,39 @@ func waitLedgerSlotAfter(t *testing.T, ledger, job string, after time.Time) {
 		}
 		return false
 	})
+}
+
+// TestReload_StormThenTermStops: a SIGHUP storm at a daemon with thousands
+// of jobs (each reload takes tens of ms), then SIGTERM: the daemon shuts
+// down cleanly. os/signal drops a signal when its channel is full, and the
+// SIGTERM after a storm that filled it was lost (the daemon ran on).
+func TestReload_StormThenTermStops(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	jobs := make([]map[string]any, 3000)
+	for i := range jobs {
+		jobs[i] = map[string]any{"name": fmt.Sprintf("idle%04d", i), "schedule": "0 0 0 1 1 *", "command": "true"}
+	}
+	cfgPath := filepath.Join(t.TempDir(), "cronlock.json")
+	writeConfigAt(t, cfgPath, redisConfig(srv.Addr(), jobs...))
+	nodes, _ := startNodes(t, cfgPath, nodeSpec{id: "solo"})
+	n := nodes[0]
+	for range 40 {
+		n.Signal(syscall.SIGHUP)
+		time.Sleep(5 * time.Millisecond)
+	}
+	n.Signal(syscall.SIGTERM)
+	if code := n.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d after the storm and SIGTERM, want 0", code)
+	}
+	reloads := 0
+	for _, e := range n.Logs() {
+		if e.Msg() == "configuration reloaded" {
+			reloads++
+		}
+	}
+	if reloads == 0 {
+		t.Error("no reload for 40 SIGHUPs, want at least the first")
+	}
+	t.Logf("%d reloads for 40 SIGHUPs", reloads)
 }

@@ -4,7 +4,8 @@
 // without shutting down (SIGKILL, OOM killer, crash), its next incarnation
 // reads the records at start, kills what the runs left and releases their
 // leases (docs/architecture.md, "Start-up"). A record is written when a run wins
-// its claim (attempt 0: the lease, no process yet), replaced in place
+// its claim with a lease (attempt 0: the lease, no process yet; a run
+// without a lease, overlap allow, starts at attempt 1), replaced in place
 // (Replace) by each attempt's when its process starts, and removed once
 // the run has released its lease.
 //

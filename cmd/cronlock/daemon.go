@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,8 +35,10 @@ type daemonOptions struct {
 }
 
 // procsPerP is how many of the CPUs the Go runtime would use (GOMAXPROCS'
-// default: the machine's, or the cgroup's CPU limit) the daemon gives one
-// P, at least one: GOMAXPROCS is 1 up to 7 CPUs, 2 on 8, 16 on 64.
+// default: the machine's, or the cgroup's CPU limit, read once at the
+// start: setting GOMAXPROCS stops the runtime from following later changes
+// of the limit) the daemon gives one P, at least one: GOMAXPROCS is 1 up
+// to 7 CPUs, 2 on 8, 16 on 64.
 //
 // The daemon waits on Redis, timers and its children nearly all the time,
 // and a run is a chain of goroutine hand-offs (fire, claim, the Redis
@@ -43,24 +46,33 @@ type daemonOptions struct {
 // one P the runtime runs a woken goroutine on the thread that woke it
 // instead of waking an idle thread (futex wake-ups, threads spinning for
 // work). Measured by make bench on a 2-core machine (README.md
-// "Performance", "Fewer Ps"): with one P the same build used 0.64× the CPU
-// per run of the runtime's default at 3 nodes × 50 jobs a second and 0.78×
-// at × 200, start latency unchanged, and a top-of-minute herd of 3,000
-// jobs started 1.09× the floor's time. What fewer Ps cost: each fork holds its P
-// until the child has exec'd (vfork), so the forks of one instant run one
-// at a time per P; more CPUs get more Ps for a herd's forks. A CPU-bound
-// goroutine (a reload of a huge config) delays the others by up to the
-// scheduler's 10 ms time slice. The children themselves are not limited.
+// "Performance", "Fewer Ps"): one invocation with the build before this
+// change as the baseline gave 0.64× its CPU per run at 3 nodes × 50 jobs
+// a second and 0.78× at × 200, start latency unchanged.
+//
+// What fewer Ps cost. Each fork holds its P until the child has exec'd
+// (vfork), so the forks of one instant run one at a time per P (more CPUs
+// get more Ps for a herd's forks), and a child that hangs before its exec
+// (the chdir to a work_dir on a hung network file system) holds the only
+// P: the whole daemon stops until it returns (the systemd watchdog then
+// restarts it). CPU-bound work delays the ticker and the runs' goroutines
+// by up to the scheduler's 10 ms time slice: a reload of a 10,000-job
+// config every 200 ms gave a fire delay p50 of 4.6–6.5 ms against 0.8 ms
+// with two Ps; a /metrics scrape or an API listing of thousands of jobs
+// does the same for a moment. The children themselves are not limited.
 const procsPerP = 4
 
 // setProcs sets GOMAXPROCS to the default CPUs / procsPerP (at least 1)
-// unless the environment sets GOMAXPROCS (the runtime has applied it) or
-// the daemon runs inside another program (own false: tests). It returns
-// the GOMAXPROCS in effect and where it came from, for the start-up line.
+// unless the environment sets GOMAXPROCS to a number ≥ 1 (which the
+// runtime has applied; it ignores any other value) or the daemon runs
+// inside another program (own false: tests). It returns the GOMAXPROCS in
+// effect and where it came from, for the start-up line.
 func setProcs(environ []string, own bool) (int, string) {
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, "GOMAXPROCS=") {
-			return runtime.GOMAXPROCS(0), "environment"
+		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+				return runtime.GOMAXPROCS(0), "environment"
+			}
 		}
 	}
 	if !own {

@@ -37,16 +37,57 @@ func main() {
 	if _, err := process.AdoptOrphans(); err != nil {
 		fmt.Fprintf(os.Stderr, "cronlock: warning: %v; orphans of runs go to init\n", err)
 	}
-	// Run ids (a random UUID per run) come from a buffer of random bytes
-	// refilled from crypto/rand, not one getrandom(2) call each; called
-	// before any UUID is made, as the package requires.
+	// Run ids (a random UUID per run) are cut from a buffer of random bytes
+	// read from crypto/rand 16 UUIDs at a time, not read one by one;
+	// called before any UUID is made, as the package requires.
 	uuid.EnableRandPool()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	raw := make(chan os.Signal, 4)
+	signal.Notify(raw, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	sigs := make(chan os.Signal)
+	go relaySignals(raw, sigs)
 	code := runIn(context.Background(), &runEnv{environ: os.Environ(), stdout: os.Stdout, stderr: os.Stderr, signals: sigs,
 		ownProcess: true}, os.Args[1:])
-	signal.Stop(sigs)
+	signal.Stop(raw)
 	os.Exit(code)
+}
+
+// relaySignals passes the signals from in to out, reading in at once:
+// os/signal drops a signal when its channel is full (signal.Notify: "the
+// caller must ensure that c has sufficient buffer space"), and the daemon
+// reads one signal at a time, reloading on SIGHUP (50–150 ms for thousands
+// of jobs): a SIGHUP storm filled the channel and a SIGTERM after it was
+// lost, the daemon running on. Here a SIGTERM or SIGINT is never dropped
+// (at most 2 wait: the daemon acts on the first and the second), and a
+// SIGHUP that comes while one waits is merged into it (the reload reads
+// the file as it is when it runs). Signals go out in the order they came.
+// It returns when in is closed.
+func relaySignals(in <-chan os.Signal, out chan<- os.Signal) {
+	var queue []os.Signal
+	for {
+		var send chan<- os.Signal
+		var next os.Signal
+		if len(queue) > 0 {
+			send, next = out, queue[0]
+		}
+		select {
+		case sig, ok := <-in:
+			if !ok {
+				return
+			}
+			waiting := 0
+			for _, q := range queue {
+				if q == sig || q != syscall.SIGHUP && sig != syscall.SIGHUP {
+					waiting++
+				}
+			}
+			if sig == syscall.SIGHUP && waiting > 0 || sig != syscall.SIGHUP && waiting >= 2 {
+				continue
+			}
+			queue = append(queue, sig)
+		case send <- next:
+			queue = queue[1:]
+		}
+	}
 }
 
 // subcommand runs one `cronlock NAME …` form; args exclude NAME. It returns

@@ -14,6 +14,11 @@ func TestSetProcs(t *testing.T) {
 	if n, from := setProcs([]string{"GOMAXPROCS=3"}, true); n != prev || from != "environment" || runtime.GOMAXPROCS(0) != prev {
 		t.Fatalf("with GOMAXPROCS set: %d from %q, runtime %d; want the runtime's %d unchanged", n, from, runtime.GOMAXPROCS(0), prev)
 	}
+	runtime.GOMAXPROCS(8)
+	if n, from := setProcs([]string{"GOMAXPROCS=abc", "GOMAXPROCS=0"}, true); n != 2 || from == "environment" {
+		t.Fatalf("with GOMAXPROCS not a number ≥ 1 (ignored by the runtime): %d from %q, want the default's 2 of 8", n, from)
+	}
+	runtime.GOMAXPROCS(prev)
 	if n, _ := setProcs(nil, false); n != prev || runtime.GOMAXPROCS(0) != prev {
 		t.Fatalf("inside another program: %d, runtime %d; want %d unchanged", n, runtime.GOMAXPROCS(0), prev)
 	}
