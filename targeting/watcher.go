@@ -49,10 +49,14 @@ type Watcher struct {
 
 	// Written by the Run goroutine only, under gauge.mu (a scrape reads
 	// them); the Run goroutine reads them without it.
-	jobs       []config.Job
-	unrunnable map[string]bool // jobs reported unrunnable
-	started    time.Time       // the first SetJobs: nothing is judged before a beat has passed
-	lastErr    string          // the last listing error, "" after a success
+	jobs []config.Job
+	// someTargeted is targeted() of jobs, computed when they are set (the
+	// node's own tags do not change): a check of 10,000 untargeted jobs
+	// no longer walks them every tick.
+	someTargeted bool
+	unrunnable   map[string]bool // jobs reported unrunnable
+	started      time.Time       // the first SetJobs: nothing is judged before a beat has passed
+	lastErr      string          // the last listing error, "" after a success
 }
 
 // NewWatcher returns the actor; it does no I/O.
@@ -120,6 +124,7 @@ func (w *Watcher) setJobs(jobs []config.Job) {
 		}
 	}
 	w.jobs = jobs
+	w.someTargeted = w.targeted()
 }
 
 // unrunnableGauge exports cronlock_job_unrunnable{job} from the watcher's
@@ -153,7 +158,7 @@ func (w *Watcher) check(ctx context.Context) {
 	if w.started.IsZero() || time.Since(w.started) < w.every/2 {
 		return
 	}
-	targeted := w.targeted()
+	targeted := w.someTargeted
 	if !targeted && len(w.unrunnable) == 0 {
 		return // this node (live) matches every job, and none was unrunnable: nothing to judge
 	}
