@@ -143,3 +143,30 @@ cronlock_skips_total{job="idle",reason="shutting_down"} 0
 		t.Errorf("Running()[idle]: got %d, want 2", n)
 	}
 }
+
+// TotalRunning follows SetRunning and DropJob: the runs in progress of the
+// exported jobs, not of a job never initialised or dropped.
+func TestMetrics_TotalRunning(t *testing.T) {
+	m := NewMetrics(nil)
+	m.InitJob("a")
+	m.InitJob("b")
+	m.SetRunning("a", 0) // a series never made stays unmade
+	m.SetRunning("a", 2)
+	m.SetRunning("b", 1)
+	m.SetRunning("ghost", 5) // never initialised: not exported, not counted
+	if got := m.TotalRunning(); got != 3 {
+		t.Fatalf("TotalRunning = %d, want 3", got)
+	}
+	m.SetRunning("a", 1)
+	m.DropJob("b") // removed by a reload while its run goes on
+	m.SetRunning("b", 0)
+	if got := m.TotalRunning(); got != 1 {
+		t.Fatalf("after a's run ended and b was dropped: TotalRunning = %d, want 1", got)
+	}
+	m.InitJob("b") // added again
+	m.SetRunning("b", 1)
+	m.SetRunning("a", 0)
+	if got := m.TotalRunning(); got != 1 {
+		t.Fatalf("after b came back with one run and a has none: TotalRunning = %d, want 1", got)
+	}
+}
