@@ -51,12 +51,9 @@ func (r *run) recordGroup(attempt int, p Proc) {
 	rec := runrecords.Record{RunID: r.info.RunID, Attempt: attempt, Job: r.job.Name, Owner: r.lease.Owner(),
 		LockTTL: r.job.LockTTL, KillGrace: r.job.KillGrace, Group: p.Group()}
 	var err error
-	switch {
-	case r.recorded > 0:
-		err = r.deps.Records.Replace(r.recorded, rec)
-	case r.claimRecorded:
-		err = r.deps.Records.Replace(0, rec)
-	default:
+	if old, ok := r.lastRecord(); ok {
+		err = r.deps.Records.Replace(old, rec)
+	} else {
 		err = r.deps.Records.Put(rec)
 	}
 	if err != nil {
@@ -67,22 +64,27 @@ func (r *run) recordGroup(attempt int, p Proc) {
 	r.claimRecorded, r.recorded = false, attempt
 }
 
+// lastRecord is the attempt of the run's record on file (0: the claim
+// record); ok is false when there is none. At most one exists.
+func (r *run) lastRecord() (attempt int, ok bool) {
+	return r.recorded, r.recorded > 0 || r.claimRecorded
+}
+
 // forgetGroup removes the record of the last recorded attempt, or the
 // claim record, if any.
 func (r *run) forgetGroup() {
-	if r.claimRecorded {
-		r.claimRecorded = false
-		if err := r.deps.Records.Remove(r.info.RunID, 0); err != nil {
-			r.log.Warn("claim record not removed: the next start of the daemon will release this run's lease",
-				zap.Error(err))
-		}
-	}
-	if r.recorded == 0 {
+	attempt, ok := r.lastRecord()
+	if !ok {
 		return
 	}
-	if err := r.deps.Records.Remove(r.info.RunID, r.recorded); err != nil {
+	r.claimRecorded, r.recorded = false, 0
+	if err := r.deps.Records.Remove(r.info.RunID, attempt); err != nil {
+		if attempt == 0 {
+			r.log.Warn("claim record not removed: the next start of the daemon will release this run's lease",
+				zap.Error(err))
+			return
+		}
 		r.log.Warn("run record not removed: the next start of the daemon will look for this run's processes",
-			zap.Int("record_attempt", r.recorded), zap.Error(err))
+			zap.Int("record_attempt", attempt), zap.Error(err))
 	}
-	r.recorded = 0
 }

@@ -191,9 +191,8 @@ func (s *Store) write(rec Record, old int) error {
 		return fmt.Errorf("run record %s attempt %d: already written", rec.RunID, rec.Attempt)
 	}
 	oldKey := key{rec.RunID, old}
-	off, replace := s.slots[oldKey]
-	if !replace || old < 0 {
-		replace = false
+	off, replace := s.slots[oldKey] // never for Put: no record has attempt -1
+	if !replace {
 		off = s.next
 		if n := len(s.free); n > 0 {
 			off, s.free = s.free[n-1], s.free[:n-1]

@@ -68,11 +68,9 @@ const procsPerP = 4
 // inside another program (own false: tests). It returns the GOMAXPROCS in
 // effect and where it came from, for the start-up line.
 func setProcs(environ []string, own bool) (int, string) {
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
-			if n, err := strconv.Atoi(v); err == nil && n >= 1 {
-				return runtime.GOMAXPROCS(0), "environment"
-			}
+	if v, ok := envValue(environ, "GOMAXPROCS"); ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+			return runtime.GOMAXPROCS(0), "environment"
 		}
 	}
 	if !own {
@@ -163,16 +161,25 @@ func sdNotify(log *zap.Logger) func(string) {
 // clock is the daemon's wall clock: time.Now, shifted by clockOffsetEnv
 // when that is set.
 func clock(environ []string) (func() time.Time, error) {
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, clockOffsetEnv+"="); ok && v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", clockOffsetEnv, err)
-			}
-			return func() time.Time { return time.Now().Add(d) }, nil
+	if v, ok := envValue(environ, clockOffsetEnv); ok && v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", clockOffsetEnv, err)
 		}
+		return func() time.Time { return time.Now().Add(d) }, nil
 	}
 	return time.Now, nil
+}
+
+// envValue is the value of the first name=value in environ, as
+// os.LookupEnv is for the process's environment.
+func envValue(environ []string, name string) (string, bool) {
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // newLogger builds the zap logger of log.level/log.format: console on a

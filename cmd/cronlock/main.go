@@ -74,13 +74,13 @@ func relaySignals(in <-chan os.Signal, out chan<- os.Signal) {
 			if !ok {
 				return
 			}
-			waiting := 0
+			hup, waiting := sig == syscall.SIGHUP, 0 // waiting: of its kind, SIGHUP or not
 			for _, q := range queue {
-				if q == sig || q != syscall.SIGHUP && sig != syscall.SIGHUP {
+				if (q == syscall.SIGHUP) == hup {
 					waiting++
 				}
 			}
-			if sig == syscall.SIGHUP && waiting > 0 || sig != syscall.SIGHUP && waiting >= 2 {
+			if hup && waiting > 0 || waiting >= 2 {
 				continue
 			}
 			queue = append(queue, sig)
