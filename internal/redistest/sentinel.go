@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -163,4 +165,80 @@ func field(reply, name string) string {
 		}
 	}
 	return ""
+}
+
+// MasterSwitch is one change of the master a sentinel names: At is when
+// the watch first saw Addr named (within its 50 ms poll).
+type MasterSwitch struct {
+	At       time.Time
+	Sentinel string // the sentinel that named it
+	Addr     string
+}
+
+// MasterWatch records every change of the master the sentinels name
+// (SENTINEL GET-MASTER-ADDR-BY-NAME, polled every 50 ms: a sentinel
+// naming another master than the one the last switch named) from
+// WatchMaster until the test ends. A loaded machine can make the
+// sentinels judge a freshly promoted master down (down-after-milliseconds
+// 1000) and fail over again; a test of a failover follows each switch.
+type MasterWatch struct {
+	mu       sync.Mutex
+	switches []MasterSwitch
+}
+
+// WatchMaster starts a MasterWatch; a cleanup stops its poller.
+func (s *Sentinel) WatchMaster() *MasterWatch {
+	w := &MasterWatch{}
+	stop, done := make(chan struct{}), make(chan struct{})
+	s.t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		named := make([]string, len(s.Sentinels)) // what each sentinel named last
+		var latest string                         // the master the last switch named
+		for {
+			for i, x := range s.Sentinels {
+				v, err := Do(x.Addr(), time.Second, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SentinelMaster)
+				host, port, ok := strings.Cut(v, "\n")
+				if err != nil || !ok {
+					continue
+				}
+				addr := host + ":" + port
+				if latest == "" {
+					latest = addr
+				}
+				// A sentinel that learns a switch later than the others
+				// moves to the latest master: that adds nothing.
+				if named[i] != "" && addr != named[i] && addr != latest {
+					latest = addr
+					w.mu.Lock()
+					w.switches = append(w.switches, MasterSwitch{At: time.Now(), Sentinel: x.Addr(), Addr: addr})
+					w.mu.Unlock()
+				}
+				named[i] = addr
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond): // poll interval, not synchronisation
+			}
+		}
+	}()
+	return w
+}
+
+// Switches returns the changes seen so far, oldest first.
+func (w *MasterWatch) Switches() []MasterSwitch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.switches)
+}
+
+// Last returns when the last change was seen; the zero time before any.
+func (w *MasterWatch) Last() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.switches) == 0 {
+		return time.Time{}
+	}
+	return w.switches[len(w.switches)-1].At
 }
