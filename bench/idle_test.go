@@ -38,7 +38,7 @@ func runIdle(t *testing.T, s settings, wl *Workload) {
 	time.Sleep(2 * time.Second) // the start-up catch-up and the first health checks
 	t0, c0 := time.Now(), nd.cpu(t)
 	time.Sleep(time.Duration(s.seconds(10)) * time.Second)
-	cpu, wall := nd.cpu(t)-c0, time.Since(t0)
+	cpu, wall := CPUBetween(c0, nd.cpu(t)), time.Since(t0)
 	rss := nd.rssMiB(t)
 	stopNodes(t, []*node{nd})
 	srv.Stop()

@@ -104,3 +104,99 @@ func Between(a, b Sample) Load {
 // Polluted is the others' share above which a run is marked in the table
 // (a quarter of a core: on 2 cores that is enough to move a ratio by 10%).
 const Polluted = 0.25
+
+// ProcessCPU is the CPU time process pid has used so far, to the
+// nanosecond where the kernel keeps it: the sum of the first field of
+// /proc/PID/task/TID/schedstat (time on CPU, ns) over its threads. A
+// thread that has exited is no longer listed, so Ticks, the process's own
+// utime+stime of /proc/PID/stat (proc(5); in USER_HZ ticks of 10 ms, which
+// includes exited threads), is returned alongside for a check (see
+// CPUBetween). Without schedstat files (a kernel without scheduler
+// statistics), Precise is Ticks. It returns an error when /proc/PID cannot
+// be read (the process is gone).
+func ProcessCPU(pid int) (ProcCPU, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ProcCPU{}, err
+	}
+	ticks, err := parseStatTicks(stat)
+	if err != nil {
+		return ProcCPU{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	c := ProcCPU{Ticks: ticks, Precise: ticks}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, pid)); err != nil {
+		return c, nil // no scheduler statistics on this kernel (the main thread lives as long as the process)
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return c, nil
+	}
+	var sum time.Duration
+	for _, tk := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, tk.Name()))
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		ns, err := parseSchedstat(data)
+		if err != nil {
+			return c, fmt.Errorf("/proc/%d/task/%s/schedstat: %w", pid, tk.Name(), err)
+		}
+		sum += ns
+	}
+	c.Precise, c.Schedstat = sum, true
+	return c, nil
+}
+
+// ProcCPU is one reading of ProcessCPU.
+type ProcCPU struct {
+	Precise   time.Duration // the threads' schedstat sum (Ticks without schedstat)
+	Ticks     time.Duration // utime+stime of /proc/PID/stat, 10 ms steps
+	Schedstat bool          // Precise is from schedstat
+}
+
+// CPUBetween is the CPU a process used from reading a to reading b: the
+// precise difference, unless it falls short of the ticks' difference by
+// more than their resolution (two readings of 10 ms each) and 5%: then
+// threads that used CPU exited between the readings and their time is
+// only in the ticks, which are returned.
+func CPUBetween(a, b ProcCPU) time.Duration {
+	precise, ticks := b.Precise-a.Precise, b.Ticks-a.Ticks
+	if !a.Schedstat || !b.Schedstat || precise < ticks-2*time.Second/userHZ-ticks/20 {
+		return ticks
+	}
+	return precise
+}
+
+// parseStatTicks returns utime+stime (fields 14 and 15) of a
+// /proc/PID/stat line. The command name in parentheses may hold spaces,
+// so fields are counted after its closing parenthesis.
+func parseStatTicks(stat []byte) (time.Duration, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("no command name in %q", stat)
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%d fields after the command name, want at least 13", len(f))
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	s, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("utime %q, stime %q: not numbers", f[11], f[12])
+	}
+	return time.Duration(u+s) * time.Second / userHZ, nil
+}
+
+// parseSchedstat returns the first field of a schedstat line: time on
+// CPU in ns (the kernel's sched-stats documentation).
+func parseSchedstat(data []byte) (time.Duration, error) {
+	f := bytes.Fields(data)
+	if len(f) == 0 {
+		return 0, fmt.Errorf("empty")
+	}
+	ns, err := strconv.ParseInt(string(f[0]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("time on CPU %q: %w", f[0], err)
+	}
+	return time.Duration(ns), nil
+}

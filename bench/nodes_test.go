@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -139,21 +138,16 @@ func stopNodes(t *testing.T, nodes []*node) {
 	}
 }
 
-// cpu is the node's own CPU time so far (utime+stime of /proc/PID/stat;
-// its children's is not included).
-func (nd *node) cpu(t *testing.T) time.Duration {
+// cpu reads the node's own CPU time so far (ProcessCPU: its threads'
+// schedstat, to the ns; its children's is not included); CPUBetween of two
+// readings is the CPU between them.
+func (nd *node) cpu(t *testing.T) ProcCPU {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", nd.cmd.Process.Pid))
+	c, err := ProcessCPU(nd.cmd.Process.Pid)
 	if err != nil {
 		t.Fatalf("%s: %v", nd.id, err)
 	}
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	u, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
-	s, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
-	if err := errors.Join(err1, err2); err != nil {
-		t.Fatalf("%s: /proc/PID/stat: %v", nd.id, err)
-	}
-	return time.Duration(u+s) * time.Second / userHZ
+	return c
 }
 
 // rssMiB is the node's resident set size (VmRSS of /proc/PID/status).

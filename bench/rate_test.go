@@ -103,10 +103,10 @@ func daemonRate(t *testing.T, bin string, spec rateSpec, secs int) rateResult {
 	// Every node is running: its first slot is after now.
 	from := time.Now().Truncate(time.Second).Add(time.Second)
 	sleepUntil(from)
-	cpu0 := totalCPU(t, nodes)
+	cpu0 := readCPU(t, nodes)
 	end := from.Add(time.Duration(secs) * time.Second)
 	sleepUntil(end)
-	cpu := totalCPU(t, nodes) - cpu0
+	cpu := cpuSince(t, nodes, cpu0)
 	stopNodes(t, nodes)
 	logProblems(t, nodes)
 	srv.Stop()
@@ -124,10 +124,20 @@ func daemonRate(t *testing.T, bin string, spec rateSpec, secs int) rateResult {
 	return r
 }
 
-func totalCPU(t *testing.T, nodes []*node) time.Duration {
+// readCPU reads each node's CPU (node.cpu).
+func readCPU(t *testing.T, nodes []*node) []ProcCPU {
+	out := make([]ProcCPU, len(nodes))
+	for i, nd := range nodes {
+		out[i] = nd.cpu(t)
+	}
+	return out
+}
+
+// cpuSince is the nodes' CPU since the readings from (readCPU), summed.
+func cpuSince(t *testing.T, nodes []*node, from []ProcCPU) time.Duration {
 	var sum time.Duration
-	for _, nd := range nodes {
-		sum += nd.cpu(t)
+	for i, nd := range nodes {
+		sum += CPUBetween(from[i], nd.cpu(t))
 	}
 	return sum
 }

@@ -3,6 +3,8 @@ package bench
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +144,102 @@ func TestBetween(t *testing.T) {
 	if l.Seconds != 4 || l.OursCores != 0.75 || l.OthersCores != 0.75 || l.Load1 != 1.5 {
 		t.Errorf("Between = %+v, want 4 s, ours 0.75, others 0.75, load 1.5", l)
 	}
+}
+
+func TestParseStatTicksAndSchedstat(t *testing.T) {
+	// The command name may hold spaces and parentheses: fields count from
+	// its last ')'.
+	stat := []byte("42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 9 0 1234 1000 200\n")
+	if got, err := parseStatTicks(stat); err != nil || got != 100*time.Millisecond {
+		t.Errorf("parseStatTicks = %v, %v, want 100ms (utime 7 + stime 3 ticks)", got, err)
+	}
+	if _, err := parseStatTicks([]byte("42 (x) S 1 2")); err == nil {
+		t.Error("a short stat line: got no error")
+	}
+	if got, err := parseSchedstat([]byte("123456789 5000 17\n")); err != nil || got != 123456789*time.Nanosecond {
+		t.Errorf("parseSchedstat = %v, %v, want 123.456789ms", got, err)
+	}
+	if _, err := parseSchedstat([]byte("x 1 2\n")); err == nil {
+		t.Error("a schedstat line without a number: got no error")
+	}
+}
+
+func TestCPUBetween(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name string
+		a, b ProcCPU
+		want time.Duration
+	}{
+		{"precise within the ticks' resolution", ProcCPU{1000 * ms, 1000 * ms, true}, ProcCPU{1093 * ms, 1100 * ms, true}, 93 * ms},
+		{"precise above the ticks (truncated)", ProcCPU{1005 * ms, 1000 * ms, true}, ProcCPU{1119 * ms, 1100 * ms, true}, 114 * ms},
+		{"a thread that exited took its time with it", ProcCPU{1000 * ms, 1000 * ms, true}, ProcCPU{1040 * ms, 1500 * ms, true}, 500 * ms},
+		{"no schedstat", ProcCPU{1000 * ms, 1000 * ms, false}, ProcCPU{1100 * ms, 1100 * ms, false}, 100 * ms},
+	} {
+		if got := CPUBetween(c.a, c.b); got != c.want {
+			t.Errorf("%s: CPUBetween = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// ProcessCPU of this process: CPU burned on another thread is counted to
+// well under the ticks' 10 ms, and agrees with the ticks.
+func TestProcessCPU_CountsThreads(t *testing.T) {
+	a, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Schedstat {
+		t.Skip("no /proc/PID/task/TID/schedstat on this kernel: ProcessCPU falls back to the ticks")
+	}
+	done := make(chan struct{})
+	go spin(150*time.Millisecond, done)
+	<-done
+	b, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	precise, ticks := b.Precise-a.Precise, b.Ticks-a.Ticks
+	// The spinning thread was on a CPU for at most its 150 ms of wall time
+	// and, on a loaded machine, possibly less; the rest is the test's own.
+	if precise <= 0 || precise > ticks+20*time.Millisecond || precise < ticks-20*time.Millisecond-ticks/20 {
+		t.Errorf("CPU between the readings: precise %v, ticks %v; want both, within the ticks' resolution", precise, ticks)
+	}
+	if got := CPUBetween(a, b); got != precise {
+		t.Errorf("CPUBetween = %v, want the precise %v", got, precise)
+	}
+}
+
+// A thread that used CPU and exited between two readings is no longer in
+// /proc/PID/task: CPUBetween then takes the ticks, which kept its time.
+func TestProcessCPU_ExitedThread(t *testing.T) {
+	a, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Schedstat {
+		t.Skip("no /proc/PID/task/TID/schedstat on this kernel")
+	}
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread ends with the goroutine
+		spin(200*time.Millisecond, done)
+	}()
+	<-done
+	time.Sleep(50 * time.Millisecond) // the thread's exit
+	b, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	precise, ticks := b.Precise-a.Precise, b.Ticks-a.Ticks
+	if got := CPUBetween(a, b); got != ticks {
+		t.Errorf("CPUBetween = %v, want the ticks %v (precise %v lacks the exited thread)", got, ticks, precise)
+	}
+}
+
+// spin keeps a CPU busy for d of wall time, then closes done.
+func spin(d time.Duration, done chan<- struct{}) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
+	close(done)
 }
