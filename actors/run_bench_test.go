@@ -87,3 +87,70 @@ func cpuSelf(tb testing.TB) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkLosingClaim is one scheduled fire whose claim finds the slot
+// claimed elsewhere, the path two of three nodes take for every slot of
+// a 3-node cluster: Fire into the job actor, the run's goroutine, the
+// claim (a locker that answers ClaimedElsewhere at once, so the Redis
+// round trip is not in it), the skip at debug level (not encoded at the
+// daemon's info) and the run's end. cpu-us/op as for BenchmarkRunPath.
+//
+//	go test -run '^$' -bench BenchmarkLosingClaim -benchmem ./actors
+func BenchmarkLosingClaim(b *testing.B) {
+	enc := zap.NewProductionEncoderConfig()
+	skipped := make(chan struct{}, 1)
+	core := &signalCore{Core: zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(io.Discard), zapcore.InfoLevel),
+		msg: "slot skipped", ch: skipped}
+	log := zap.New(core)
+	kill := make(chan struct{})
+	cfg := benchJob(b)
+	metrics := NewMetrics(nil)
+	metrics.InitJob(cfg.Name)
+	job := NewJob(cfg, JobDeps{Log: log, Metrics: metrics, Locker: elsewhere{}, NodeID: "n1",
+		Results: make(chan RunFinished, 1), Phantoms: make(chan Phantom, 10), Kill: kill,
+		Environ: JobEnviron(os.Environ())})
+	ctx, cancel := context.WithCancel(b.Context())
+	done := make(chan error, 1)
+	go func() { done <- job.Run(ctx) }()
+	defer func() { cancel(); close(kill); <-done }()
+
+	slot := time.Now().Truncate(time.Second).Add(-time.Hour)
+	cpu0 := cpuSelf(b)
+	for b.Loop() {
+		slot = slot.Add(time.Second)
+		job.Inbox() <- Fire{Job: cfg.Name, Slot: slot}
+		<-skipped
+	}
+	b.ReportMetric(float64((cpuSelf(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// elsewhere is a Locker whose every claim finds the slot claimed by
+// another node.
+type elsewhere struct{ Locker }
+
+func (elsewhere) Claim(context.Context, ClaimRequest) (Claim, error) {
+	return Claim{Outcome: ClaimedElsewhere}, nil
+}
+
+// signalCore is a zapcore.Core that also takes entries with message msg
+// at any level, encoding none of them, and signals ch for each.
+type signalCore struct {
+	zapcore.Core
+	msg string
+	ch  chan struct{}
+}
+
+func (c *signalCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Message == c.msg {
+		return ce.AddCore(e, c)
+	}
+	return c.Core.Check(e, ce)
+}
+
+func (c *signalCore) Enabled(l zapcore.Level) bool { return true }
+
+func (c *signalCore) With(f []zapcore.Field) zapcore.Core {
+	return &signalCore{Core: c.Core.With(f), msg: c.msg, ch: c.ch}
+}
+
+func (c *signalCore) Write(zapcore.Entry, []zapcore.Field) error { c.ch <- struct{}{}; return nil }
