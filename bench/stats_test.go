@@ -2,10 +2,12 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -220,13 +222,36 @@ func TestProcessCPU_ExitedThread(t *testing.T) {
 	if !a.Schedstat {
 		t.Skip("no /proc/PID/task/TID/schedstat on this kernel")
 	}
-	done := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // not unlocked: the thread ends with the goroutine
-		spin(200*time.Millisecond, done)
-	}()
-	<-done
-	time.Sleep(50 * time.Millisecond) // the thread's exit
+	// The thread must not be the main one, which the runtime never ends.
+	var tid int
+	for range 10 {
+		done, got := make(chan struct{}), make(chan int, 1)
+		go func() {
+			runtime.LockOSThread() // not unlocked: the thread ends with the goroutine
+			if syscall.Gettid() == os.Getpid() {
+				runtime.UnlockOSThread()
+				got <- 0
+				return
+			}
+			got <- syscall.Gettid()
+			spin(200*time.Millisecond, done)
+		}()
+		if tid = <-got; tid != 0 {
+			<-done
+			break
+		}
+	}
+	if tid == 0 {
+		t.Skip("every goroutine ran on the main thread")
+	}
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("thread %d still there 5 s after its locked goroutine ended", tid)
+		}
+	}
 	b, err := ProcessCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
