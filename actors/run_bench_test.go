@@ -42,17 +42,8 @@ func BenchmarkRunPath(b *testing.B) {
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	results := make(chan RunFinished, 1)
-	kill := make(chan struct{})
 	cfg := benchJob(b)
-	metrics := NewMetrics(nil)
-	metrics.InitJob(cfg.Name)
-	job := NewJob(cfg, JobDeps{Log: log, Metrics: metrics, Locker: redislock.NewMemory(), NodeID: "n1",
-		Results: results, Phantoms: make(chan Phantom, 10), Kill: kill,
-		Environ: JobEnviron(os.Environ())})
-	ctx, cancel := context.WithCancel(b.Context())
-	done := make(chan error, 1)
-	go func() { done <- job.Run(ctx) }()
-	defer func() { cancel(); close(kill); <-done }()
+	job := runBenchJob(b, cfg, log, redislock.NewMemory(), results)
 
 	slot := time.Now().Truncate(time.Second).Add(-time.Hour)
 	cpu0 := cpuSelf(b)
@@ -64,6 +55,23 @@ func BenchmarkRunPath(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64((cpuSelf(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// runBenchJob runs a job actor for cfg with locker, logging to log and
+// sending results to results, until the benchmark ends (a cleanup stops
+// it and waits).
+func runBenchJob(b *testing.B, cfg config.Job, log *zap.Logger, locker Locker, results chan RunFinished) *Job {
+	kill := make(chan struct{})
+	metrics := NewMetrics(nil)
+	metrics.InitJob(cfg.Name)
+	job := NewJob(cfg, JobDeps{Log: log, Metrics: metrics, Locker: locker, NodeID: "n1",
+		Results: results, Phantoms: make(chan Phantom, 10), Kill: kill,
+		Environ: JobEnviron(os.Environ())})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- job.Run(ctx) }()
+	b.Cleanup(func() { cancel(); close(kill); <-done })
+	return job
 }
 
 // benchJob is a per-second job running `exit 0`, with the defaults the
@@ -102,17 +110,8 @@ func BenchmarkLosingClaim(b *testing.B) {
 	core := &signalCore{Core: zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(io.Discard), zapcore.InfoLevel),
 		msg: "slot skipped", ch: skipped}
 	log := zap.New(core)
-	kill := make(chan struct{})
 	cfg := benchJob(b)
-	metrics := NewMetrics(nil)
-	metrics.InitJob(cfg.Name)
-	job := NewJob(cfg, JobDeps{Log: log, Metrics: metrics, Locker: elsewhere{}, NodeID: "n1",
-		Results: make(chan RunFinished, 1), Phantoms: make(chan Phantom, 10), Kill: kill,
-		Environ: JobEnviron(os.Environ())})
-	ctx, cancel := context.WithCancel(b.Context())
-	done := make(chan error, 1)
-	go func() { done <- job.Run(ctx) }()
-	defer func() { cancel(); close(kill); <-done }()
+	job := runBenchJob(b, cfg, log, elsewhere{}, make(chan RunFinished, 1))
 
 	slot := time.Now().Truncate(time.Second).Add(-time.Hour)
 	cpu0 := cpuSelf(b)
