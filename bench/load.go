@@ -107,13 +107,13 @@ const Polluted = 0.25
 
 // ProcessCPU is the CPU time process pid has used so far, to the
 // nanosecond where the kernel keeps it: the sum of the first field of
-// /proc/PID/task/TID/schedstat (time on CPU, ns) over its threads. A
-// thread that has exited is no longer listed, so Ticks, the process's own
-// utime+stime of /proc/PID/stat (proc(5); in USER_HZ ticks of 10 ms, which
-// includes exited threads), is returned alongside for a check (see
-// CPUBetween). Without schedstat files (a kernel without scheduler
-// statistics), Precise is Ticks. It returns an error when /proc/PID cannot
-// be read (the process is gone).
+// /proc/PID/task/TID/schedstat (time on CPU, ns) over its threads, whose
+// ids it keeps. A thread that has exited is no longer listed, so Ticks,
+// the process's utime+stime of /proc/PID/stat (proc(5); USER_HZ ticks of
+// 10 ms, exited threads included), comes with it for CPUBetween. Without
+// schedstat files (a kernel without scheduler statistics), Precise is
+// Ticks. It returns an error when /proc/PID cannot be read (the process
+// is gone).
 func ProcessCPU(pid int) (ProcCPU, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -132,39 +132,44 @@ func ProcessCPU(pid int) (ProcCPU, error) {
 		return c, nil
 	}
 	var sum time.Duration
+	tids := make(map[string]bool, len(tasks))
 	for _, tk := range tasks {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, tk.Name()))
 		if err != nil {
-			continue // the thread exited meanwhile
+			continue // the thread exited meanwhile: not counted, not kept
 		}
 		ns, err := parseSchedstat(data)
 		if err != nil {
 			return c, fmt.Errorf("/proc/%d/task/%s/schedstat: %w", pid, tk.Name(), err)
 		}
 		sum += ns
+		tids[tk.Name()] = true
 	}
-	c.Precise, c.Schedstat = sum, true
+	c.Precise, c.tids = sum, tids
 	return c, nil
 }
 
 // ProcCPU is one reading of ProcessCPU.
 type ProcCPU struct {
-	Precise   time.Duration // the threads' schedstat sum (Ticks without schedstat)
-	Ticks     time.Duration // utime+stime of /proc/PID/stat, 10 ms steps
-	Schedstat bool          // Precise is from schedstat
+	Precise time.Duration   // the threads' schedstat sum (Ticks without schedstat)
+	Ticks   time.Duration   // utime+stime of /proc/PID/stat, 10 ms steps
+	tids    map[string]bool // the threads summed in Precise; nil without schedstat
 }
 
 // CPUBetween is the CPU a process used from reading a to reading b: the
-// precise difference, unless it falls short of the ticks' difference by
-// more than their resolution (two readings of 10 ms each) and 5%: then
-// threads that used CPU exited between the readings and their time is
-// only in the ticks, which are returned.
+// difference of the precise sums when every thread of a is still in b,
+// else (a thread exited between them, and its time went with it; or no
+// schedstat) the difference of the ticks.
 func CPUBetween(a, b ProcCPU) time.Duration {
-	precise, ticks := b.Precise-a.Precise, b.Ticks-a.Ticks
-	if !a.Schedstat || !b.Schedstat || precise < ticks-2*time.Second/userHZ-ticks/20 {
-		return ticks
+	if a.tids == nil || b.tids == nil {
+		return b.Ticks - a.Ticks
 	}
-	return precise
+	for tid := range a.tids {
+		if !b.tids[tid] {
+			return b.Ticks - a.Ticks
+		}
+	}
+	return b.Precise - a.Precise
 }
 
 // parseStatTicks returns utime+stime (fields 14 and 15) of a

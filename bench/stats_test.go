@@ -168,15 +168,15 @@ func TestParseStatTicksAndSchedstat(t *testing.T) {
 
 func TestCPUBetween(t *testing.T) {
 	ms := time.Millisecond
+	two := map[string]bool{"10": true, "11": true}
 	for _, c := range []struct {
 		name string
 		a, b ProcCPU
 		want time.Duration
 	}{
-		{"precise within the ticks' resolution", ProcCPU{1000 * ms, 1000 * ms, true}, ProcCPU{1093 * ms, 1100 * ms, true}, 93 * ms},
-		{"precise above the ticks (truncated)", ProcCPU{1005 * ms, 1000 * ms, true}, ProcCPU{1119 * ms, 1100 * ms, true}, 114 * ms},
-		{"a thread that exited took its time with it", ProcCPU{1000 * ms, 1000 * ms, true}, ProcCPU{1040 * ms, 1500 * ms, true}, 500 * ms},
-		{"no schedstat", ProcCPU{1000 * ms, 1000 * ms, false}, ProcCPU{1100 * ms, 1100 * ms, false}, 100 * ms},
+		{"every thread still there: the precise sums", ProcCPU{1000 * ms, 1000 * ms, two}, ProcCPU{1093 * ms, 1100 * ms, map[string]bool{"10": true, "11": true, "12": true}}, 93 * ms},
+		{"a thread exited and took its time with it: the ticks", ProcCPU{1000 * ms, 1000 * ms, two}, ProcCPU{1040 * ms, 1500 * ms, map[string]bool{"10": true}}, 500 * ms},
+		{"no schedstat: the ticks", ProcCPU{1000 * ms, 1000 * ms, nil}, ProcCPU{1100 * ms, 1100 * ms, nil}, 100 * ms},
 	} {
 		if got := CPUBetween(c.a, c.b); got != c.want {
 			t.Errorf("%s: CPUBetween = %v, want %v", c.name, got, c.want)
@@ -184,28 +184,23 @@ func TestCPUBetween(t *testing.T) {
 	}
 }
 
-// ProcessCPU of this process: CPU burned on another thread is counted to
-// well under the ticks' 10 ms, and agrees with the ticks.
+// ProcessCPU of this process: a thread's CPU is counted to the ns (not
+// in 10 ms steps) and agrees with the ticks.
 func TestProcessCPU_CountsThreads(t *testing.T) {
-	a, err := ProcessCPU(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !a.Schedstat {
-		t.Skip("no /proc/PID/task/TID/schedstat on this kernel: ProcessCPU falls back to the ticks")
-	}
+	a := readSelf(t)
 	done := make(chan struct{})
-	go spin(150*time.Millisecond, done)
+	go spinCPU(100*time.Millisecond, done)
 	<-done
-	b, err := ProcessCPU(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readSelf(t)
 	precise, ticks := b.Precise-a.Precise, b.Ticks-a.Ticks
-	// The spinning thread was on a CPU for at most its 150 ms of wall time
-	// and, on a loaded machine, possibly less; the rest is the test's own.
-	if precise <= 0 || precise > ticks+20*time.Millisecond || precise < ticks-20*time.Millisecond-ticks/20 {
-		t.Errorf("CPU between the readings: precise %v, ticks %v; want both, within the ticks' resolution", precise, ticks)
+	// The ticks are utime and stime scaled to the precise total and kept
+	// monotonic, each truncated to 10 ms: their difference strays a little
+	// more than one tick.
+	if slack := 20*time.Millisecond + ticks/10; precise < 100*time.Millisecond || precise > ticks+slack || precise < ticks-slack {
+		t.Errorf("CPU between the readings: precise %v, ticks %v; want at least the 100ms spun, within %v of the ticks", precise, ticks, slack)
+	}
+	if a.Precise%(10*time.Millisecond) == 0 && b.Precise%(10*time.Millisecond) == 0 {
+		t.Errorf("precise readings %v and %v are both whole ticks: not read from schedstat", a.Precise, b.Precise)
 	}
 	if got := CPUBetween(a, b); got != precise {
 		t.Errorf("CPUBetween = %v, want the precise %v", got, precise)
@@ -215,56 +210,73 @@ func TestProcessCPU_CountsThreads(t *testing.T) {
 // A thread that used CPU and exited between two readings is no longer in
 // /proc/PID/task: CPUBetween then takes the ticks, which kept its time.
 func TestProcessCPU_ExitedThread(t *testing.T) {
-	a, err := ProcessCPU(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !a.Schedstat {
-		t.Skip("no /proc/PID/task/TID/schedstat on this kernel")
-	}
-	// The thread must not be the main one, which the runtime never ends.
-	var tid int
-	for range 10 {
-		done, got := make(chan struct{}), make(chan int, 1)
-		go func() {
-			runtime.LockOSThread() // not unlocked: the thread ends with the goroutine
-			if syscall.Gettid() == os.Getpid() {
-				runtime.UnlockOSThread()
-				got <- 0
-				return
-			}
-			got <- syscall.Gettid()
-			spin(200*time.Millisecond, done)
-		}()
-		if tid = <-got; tid != 0 {
-			<-done
-			break
-		}
-	}
-	if tid == 0 {
-		t.Skip("every goroutine ran on the main thread")
+	a := readSelf(t)
+	done, tid := make(chan struct{}), make(chan int, 1)
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread ends with the goroutine (init keeps the main one)
+		tid <- syscall.Gettid()
+		spinCPU(200*time.Millisecond, done)
+	}()
+	<-done
+	id := <-tid
+	if id == os.Getpid() {
+		t.Fatal("the spinning goroutine ran on the main thread, which init locked to the main goroutine")
 	}
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); os.IsNotExist(err) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", id)); os.IsNotExist(err) {
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatalf("thread %d still there 5 s after its locked goroutine ended", tid)
+			t.Fatalf("thread %d still there 5 s after its locked goroutine ended", id)
 		}
 	}
-	b, err := ProcessCPU(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readSelf(t)
 	precise, ticks := b.Precise-a.Precise, b.Ticks-a.Ticks
+	if precise > ticks-150*time.Millisecond {
+		t.Errorf("precise %v, ticks %v: want the precise sum to lack the exited thread's 200ms", precise, ticks)
+	}
 	if got := CPUBetween(a, b); got != ticks {
-		t.Errorf("CPUBetween = %v, want the ticks %v (precise %v lacks the exited thread)", got, ticks, precise)
+		t.Errorf("CPUBetween = %v, want the ticks %v", got, ticks)
 	}
 }
 
-// spin keeps a CPU busy for d of wall time, then closes done.
-func spin(d time.Duration, done chan<- struct{}) {
-	for end := time.Now().Add(d); time.Now().Before(end); {
+// The main goroutine keeps the main thread, which the runtime never ends:
+// a goroutine that locks its thread and returns ends another one.
+func init() { runtime.LockOSThread() }
+
+// readSelf is ProcessCPU of this process; the test skips without
+// schedstat.
+func readSelf(t *testing.T) ProcCPU {
+	t.Helper()
+	c, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
 	}
-	close(done)
+	if c.tids == nil {
+		t.Skip("no /proc/PID/task/TID/schedstat on this kernel: ProcessCPU falls back to the ticks")
+	}
+	return c
+}
+
+// spinCPU keeps its thread on a CPU until that thread has used d of CPU
+// (its /proc/thread-self/schedstat), then closes done.
+func spinCPU(d time.Duration, done chan<- struct{}) {
+	runtime.LockOSThread() // thread-self stays this thread (calls nest: a caller's lock stays)
+	defer runtime.UnlockOSThread()
+	defer close(done)
+	start := threadCPU()
+	for threadCPU()-start < d {
+		for range 100000 {
+		}
+	}
+}
+
+// threadCPU is the calling thread's time on CPU (0 when unreadable).
+func threadCPU() time.Duration {
+	data, err := os.ReadFile("/proc/thread-self/schedstat")
+	if err != nil {
+		return 0
+	}
+	ns, _ := parseSchedstat(data)
+	return ns
 }
