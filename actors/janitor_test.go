@@ -226,3 +226,51 @@ func sweepHandedOn(t *testing.T, locker Locker, job, owner string) *observer.Obs
 	<-done
 	return logs
 }
+
+// flakyRelease fails the next fail Release calls, then releases.
+type flakyRelease struct {
+	Locker
+	calls, fail atomic.Int32
+}
+
+func (f *flakyRelease) Release(context.Context, string, string) (bool, error) {
+	f.calls.Add(1)
+	if f.fail.Add(-1) >= 0 {
+		return false, errors.New("redis down")
+	}
+	return true, nil
+}
+
+// The retry ticker runs only while something waits: a phantom whose
+// release fails twice is tried every 250 ms until it is released, and an
+// idle janitor then calls nothing, round after round (its ticker stopped
+// and started again).
+func TestJanitor_RetriesOnlyWhileSomethingWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &flakyRelease{}
+		jan := NewJanitor(zap.NewNop(), l, 4)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- jan.Run(ctx) }()
+		for round := range 3 {
+			l.fail.Store(2)
+			before := l.calls.Load()
+			jan.Inbox() <- Phantom{Job: "j", Owner: "o", Until: time.Now().Add(time.Hour)}
+			time.Sleep(760 * time.Millisecond)
+			synctest.Wait()
+			if got := l.calls.Load() - before; got != 3 {
+				t.Errorf("round %d: %d release calls in 760 ms, want 3 (at 250, 500 and 750 ms)", round, got)
+			}
+			before = l.calls.Load()
+			time.Sleep(5 * time.Second)
+			synctest.Wait()
+			if got := l.calls.Load() - before; got != 0 {
+				t.Errorf("round %d: the idle janitor made %d calls in 5 s, want 0", round, got)
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	})
+}
