@@ -167,20 +167,25 @@ func field(reply, name string) string {
 	return ""
 }
 
-// MasterSwitch is one change of the master a sentinel names: At is when
-// the watch first saw Addr named (within its 50 ms poll).
+// MasterSwitch is one failover the sentinels made: At is when the watch
+// first saw its configuration (within its 50 ms poll), Epoch its
+// config-epoch.
 type MasterSwitch struct {
 	At       time.Time
-	Sentinel string // the sentinel that named it
-	Addr     string
+	Sentinel string // the sentinel that reported it first
+	Addr     string // the new master; "" until a sentinel names it
+	Epoch    int
 }
 
-// MasterWatch records every change of the master the sentinels name
-// (SENTINEL GET-MASTER-ADDR-BY-NAME, polled every 50 ms: a sentinel
-// naming another master than the one the last switch named) from
-// WatchMaster until the test ends. A loaded machine can make the
-// sentinels judge a freshly promoted master down (down-after-milliseconds
-// 1000) and fail over again; a test of a failover follows each switch.
+// MasterWatch records every failover of SentinelMaster from WatchMaster
+// until the test ends: each sentinel is asked SENTINEL MASTER every 50 ms
+// (all at once, 200 ms each, so one that does not answer delays nothing),
+// and a config-epoch higher than any seen before is a switch (a sentinel
+// that learns a failover late reports an epoch already seen, and one
+// that skipped a configuration cannot invent an intermediate one). A
+// loaded machine can make the sentinels judge a freshly promoted master
+// down (down-after-milliseconds 1000) and fail over again; a test of a
+// failover follows each switch.
 type MasterWatch struct {
 	mu       sync.Mutex
 	switches []MasterSwitch
@@ -193,29 +198,61 @@ func (s *Sentinel) WatchMaster() *MasterWatch {
 	s.t.Cleanup(func() { close(stop); <-done })
 	go func() {
 		defer close(done)
-		named := make([]string, len(s.Sentinels)) // what each sentinel named last
-		var latest string                         // the master the last switch named
+		epoch := -1       // the highest config-epoch seen; the first poll sets it
+		var before string // the master before the last switch
+		type seen struct {
+			sentinel, addr string
+			epoch          int
+		}
 		for {
-			for i, x := range s.Sentinels {
-				v, err := Do(x.Addr(), time.Second, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SentinelMaster)
-				host, port, ok := strings.Cut(v, "\n")
-				if err != nil || !ok {
-					continue
-				}
-				addr := host + ":" + port
-				if latest == "" {
-					latest = addr
-				}
-				// A sentinel that learns a switch later than the others
-				// moves to the latest master: that adds nothing.
-				if named[i] != "" && addr != named[i] && addr != latest {
-					latest = addr
-					w.mu.Lock()
-					w.switches = append(w.switches, MasterSwitch{At: time.Now(), Sentinel: x.Addr(), Addr: addr})
-					w.mu.Unlock()
-				}
-				named[i] = addr
+			answers := make(chan seen, len(s.Sentinels))
+			for _, x := range s.Sentinels {
+				go func() {
+					v, err := Do(x.Addr(), 200*time.Millisecond, "SENTINEL", "MASTER", SentinelMaster)
+					e, perr := strconv.Atoi(field(v, "config-epoch"))
+					if err != nil || perr != nil {
+						answers <- seen{epoch: -1}
+						return
+					}
+					answers <- seen{sentinel: x.Addr(), addr: field(v, "ip") + ":" + field(v, "port"), epoch: e}
+				}()
 			}
+			now := time.Now()
+			best := seen{epoch: -1}
+			var named []seen
+			for range s.Sentinels {
+				a := <-answers
+				if a.epoch > best.epoch {
+					best = a
+				}
+				named = append(named, a)
+			}
+			switch {
+			case best.epoch < 0: // no answer
+			case epoch < 0:
+				epoch, before = best.epoch, best.addr
+			case best.epoch > epoch:
+				// The leader raises the epoch once the replica it promoted
+				// reports itself master, up to a second before the sentinels
+				// name it (+switch-master): Addr is filled in then.
+				if len(w.Switches()) > 0 {
+					before = w.Switches()[len(w.Switches())-1].Addr
+				}
+				epoch = best.epoch
+				w.mu.Lock()
+				w.switches = append(w.switches, MasterSwitch{At: now, Sentinel: best.sentinel, Epoch: best.epoch})
+				w.mu.Unlock()
+			}
+			w.mu.Lock()
+			if n := len(w.switches); n > 0 && w.switches[n-1].Addr == "" {
+				for _, a := range named {
+					if a.epoch == epoch && a.addr != before {
+						w.switches[n-1].Addr = a.addr
+						break
+					}
+				}
+			}
+			w.mu.Unlock()
 			select {
 			case <-stop:
 				return
@@ -226,14 +263,14 @@ func (s *Sentinel) WatchMaster() *MasterWatch {
 	return w
 }
 
-// Switches returns the changes seen so far, oldest first.
+// Switches returns the switches seen so far, oldest first.
 func (w *MasterWatch) Switches() []MasterSwitch {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.switches)
 }
 
-// Last returns when the last change was seen; the zero time before any.
+// Last returns when the last switch was seen; the zero time before any.
 func (w *MasterWatch) Last() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
