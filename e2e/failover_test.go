@@ -38,16 +38,16 @@ func longestGap(runs []ledgerRun, from, to time.Time) (time.Duration, time.Time)
 // 5 per-second jobs, redis.min_replicas_acked: 1. The master is SIGKILLed
 // mid-run: the sentinels promote a replica, the daemons follow it and the
 // jobs resume there, with no slot run twice (every run's claim was on a
-// replica before it ran) and no slot missed silently (each slot without a
-// run has a node's skip line naming why). The gap without runs is
-// measured (README.md, "Redis topologies").
+// replica before it ran) and no slot missed silently (checkExplained).
+// The gap without runs is measured (README.md, "Redis topologies").
 //
 // On a loaded machine the sentinels can judge the freshly promoted master
 // down too (down-after-milliseconds 1000) and fail over again, to the other
 // replica, which may lack the last second's claims: the daemons then repair
 // the state and skip (not_replicated) until the new master has a replica
-// again. The test follows each switch the sentinels name and asks for every
-// slot only once the master has held for the whole run of slots it checks.
+// again. The test follows each failover (redistest.MasterWatch) and asks
+// for every slot only once the master has held for the whole run of slots
+// it checks.
 func TestFailover_SentinelMasterKilled(t *testing.T) {
 	redistest.RequireTopologies(t)
 	t.Parallel()

@@ -198,8 +198,10 @@ func (s *Sentinel) WatchMaster() *MasterWatch {
 	s.t.Cleanup(func() { close(stop); <-done })
 	go func() {
 		defer close(done)
-		epoch := -1       // the highest config-epoch seen; the first poll sets it
-		var before string // the master before the last switch
+		epoch := -1 // the highest config-epoch seen; the first poll sets it
+		// before is the master of the epoch before, current that of epoch
+		// ("" until a sentinel names another master than before).
+		var before, current string
 		type seen struct {
 			sentinel, addr string
 			epoch          int
@@ -218,38 +220,31 @@ func (s *Sentinel) WatchMaster() *MasterWatch {
 				}()
 			}
 			now := time.Now()
+			all := make([]seen, 0, len(s.Sentinels))
 			best := seen{epoch: -1}
-			var named []seen
 			for range s.Sentinels {
 				a := <-answers
+				all = append(all, a)
 				if a.epoch > best.epoch {
 					best = a
 				}
-				named = append(named, a)
 			}
+			w.mu.Lock()
 			switch {
 			case best.epoch < 0: // no answer
 			case epoch < 0:
-				epoch, before = best.epoch, best.addr
+				epoch, current = best.epoch, best.addr
 			case best.epoch > epoch:
 				// The leader raises the epoch once the replica it promoted
 				// reports itself master, up to a second before the sentinels
 				// name it (+switch-master): Addr is filled in then.
-				if len(w.Switches()) > 0 {
-					before = w.Switches()[len(w.Switches())-1].Addr
-				}
-				epoch = best.epoch
-				w.mu.Lock()
+				epoch, before, current = best.epoch, current, ""
 				w.switches = append(w.switches, MasterSwitch{At: now, Sentinel: best.sentinel, Epoch: best.epoch})
-				w.mu.Unlock()
 			}
-			w.mu.Lock()
-			if n := len(w.switches); n > 0 && w.switches[n-1].Addr == "" {
-				for _, a := range named {
-					if a.epoch == epoch && a.addr != before {
-						w.switches[n-1].Addr = a.addr
-						break
-					}
+			for _, a := range all {
+				if current == "" && a.epoch == epoch && a.addr != before {
+					current = a.addr
+					w.switches[len(w.switches)-1].Addr = current
 				}
 			}
 			w.mu.Unlock()
