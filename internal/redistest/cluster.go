@@ -58,7 +58,8 @@ func StartCluster(t testing.TB, masters int, args ...string) *Cluster {
 // StartClusterReplicas is StartCluster with perMaster replicas of each
 // master (Replicas[i]), joined with CLUSTER MEET and CLUSTER REPLICATE; it
 // waits until every node reports cluster_state:ok and knows every node,
-// and every replica's link to its master is up.
+// and every master streams to its replicas (a write acknowledged by all of
+// them: WAIT counts a replica only from then on, see waitReplicaStream).
 func StartClusterReplicas(t testing.TB, masters, perMaster int, args ...string) *Cluster {
 	t.Helper()
 	c := StartCluster(t, masters, args...)
@@ -79,12 +80,26 @@ func StartClusterReplicas(t testing.TB, masters, perMaster int, args ...string) 
 		}
 	}
 	c.waitOK(20*time.Second, len(c.Masters)*(1+perMaster))
-	for _, reps := range c.Replicas {
+	for i, reps := range c.Replicas {
 		for _, r := range reps {
 			r.WaitReplicaLinkUp(10 * time.Second)
+			c.Masters[i].waitReplicaOnline(r, 10*time.Second)
+		}
+		if len(reps) > 0 {
+			c.Masters[i].waitReplicaStream(c.ownKey(i), len(reps), 10*time.Second)
 		}
 	}
 	return c
+}
+
+// ownKey is a key of a slot that Masters[i] owns as started.
+func (c *Cluster) ownKey(i int) string {
+	c.t.Helper()
+	for n := 0; ; n++ {
+		if k := "redistest:replica-stream:" + strconv.Itoa(n); c.owner(k) == i {
+			return k
+		}
+	}
 }
 
 // replicate makes r a replica of the master with node id, retrying while

@@ -22,23 +22,26 @@ func StartReplica(t testing.TB, master *Server, args ...string) *Server {
 	r := start(t, false, append([]string{"--replicaof", host, port}, args...))
 	r.WaitReplicaLinkUp(10 * time.Second)
 	master.waitReplicaOnline(r, 10*time.Second)
-	master.waitReplicaStream(10 * time.Second)
+	master.waitReplicaStream("redistest:replica-stream", 1, 10*time.Second)
 	return r
 }
 
-// waitReplicaStream writes a key on the master and waits (WAIT, on the
-// same connection) until a replica acknowledged it, then deletes the key.
-// After a diskless full sync, Redis 7 starts the replication stream to an
-// online replica only at the replica's first REPLCONF ACK, which it sends
-// once a second: until then a WAIT after a write returns 0 replicas.
-func (s *Server) waitReplicaStream(timeout time.Duration) {
+// waitReplicaStream writes key on the master (in a Cluster, a key of its
+// own slots) and waits (WAIT, on the same connection) until n replicas
+// acknowledged it, then deletes the key. After a diskless full sync,
+// Redis 7 starts the replication stream to an online replica only at the
+// replica's first REPLCONF ACK, which it sends once a second: until then a
+// WAIT after a write returns 0 replicas.
+func (s *Server) waitReplicaStream(key string, n int, timeout time.Duration) {
 	s.t.Helper()
-	const key = "redistest:replica-stream"
 	ms := strconv.FormatInt(timeout.Milliseconds(), 10)
-	replies, err := doAll(tcpDial, s.Addr(), timeout+time.Second, []string{"SET", key, "1"}, []string{"WAIT", "1", ms},
-		[]string{"DEL", key})
-	if err != nil || len(replies) != 3 || replies[1] == "0" {
-		s.t.Fatalf("redistest: master %s: no replica acknowledged a write within %v: %q, %v", s.Addr(), timeout, replies, err)
+	replies, err := doAll(tcpDial, s.Addr(), timeout+time.Second, []string{"SET", key, "1"},
+		[]string{"WAIT", strconv.Itoa(n), ms}, []string{"DEL", key})
+	if err != nil || len(replies) != 3 {
+		s.t.Fatalf("redistest: master %s: a write and WAIT: %q, %v", s.Addr(), replies, err)
+	}
+	if acked, err := strconv.Atoi(replies[1]); err != nil || acked < n {
+		s.t.Fatalf("redistest: master %s: %d replicas did not acknowledge a write within %v: %q, %v", s.Addr(), n, timeout, replies, err)
 	}
 }
 
