@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -80,5 +81,63 @@ func TestTicker_ReloadInTheLeadDoesNotRefire(t *testing.T) {
 			t.Errorf("after the reload: fire of %v, want the next slot %v (%v was fired already)", g.Slot, f.Slot.Add(time.Second), f.Slot)
 		}
 		stop()
+	})
+}
+
+// With the claim lead's growth the fires of a crowded instant are sent
+// earlier, by ClaimLeadPerFire for each fire after the first, up to the
+// bound, all together; a lone fire keeps the base lead.
+func TestTicker_ClaimLeadGrowsWithTheInstantsFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tk := NewTicker(zap.NewNop(), NewMetrics(nil), nil)
+		tk.SetClaimLead(ClaimLead)
+		tk.SetClaimLeadGrowth(ClaimLeadPerFire, 100*time.Millisecond)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- tk.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+
+		crowd := make(chan jobMsg, 2000)
+		lone := make(chan jobMsg, 10)
+		var entries []TickerEntry
+		add := func(n int, spec string, inbox chan jobMsg) {
+			for i := range n {
+				entries = append(entries, TickerEntry{Job: spec + strconv.Itoa(i), Sched: mustSchedule(t, spec), Inbox: inbox})
+			}
+		}
+		// Even seconds: 300 jobs (lead 30 + 299 × 0.1 = 59.9 ms); odd
+		// seconds: one job. Every 4 s: 900 more (1,200 fires: the
+		// bound, 100 ms).
+		add(300, "*/2 * * * * *", crowd)
+		add(1, "1/2 * * * * *", lone)
+		add(900, "*/4 * * * * *", crowd)
+		if err := tk.SetEntries(ctx, entries); err != nil {
+			t.Fatal(err)
+		}
+		for range 6 {
+			select {
+			case m := <-lone:
+				f := m.(Fire)
+				if got := time.Until(f.At); got != ClaimLead {
+					t.Errorf("lone fire of %v sent %v before its fire time, want %v", f.Slot, got, ClaimLead)
+				}
+			case m := <-crowd:
+				f := m.(Fire)
+				want, n := 59900*time.Microsecond, 300
+				if f.Slot.Unix()%4 == 0 {
+					want, n = 100*time.Millisecond, 1200
+				}
+				if got := time.Until(f.At); got != want {
+					t.Errorf("fire of %v (%d at once) sent %v before its fire time, want %v", f.Slot, n, got, want)
+				}
+				for i := 1; i < n; i++ {
+					g := (<-crowd).(Fire)
+					if !g.Slot.Equal(f.Slot) || time.Until(g.At) != time.Until(f.At) {
+						t.Fatalf("fire %d of the instant %v: slot %v, sent %v before its fire time; want all together",
+							i, f.Slot, g.Slot, time.Until(g.At))
+					}
+				}
+			}
+		}
 	})
 }

@@ -47,8 +47,9 @@ type Options struct {
 	Now func() time.Time
 	// PreciseWake: the ticker sleeps the last ms before each fire time with
 	// nanosleep instead of a Go timer (actors.Ticker.SetPreciseWake: up to
-	// 1 ms less fire delay), and sends fires actors.ClaimLead early so that
-	// their claims are answered by the fire time (SetClaimLead). Only with
+	// 1 ms less fire delay), and sends fires actors.ClaimLead early (more
+	// when many are due at once) so that their claims are answered by the
+	// fire time (SetClaimLead, SetClaimLeadGrowth). Only with
 	// the real clock, never in a testing/synctest bubble. The daemon sets
 	// it.
 	PreciseWake bool
@@ -145,7 +146,8 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
 	e.ticker.SetPreciseWake(opts.PreciseWake)
 	if opts.PreciseWake {
-		e.ticker.SetClaimLead(actors.ClaimLead) // claims answered by the fire time (docs/protocol.md, "Early claims")
+		e.ticker.SetClaimLead(actors.ClaimLead)                                   // claims answered by the fire time (docs/protocol.md, "Early claims")
+		e.ticker.SetClaimLeadGrowth(actors.ClaimLeadPerFire, actors.MaxClaimLead) // a herd's too
 	}
 	environ := actors.JobEnviron(opts.Environ, cfg.SecretEnv...) // what runs and hooks inherit
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, environ, opts.Start, e.kill, e.killNow)

@@ -36,6 +36,7 @@ type burstSlot struct {
 	inFlight int           // first claims sent, not yet answered
 	idle     chan struct{} // closed when inFlight returns to 0
 	doneAt   time.Time     // when it last did
+	began    time.Time     // when the first of them was counted (First)
 }
 
 // NewBurst returns a Burst with no claims.
@@ -53,7 +54,7 @@ func (b *Burst) First(slot int64) (done func()) {
 	s := b.slots[slot]
 	if s == nil {
 		b.gcLocked(slot)
-		s = &burstSlot{}
+		s = &burstSlot{began: time.Now()}
 		b.slots[slot] = s
 	}
 	if s.inFlight == 0 {
@@ -75,8 +76,10 @@ func (b *Burst) First(slot int64) (done func()) {
 
 // Defer blocks a deferred claim of slot, fired at fire, until the node's
 // first claims of slot have their answers and as long again as they took
-// from fire, at most until fire + MaxBurstDefer, or until ctx ends. It
-// returns at once when the node sent no first claim of slot.
+// from fire (or from the first of them, when it came before fire: claims
+// sent in the claim lead, package actors), at most until fire +
+// MaxBurstDefer, or until ctx ends. It returns at once when the node sent
+// no first claim of slot.
 func (b *Burst) Defer(ctx context.Context, slot int64, fire time.Time) {
 	if b == nil {
 		return
@@ -90,10 +93,13 @@ func (b *Burst) Defer(ctx context.Context, slot int64, fire time.Time) {
 			b.mu.Unlock()
 			return
 		}
-		idle, inFlight, doneAt := s.idle, s.inFlight, s.doneAt
+		idle, inFlight, doneAt, from := s.idle, s.inFlight, s.doneAt, s.began
 		b.mu.Unlock()
+		if fire.Before(from) {
+			from = fire
+		}
 		if inFlight == 0 {
-			wait := time.Until(doneAt.Add(doneAt.Sub(fire)))
+			wait := time.Until(doneAt.Add(doneAt.Sub(from)))
 			if wait <= 0 {
 				return
 			}

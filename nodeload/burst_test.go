@@ -86,3 +86,21 @@ func TestBurst_DeferIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestBurst_DeferCountsFromEarlyFirstClaims: first claims sent before the
+// fire time (in the claim lead) count from their sending: sent 300 ms
+// before the fire time and answered 100 ms before it, they took 200 ms,
+// and a deferred claim waits as long again, until 100 ms after the fire
+// time (counted from the fire time it would not wait at all).
+func TestBurst_DeferCountsFromEarlyFirstClaims(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBurst()
+		fire := time.Now().Add(300 * time.Millisecond)
+		done := b.First(100)
+		time.Sleep(200 * time.Millisecond)
+		done()
+		if got := deferred(b, t.Context(), 100, fire); got != 100*time.Millisecond {
+			t.Errorf("deferred claim returned %v after the fire time, want 100ms", got)
+		}
+	})
+}
