@@ -131,3 +131,19 @@ func (l *lazyRedis) Nodes(ctx context.Context) ([][]byte, error) {
 	}
 	return r.Nodes(ctx)
 }
+
+func (l *lazyRedis) AnnounceNode(ctx context.Context, id string) error {
+	r, err := l.client()
+	if err != nil {
+		return err
+	}
+	return r.AnnounceNode(ctx, id)
+}
+
+func (l *lazyRedis) WatchNodes(ctx context.Context, subscribed func(), announced func(id string)) error {
+	r, err := l.client()
+	if err != nil {
+		return err
+	}
+	return r.WatchNodes(ctx, subscribed, announced)
+}

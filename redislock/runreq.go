@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -133,20 +132,7 @@ func (r *Redis) RunRequestChannel() string { return r.runRequestChannel() }
 // &PREFIX* and +subscribe), or a connection error that rueidis' retries
 // gave up on. The callbacks run on rueidis' goroutine and must not block.
 func (r *Redis) WatchRunRequests(ctx context.Context, subscribed, notified func()) error {
-	hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
-		if s.Kind == "subscribe" {
-			subscribed()
-		}
-	})
-	err := r.c.Receive(hooked, r.c.B().Subscribe().Channel(r.runRequestChannel()).Build(),
-		func(rueidis.PubSubMessage) { notified() })
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err == nil {
-		err = errors.New("subscription ended")
-	}
-	return fmt.Errorf("run request channel %s: %w", r.runRequestChannel(), err)
+	return r.watch(ctx, "run request channel", r.runRequestChannel(), subscribed, func(string) { notified() })
 }
 
 // cancelScript withdraws a request nobody took: LREM of its exact value;

@@ -160,6 +160,7 @@ type Heartbeat struct {
 	peers      func([]Record, time.Duration)
 	drift      *drift.Detector
 	jobs       chan jobsUpdate
+	watch      *nodeWatch // the node channel (Announcer)
 
 	// Owned by the Run goroutine.
 	written []byte // the value of our last successful swap; nil before the first
@@ -203,7 +204,7 @@ func New(o Options) *Heartbeat {
 	log := o.Log.With(zap.String("node_id", o.Self.NodeID))
 	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, peers: o.Peers, drift: drift.NewDetector(log, o.Registry),
 		jobs: make(chan jobsUpdate), every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]time.Time{},
-		cache: NewJobsCache(), inline: true,
+		cache: NewJobsCache(), inline: true, watch: &nodeWatch{heard: make(chan struct{}, 1)},
 		conflict: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_node_id_conflict",
 			Help: "1 while another live daemon writes this node's heartbeat record (node.id is not unique), else 0."})}
 	if o.Registry != nil {
@@ -237,16 +238,44 @@ func (h *Heartbeat) setJobs(jobs map[string]string, hash string) {
 // beat is logged at debug (the health monitor reports Redis outages) and
 // retried at the next tick.
 //
-// During the first TTL after the start it also reads the other nodes'
-// records every WarmupRead (between beats, without writing), so that a
-// node started together with others sees them for the claim order
-// (Options.Peers) within about a second instead of a beat.
+// With an Announcer store it announces the node after its first record
+// is written and after the record's deletion, and reads the other nodes'
+// records (between beats, without writing) when another node announces
+// itself, so that a node started together with others sees them for the
+// claim order (Options.Peers) within a round trip instead of a beat.
+// While it is not subscribed to the announcements (another store, Redis
+// refused or lost the subscription) it reads them every WarmupRead during
+// its first TTL instead.
 func (h *Heartbeat) Run(ctx context.Context) error {
+	if a, ok := h.store.(Announcer); ok {
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); h.watchNodes(wctx, a) }()
+		defer func() { stop(); <-done }()
+	}
 	t := time.NewTicker(h.every)
 	defer t.Stop()
-	warm := time.NewTicker(WarmupRead)
-	defer warm.Stop()
+	// The warm-up reads, every WarmupRead until warmEnd while not
+	// subscribed (warm is nil while subscribed and after warmEnd).
+	var warm *time.Ticker
+	var warmC <-chan time.Time
 	warmEnd := time.After(h.ttl)
+	setWarm := func() {
+		switch on := warmEnd != nil && !h.watch.subscribed.Load(); {
+		case on && warm == nil:
+			warm = time.NewTicker(WarmupRead)
+			warmC = warm.C
+		case !on && warm != nil:
+			warm.Stop()
+			warm, warmC = nil, nil
+		}
+	}
+	setWarm()
+	defer func() {
+		if warm != nil {
+			warm.Stop()
+		}
+	}()
 	for {
 		h.beat(ctx)
 		for next := false; !next; {
@@ -260,11 +289,16 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 				h.setJobs(u.jobs, u.hash)
 				t.Reset(h.every)
 				next = true
-			case <-warm.C:
+			case <-warmC:
 				h.readPeers(ctx)
+			case <-h.watch.heard:
+				setWarm()
+				if h.watch.subscribed.Load() {
+					h.readPeers(ctx) // an announcement, or the subscription confirmed
+				}
 			case <-warmEnd:
-				warm.Stop()
 				warmEnd = nil
+				setWarm()
 			}
 		}
 	}
@@ -348,6 +382,9 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	}
 	h.age()
 	h.compare(cctx, rec.Heartbeat)
+	if first {
+		h.announce(cctx) // written and indexed: the others read it now
+	}
 }
 
 // check reports the record we replaced when another live instance wrote
@@ -438,5 +475,6 @@ func (h *Heartbeat) drop(ctx context.Context) {
 		if err := h.store.UnindexNode(cctx, h.self.NodeID); err != nil {
 			h.log.Debug("node not removed from the node index; readers skip its missing record", zap.Error(err))
 		}
+		h.announce(cctx) // the others drop it from the claim order now
 	}
 }
