@@ -20,9 +20,12 @@ type outcome struct {
 // (docs/architecture.md, "Processes and environment"). It blocks until the process group is
 // gone.
 func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64) outcome {
-	p, err := r.deps.Start(process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
+	spec := process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
 		Env: runEnv(r.env, r.deps.Environ, r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
-		Log: r.log})
+		Log: r.log}
+	r.deps.Starts.enter()
+	p, err := r.deps.Start(spec)
+	r.deps.Starts.leave()
 	if err != nil {
 		r.log.Error("run could not start", zap.Error(err))
 		now := time.Now()
@@ -41,17 +44,19 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 			fields = append(fields, zap.Int64("claim_delay_us", r.claimDelay.Microseconds()))
 		}
 	}
-	r.log.Info("run started", fields...)
 	var timeout <-chan time.Time
 	if r.job.Timeout > 0 {
 		t := time.NewTimer(r.job.Timeout)
 		defer t.Stop()
 		timeout = t.C
 	}
+	r.deps.Starts.pass() // the starts queued before this one first (StartLine)
+	r.log.Info("run started", fields...)
 	kill, killNow, result := r.deps.Kill, r.deps.KillNow, ""
 	for {
 		select {
 		case <-p.Done():
+			r.deps.Starts.pass() // the run's end waits for the starts queued before it
 			return r.finish(p.Wait(), result)
 		case <-timeout:
 			timeout, result = nil, ResultTimeout

@@ -60,6 +60,9 @@ type JobDeps struct {
 	// run starts its process once the node's claims in flight are answered
 	// (at most ClaimGateMax later). Optional (nil = no gate).
 	Claims *ClaimGate
+	// Starts is the daemon's StartLine, shared by all its job actors: the
+	// process starts take turns in arrival order. Optional (nil = none).
+	Starts *StartLine
 	// Burst holds a node's deferred claims of an instant until its first
 	// claims of that instant are answered (nodeload.Burst, capacity.go).
 	// Optional (nil = no order beyond Load's delay).
