@@ -16,8 +16,29 @@ type Group struct {
 	// their own group, not their own session), shared by every member.
 	Session int
 	// LeaderStart is the leader's start time in clock ticks after boot
-	// (/proc/PID/stat field 22, proc(5)); 0 when it could not be read.
+	// (/proc/PID/stat field 22, proc(5)), or the first tick it may have
+	// started in when only a range is known; 0 when it could not be read.
 	LeaderStart uint64
+	// LeaderStartLast is the last tick the leader may have started in
+	// (process/starttime.go): LeaderStart when the tick is known exactly,
+	// at most a second of ticks after it. 0 (a record written before the
+	// range existed) means LeaderStart.
+	LeaderStartLast uint64
+}
+
+// leaderStarted reports whether tick is a start time the group's leader
+// may have had: within [LeaderStart, LeaderStartLast].
+func (g Group) leaderStarted(tick uint64) bool {
+	return tick >= g.LeaderStart && tick <= max(g.LeaderStart, g.LeaderStartLast)
+}
+
+// leaderTicks names the leader's start time for a reason: "tick N" or
+// "ticks N–M".
+func (g Group) leaderTicks() string {
+	if g.LeaderStartLast <= g.LeaderStart {
+		return fmt.Sprintf("tick %d", g.LeaderStart)
+	}
+	return fmt.Sprintf("ticks %d–%d", g.LeaderStart, g.LeaderStartLast)
 }
 
 // Leftover is a process group that a previous incarnation of the daemon
@@ -145,11 +166,11 @@ func verifyLeftover(g Group, members map[int][]procStat) LeftoverResult {
 	if g.ID <= 1 { // kill(-0) is our own group, kill(-1) every process
 		return LeftoverResult{Outcome: LeftoverForeign, Reason: fmt.Sprintf("%d is no process group id", g.ID)}
 	}
-	if leader, ok := readStat(g.ID); ok && leader.startTime != g.LeaderStart {
+	if leader, ok := readStat(g.ID); ok && !g.leaderStarted(leader.startTime) {
 		// A live pid equal to the group id was allocated after the group
 		// ended (a pid is not reused while it names a group).
 		return LeftoverResult{Outcome: LeftoverForeign,
-			Reason: fmt.Sprintf("pid %d was reused by a process started at tick %d, not %d", g.ID, leader.startTime, g.LeaderStart)}
+			Reason: fmt.Sprintf("pid %d was reused by a process started at tick %d, not at %s", g.ID, leader.startTime, g.leaderTicks())}
 	}
 	live := members[g.ID]
 	if len(live) == 0 {
@@ -162,8 +183,8 @@ func verifyLeftover(g Group, members map[int][]procStat) LeftoverResult {
 	for _, m := range live {
 		if m.session != g.Session || m.startTime < g.LeaderStart {
 			return LeftoverResult{Outcome: LeftoverForeign, Members: len(live),
-				Reason: fmt.Sprintf("member %d is in session %d started at tick %d; the run's leader was in session %d, started at tick %d",
-					m.pid, m.session, m.startTime, g.Session, g.LeaderStart)}
+				Reason: fmt.Sprintf("member %d is in session %d started at tick %d; the run's leader was in session %d, started at %s",
+					m.pid, m.session, m.startTime, g.Session, g.leaderTicks())}
 		}
 	}
 	return LeftoverResult{Outcome: LeftoverKilled, Members: len(live)}

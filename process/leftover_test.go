@@ -101,12 +101,25 @@ func TestKillLeftovers_LiveLeader(t *testing.T) {
 	spec.Command = "sleep 1000 & echo forked; sleep 1000"
 	p := h.start(spec)
 	h.waitLines("stdout", 1) // the background sleep is in the group
+	st, ok := readStat(p.Pid())
+	if !ok {
+		t.Fatalf("no /proc/%d/stat", p.Pid())
+	}
 	reused := p.Group()
-	reused.LeaderStart--
+	reused.LeaderStart, reused.LeaderStartLast = st.startTime-1, st.startTime-1
 	if r := KillLeftovers([]Leftover{{Group: reused}})[0]; r.Outcome != LeftoverForeign || r.Signal != 0 {
 		t.Errorf("leader with another start time: got %+v, want foreign, no signal", r)
 	}
-	if r := KillLeftovers([]Leftover{{Group: p.Group(), KillGrace: time.Hour}})[0]; r.Outcome != LeftoverKilled || r.Members < 2 {
+	after := p.Group()
+	after.LeaderStart, after.LeaderStartLast = st.startTime+1, st.startTime+3
+	if r := KillLeftovers([]Leftover{{Group: after}})[0]; r.Outcome != LeftoverForeign || r.Signal != 0 {
+		t.Errorf("leader started before the recorded range: got %+v, want foreign, no signal", r)
+	}
+	// The range the fork's bracket gives when it straddles a tick, with
+	// the leader's real start tick as its last tick: ours.
+	ranged := p.Group()
+	ranged.LeaderStart, ranged.LeaderStartLast = st.startTime-1, st.startTime
+	if r := KillLeftovers([]Leftover{{Group: ranged, KillGrace: time.Hour}})[0]; r.Outcome != LeftoverKilled || r.Members < 2 {
 		t.Errorf("got %+v, want killed with at least 2 members", r)
 	}
 	if res := h.wait(p); res.Signal != syscall.SIGTERM {

@@ -159,16 +159,16 @@ func Start(spec Spec) (*Proc, error) {
 	pid, exit, err := children.startChild(path, []string{spec.Shell, "-c", spec.Command}, attr, func(pid int) {
 		started = time.Now() // exec succeeded: the fire-delay instant
 		group = Group{ID: pid}
-		tick, ok := forkTick(forkFrom, bootTicks())
+		first, last, ok := forkTicks(forkFrom, bootTicks())
 		if sid, known := ownSession(); ok && known {
-			group.Session, group.LeaderStart = sid, tick
+			group.Session, group.LeaderStart, group.LeaderStartLast = sid, first, last
 			return
 		}
-		// The fork straddled a tick: ask the kernel. Not reaped yet (the
-		// reaper waits for the fork lock): /proc/pid is the leader, even
-		// if it has already exited.
+		// No usable bracket: ask the kernel. Not reaped yet (the reaper
+		// waits for the fork lock): /proc/pid is the leader, even if it
+		// has already exited.
 		if st, ok := readStat(pid); ok {
-			group.Session, group.LeaderStart = st.session, st.startTime
+			group.Session, group.LeaderStart, group.LeaderStartLast = st.session, st.startTime, st.startTime
 		}
 	})
 	closeAll(w[:])

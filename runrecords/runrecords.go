@@ -84,8 +84,11 @@ type stored struct {
 	PGID        int    `json:"pgid"`
 	Session     int    `json:"session"`
 	LeaderStart uint64 `json:"leader_start_ticks"`
-	BootID      string `json:"boot_id"`
-	PIDNS       string `json:"pid_namespace"`
+	// LeaderStartLast: absent in records written before the leader's
+	// start could be a range (process.Group.LeaderStartLast).
+	LeaderStartLast uint64 `json:"leader_start_last_ticks,omitempty"`
+	BootID          string `json:"boot_id"`
+	PIDNS           string `json:"pid_namespace"`
 }
 
 type key struct {
@@ -166,13 +169,11 @@ func (s *Store) Replace(old int, rec Record) error { return s.write(rec, old) }
 // write is Put (old < 0) and Replace.
 func (s *Store) write(rec Record, old int) error {
 	boot, ns := s.here()
-	data, err := json.Marshal(stored{RunID: rec.RunID, Attempt: rec.Attempt, Job: rec.Job, Owner: rec.Owner,
+	var enc [512]byte // most records fit: no allocation
+	data := appendStored(enc[:0], stored{RunID: rec.RunID, Attempt: rec.Attempt, Job: rec.Job, Owner: rec.Owner,
 		LockTTLMs: rec.LockTTL.Milliseconds(), KillGraceMs: rec.KillGrace.Milliseconds(),
-		PGID: rec.Group.ID, Session: rec.Group.Session, LeaderStart: rec.Group.LeaderStart,
+		PGID: rec.Group.ID, Session: rec.Group.Session, LeaderStart: rec.Group.LeaderStart, LeaderStartLast: rec.Group.LeaderStartLast,
 		BootID: boot, PIDNS: ns})
-	if err != nil {
-		return fmt.Errorf("run record %s: %w", rec.RunID, err)
-	}
 	if len(data) >= slotSize {
 		return fmt.Errorf("run record %s: %d bytes, more than a slot holds (%d); job name or node.id too long",
 			rec.RunID, len(data), slotSize-1)
@@ -292,7 +293,7 @@ func parse(slot []byte) (Record, error) {
 	}
 	return Record{RunID: st.RunID, Attempt: st.Attempt, Job: st.Job, Owner: st.Owner,
 		LockTTL: time.Duration(st.LockTTLMs) * time.Millisecond, KillGrace: time.Duration(st.KillGraceMs) * time.Millisecond,
-		BootID: st.BootID, PIDNamespace: st.PIDNS, Group: process.Group{ID: st.PGID, Session: st.Session, LeaderStart: st.LeaderStart}}, nil
+		BootID: st.BootID, PIDNamespace: st.PIDNS, Group: process.Group{ID: st.PGID, Session: st.Session, LeaderStart: st.LeaderStart, LeaderStartLast: st.LeaderStartLast}}, nil
 }
 
 // Clear empties the file: called at start, once what Load returned has

@@ -28,7 +28,7 @@ func newStore(t testing.TB) *Store {
 
 func record(id string, pgid int) Record {
 	return Record{RunID: id, Attempt: 1, Job: "backup", Owner: "n1:" + id, LockTTL: 5 * time.Minute, KillGrace: 10 * time.Second,
-		Group: process.Group{ID: pgid, Session: 4242, LeaderStart: 987654}}
+		Group: process.Group{ID: pgid, Session: 4242, LeaderStart: 987654, LeaderStartLast: 987655}}
 }
 
 // reopen is what the next incarnation sees: a new Store on the same file.
