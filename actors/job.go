@@ -63,9 +63,6 @@ type JobDeps struct {
 	// Starts is the daemon's StartLine, shared by all its job actors: the
 	// process starts take turns in arrival order. Optional (nil = none).
 	Starts *StartLine
-	// Workers runs the runs on goroutines kept from earlier runs
-	// (workers.go). Optional (nil = a new goroutine per run).
-	Workers *Workers
 	// Burst holds a node's deferred claims of an instant until its first
 	// claims of that instant are answered (nodeload.Burst, capacity.go).
 	// Optional (nil = no order beyond Load's delay).
@@ -609,7 +606,7 @@ func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 		j.events = make(chan runEvent) // at the first run
 	}
 	r.events = j.events // the actor receives until running == 0
-	j.deps.Workers.Go(func() {
+	go func() {
 		defer func() {
 			j.events <- runEvent{kind: evEnded, won: r.won, failed: r.releaseFailed, slot: r.info.Slot, next: r.next}
 		}()
@@ -617,7 +614,7 @@ func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 		if reply != nil {
 			reply <- ran
 		}
-	})
+	}()
 }
 
 var _ Proc = (*process.Proc)(nil)

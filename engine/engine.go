@@ -68,7 +68,6 @@ type Options struct {
 
 // Engine is a configured daemon. Create it with New, then call Run once.
 type Engine struct {
-	workers *actors.Workers // the runs' goroutines, kept for the next run
 	opts    Options
 	cfg     *config.Config
 	log     *zap.Logger
@@ -158,24 +157,18 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	if opts.State != nil {
 		e.records = runrecords.New(opts.State)
 	}
-	e.workers = actors.NewWorkers(runWorkersParked)
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,
 		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(), Finishes: e.janitor.Finishes(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
 		Records: e.runRecords(), ClaimTimeout: claimTimeout(cfg), Claims: actors.NewClaimGate(),
-		Starts: actors.NewStartLine(runtime.GOMAXPROCS(0)), Workers: e.workers,
-		Load: load, Burst: nodeload.NewBurst()},
+		Starts: actors.NewStartLine(runtime.GOMAXPROCS(0)),
+		Load:   load, Burst: nodeload.NewBurst()},
 		e.ticker, locker)
 	e.taker = e.newTaker()
 	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
 	e.targets = newWatcher(cfg, b, opts, e.reg)
 	return e, nil
 }
-
-// runWorkersParked is how many idle run goroutines the engine keeps
-// (actors.Workers): more than a node's runs in flight at 3 nodes × 200
-// runs/s. A herd's extra goroutines end with their runs.
-const runWorkersParked = 256
 
 // secondSignalWait bounds how long a second signal waits for the killed
 // runs to release their leases (and killed hooks to end) before the
@@ -284,11 +277,7 @@ func (e *Engine) startClaimers(ctx, claimCtx context.Context) (runsDone, hooksDo
 		e.goActor(&g, claimCtx, "run request taker", e.taker.Run)
 	}
 	runs, hooks := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(runs)
-		_ = g.Wait()
-		e.workers.Stop() // every run has ended: the parked workers go
-	}()
+	go func() { defer close(runs); _ = g.Wait() }()
 	go func() { defer close(hooks); _ = e.hooks.Run(context.WithoutCancel(ctx)) }()
 	return runs, hooks
 }
