@@ -2,12 +2,11 @@ package registry
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
-	"time"
 
-	"github.com/redis/rueidis"
 	"go.uber.org/zap"
+
+	"github.com/cronlock/cronlock/internal/subscription"
 )
 
 // Announcer is a Store that also carries the node channel (docs/protocol.md,
@@ -25,12 +24,6 @@ type Announcer interface {
 	// callbacks must not block.
 	WatchNodes(ctx context.Context, subscribed func(), announced func(id string)) error
 }
-
-// Resubscription backoff of the node channel after a failed subscription.
-const (
-	resubscribeMin = time.Second
-	resubscribeMax = 30 * time.Second
-)
 
 // nodeWatch is the heartbeat's view of the node channel: whether it is
 // subscribed, and a wake-up (capacity 1: announcements heard while the
@@ -58,11 +51,9 @@ func (w *nodeWatch) poke() {
 // reports), and subscribes again after a backoff.
 func (h *Heartbeat) watchNodes(ctx context.Context, a Announcer) {
 	w := h.watch
-	wait, told := resubscribeMin, false
-	for {
-		var confirmed atomic.Bool
-		err := a.WatchNodes(ctx, func() {
-			confirmed.Store(true)
+	subscription.Keep(ctx, func(confirmed func()) error {
+		return a.WatchNodes(ctx, func() {
+			confirmed()
 			w.subscribed.Store(true)
 			w.poke()
 		}, func(id string) {
@@ -70,32 +61,20 @@ func (h *Heartbeat) watchNodes(ctx context.Context, a Announcer) {
 				w.poke()
 			}
 		})
+	}, func(err error, _, first, refused bool) {
 		w.subscribed.Store(false)
 		w.poke()
-		if ctx.Err() != nil {
-			return
-		}
-		if confirmed.Load() {
-			wait, told = resubscribeMin, false
-		}
-		var rerr *rueidis.RedisError
 		switch {
-		case told:
-		case errors.As(err, &rerr):
+		case !first:
+		case refused:
 			h.log.Warn("node announcements refused: a node started with this one is seen at the next beat instead of "+
 				"at once; grant the Redis user the channel (&PREFIX* and +subscribe, +publish: README.md, \"Redis ACL\")",
 				zap.Error(err))
 		default:
 			h.log.Debug("node announcements lost until subscribed again", zap.Error(err))
 		}
-		told = true
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, resubscribeMax)
-	}
+	})
+	w.subscribed.Store(false)
 }
 
 // announce publishes this node's id on the node channel, when the store

@@ -12,14 +12,13 @@ package runrequests
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/internal/subscription"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 )
 
@@ -48,14 +47,6 @@ const SkipNotHeld = "not_held"
 const (
 	DefaultEvery     = 250 * time.Millisecond
 	DefaultIdleEvery = 5 * time.Second
-)
-
-// Re-subscription after the subscription failed for good (rueidis retries
-// connection errors itself): from resubscribeMin, doubling to
-// resubscribeMax.
-const (
-	resubscribeMin = time.Second
-	resubscribeMax = 30 * time.Second
 )
 
 // callTimeout bounds each Redis call; handTimeout the hand-over of a
@@ -163,40 +154,28 @@ const minGap = 100 * time.Millisecond
 // it, debug for connection errors, which the health monitor reports),
 // and subscribes again after a backoff.
 func (t *Taker) watch(ctx context.Context, subscribed *atomic.Bool, poke func()) {
-	wait, told := resubscribeMin, false
-	for {
-		var confirmed atomic.Bool
-		err := t.o.Store.WatchRunRequests(ctx, func() {
-			confirmed.Store(true)
+	subscription.Keep(ctx, func(confirmed func()) error {
+		return t.o.Store.WatchRunRequests(ctx, func() {
+			confirmed()
 			subscribed.Store(true)
 			poke()
 		}, poke)
+	}, func(err error, wasConfirmed, first, refused bool) {
 		subscribed.Store(false)
-		if ctx.Err() != nil {
-			return
-		}
-		if confirmed.Load() {
-			wait, told = resubscribeMin, false
+		if wasConfirmed {
 			poke() // read now: requests written since the loss (polls go back to Every)
 		}
-		var rerr *rueidis.RedisError
 		switch {
-		case told:
-		case errors.As(err, &rerr):
+		case !first:
+		case refused:
 			t.o.Log.Warn("run request announcements refused: requests are polled every "+t.o.Every.String()+
 				" instead; grant the Redis user the channel (&PREFIX* and +subscribe, +publish: README.md, \"Redis ACL\")",
 				zap.Error(err))
 		default:
 			t.o.Log.Debug("run request announcements lost; polling every "+t.o.Every.String()+" until subscribed again", zap.Error(err))
 		}
-		told = true
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, resubscribeMax)
-	}
+	})
+	subscribed.Store(false)
 }
 
 // poll takes the pending requests of the held jobs. It reports whether
