@@ -23,9 +23,9 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 	spec := process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
 		Env: runEnv(r.env, r.deps.Environ, r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
 		Log: r.log}
-	r.deps.Starts.enter()
+	held := r.deps.Starts.enter()
 	p, err := r.deps.Start(spec)
-	r.deps.Starts.leave()
+	r.deps.Starts.leave(held)
 	if err != nil {
 		r.log.Error("run could not start", zap.Error(err))
 		now := time.Now()
@@ -50,13 +50,11 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 		defer t.Stop()
 		timeout = t.C
 	}
-	r.deps.Starts.pass() // the starts queued before this one first (StartLine)
 	r.log.Info("run started", fields...)
 	kill, killNow, result := r.deps.Kill, r.deps.KillNow, ""
 	for {
 		select {
 		case <-p.Done():
-			r.deps.Starts.pass() // the run's end waits for the starts queued before it
 			return r.finish(p.Wait(), result)
 		case <-timeout:
 			timeout, result = nil, ResultTimeout

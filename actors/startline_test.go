@@ -13,7 +13,7 @@ import (
 func TestStartLine_TakesTurnsInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewStartLine(1)
-		l.enter() // a start in progress
+		first := l.enter() // a start in progress
 		var mu sync.Mutex
 		var order []int
 		inside, most := 0, 0
@@ -22,7 +22,7 @@ func TestStartLine_TakesTurnsInOrder(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				l.enter()
+				held := l.enter()
 				mu.Lock()
 				order = append(order, i)
 				inside++
@@ -32,11 +32,11 @@ func TestStartLine_TakesTurnsInOrder(t *testing.T) {
 				mu.Lock()
 				inside--
 				mu.Unlock()
-				l.leave()
+				l.leave(held)
 			}()
 			synctest.Wait() // waiting its turn, after the ones before it
 		}
-		l.leave()
+		l.leave(first)
 		wg.Wait()
 		for i, v := range order {
 			if v != i {
@@ -48,21 +48,75 @@ func TestStartLine_TakesTurnsInOrder(t *testing.T) {
 		}
 
 		two := NewStartLine(2)
-		two.enter()
+		a := two.enter()
 		entered := make(chan struct{})
-		go func() { two.enter(); close(entered) }()
+		var b bool
+		go func() { b = two.enter(); close(entered) }()
 		synctest.Wait()
 		select {
 		case <-entered:
 		default:
 			t.Error("line of 2 with one start in progress: the second waits")
 		}
-		two.leave()
-		two.leave()
+		two.leave(a)
+		two.leave(b)
 
 		var none *StartLine
-		none.enter()
-		none.enter()
-		none.leave()
+		if none.enter() || none.enter() {
+			t.Error("a nil line gave a turn")
+		}
+		none.leave(false)
+	})
+}
+
+// TestStartLine_HungStartsDoNotHoldTheOthers: when every turn is held by
+// a start that does not return (a hung user lookup, say), a start that
+// waits goes on without a turn after StuckLine; while the line moves, a
+// start waits its turn however long that takes.
+func TestStartLine_HungStartsDoNotHoldTheOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewStartLine(1)
+		if !l.enter() { // hung: never leaves
+			t.Fatal("an empty line gave no turn")
+		}
+		t0 := time.Now()
+		if l.enter() {
+			t.Fatal("a full line gave a second turn")
+		}
+		if waited := time.Since(t0); waited != StuckLine {
+			t.Errorf("waited %v for a hung line, want StuckLine (%v)", waited, StuckLine)
+		}
+
+		// A line quiet for an hour, then full: its waiter waits its turn.
+		quiet := NewStartLine(1)
+		time.Sleep(time.Hour)
+		busy := quiet.enter()
+		go func() { time.Sleep(500 * time.Millisecond); quiet.leave(busy) }()
+		if !quiet.enter() {
+			t.Error("a line full for 0.5 s after an hour's quiet gave no turn")
+		}
+
+		// A queue that moves: one start every 0.6 s keeps the line for
+		// 3 s; the last waiter waits its turn, not StuckLine.
+		moving := NewStartLine(1)
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				held := moving.enter()
+				time.Sleep(600 * time.Millisecond) // a slow fork
+				moving.leave(held)
+			}()
+			synctest.Wait()
+		}
+		t1 := time.Now()
+		if !moving.enter() {
+			t.Errorf("a moving line gave no turn after %v", time.Since(t1))
+		}
+		if waited := time.Since(t1); waited != 3*time.Second {
+			t.Errorf("waited %v behind 5 starts of 0.6 s, want 3s", waited)
+		}
+		wg.Wait()
 	})
 }

@@ -24,13 +24,16 @@ const (
 // and returns when the subscription ends; it calls confirmed once Redis
 // has confirmed it. After each end but ctx's, Keep calls ended with the
 // error and first (true for the loss of a confirmed subscription and for
-// the first failure of a streak, so that a streak is reported once) and refused (the error is
+// the first failure of each kind, lost connection or refusal, in a
+// streak: a refusal that follows connection errors is still reported)
+// and refused (the error is
 // Redis's own refusal, a *rueidis.RedisError such as an ACL's NOPERM,
 // rather than a lost connection); wasConfirmed tells whether the
 // subscription that ended had been confirmed. Then it waits the backoff.
 // Keep returns when ctx ends, without calling ended.
 func Keep(ctx context.Context, subscribe func(confirmed func()) error, ended func(err error, wasConfirmed, first, refused bool)) {
-	wait, told := Min, false
+	wait := Min
+	var told [2]bool // a lost connection, a refusal: each reported once per streak
 	for {
 		var confirmed atomic.Bool // set on the subscription's goroutine
 		err := subscribe(func() { confirmed.Store(true) })
@@ -38,11 +41,16 @@ func Keep(ctx context.Context, subscribe func(confirmed func()) error, ended fun
 			return
 		}
 		if confirmed.Load() {
-			wait, told = Min, false
+			wait, told = Min, [2]bool{}
 		}
 		var rerr *rueidis.RedisError
-		ended(err, confirmed.Load(), !told, errors.As(err, &rerr))
-		told = true
+		refused := errors.As(err, &rerr)
+		kind := 0
+		if refused {
+			kind = 1
+		}
+		ended(err, confirmed.Load(), !told[kind], refused)
+		told[kind] = true
 		select {
 		case <-ctx.Done():
 			return

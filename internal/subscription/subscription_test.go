@@ -53,7 +53,7 @@ func TestKeep(t *testing.T) {
 		<-done
 		want := []end{
 			{0, false, true, false},                 // the streak's first failure
-			{1 * time.Second, false, false, true},   // after 1 s; a refusal
+			{1 * time.Second, false, true, true},    // after 1 s; the streak's first refusal
 			{3 * time.Second, false, false, false},  // after 2 s more
 			{7 * time.Second, true, true, false},    // after 4 s: confirmed, then lost: a new streak
 			{8 * time.Second, false, false, false},  // the backoff reset to 1 s
