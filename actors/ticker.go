@@ -115,13 +115,13 @@ const ClaimLead = 30 * time.Millisecond
 // each on the 2-core machine of README.md "Performance" (workload herd),
 // so that a herd's claims are all answered by its fire time and its
 // winners start forking then, not after the last answer. 3,000 fires at
-// one instant are sent 330 ms early, 50 fires 35 ms; the bound (about
-// 9,700 fires) stays a third of the shortest lock_ttl (1 s), the lease's
-// first renewal, below which an early claim's lease would need renewing
-// before its process starts.
+// one instant are sent 330 ms early, 50 fires 35 ms; the bound (reached
+// at about 3,040 fires) is a third of the shortest lock_ttl (1 s,
+// config/validate.go), the lease's first renewal, so that an early
+// claim's process starts before its lease needs renewing.
 const (
 	ClaimLeadPerFire = 100 * time.Microsecond
-	MaxClaimLead     = time.Second
+	MaxClaimLead     = time.Second / 3
 )
 
 // PreciseLead is how long before a fire time a ticker with SetPreciseWake
