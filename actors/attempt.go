@@ -50,11 +50,13 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 		defer t.Stop()
 		timeout = t.C
 	}
+	r.deps.Starts.pass() // the starts queued before this one first (StartLine)
 	r.log.Info("run started", fields...)
 	kill, killNow, result := r.deps.Kill, r.deps.KillNow, ""
 	for {
 		select {
 		case <-p.Done():
+			r.deps.Starts.pass() // the run's end waits for the starts queued before it
 			return r.finish(p.Wait(), result)
 		case <-timeout:
 			timeout, result = nil, ResultTimeout

@@ -19,9 +19,12 @@ import (
 // mount): the line must not make that one job's trouble every job's. A
 // start that has waited StuckLine while no start took or ended a turn
 // goes on without one, so a line filled by hung starts delays the others by
-// StuckLine, and a long queue that moves (a herd) keeps its order. Only
-// starts wait in the line: a run's work after its start and its end never
-// do.
+// StuckLine, and a long queue that moves (a herd) keeps its order. A
+// run's work after its start (the "run started" line) and its end (the
+// "run finished" line, the release and history record) pass through the
+// line (pass), behind the starts queued before them, so that at a herd
+// the forks are not interleaved with the work of the runs started first;
+// behind hung starts they too wait StuckLine at most.
 type StartLine struct {
 	turn chan struct{}
 
@@ -100,6 +103,13 @@ func (l *StartLine) check() {
 	}
 	close(l.stuck)
 	l.stuck = make(chan struct{}) // a start that comes later waits StuckLine again
+}
+
+// pass blocks until the starts that entered the line before the call have
+// started, or StuckLine when the line does not move (it takes a turn and
+// ends it at once).
+func (l *StartLine) pass() {
+	l.leave(l.enter())
 }
 
 // leave ends a turn that enter reported held.
