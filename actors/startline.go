@@ -102,7 +102,7 @@ func (l *StartLine) check() {
 		return
 	}
 	close(l.stuck)
-	l.stuck = make(chan struct{}) // a start that comes later waits StuckLine again
+	l.stuck = make(chan struct{}) // for later starts: they go on at once while the line has not moved
 }
 
 // pass blocks until the starts that entered the line before the call have

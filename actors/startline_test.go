@@ -87,6 +87,17 @@ func TestStartLine_HungStartsDoNotHoldTheOthers(t *testing.T) {
 			t.Errorf("waited %v for a hung line, want StuckLine (%v)", waited, StuckLine)
 		}
 
+		// While the line still has not moved, later starts and passes go
+		// on at once.
+		t0 = time.Now()
+		if l.enter() {
+			t.Fatal("a hung line gave a turn")
+		}
+		l.pass()
+		if waited := time.Since(t0); waited != 0 {
+			t.Errorf("a start and a pass behind a line hung for over StuckLine waited %v, want 0", waited)
+		}
+
 		// A line quiet for an hour, then full: its waiter waits its turn.
 		quiet := NewStartLine(1)
 		time.Sleep(time.Hour)
