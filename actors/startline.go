@@ -66,18 +66,18 @@ func (l *StartLine) enter() (held bool) {
 		l.watch = time.AfterFunc(max(StuckLine-time.Since(l.moved), 0), l.check)
 	}
 	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		l.waiting--
-		l.mu.Unlock()
-	}()
 	select {
 	case l.turn <- struct{}{}:
-		l.move()
-		return true
-	case <-stuck:
-		return false // hung starts hold every turn: go on without one
+		held = true
+	case <-stuck: // hung starts hold every turn: go on without one
 	}
+	l.mu.Lock()
+	l.waiting--
+	if held {
+		l.moved = time.Now()
+	}
+	l.mu.Unlock()
+	return held
 }
 
 // move records that a start took or ended a turn.

@@ -84,6 +84,7 @@ type Ticker struct {
 	// leadPerFire and maxLead (SetClaimLeadGrowth): the lead grows by
 	// leadPerFire for each further fire of an instant, up to maxLead.
 	leadPerFire, maxLead time.Duration
+	leadWalk             []int // leadNow's scratch stack of heap indices
 	dues                 []due
 }
 
@@ -170,7 +171,8 @@ func (t *Ticker) leadNow() time.Duration {
 	top := max(t.maxLead, t.lead)
 	limit := int((top-t.lead)/t.leadPerFire) + 1 // fires past it add nothing
 	bound := t.heap[0].fireAt.Add(t.lead)
-	n, stack := 0, []int{0}
+	n, stack := 0, append(t.leadWalk[:0], 0)
+	defer func() { t.leadWalk = stack }()
 	for len(stack) > 0 && n < limit {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]

@@ -139,13 +139,8 @@ func TestHeartbeat_WarmupReadsWhileNotSubscribed(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- h.Run(ctx) }()
 		synctest.Wait()
-		select {
-		case id := <-s.announced:
-			if id != "n1" {
-				t.Fatalf("announced %q after the first beat, want n1", id)
-			}
-		default:
-			t.Fatal("the first beat was not announced")
+		if !announcedNow(t, s, "n1", "the first beat") {
+			t.FailNow()
 		}
 		time.Sleep(3*time.Second + time.Millisecond)
 		synctest.Wait()
@@ -173,13 +168,23 @@ func TestHeartbeat_WarmupReadsWhileNotSubscribed(t *testing.T) {
 		}
 		cancel()
 		<-done
-		select {
-		case id := <-s.announced:
-			if id != "n1" {
-				t.Errorf("announced %q after the drop, want n1", id)
-			}
-		default:
-			t.Error("the record's deletion at the stop was not announced")
-		}
+		announcedNow(t, s, "n1", "the record's deletion at the stop")
 	})
+}
+
+// announcedNow reports whether s has an announcement of id waiting, the
+// one made after what; it says why not.
+func announcedNow(t *testing.T, s *announcingStore, id, what string) bool {
+	t.Helper()
+	select {
+	case got := <-s.announced:
+		if got != id {
+			t.Errorf("announced %q after %s, want %s", got, what, id)
+			return false
+		}
+		return true
+	default:
+		t.Errorf("%s was not announced", what)
+		return false
+	}
 }
