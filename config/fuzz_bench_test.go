@@ -150,3 +150,31 @@ func TestLoad10k(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// bigJSON returns n jobs as one line of JSON (a generated file), the shape
+// `make bench`'s load10k workload loads.
+func bigJSON(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"node":{"id":"bench"},"jobs":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"command":"true","name":"job-%d","schedule":"%d %d * * *"}`, i, i%60, i/60%24)
+	}
+	b.WriteString("]}")
+	return []byte(b.String())
+}
+
+// BenchmarkLoad10kJSON measures parsing and validating 10,000 jobs given
+// as one line of JSON.
+func BenchmarkLoad10kJSON(b *testing.B) {
+	data := bigJSON(10000)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		cfg, err := Parse(data, "json", Options{})
+		if err != nil || len(cfg.Jobs) != 10000 {
+			b.Fatal(err)
+		}
+	}
+}

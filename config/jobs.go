@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -67,9 +68,20 @@ func newJobDecoder(d *decoder) *jobDecoder {
 // not be decoded (already reported).
 func (jd *jobDecoder) fields(m map[string]any, prefix string, known []string) (jf JobFields, bad map[string]bool) {
 	bad = map[string]bool{}
+	var set []int // indexes in jd.table of the keys in m
+	var unknown []string
+	for k := range m {
+		if f, ok := jd.byKey[k]; ok {
+			set = append(set, f.index)
+		} else if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(set)
 	rv := reflect.ValueOf(&jf).Elem()
-	for _, f := range jd.table {
-		if v, set := m[f.key]; set && v != nil { // `key:` with no value is unset
+	for _, i := range set {
+		f := jd.table[i]
+		if v := m[f.key]; v != nil { // `key:` with no value is unset
 			if x, good := jd.value(prefix+f.key, f.typ, v); good {
 				rv.Field(f.index).Set(x)
 			} else {
@@ -77,20 +89,20 @@ func (jd *jobDecoder) fields(m map[string]any, prefix string, known []string) (j
 			}
 		}
 	}
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(known, k) {
-			jd.d.probs.unknownKey(prefix+k, k, known)
-		}
+	slices.Sort(unknown)
+	for _, k := range unknown {
+		jd.d.probs.unknownKey(prefix+k, k, known)
 	}
 	return jf, bad
 }
 
 // decode builds job i from its mapping m and checks its name. It returns
-// the job (own values merged over `defaults:` and the built-in defaults),
-// its path (`jobs[2] "backup"`, or `jobs[2]` when the name is missing or
-// invalid), its own fields, and the keys with a bad value in the job or in
-// `defaults:` (dbad) when inherited.
-func (jd *jobDecoder) decode(i int, m map[string]any, cfg *Config, builtin JobFields, seen map[string]int, dbad map[string]bool) (Job, string, JobFields, map[string]bool) {
+// the job (own values merged over inherited, the job `defaults:` and the
+// built-in defaults make: jd.inherited), its path (`jobs[2] "backup"`, or
+// `jobs[2]` when the name is missing or invalid), its own fields, and the
+// keys with a bad value in the job or in `defaults:` (dbad) when
+// inherited. seen maps the valid names so far to their job's index.
+func (jd *jobDecoder) decode(i int, m map[string]any, inherited *Job, seen map[string]int, dbad map[string]bool) (Job, string, JobFields, map[string]bool) {
 	p := jd.d.probs
 	var job Job
 	var good bool
@@ -103,7 +115,7 @@ func (jd *jobDecoder) decode(i int, m map[string]any, cfg *Config, builtin JobFi
 	case !nameOK:
 	case job.Name == "":
 		p.err(base, "missing name; every job needs a unique name")
-	case !namePattern.MatchString(job.Name):
+	case !validName(job.Name):
 		base = jobPath(i, "") // do not echo an invalid (maybe huge) name in every path
 		p.err(base+": name", "%s is not a valid name: use 1-128 of A-Z a-z 0-9 . _ -", quoteShort(job.Name))
 	case dup:
@@ -122,7 +134,7 @@ func (jd *jobDecoder) decode(i int, m map[string]any, cfg *Config, builtin JobFi
 			bad[k] = true // inherited a value that was reported under defaults.
 		}
 	}
-	jd.merge(&job, own, cfg.Defaults, builtin)
+	jd.merge(&job, own, inherited)
 	return job, base, own, bad
 }
 
@@ -210,28 +222,48 @@ func builtinJobDefaults() JobFields {
 
 func ptr[T any](v T) *T { return &v }
 
-// merge returns the effective job fields: for each field the job's own
-// value, else `defaults:`, else the built-in default. Env maps are merged
-// key-wise (the job's value wins).
-func (jd *jobDecoder) merge(job *Job, layers ...JobFields) {
+// inherited returns the job fields every job inherits: for each field the
+// value of `defaults:`, else the built-in default. Env maps are merged
+// key-wise (`defaults:` wins).
+func (jd *jobDecoder) inherited(defaults, builtin JobFields) *Job {
+	job := &Job{}
 	dst := reflect.ValueOf(job).Elem()
 	for _, f := range jd.table {
 		if f.typ.Kind() != reflect.Pointer {
 			continue // env, merged below
 		}
-		for i := range layers { // highest precedence first
-			src := reflect.ValueOf(&layers[i]).Elem().Field(f.index)
-			if !src.IsNil() {
+		for _, layer := range []JobFields{defaults, builtin} { // highest precedence first
+			if src := reflect.ValueOf(&layer).Elem().Field(f.index); !src.IsNil() {
 				dst.Field(f.jobIx).Set(src.Elem())
 				break
 			}
 		}
 	}
-	env := map[string]string{}
-	for i := len(layers) - 1; i >= 0; i-- {
-		for k, v := range layers[i].Env {
-			env[k] = v
+	job.Env = map[string]string{}
+	maps.Copy(job.Env, builtin.Env)
+	maps.Copy(job.Env, defaults.Env)
+	return job
+}
+
+// merge sets the effective job fields of job (whose Name and Schedule are
+// kept): for each field the job's own value, else inherited's. Env maps
+// are merged key-wise (the job's value wins); each job gets a map of its
+// own.
+func (jd *jobDecoder) merge(job *Job, own JobFields, inherited *Job) {
+	name, sched := job.Name, job.Schedule
+	*job = *inherited
+	job.Name, job.Schedule = name, sched
+	dst := reflect.ValueOf(job).Elem()
+	src := reflect.ValueOf(&own).Elem()
+	for _, f := range jd.table {
+		if f.typ.Kind() != reflect.Pointer {
+			continue // env, merged below
+		}
+		if v := src.Field(f.index); !v.IsNil() {
+			dst.Field(f.jobIx).Set(v.Elem())
 		}
 	}
-	job.Env = env
+	job.Env = make(map[string]string, len(inherited.Env)+len(own.Env))
+	maps.Copy(job.Env, inherited.Env)
+	maps.Copy(job.Env, own.Env)
 }

@@ -5,23 +5,37 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/schedule"
 )
 
-// namePattern is the job name rule: 1-128 of A-Z a-z 0-9 . _ - (names go
-// into Redis keys and metric labels).
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
-
-// jobPath renders a job's path prefix: `jobs[2] "backup"` or `jobs[2]`.
-func jobPath(i int, name string) string {
-	if name == "" {
-		return fmt.Sprintf("jobs[%d]", i)
+// validName reports whether name follows the job name rule: 1-128 of A-Z
+// a-z 0-9 . _ - (names go into Redis keys and metric labels).
+func validName(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
 	}
-	return fmt.Sprintf("jobs[%d] %q", i, name)
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// jobPath renders a job's path prefix: `jobs[2] "backup"` or `jobs[2]`
+// (the name quoted as %q quotes it).
+func jobPath(i int, name string) string {
+	p := "jobs[" + strconv.Itoa(i) + "]"
+	if name == "" {
+		return p
+	}
+	return p + " " + strconv.Quote(name)
 }
 
 // zones resolves IANA zone names once per load.
@@ -99,7 +113,7 @@ func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones
 		d.probs.warn("jobs", "no jobs configured; add at least one job under `jobs:`")
 		return
 	}
-	builtin := builtinJobDefaults()
+	inherited := jd.inherited(cfg.Defaults, builtinJobDefaults())
 	seen := make(map[string]int, len(list))
 	cfg.Jobs = make([]Job, 0, len(list))
 	for i, e := range list {
@@ -109,7 +123,7 @@ func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones
 			continue
 		}
 		start := len(d.probs.list)
-		job, base, own, bad := jd.decode(i, m, cfg, builtin, seen, dbad)
+		job, base, own, bad := jd.decode(i, m, inherited, seen, dbad)
 		c.fields(base+": ", own)
 		c.checkJob(&job, base, own, bad)
 		jd.sortProblems(d.probs.list[start:], i, base)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	_ "time/tzdata" // the tz database is embedded, so all nodes agree on zones
 	"unicode"
@@ -240,13 +241,69 @@ func (s *Schedule) compile(f []string) error {
 // everything cronexpr rejects (diff_test.go), so this only fails if they
 // drift apart, for example after a cronexpr upgrade. cronexpr's result is
 // not used: Next runs on the matcher.
-func cronValidate(fields ...string) (err error) {
+//
+// Each field is checked on its own, the others "*" (cronexpr's Parse runs
+// one handler per field, sharing nothing between them: cronexpr_parse.go),
+// and the verdict is kept (verdicts), so a config of thousands of similar
+// schedules asks cronexpr about each distinct field once. The error is the
+// first failing field's, as a whole-line Parse reports it. Safe for
+// concurrent callers.
+func cronValidate(fields ...string) error {
+	for i, f := range fields {
+		if err := verdicts.check(i, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verdicts keeps cronexpr's verdict on each field seen (position, text),
+// at most maxVerdicts of them: beyond that, fields are checked without
+// being kept, so reload storms of random expressions cannot grow it.
+var verdicts = fieldVerdicts{m: map[fieldKey]error{}}
+
+const maxVerdicts = 4096
+
+type fieldKey struct {
+	pos  int
+	text string
+}
+
+type fieldVerdicts struct {
+	mu sync.Mutex
+	m  map[fieldKey]error
+}
+
+// check returns cronexpr's verdict on field text at position pos (0 =
+// seconds), from the cache or by parsing "0 * * * * * *" with the field
+// put in place.
+func (v *fieldVerdicts) check(pos int, text string) error {
+	k := fieldKey{pos, text}
+	v.mu.Lock()
+	err, ok := v.m[k]
+	v.mu.Unlock()
+	if ok {
+		return err
+	}
+	line := [7]string{"0", "*", "*", "*", "*", "*", "*"}
+	line[pos] = text
+	err = cronexprParse(strings.Join(line[:], " "))
+	v.mu.Lock()
+	if len(v.m) < maxVerdicts {
+		v.m[k] = err
+	}
+	v.mu.Unlock()
+	return err
+}
+
+// cronexprParse runs cronexpr.Parse on a 7-field line, under recover.
+func cronexprParse(line string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("cannot be parsed (%v); %s", r, fieldHelp)
 		}
 	}()
-	if _, err = cronexpr.Parse(strings.Join(fields, " ") + " *"); err != nil {
+	if _, err = cronexpr.Parse(line); err != nil {
 		return fmt.Errorf("%w; %s", err, fieldHelp)
 	}
 	return nil
