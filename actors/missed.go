@@ -20,10 +20,15 @@ const maxLookback = 200 * 365 * 24 * time.Hour
 // (docs/protocol.md, "Missed slots"): the latest slot whose fire time
 // (slot + jitter) has passed, and the latest whose fire time lies at least
 // settle (the claim timeout) in the past, so that any live node's claim of
-// it has been answered. seen is the highest slot this node has seen. ok is
-// false when there is nothing to check: the job is disabled (its slots are
-// skipped "disabled", never claimed) or no slot has fired yet. Pure
-// function: it only calls cfg.Sched.Next.
+// it has been answered. seen is the highest slot this node has seen decided
+// (a claim answer's state slot, Unix seconds). ok is false when there is
+// nothing to check: the job is disabled (its slots are skipped "disabled",
+// never claimed), no slot has fired yet, or seen is at or after the certain
+// slot, so that the report could only answer "nothing missed" (its script
+// reports only when the last decided slot, seen included, is older than
+// certain) and would cost a script call for nothing — after a Redis outage
+// in a herd, one per job per node. Pure function: it only calls
+// cfg.Sched.Next.
 func MissedCheckFor(cfg config.Job, seen int64, now time.Time, settle time.Duration) (MissedCheck, bool) {
 	if !cfg.Enabled || cfg.Sched == nil {
 		return MissedCheck{}, false
@@ -37,6 +42,9 @@ func MissedCheckFor(cfg config.Job, seen int64, now time.Time, settle time.Durat
 		if certain = latestFired(cfg.Sched, cfg.Name, cfg.Jitter, limit); certain.IsZero() {
 			return MissedCheck{}, false
 		}
+	}
+	if seen >= certain.Unix() {
+		return MissedCheck{}, false
 	}
 	return MissedCheck{Job: cfg.Name, Seen: seen, Certain: certain.Unix(), Latest: latest.Unix()}, true
 }

@@ -76,6 +76,15 @@ func TestMissedCheckFor(t *testing.T) {
 		}
 		break
 	}
+	// A node that has seen a slot decided at or after certain has nothing
+	// to ask: the report's answer would be "nothing missed".
+	job.Jitter = 0
+	if c, ok := MissedCheckFor(job, now.Unix()-3, now, 2*time.Second); ok {
+		t.Errorf("seen = certain: got check %+v, want none", c)
+	}
+	if c, ok := MissedCheckFor(job, now.Unix()-4, now, 2*time.Second); !ok || c.Seen != now.Unix()-4 {
+		t.Errorf("seen just before certain: got %+v, %v; want a check", c, ok)
+	}
 	job.Enabled = false
 	if _, ok := MissedCheckFor(job, 5, now, 0); ok {
 		t.Error("disabled job: got a check, want none")
