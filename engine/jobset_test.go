@@ -71,3 +71,59 @@ jobs:
 		}
 	})
 }
+
+// countingReporter counts the missed-slot checks the job set sends.
+type countingReporter struct {
+	*redislock.Memory
+	checks chan []actors.MissedCheck
+}
+
+func (c countingReporter) ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error) {
+	c.checks <- checks
+	return c.Memory.ReportMissed(ctx, checks)
+}
+
+// When Redis answers again, a job whose slots this node has seen decided
+// since the certain slot is not checked (the report could only answer
+// "nothing missed"); a job this node has seen nothing of still is.
+func TestJobSet_CatchupSkipsJobsSeenDecided(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := parseConfig(t, `
+jobs:
+  - {name: tick, schedule: "* * * * * *", command: "exit 0"}
+  - {name: yearly, schedule: "0 0 1 1 *", command: "exit 0"}
+`)
+		mem := countingReporter{redislock.NewMemory(), make(chan []actors.MissedCheck, 10)}
+		log := zap.NewNop()
+		m := actors.NewMetrics(nil)
+		results := make(chan actors.RunFinished, 100)
+		ticker := actors.NewTicker(log, m, nil)
+		s := newJobSet(log, actors.JobDeps{Log: log, Metrics: m, Locker: mem, NodeID: "n1", Results: results,
+			Phantoms: make(chan actors.Phantom, 10), Kill: make(chan struct{}), Start: fakeproc.Start}, ticker, mem)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{}, 2)
+		go func() { _ = ticker.Run(ctx); done <- struct{}{} }()
+		go func() { _ = s.Run(ctx); done <- struct{}{} }()
+		defer func() { cancel(); <-done; <-done }()
+
+		if err := s.Apply(ctx, cfg.Jobs); err != nil {
+			t.Fatal(err)
+		}
+		s.Catchup(ctx) // at start: nothing seen yet, both jobs checked
+		synctest.Wait()
+		if got := <-mem.checks; len(got) != 2 {
+			t.Fatalf("at start: got checks %+v, want one per job", got)
+		}
+		time.Sleep(4500 * time.Millisecond) // tick claims and runs 4 slots
+		synctest.Wait()
+		s.Catchup(ctx) // as when Redis answers again
+		synctest.Wait()
+		got := <-mem.checks
+		if len(got) != 1 || got[0].Job != "yearly" {
+			t.Errorf("Redis back: got checks %+v, want only yearly's (tick's slots were seen decided)", got)
+		}
+		if len(results) < 4 {
+			t.Errorf("tick ran %d times, want at least 4", len(results))
+		}
+	})
+}
