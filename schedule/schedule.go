@@ -257,12 +257,18 @@ func cronValidate(fields ...string) error {
 	return nil
 }
 
-// verdicts keeps cronexpr's verdict on each field seen (position, text),
-// at most maxVerdicts of them: beyond that, fields are checked without
-// being kept, so reload storms of random expressions cannot grow it.
+// verdicts keeps cronexpr's verdict on each field seen (position, text) of
+// at most maxVerdictText bytes, at most maxVerdicts of them: longer fields,
+// and any beyond the count, are checked without being kept, so neither
+// reload storms of random expressions nor huge list fields (a config may
+// hold megabyte schedules) can grow it past about 4096 × 64 bytes of text
+// and their errors. A kept text is a copy, not a view of the schedule.
 var verdicts = fieldVerdicts{m: map[fieldKey]error{}}
 
-const maxVerdicts = 4096
+const (
+	maxVerdicts    = 4096
+	maxVerdictText = 64
+)
 
 type fieldKey struct {
 	pos  int
@@ -277,7 +283,16 @@ type fieldVerdicts struct {
 // check returns cronexpr's verdict on field text at position pos (0 =
 // seconds), from the cache or by parsing "0 * * * * * *" with the field
 // put in place.
+// A pos outside 0…6 is an error, not a panic.
 func (v *fieldVerdicts) check(pos int, text string) error {
+	line := [7]string{"0", "*", "*", "*", "*", "*", "*"}
+	if pos < 0 || pos >= len(line) {
+		return fmt.Errorf("field %d of a 7-field line: cronexpr takes at most 7 fields", pos+1)
+	}
+	line[pos] = text
+	if len(text) > maxVerdictText {
+		return cronexprParse(strings.Join(line[:], " "))
+	}
 	k := fieldKey{pos, text}
 	v.mu.Lock()
 	err, ok := v.m[k]
@@ -285,12 +300,10 @@ func (v *fieldVerdicts) check(pos int, text string) error {
 	if ok {
 		return err
 	}
-	line := [7]string{"0", "*", "*", "*", "*", "*", "*"}
-	line[pos] = text
 	err = cronexprParse(strings.Join(line[:], " "))
 	v.mu.Lock()
 	if len(v.m) < maxVerdicts {
-		v.m[k] = err
+		v.m[fieldKey{pos, strings.Clone(text)}] = err
 	}
 	v.mu.Unlock()
 	return err

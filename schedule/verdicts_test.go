@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // cronexprFields is how cronexpr splits a line into fields (fieldFinder in
@@ -81,4 +82,36 @@ func TestVerdicts_BoundedAndConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A field longer than maxVerdictText is checked but not kept (a megabyte
+// list field must not stay in memory after its config is gone), a kept
+// text does not share the caller's string, and a position past the
+// seventh field is an error, not a panic.
+func TestVerdicts_LongFieldsNotKept(t *testing.T) {
+	v := &fieldVerdicts{m: map[fieldKey]error{}}
+	long := strings.Repeat("1,", 5000) + "2"
+	if err := v.check(1, long); err != nil {
+		t.Fatalf("long list minute: %v", err)
+	}
+	if err := v.check(1, long+",61"); err == nil {
+		t.Fatal("long list minute with 61: accepted")
+	}
+	if len(v.m) != 0 {
+		t.Errorf("%d verdicts kept for fields over %d bytes, want 0", len(v.m), maxVerdictText)
+	}
+	short := strings.Repeat("1,", 10) + "2"
+	buf := []byte("x" + short)
+	view := unsafe.String(&buf[1], len(short))
+	if err := v.check(1, view); err != nil {
+		t.Fatalf("short minute: %v", err)
+	}
+	for k := range v.m {
+		if unsafe.StringData(k.text) == unsafe.StringData(view) {
+			t.Error("the kept text is the caller's string, not a copy")
+		}
+	}
+	if err := v.check(7, "*"); err == nil {
+		t.Error("position 7: no error")
+	}
 }
