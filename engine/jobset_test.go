@@ -35,14 +35,7 @@ jobs:
 		log := zap.New(core)
 		m := actors.NewMetrics(nil)
 		results := make(chan actors.RunFinished, 100)
-		ticker := actors.NewTicker(log, m, nil)
-		s := newJobSet(log, actors.JobDeps{Log: log, Metrics: m, Locker: mem, NodeID: "n1", Results: results,
-			Phantoms: make(chan actors.Phantom, 10), Kill: make(chan struct{}), Start: fakeproc.Start}, ticker, mem)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{}, 2)
-		go func() { _ = ticker.Run(ctx); done <- struct{}{} }()
-		go func() { _ = s.Run(ctx); done <- struct{}{} }()
-		defer func() { cancel(); <-done; <-done }()
+		s, ctx := runJobSet(t, log, m, mem, results)
 
 		if err := s.Apply(ctx, cfg.Jobs); err != nil {
 			t.Fatal(err)
@@ -97,14 +90,7 @@ jobs:
 		log := zap.NewNop()
 		m := actors.NewMetrics(nil)
 		results := make(chan actors.RunFinished, 100)
-		ticker := actors.NewTicker(log, m, nil)
-		s := newJobSet(log, actors.JobDeps{Log: log, Metrics: m, Locker: mem, NodeID: "n1", Results: results,
-			Phantoms: make(chan actors.Phantom, 10), Kill: make(chan struct{}), Start: fakeproc.Start}, ticker, mem)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{}, 2)
-		go func() { _ = ticker.Run(ctx); done <- struct{}{} }()
-		go func() { _ = s.Run(ctx); done <- struct{}{} }()
-		defer func() { cancel(); <-done; <-done }()
+		s, ctx := runJobSet(t, log, m, mem, results)
 
 		if err := s.Apply(ctx, cfg.Jobs); err != nil {
 			t.Fatal(err)
@@ -126,4 +112,18 @@ jobs:
 			t.Errorf("tick ran %d times, want at least 4", len(results))
 		}
 	})
+}
+
+// runJobSet starts a job set and its ticker on mem (fake processes, node
+// n1) until the test ends; ctx is the one they run under.
+func runJobSet(t *testing.T, log *zap.Logger, m *actors.Metrics, mem claimer, results chan actors.RunFinished) (*jobSet, context.Context) {
+	ticker := actors.NewTicker(log, m, nil)
+	s := newJobSet(log, actors.JobDeps{Log: log, Metrics: m, Locker: mem, NodeID: "n1", Results: results,
+		Phantoms: make(chan actors.Phantom, 10), Kill: make(chan struct{}), Start: fakeproc.Start}, ticker, mem)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{}, 2)
+	go func() { _ = ticker.Run(ctx); done <- struct{}{} }()
+	go func() { _ = s.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	return s, ctx
 }
