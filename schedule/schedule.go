@@ -282,30 +282,30 @@ type fieldVerdicts struct {
 
 // check returns cronexpr's verdict on field text at position pos (0 =
 // seconds), from the cache or by parsing "0 * * * * * *" with the field
-// put in place.
-// A pos outside 0…6 is an error, not a panic.
+// put in place. A pos outside 0…6 is an error, not a panic.
 func (v *fieldVerdicts) check(pos int, text string) error {
 	line := [7]string{"0", "*", "*", "*", "*", "*", "*"}
 	if pos < 0 || pos >= len(line) {
 		return fmt.Errorf("field %d of a 7-field line: cronexpr takes at most 7 fields", pos+1)
 	}
+	keep := len(text) <= maxVerdictText
+	if keep {
+		v.mu.Lock()
+		err, ok := v.m[fieldKey{pos, text}]
+		v.mu.Unlock()
+		if ok {
+			return err
+		}
+	}
 	line[pos] = text
-	if len(text) > maxVerdictText {
-		return cronexprParse(strings.Join(line[:], " "))
+	err := cronexprParse(strings.Join(line[:], " "))
+	if keep {
+		v.mu.Lock()
+		if len(v.m) < maxVerdicts {
+			v.m[fieldKey{pos, strings.Clone(text)}] = err
+		}
+		v.mu.Unlock()
 	}
-	k := fieldKey{pos, text}
-	v.mu.Lock()
-	err, ok := v.m[k]
-	v.mu.Unlock()
-	if ok {
-		return err
-	}
-	err = cronexprParse(strings.Join(line[:], " "))
-	v.mu.Lock()
-	if len(v.m) < maxVerdicts {
-		v.m[fieldKey{pos, strings.Clone(text)}] = err
-	}
-	v.mu.Unlock()
 	return err
 }
 
