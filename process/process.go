@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // Defaults applied by Start to zero Spec fields.
@@ -109,29 +110,34 @@ func Start(spec Spec) (*Proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
-	var r, w [2]*os.File
+	var r [2]*os.File
+	var w [2]int // the write ends, the child's stdout and stderr
 	for i := range r {
 		if r[i], w[i], err = outputPipe(); err != nil {
-			closeAll(r[:i], w[:i])
+			closeAll(r[:i])
+			closeFds(w[:i])
 			return nil, fmt.Errorf("start: pipe: %w", err)
 		}
 	}
 	path, err := shellPath(spec.Shell)
 	if err != nil {
-		closeAll(r[:], w[:])
+		closeAll(r[:])
+		closeFds(w[:])
 		return nil, fmt.Errorf("start %s -c: %w", spec.Shell, err)
 	}
 	if spec.Dir != "" {
 		// As os.StartProcess does: a missing directory is named as such,
 		// not as a failed exec of the shell.
 		if _, err := os.Stat(spec.Dir); err != nil {
-			closeAll(r[:], w[:])
+			closeAll(r[:])
+			closeFds(w[:])
 			return nil, fmt.Errorf("start %s -c: %w", spec.Shell, &os.PathError{Op: "chdir", Path: spec.Dir, Err: errors.Unwrap(err)})
 		}
 	}
 	null, err := devNull()
 	if err != nil {
-		closeAll(r[:], w[:])
+		closeAll(r[:])
+		closeFds(w[:])
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	env := spec.Env
@@ -146,7 +152,7 @@ func Start(spec Spec) (*Proc, error) {
 	// (BenchmarkRunCPU measures the whole Start and Wait). The child
 	// gets /dev/null as stdin and the pipes' write ends as stdout and
 	// stderr; every other descriptor of the daemon is close-on-exec.
-	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: env, Files: []uintptr{null, w[0].Fd(), w[1].Fd()},
+	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: env, Files: []uintptr{null, uintptr(w[0]), uintptr(w[1])},
 		// Pdeathsig: if the daemon itself dies (SIGKILL, crash), the kernel
 		// kills the command's shell, so a dead node does not keep running a
 		// job whose lease will expire and be taken by a survivor. (It
@@ -171,7 +177,7 @@ func Start(spec Spec) (*Proc, error) {
 			group.Session, group.LeaderStart, group.LeaderStartLast = st.session, st.startTime, st.startTime
 		}
 	})
-	closeAll(w[:])
+	closeFds(w[:])
 	if err != nil {
 		closeAll(r[:])
 		return nil, fmt.Errorf("start %s -c: %w", spec.Shell, err)
@@ -200,23 +206,25 @@ var devNull = sync.OnceValues(func() (uintptr, error) {
 	return uintptr(fd), nil
 })
 
-// outputPipe is os.Pipe for a child's output, with fewer system calls per
-// run: the read end is non-blocking from the start and goes to the
-// runtime's poller; the write end, which the child inherits and the
-// daemon closes after the fork, stays blocking and is never registered
-// (os.Pipe makes both ends non-blocking and pollable, and exec then makes
-// the write end blocking again).
-func outputPipe() (r, w *os.File, err error) {
+// outputPipe is os.Pipe for a child's output, with fewer system calls and
+// objects per run: the read end is made non-blocking with one fcntl(2)
+// (F_SETFL: a new pipe's end has no other status flag to keep) and goes to
+// the runtime's poller as an *os.File; the write end, which the child
+// inherits and the daemon closes after the fork, is a bare descriptor
+// that stays blocking and is never registered. (os.Pipe makes both ends
+// non-blocking and pollable *os.Files, and exec then makes the write end
+// blocking again.)
+func outputPipe() (r *os.File, w int, err error) {
 	var fds [2]int
 	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-		return nil, nil, os.NewSyscallError("pipe2", err)
+		return nil, -1, os.NewSyscallError("pipe2", err)
 	}
-	if err := syscall.SetNonblock(fds[0], true); err != nil {
+	if _, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		syscall.Close(fds[0])
 		syscall.Close(fds[1])
-		return nil, nil, os.NewSyscallError("fcntl", err)
+		return nil, -1, os.NewSyscallError("fcntl", err)
 	}
-	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
+	return os.NewFile(uintptr(fds[0]), "|0"), fds[1], nil
 }
 
 // LookupUser resolves Spec.User: a user name, or else a numeric uid (a
@@ -255,6 +263,13 @@ func credential(name string) (*syscall.Credential, error) {
 		return nil, fmt.Errorf("user %q: gid %q: %w", name, u.Gid, err)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// closeFds closes bare descriptors (outputPipe's write ends).
+func closeFds(fds []int) {
+	for _, fd := range fds {
+		syscall.Close(fd)
+	}
 }
 
 func closeAll(groups ...[]*os.File) {
