@@ -93,7 +93,7 @@ func runHerd(t *testing.T, s settings, wl *Workload) {
 			wl.Runs = append(wl.Runs, Run{Pair: 0, Kind: KindDaemon, Load: load})
 		}
 		last.Daemon = append(last.Daemon, d)
-		add(wl, "slots claimed: last won claim answered after the minute (daemon-measured)", "ms",
+		add(wl, "slots claimed: last won claim answered, from the minute (daemon-measured; negative: before it)", "ms",
 			&Target{Of: OfDaemon, Max: 250}, Percentile(won, 1))
 		add(wl, "slots claimed: median won claim answered (daemon-measured)", "ms", nil, Percentile(won, 0.5))
 		add(wl, "claims failed (daemon logs: claim failed; not run)", "", nil, float64(claimFailed))
