@@ -88,7 +88,6 @@ type run struct {
 // execute runs the job once and returns what happened: a skip reason, or
 // the final result (which has also been sent to the hook runner).
 func (r *run) execute(ctx context.Context) Ran {
-	growRunStack(0) // the stack grows once, here, rather than by doublings in the claim and the attempts
 	if r.info.RunID == "" {
 		r.info.RunID = uuid.NewString()
 	}
@@ -601,25 +600,4 @@ func (r *run) relog() {
 		r.fields = append(r.fields, zap.Int64("fence", r.info.Fence))
 	}
 	r.log = r.deps.Log.WithLazy(r.fields...)
-}
-
-// runStackFrame is the frame growRunStack takes, bytes: it makes the
-// runtime grow the run goroutine's stack once, while only two frames are
-// on it, to the 16 KiB that the claim (the Redis client's call) and the
-// attempts (the fork, the log lines) reach anyway. Without it the stack
-// starts small (the runtime's mean over all goroutines, most of them
-// small) and doubles on the way, each time copying and adjusting every
-// frame on it: at 3 nodes × 50 jobs/s the daemons grew stacks 6.4 times
-// per run, 3.4 with it (perf probe on runtime.newstack; the rest are
-// other goroutines').
-const runStackFrame = 12 << 10
-
-// growRunStack takes a runStackFrame-byte frame (see there); i is 0, read
-// and written so that the array is kept.
-//
-//go:noinline
-func growRunStack(i int) byte {
-	var b [runStackFrame]byte
-	b[i] = 1
-	return b[i^1]
 }
