@@ -65,26 +65,30 @@ func readSettings(t *testing.T) settings {
 	return s
 }
 
-// workload is one entry of the bench.
+// workload is one entry of the bench. An optional one runs only when
+// CRONLOCK_BENCH_WORKLOADS names it.
 type workload struct {
 	name, desc string
 	run        func(t *testing.T, s settings, wl *Workload)
+	optional   bool
 }
 
 var workloads = []workload{
 	{"1x1", "1 node × 1 job/s (Redis)", func(t *testing.T, s settings, wl *Workload) {
 		runRate(t, s, wl, rateSpec{nodes: 1, jobs: 1, seconds: 10, fireTargets: true})
-	}},
+	}, false},
 	{"3x50", "3 nodes × 50 jobs/s (one Redis)", func(t *testing.T, s settings, wl *Workload) {
 		runRate(t, s, wl, rateSpec{nodes: 3, jobs: 50, seconds: 6})
-	}},
+	}, false},
 	{"3x200", "3 nodes × 200 jobs/s (one Redis)", func(t *testing.T, s settings, wl *Workload) {
 		runRate(t, s, wl, rateSpec{nodes: 3, jobs: 200, seconds: 6})
-	}},
-	{"herd", "3 nodes × 3,000 jobs on * * * * *: one minute boundary, between two floors", runHerd},
-	{"idle10k", "1 node, 10,000 jobs none due (Redis)", runIdle},
-	{"load10k", "config load and validation of 10,000 jobs (config.Load, in process)", runLoad},
-	{"redis", "top-level Redis commands per slot (MONITOR, lua lines dropped), 3 nodes × 50 jobs/s", runRedisCalls},
+	}, false},
+	{"herd", "3 nodes × 3,000 jobs on * * * * *: one minute boundary, between two floors", runHerd, false},
+	{"idle10k", "1 node, 10,000 jobs none due (Redis)", runIdle, false},
+	{"load10k", "config load and validation of 10,000 jobs (config.Load, in process)", runLoad, false},
+	{"redis", "top-level Redis commands per slot (MONITOR, lua lines dropped), 3 nodes × 50 jobs/s", runRedisCalls, false},
+	{"side-by-side", "3 nodes × 50 jobs/s of this build and of CRONLOCK_BENCH_BASELINE at the same time, each on its own Redis (optional)",
+		runSideBySide, true},
 }
 
 func known(name string) bool {
@@ -111,7 +115,7 @@ func TestBench(t *testing.T) {
 	s := readSettings(t)
 	res := &Results{Started: time.Now().UTC(), CPUs: runtime.NumCPU(), Commit: commit()}
 	for _, w := range workloads {
-		if len(s.only) > 0 && !s.only[w.name] {
+		if len(s.only) > 0 && !s.only[w.name] || len(s.only) == 0 && w.optional {
 			continue
 		}
 		wl := &Workload{Name: w.name, Desc: w.desc}

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -140,4 +141,35 @@ func cpuSince(t *testing.T, nodes []*node, from []ProcCPU) time.Duration {
 		sum += CPUBetween(from[i], nd.cpu(t))
 	}
 	return sum
+}
+
+// runSideBySide runs 3 nodes × 50 jobs/s of this build and of the
+// baseline build (CRONLOCK_BENCH_BASELINE) at the same time, each cluster
+// on its own redis-server and ledger, s.pairs times, and compares their
+// CPU per run pair by pair. Both clusters see the same state of the
+// machine, so the per-pair ratio spreads far less than that of runs one
+// after the other (the same build on both sides: 0.99–1.03); the price is
+// that each run shares the machine with the other cluster, so its start
+// latencies are not the rate workloads' and are not reported. It fails
+// without a baseline; it runs only when CRONLOCK_BENCH_WORKLOADS names it.
+func runSideBySide(t *testing.T, s settings, wl *Workload) {
+	if s.baseline == "" {
+		t.Fatal("side-by-side compares this build with CRONLOCK_BENCH_BASELINE: set it to a cronlock binary built from another commit")
+	}
+	spec := rateSpec{nodes: 3, jobs: 50, seconds: 8}
+	secs := s.seconds(spec.seconds)
+	cpu := wl.Metric("daemon CPU per run, side by side: baseline build (floor column) → this build", "µs", nil)
+	for pair := range s.pairs {
+		var this, base rateResult
+		a := take(t)
+		t.Run(fmt.Sprintf("pair%d", pair+1), func(t *testing.T) {
+			t.Run("this", func(t *testing.T) { t.Parallel(); this = daemonRate(t, cronlockBin, spec, secs) })
+			t.Run("baseline", func(t *testing.T) { t.Parallel(); base = daemonRate(t, s.baseline, spec, secs) })
+		})
+		wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindSideBySide, Load: Between(a, take(t))})
+		cpu.Floor, cpu.Daemon = append(cpu.Floor, base.cpuPerRun), append(cpu.Daemon, this.cpuPerRun)
+		add(wl, "duplicates (this build)", "", zero, float64(this.dups))
+		add(wl, "missed (this build)", "", zero, float64(this.missed))
+		add(wl, "runs (this build)", "", nil, float64(len(this.starts)))
+	}
 }

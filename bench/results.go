@@ -16,6 +16,9 @@ const (
 	// KindBaseline is a daemon run of the baseline binary
 	// (CRONLOCK_BENCH_BASELINE); its values stand in a metric's Floor.
 	KindBaseline = "baseline"
+	// KindSideBySide is a pair of daemon runs, of this build and of the
+	// baseline binary, at the same time (the side-by-side workload).
+	KindSideBySide = "this + baseline"
 )
 
 // Run is one measured run of a workload: a floor or a daemon run of pair
