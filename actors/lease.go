@@ -27,7 +27,8 @@ func safetyMargin(ttl time.Duration) time.Duration {
 // End releases it. A Lease of a claim that took no lease (overlap: allow)
 // only records history on End.
 //
-// Renewal is compare-and-PEXPIRE every TTL/3 on a goroutine the Lease owns.
+// Renewal is compare-and-PEXPIRE every TTL/3 on a goroutine the Lease owns,
+// started when the first renewal (or the local deadline) is due.
 // The local deadline is the send time of the last successful renewal (or
 // of the claim) plus TTL minus the safety margin, measured on the monotonic
 // clock, so wall-clock steps cannot stretch it.
@@ -98,12 +99,37 @@ func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Durati
 func adoptLease(ctx context.Context, log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
 	l := newLease(log, locker, job, owner, ttl, sent, o)
 	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	l.stop = stop
-	go func() {
+	// The renewal loop's goroutine starts when its first event is due (the
+	// first renewal, or the local deadline when that comes first), so that
+	// a run shorter than that (most runs: the first renewal is TTL/3 away)
+	// never starts one.
+	adopted := time.Now()
+	first := time.AfterFunc(min(l.every(), time.Until(l.localDeadline(sent))), func() {
 		defer close(l.done)
-		l.keepAlive(kctx)
-	}()
+		l.keepAlive(kctx, adopted)
+	})
+	l.stop = func() {
+		stop()
+		if first.Stop() { // the loop never started: nothing else closes done
+			close(l.done)
+		}
+	}
 	return l
+}
+
+// every is the renewal interval: TTL/3, for overlap replace at most
+// replaceRenewEvery.
+func (l *Lease) every() time.Duration {
+	if l.replace {
+		return min(l.ttl/3, replaceRenewEvery)
+	}
+	return l.ttl / 3
+}
+
+// localDeadline is when a lease last renewed (or claimed) by a call sent
+// at sent is declared lost: sent + TTL − the safety margin.
+func (l *Lease) localDeadline(sent time.Time) time.Time {
+	return sent.Add(l.ttl - safetyMargin(l.ttl))
 }
 
 // Lost delivers at most one LeaseLost, then nothing. It is never closed.
@@ -150,46 +176,47 @@ func (l *Lease) Replaced() <-chan int64 { return l.replaced }
 func (l *Lease) Owner() string { return l.owner }
 
 // keepAlive renews until ctx ends (End was called) or the lease is lost.
-// Renewal errors are handled here: logged, and decided by the local
-// deadline.
-func (l *Lease) keepAlive(ctx context.Context) {
+// adoptLease starts it when its first event is due: a renewal every
+// interval from adopted, the first one at once when that time has come.
+func (l *Lease) keepAlive(ctx context.Context, adopted time.Time) {
 	margin := safetyMargin(l.ttl)
-	deadline := l.acquired.Add(l.ttl - margin)
+	deadline := l.localDeadline(l.acquired)
 	expiry := time.NewTimer(time.Until(deadline))
 	defer expiry.Stop()
-	every := l.ttl / 3
-	if l.replace {
-		every = min(every, replaceRenewEvery)
-	}
+	every := l.every()
+	renewNow := !time.Now().Before(adopted.Add(every))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	asked := false // the replace request was reported
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-expiry.C:
-			l.report(fmt.Errorf("lease %q: no renewal succeeded for %v", l.job, l.ttl-margin), margin/2)
-			return
-		case <-tick.C:
-			sent := time.Now()
-			switch pending, err := l.renew(ctx, deadline); {
-			case err == nil:
-				deadline = sent.Add(l.ttl - margin)
-				expiry.Reset(time.Until(deadline))
-				if l.replace && pending > 0 && !asked {
-					asked = true
-					l.replaced <- pending // 1-buffered, sent once
-				}
-			case errors.Is(err, ErrNotHeld):
-				l.report(err, margin/2)
+		if !renewNow {
+			select {
+			case <-ctx.Done():
 				return
-			case ctx.Err() != nil:
+			case <-expiry.C:
+				l.report(fmt.Errorf("lease %q: no renewal succeeded for %v", l.job, l.ttl-margin), margin/2)
 				return
-			default:
-				l.log.Warn("lease renewal failed; retrying until the local deadline",
-					zap.Time("deadline", deadline), zap.Error(err))
+			case <-tick.C:
 			}
+		}
+		renewNow = false
+		sent := time.Now()
+		switch pending, err := l.renew(ctx, deadline); {
+		case err == nil:
+			deadline = l.localDeadline(sent)
+			expiry.Reset(time.Until(deadline))
+			if l.replace && pending > 0 && !asked {
+				asked = true
+				l.replaced <- pending // 1-buffered, sent once
+			}
+		case errors.Is(err, ErrNotHeld):
+			l.report(err, margin/2)
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			l.log.Warn("lease renewal failed; retrying until the local deadline",
+				zap.Time("deadline", deadline), zap.Error(err))
 		}
 	}
 }

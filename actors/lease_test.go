@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -100,4 +101,75 @@ func TestLease_EndReleasesAndRecords(t *testing.T) {
 			t.Errorf("state after End: got holder %q last %+v, want no holder and last run r1 (manual)", st.LeaseHolder, st.Last)
 		}
 	})
+}
+
+// A run that ends before its lease's first renewal is due (TTL/3) starts
+// no renewal goroutine; one that lasts past it renews on time, and End
+// stops either.
+func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &flakyLocker{Memory: redislock.NewMemory()}
+		before := runtime.NumGoroutine()
+		_, stop := acquire(t, f, 3*time.Second)
+		time.Sleep(999 * time.Millisecond)
+		if got := runtime.NumGoroutine(); got != before {
+			t.Errorf("goroutines before the first renewal is due: %d, want %d (none for the lease)", got, before)
+		}
+		stop()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := f.renewals.Load(); got != 0 {
+			t.Errorf("renewals after End before the first was due: %d, want 0", got)
+		}
+
+		f2 := &flakyLocker{Memory: redislock.NewMemory()}
+		c, lease, err := Acquire(t.Context(), zap.NewNop(), f2,
+			ClaimRequest{Job: "k", Slot: 1, Owner: "n1:y", TTL: 3 * time.Second, Lease: true})
+		if err != nil || c.Outcome != Claimed {
+			t.Fatalf("Acquire k: %v, %v", c.Outcome, err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if got := f2.renewals.Load(); got != 1 {
+			t.Errorf("renewals 1.5 s into a 3 s lease: %d, want 1 (at 1 s)", got)
+		}
+		if _, _, err := lease.End(t.Context(), RunRecord{RunID: "y", Slot: 1}, "", nil); err != nil {
+			t.Fatalf("End: %v", err)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := f2.renewals.Load(); got != 1 {
+			t.Errorf("renewals after End: %d, want still 1", got)
+		}
+	})
+}
+
+// A claim answered so late that its lease's local deadline (claim sent +
+// TTL − margin) comes before the first renewal is lost at that deadline,
+// not at the renewal: the renewal loop starts at whichever is first.
+func TestLease_LateClaimAnswerLostAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &slowClaimLocker{flakyLocker: flakyLocker{Memory: redislock.NewMemory()}, delay: 2 * time.Second}
+		start := time.Now()
+		lease, stop := acquire(t, l, 3*time.Second)
+		defer stop()
+		lost := <-lease.Lost()
+		if got, want := time.Since(start), 2400*time.Millisecond; got != want { // TTL − margin (600 ms) from the claim's send
+			t.Errorf("lost %v after the claim was sent, want %v", got, want)
+		}
+		if lost.Err == nil {
+			t.Error("LeaseLost without an error")
+		}
+	})
+}
+
+// slowClaimLocker answers each claim after delay.
+type slowClaimLocker struct {
+	flakyLocker
+	delay time.Duration
+}
+
+func (s *slowClaimLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+	time.Sleep(s.delay)
+	return s.flakyLocker.Claim(ctx, req)
 }
