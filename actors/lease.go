@@ -199,6 +199,9 @@ func (l *Lease) keepAlive(ctx context.Context, adopted time.Time) {
 			case <-tick.C:
 			}
 		}
+		if renewNow && ctx.Err() != nil {
+			return // End came as the loop started
+		}
 		renewNow = false
 		sent := time.Now()
 		switch pending, err := l.renew(ctx, deadline); {
