@@ -103,10 +103,11 @@ func adoptLease(ctx context.Context, log *zap.Logger, locker Locker, job, owner 
 	// first renewal, or the local deadline when that comes first), so that
 	// a run shorter than that (most runs: the first renewal is TTL/3 away)
 	// never starts one.
-	adopted := time.Now()
-	first := time.AfterFunc(min(l.every(), time.Until(l.localDeadline(sent))), func() {
+	every, untilDeadline := l.every(), time.Until(l.localDeadline(sent))
+	renewFirst := every <= untilDeadline
+	first := time.AfterFunc(min(every, untilDeadline), func() {
 		defer close(l.done)
-		l.keepAlive(kctx, adopted)
+		l.keepAlive(kctx, renewFirst)
 	})
 	l.stop = func() {
 		stop()
@@ -176,16 +177,16 @@ func (l *Lease) Replaced() <-chan int64 { return l.replaced }
 func (l *Lease) Owner() string { return l.owner }
 
 // keepAlive renews until ctx ends (End was called) or the lease is lost.
-// adoptLease starts it when its first event is due: a renewal every
-// interval from adopted, the first one at once when that time has come.
-func (l *Lease) keepAlive(ctx context.Context, adopted time.Time) {
+// adoptLease starts it when its first event is due: with renewFirst the
+// first renewal, made at once, else the local deadline (the expiry timer,
+// due at once).
+func (l *Lease) keepAlive(ctx context.Context, renewFirst bool) {
 	margin := safetyMargin(l.ttl)
 	deadline := l.localDeadline(l.acquired)
 	expiry := time.NewTimer(time.Until(deadline))
 	defer expiry.Stop()
-	every := l.every()
-	renewNow := !time.Now().Before(adopted.Add(every))
-	tick := time.NewTicker(every)
+	renewNow := renewFirst
+	tick := time.NewTicker(l.every())
 	defer tick.Stop()
 	asked := false // the replace request was reported
 	for {

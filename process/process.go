@@ -119,25 +119,23 @@ func Start(spec Spec) (*Proc, error) {
 			return nil, fmt.Errorf("start: pipe: %w", err)
 		}
 	}
+	closePipes := func() { closeAll(r[:]); closeFds(w[:]) } // every pipe is open from here
 	path, err := shellPath(spec.Shell)
 	if err != nil {
-		closeAll(r[:])
-		closeFds(w[:])
+		closePipes()
 		return nil, fmt.Errorf("start %s -c: %w", spec.Shell, err)
 	}
 	if spec.Dir != "" {
 		// As os.StartProcess does: a missing directory is named as such,
 		// not as a failed exec of the shell.
 		if _, err := os.Stat(spec.Dir); err != nil {
-			closeAll(r[:])
-			closeFds(w[:])
+			closePipes()
 			return nil, fmt.Errorf("start %s -c: %w", spec.Shell, &os.PathError{Op: "chdir", Path: spec.Dir, Err: errors.Unwrap(err)})
 		}
 	}
 	null, err := devNull()
 	if err != nil {
-		closeAll(r[:])
-		closeFds(w[:])
+		closePipes()
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	env := spec.Env
