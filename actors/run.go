@@ -426,6 +426,9 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-ch
 		// Every later line of the run carries the attempt.
 		r.log = r.deps.Log.WithLazy(slices.Concat(r.fields, []zap.Field{zap.Int("attempt", attempt)})...)
 		out := r.attempt(attempt, lost, replaced)
+		if l := r.deps.Load; l != nil && !out.Started.IsZero() && !out.Finished.IsZero() {
+			l.RunTook(r.job.Name, out.Finished.Sub(out.Started)) // short runs share their rank-0 node (nodeload.ShortRun)
+		}
 		if attempt == 1 {
 			fin.Started = out.Started
 		}

@@ -2,8 +2,10 @@
 // node.max_parallel, and orders the nodes' claims without coordination
 // (docs/protocol.md, "Who sends first"). For every (job, slot) each node
 // ranks the live nodes that may run the job (Rank): every node computes
-// the same ranking from the same view of the live nodes. Rank 0 sends its
-// claim at once, rank 1 after LeadStep, rank k after LeadStep + (k−1) ×
+// the same ranking from the same view of the live nodes (short jobs, whose
+// runs on this node were short, share rank 0 by blocks: RunTook, ShortRun).
+// Rank 0 sends its claim at once, rank 1 after LeadStep, rank k after
+// LeadStep + (k−1) ×
 // RankStep (plus PerBurstClaim per rank for every claim of the same slot
 // this node sent before), at most MaxDelay. So each node wins about 1/N of
 // the slots, and the winning claim of an idle rank-0 node waits nothing.
@@ -20,6 +22,7 @@
 package nodeload
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -153,7 +156,10 @@ type Load struct {
 	view    view           // the other live nodes (SetPeers); zero = unknown
 	history []sample       // running since New, oldest first (record)
 	jobs    map[string]int // job name → its place among the sorted job names (SetJobs)
-	scratch []string       // Enter's list of the peers that may run the job
+	// short holds the jobs whose runs on this node are short (RunTook):
+	// their rank-0 claims go by blocks of ShortBlock (ShortTurn).
+	short   map[string]bool
+	scratch []string // Enter's list of the peers that may run the job
 	// burstSlot is the slot of the latest ordered Enter and burst how many
 	// Enters had that slot (in a row) before it.
 	burstSlot int64
@@ -364,6 +370,9 @@ func (l *Load) Enter(job string, slot int64, selectors []string) (time.Duration,
 	if !ok {
 		idx = int(xxhash.Sum64String(job) >> 1)
 	}
+	if l.short[job] {
+		idx = ShortTurn(idx)
+	}
 	rank := rankOf(job, idx, slot, v.self, l.scratch)
 	if slot != l.burstSlot {
 		l.burstSlot, l.burst = slot, 0
@@ -462,12 +471,76 @@ func (l *Load) SetJobs(names []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.jobs = m
+	maps.DeleteFunc(l.short, func(job string, _ bool) bool { _, ok := m[job]; return !ok })
+}
+
+// Short runs share their rank-0 node by blocks (docs/protocol.md, "Short
+// runs"). A run that took less than ShortRun (from exec to exit)
+// makes its job short on this node, one that took LongRun or more makes
+// it long again (RunTook); in between it stays what it was, and a job
+// with no run on this node is long. The claims of the short jobs whose
+// indexes fall in one block of ShortBlock take rank 0 on the same node at
+// each slot (ShortTurn), so that most of an instant's short runs start on
+// one node and the others only claim: a node's cost per run is mostly the
+// wake-ups of its threads (for the claims' answers, each fork, each exit
+// and each finish), and runs that come together share them (measured in
+// docs/protocol.md, "Short runs"). The blocks rotate with the slot like
+// the jobs' turns, so each node still takes rank 0 for its share of the
+// short runs over time; long runs (a node's load while they run) are split
+// evenly at every instant, as are jobs a node has not seen run. Nodes
+// learn a job's class from their own runs only, so they may disagree for
+// a while: that costs a refused claim or a rank delay, never a second run.
+const (
+	ShortRun   = 250 * time.Millisecond
+	LongRun    = time.Second
+	ShortBlock = 200
+)
+
+// ShortTurn is the turn (Rank's index) of a short job of index idx: its
+// block's, offset so that block 0 does not always share the rank-0 node of
+// the long job of index 0.
+func ShortTurn(idx int) int { return idx/ShortBlock + shortTurnOffset }
+
+// shortTurnOffset is an arbitrary offset of the short jobs' turns (see
+// shortTurn): any value works, every node uses the same.
+const shortTurnOffset = 1 << 20
+
+// RunTook reports that a run of job on this node took d from exec to the
+// leader's exit: below ShortRun the job's later claims are short (its
+// rank-0 node is its block's), from LongRun on they are long again. It
+// never blocks.
+func (l *Load) RunTook(job string, d time.Duration) {
+	short := d < ShortRun
+	if !short && d < LongRun {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.short[job] == short {
+		return
+	}
+	if l.short == nil {
+		l.short = map[string]bool{}
+	}
+	if short {
+		l.short[job] = true
+	} else {
+		delete(l.short, job)
+	}
+}
+
+// Short reports whether job's claims are short on this node (RunTook).
+func (l *Load) Short(job string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.short[job]
 }
 
 // Rank is the place of node in the claim order of job's slot (Unix
 // seconds) among nodes (ids; node is counted in whether listed or not):
-// 0 claims first. index is the job's place among the sorted job names of
-// the configuration (SetJobs). Every node computes the same ranking from
+// 0 claims first. index is the job's turn: its place among the sorted job
+// names of the configuration (SetJobs), or ShortTurn of it for a short job
+// (RunTook). Every node computes the same ranking from
 // the same ids, job names and slot:
 //
 //   - rank 0 is the node at position (index + h(slot)) mod N in the

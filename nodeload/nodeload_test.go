@@ -499,3 +499,83 @@ func TestRank_Rendezvous(t *testing.T) {
 		t.Errorf("n1 claims at once for %d of 3000 slots of a role=db job (want about 1500) and %d of an any-node job (want about 1000)", db, anyJob)
 	}
 }
+
+// TestLoad_ShortRunsShareRankZero: a job whose run took less than
+// ShortRun is short: at every slot the short jobs of one block of
+// ShortBlock indexes have the same rank-0 node (ShortTurn), while long
+// jobs (no run seen, or a run of LongRun or more) keep taking turns by
+// index. A run between the two thresholds changes nothing; a reload that
+// drops the job forgets it.
+func TestLoad_ShortRunsShareRankZero(t *testing.T) {
+	peers := []Peer{{ID: "n2"}, {ID: "n3"}}
+	all := []string{"n1", "n2", "n3"}
+	l := New(0, true, nil)
+	l.SetPeers("n1", peers, time.Hour)
+	var names []string
+	for i := range 3 * ShortBlock {
+		names = append(names, fmt.Sprintf("j%04d", i))
+	}
+	l.SetJobs(names)
+	rankZero := func(slot int64, i int) bool { _, rank := l.Enter(names[i], slot, nil); return rank == 0 }
+
+	// No run seen: the jobs of an instant take turns, a third each.
+	const slot = 1_700_000_000
+	n := 0
+	for i := range ShortBlock {
+		if rankZero(slot, i) {
+			n++
+		}
+	}
+	if n < ShortBlock/3-1 || n > ShortBlock/3+1 {
+		t.Fatalf("long jobs: rank 0 for %d of %d, want a third", n, ShortBlock)
+	}
+
+	for i := range names {
+		l.RunTook(names[i], ShortRun-time.Millisecond)
+	}
+	// Short: within a block every job has the same rank, over the blocks
+	// and slots n1 takes rank 0 for about a third.
+	zeros := 0
+	for s := int64(slot); s < slot+30; s++ {
+		for b := range 3 {
+			first := rankZero(s, b*ShortBlock)
+			for i := b * ShortBlock; i < (b+1)*ShortBlock; i++ {
+				if rankZero(s, i) != first {
+					t.Fatalf("slot %d: job %d of block %d has rank 0 %v, the block's first %v", s, i, b, !first, first)
+				}
+			}
+			if want := Rank(names[b*ShortBlock], ShortTurn(b*ShortBlock), s, "n1", all) == 0; first != want {
+				t.Fatalf("slot %d block %d: rank 0 %v, Rank with ShortTurn says %v", s, b, first, want)
+			}
+			if first {
+				zeros++
+			}
+		}
+	}
+	if zeros < 20 || zeros > 40 {
+		t.Errorf("short blocks: n1 has rank 0 for %d of 90 (slot, block), want about 30", zeros)
+	}
+
+	// Between the thresholds nothing changes; LongRun makes it long again.
+	l.RunTook(names[0], LongRun-time.Millisecond)
+	if !l.Short(names[0]) {
+		t.Errorf("a run of %v made the short job long", LongRun-time.Millisecond)
+	}
+	l.RunTook(names[0], LongRun)
+	if l.Short(names[0]) {
+		t.Errorf("a run of %v left the job short", LongRun)
+	}
+	l.RunTook(names[1], ShortRun)
+	if !l.Short(names[1]) {
+		t.Errorf("a run of exactly ShortRun made the short job long")
+	}
+	l.RunTook("new", ShortRun/2)
+	l.RunTook("new", ShortRun) // between: stays short
+	if !l.Short("new") {
+		t.Errorf("job new: not short after a run of %v", ShortRun/2)
+	}
+	l.SetJobs(names[1:]) // names[0] and "new" are gone
+	if l.Short("new") || !l.Short(names[1]) {
+		t.Errorf("after a reload: new short %v (want false), %s short %v (want true)", l.Short("new"), names[1], l.Short(names[1]))
+	}
+}
