@@ -5,9 +5,8 @@
 // the same ranking from the same view of the live nodes (short jobs, whose
 // runs on this node were short, share rank 0 by blocks: RunTook, ShortRun).
 // Rank 0 sends its claim at once, rank 1 after LeadStep, rank k after
-// LeadStep + (k−1) ×
-// RankStep (plus PerBurstClaim per rank for every claim of the same slot
-// this node sent before), at most MaxDelay. So each node wins about 1/N of
+// LeadStep + (k−1) × RankStep (plus PerBurstClaim per rank for every claim
+// of the same slot this node sent before), at most MaxDelay. So each node wins about 1/N of
 // the slots, and the winning claim of an idle rank-0 node waits nothing.
 // A node with excess load yields a share of its claims: they wait
 // YieldDelay, so that the next in rank wins them. It yields YieldPerRun of
@@ -158,7 +157,7 @@ type Load struct {
 	jobs    map[string]int // job name → its place among the sorted job names (SetJobs)
 	// short holds the jobs whose runs on this node are short (RunTook):
 	// their rank-0 claims go by blocks of ShortBlock (ShortTurn).
-	short   map[string]bool
+	short   map[string]struct{}
 	scratch []string // Enter's list of the peers that may run the job
 	// burstSlot is the slot of the latest ordered Enter and burst how many
 	// Enters had that slot (in a row) before it.
@@ -370,7 +369,7 @@ func (l *Load) Enter(job string, slot int64, selectors []string) (time.Duration,
 	if !ok {
 		idx = int(xxhash.Sum64String(job) >> 1)
 	}
-	if l.short[job] {
+	if _, short := l.short[job]; short {
 		idx = ShortTurn(idx)
 	}
 	rank := rankOf(job, idx, slot, v.self, l.scratch)
@@ -471,7 +470,7 @@ func (l *Load) SetJobs(names []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.jobs = m
-	maps.DeleteFunc(l.short, func(job string, _ bool) bool { _, ok := m[job]; return !ok })
+	maps.DeleteFunc(l.short, func(job string, _ struct{}) bool { _, ok := m[job]; return !ok })
 }
 
 // Short runs share their rank-0 node by blocks (docs/protocol.md, "Short
@@ -502,7 +501,7 @@ const (
 func ShortTurn(idx int) int { return idx/ShortBlock + shortTurnOffset }
 
 // shortTurnOffset is an arbitrary offset of the short jobs' turns (see
-// shortTurn): any value works, every node uses the same.
+// ShortTurn): any value works, every node uses the same.
 const shortTurnOffset = 1 << 20
 
 // RunTook reports that a run of job on this node took d from exec to the
@@ -516,24 +515,14 @@ func (l *Load) RunTook(job string, d time.Duration) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.short[job] == short {
-		return
-	}
-	if l.short == nil {
-		l.short = map[string]bool{}
-	}
-	if short {
-		l.short[job] = true
-	} else {
+	switch {
+	case !short:
 		delete(l.short, job)
+	case l.short == nil:
+		l.short = map[string]struct{}{job: {}}
+	default:
+		l.short[job] = struct{}{}
 	}
-}
-
-// Short reports whether job's claims are short on this node (RunTook).
-func (l *Load) Short(job string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.short[job]
 }
 
 // Rank is the place of node in the claim order of job's slot (Unix

@@ -517,6 +517,7 @@ func TestLoad_ShortRunsShareRankZero(t *testing.T) {
 	}
 	l.SetJobs(names)
 	rankZero := func(slot int64, i int) bool { _, rank := l.Enter(names[i], slot, nil); return rank == 0 }
+	isShort := func(job string) bool { l.mu.Lock(); defer l.mu.Unlock(); _, ok := l.short[job]; return ok }
 
 	// No run seen: the jobs of an instant take turns, a third each.
 	const slot = 1_700_000_000
@@ -558,24 +559,24 @@ func TestLoad_ShortRunsShareRankZero(t *testing.T) {
 
 	// Between the thresholds nothing changes; LongRun makes it long again.
 	l.RunTook(names[0], LongRun-time.Millisecond)
-	if !l.Short(names[0]) {
+	if !isShort(names[0]) {
 		t.Errorf("a run of %v made the short job long", LongRun-time.Millisecond)
 	}
 	l.RunTook(names[0], LongRun)
-	if l.Short(names[0]) {
+	if isShort(names[0]) {
 		t.Errorf("a run of %v left the job short", LongRun)
 	}
 	l.RunTook(names[1], ShortRun)
-	if !l.Short(names[1]) {
+	if !isShort(names[1]) {
 		t.Errorf("a run of exactly ShortRun made the short job long")
 	}
 	l.RunTook("new", ShortRun/2)
 	l.RunTook("new", ShortRun) // between: stays short
-	if !l.Short("new") {
+	if !isShort("new") {
 		t.Errorf("job new: not short after a run of %v", ShortRun/2)
 	}
 	l.SetJobs(names[1:]) // names[0] and "new" are gone
-	if l.Short("new") || !l.Short(names[1]) {
-		t.Errorf("after a reload: new short %v (want false), %s short %v (want true)", l.Short("new"), names[1], l.Short(names[1]))
+	if isShort("new") || !isShort(names[1]) {
+		t.Errorf("after a reload: new short %v (want false), %s short %v (want true)", isShort("new"), names[1], isShort(names[1]))
 	}
 }
