@@ -319,6 +319,12 @@ type Claim struct {
 	// which the caller runs, and the requested slot is now the pending one.
 	// 0 = none.
 	Takes int64
+	// LastRun is how long the job's last recorded run took, from its exec
+	// to the leader's exit (the record's End − Start, over all its
+	// attempts), as the claim found it (for every outcome); 0 when no run
+	// is recorded. Every node that claims a slot reads the same record,
+	// so the claim order's short jobs (nodeload.Load.RunTook) agree.
+	LastRun time.Duration
 }
 
 // MissedCheck asks a backend to report, once in the cluster, the slots of

@@ -237,6 +237,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if r.ranked && err == nil {
 		r.deps.Load.Answered(r.claimRank, c.Outcome == Claimed, c.Outcome == ClaimedElsewhere)
 	}
+	if err == nil && c.LastRun > 0 && r.deps.Load != nil {
+		r.deps.Load.RunTook(r.job.Name, c.LastRun) // the job's last run, as every claiming node read it
+	}
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
@@ -426,9 +429,6 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-ch
 		// Every later line of the run carries the attempt.
 		r.log = r.deps.Log.WithLazy(slices.Concat(r.fields, []zap.Field{zap.Int("attempt", attempt)})...)
 		out := r.attempt(attempt, lost, replaced)
-		if l := r.deps.Load; l != nil && !out.Started.IsZero() && !out.Finished.IsZero() {
-			l.RunTook(r.job.Name, out.Finished.Sub(out.Started)) // short runs share their rank-0 node (nodeload.ShortRun)
-		}
 		if attempt == 1 {
 			fin.Started = out.Started
 		}

@@ -3,11 +3,12 @@
 // (docs/protocol.md, "Who sends first"). For every (job, slot) each node
 // ranks the live nodes that may run the job (Rank): every node computes
 // the same ranking from the same view of the live nodes (short jobs, whose
-// runs on this node were short, share rank 0 by blocks: RunTook, ShortRun).
+// last recorded run was short, share rank 0 by blocks: RunTook, ShortRun).
 // Rank 0 sends its claim at once, rank 1 after LeadStep, rank k after
 // LeadStep + (k−1) × RankStep (plus PerBurstClaim per rank for every claim
-// of the same slot this node sent before), at most MaxDelay. So each node wins about 1/N of
-// the slots, and the winning claim of an idle rank-0 node waits nothing.
+// of the same slot this node sent before), at most MaxDelay. So each node
+// wins about 1/N of the slots, and the winning claim of an idle rank-0
+// node waits nothing.
 // A node with excess load yields a share of its claims: they wait
 // YieldDelay, so that the next in rank wins them. It yields YieldPerRun of
 // them per run in progress beyond an even share at the instants of the
@@ -155,7 +156,7 @@ type Load struct {
 	view    view           // the other live nodes (SetPeers); zero = unknown
 	history []sample       // running since New, oldest first (record)
 	jobs    map[string]int // job name → its place among the sorted job names (SetJobs)
-	// short holds the jobs whose runs on this node are short (RunTook):
+	// short holds the jobs whose last recorded run was short (RunTook):
 	// their rank-0 claims go by blocks of ShortBlock (ShortTurn).
 	short   map[string]struct{}
 	scratch []string // Enter's list of the peers that may run the job
@@ -474,21 +475,22 @@ func (l *Load) SetJobs(names []string) {
 }
 
 // Short runs share their rank-0 node by blocks (docs/protocol.md, "Short
-// runs"). A run that took less than ShortRun (from exec to exit)
-// makes its job short on this node, one that took LongRun or more makes
-// it long again (RunTook); in between it stays what it was, and a job
-// with no run on this node is long. The claims of the short jobs whose
-// indexes fall in one block of ShortBlock take rank 0 on the same node at
-// each slot (ShortTurn), so that most of an instant's short runs start on
-// one node and the others only claim: a node's cost per run is mostly the
-// wake-ups of its threads (for the claims' answers, each fork, each exit
-// and each finish), and runs that come together share them (measured in
-// docs/protocol.md, "Short runs"). The blocks rotate with the slot like
-// the jobs' turns, so each node still takes rank 0 for its share of the
-// short runs over time; long runs (a node's load while they run) are split
-// evenly at every instant, as are jobs a node has not seen run. Nodes
-// learn a job's class from their own runs only, so they may disagree for
-// a while: that costs a refused claim or a rank delay, never a second run.
+// runs"). A run that took less than ShortRun (from exec to exit) makes
+// its job short, one that took LongRun or more makes it long again
+// (RunTook, fed with the job's last recorded run as each claim's answer
+// reads it, so that the nodes agree); in between it stays what it was,
+// and a job with no run recorded is long. The claims of the short jobs
+// whose indexes fall in one block of ShortBlock take rank 0 on the same
+// node at each slot (ShortTurn), so that most of an instant's short runs
+// start on one node and the others only claim: a node's cost per run is
+// mostly the wake-ups of its threads (for the claims' answers, each fork,
+// each exit and each finish), and runs that come together share them
+// (measured in docs/protocol.md, "Short runs"). The blocks rotate with the
+// slot like the jobs' turns, so each node still takes rank 0 for its share
+// of the short runs over time; long runs (a node's load while they run)
+// are split evenly at every instant, as are jobs with no run recorded.
+// Nodes that disagree for a slot (a record written between their claims)
+// cost a refused claim or a rank delay, never a second run.
 const (
 	ShortRun   = 250 * time.Millisecond
 	LongRun    = time.Second
@@ -504,10 +506,10 @@ func ShortTurn(idx int) int { return idx/ShortBlock + shortTurnOffset }
 // ShortTurn): any value works, every node uses the same.
 const shortTurnOffset = 1 << 20
 
-// RunTook reports that a run of job on this node took d from exec to the
-// leader's exit: below ShortRun the job's later claims are short (its
-// rank-0 node is its block's), from LongRun on they are long again. It
-// never blocks.
+// RunTook reports that the last recorded run of job took d from exec to
+// the leader's exit (actors.Claim.LastRun): below ShortRun the job's later
+// claims are short (its rank-0 node is its block's), from LongRun on they
+// are long again. It never blocks.
 func (l *Load) RunTook(job string, d time.Duration) {
 	short := d < ShortRun
 	if !short && d < LongRun {

@@ -47,6 +47,37 @@ var conformance = []struct {
 	{"QueueFinishWhileStoppingDropsPending", testQueueStopping},
 	{"BackfillClaimsOncePerSlot", testBackfillClaim},
 	{"MaxRunsCountsSuccesses", testMaxRuns},
+	{"ClaimReadsTheLastRun", testClaimLastRun},
+}
+
+// Every claim, whatever its outcome and whichever node sends it, returns
+// how long the job's last recorded run took (End − Start: the claim order's
+// short jobs, nodeload.Load.RunTook); 0 before any record and for a record
+// of a run that never started.
+func testClaimLastRun(t *testing.T, s store) {
+	a, b := s.newClient(t), s.newClient(t)
+	job := t.Name()
+	if c := mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 100}, actors.Claimed); c.LastRun != 0 {
+		t.Errorf("first claim: LastRun %v, want 0 (no record)", c.LastRun)
+	}
+	rec := sampleRecord(1) // 1.5 s
+	if _, err := a.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: rec}); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 100}, actors.ClaimedElsewhere); c.LastRun != 1500*time.Millisecond {
+		t.Errorf("refused claim of another node: LastRun %v, want 1.5s", c.LastRun)
+	}
+	if c := mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 101}, actors.Claimed); c.LastRun != 1500*time.Millisecond {
+		t.Errorf("won claim: LastRun %v, want 1.5s", c.LastRun)
+	}
+	rec = sampleRecord(2)
+	rec.Start = time.Time{} // the run did not start
+	if _, err := a.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: rec}); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 102}, actors.Claimed); c.LastRun != 0 {
+		t.Errorf("after a record without a start: LastRun %v, want 0", c.LastRun)
+	}
 }
 
 // A claim that would increment a fencing token at math.MaxInt64 fails

@@ -102,6 +102,9 @@ func (m *Memory) claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 	defer m.mu.Unlock()
 	j := m.job(req.Job)
 	c := actors.Claim{FoundSlot: j.slot, FoundFence: j.fence}
+	if j.last != nil && !j.last.Start.IsZero() && j.last.End.After(j.last.Start) {
+		c.LastRun = j.last.End.Sub(j.last.Start) // as the Redis claim reads state.last_start and last_end
+	}
 	if req.MinSlot > j.slot {
 		j.slot, c.Repaired = req.MinSlot, true
 	}

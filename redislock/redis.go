@@ -278,8 +278,8 @@ func (r *Redis) claimKeysArgs(req actors.ClaimRequest) (keys, args []string) {
 
 // decodeClaim reads claimScript's reply.
 func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
-	if len(vals) != 10 {
-		return actors.Claim{}, fmt.Errorf("script returned %d values, want 10", len(vals))
+	if len(vals) != 12 {
+		return actors.Claim{}, fmt.Errorf("script returned %d values, want 12", len(vals))
 	}
 	var n [10]int64
 	var errs []error
@@ -292,11 +292,30 @@ func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
 		errs = append(errs, err)
 	}
 	holder, err := vals[7].ToString()
-	if err := errors.Join(append(errs, err)...); err != nil {
+	start, err1 := vals[10].ToString()
+	end, err2 := vals[11].ToString()
+	if err := errors.Join(append(errs, err, err1, err2)...); err != nil {
 		return actors.Claim{}, err
 	}
 	return actors.Claim{Outcome: actors.Outcome(n[0]), Fence: n[1], StateSlot: n[2], StateFence: n[3],
-		Repaired: n[4] == 1, FoundSlot: n[5], FoundFence: n[6], Holder: holder, Pending: n[8], Takes: n[9]}, nil
+		Repaired: n[4] == 1, FoundSlot: n[5], FoundFence: n[6], Holder: holder, Pending: n[8], Takes: n[9],
+		LastRun: lastRun(start, end)}, nil
+}
+
+// lastRun is end − start of a run record's RFC 3339 start and end (the
+// state's last_start and last_end, as encodeRecord writes them); 0 when
+// either is missing or unreadable, or the run did not start: a claim does
+// not fail for a record it only reads for the claim order.
+func lastRun(start, end string) time.Duration {
+	if start == "" || end == "" {
+		return 0
+	}
+	s, err1 := time.Parse(time.RFC3339Nano, start)
+	e, err2 := time.Parse(time.RFC3339Nano, end)
+	if err1 != nil || err2 != nil || s.Year() <= 1 || !e.After(s) {
+		return 0
+	}
+	return e.Sub(s)
 }
 
 // Renew resets the lease TTL (whole milliseconds, at least 1ms) if the lease

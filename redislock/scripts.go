@@ -33,7 +33,9 @@ import "github.com/redis/rueidis"
 //	returns {outcome, fence, state slot, state fence, repaired (0|1),
 //	         found slot, found fence, lease holder ("" unless overlap or
 //	         queued), pending slot kept (overlap), pending slot taken
-//	         (claimed: the claim runs that slot, and its own is pending)};
+//	         (claimed: the claim runs that slot, and its own is pending),
+//	         the last run's start and end (state.last_start, last_end,
+//	         RFC 3339; "" when none is recorded)};
 //	outcome numbers are the actors.Outcome constants.
 var claimScript = newScript(claimSrc, false, rueidis.WithLoadSHA1(true))
 
@@ -41,8 +43,9 @@ var claimScript = newScript(claimSrc, false, rueidis.WithLoadSHA1(true))
 // arguments) as claimScript lists them; claimSrc and claimBatchSrc run it.
 const claimBody = `
 local slot = tonumber(A[1])
-local h = redis.call("HMGET", K[2], "slot", "fence")
+local h = redis.call("HMGET", K[2], "slot", "fence", "last_start", "last_end")
 local found_slot, found_fence = tonumber(h[1] or "0"), tonumber(h[2] or "0")
+local last_start, last_end = h[3] or "", h[4] or ""
 local cur, fence, repaired = found_slot, found_fence, 0
 if tonumber(A[6]) > cur then
   cur, repaired = tonumber(A[6]), 1
@@ -54,7 +57,7 @@ if tonumber(A[7]) > fence then
 end
 local kept, takes = 0, 0
 local function reply(outcome, f, holder)
-  return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder, kept, takes}
+  return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder, kept, takes, last_start, last_end}
 end
 local early = A[12] == "1"
 local function record()
