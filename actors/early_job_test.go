@@ -1,11 +1,14 @@
 package actors_test
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/redislock"
 )
 
 // A fire that comes before its fire time while this node runs the job is
@@ -142,5 +145,62 @@ func TestJob_MaxRunsJobClaimsAtItsFireTime(t *testing.T) {
 		if err := <-h.done; err != nil {
 			t.Fatal(err)
 		}
+	})
+}
+
+// lateAnswerLocker applies each claim at once and answers it delay later:
+// a Redis that executed the claim and whose answer was held up (a node
+// that hung, a connection that resumed).
+type lateAnswerLocker struct {
+	*redislock.Memory
+	delay time.Duration
+	sent  atomic.Int32
+}
+
+func (l *lateAnswerLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+	l.sent.Add(1)
+	c, err := l.Memory.Claim(ctx, req)
+	time.Sleep(l.delay)
+	return c, err
+}
+
+// An early claim answered NotYet (another node's lease held the job) only
+// after the job's next slot came is not sent again at its fire time: the
+// slot is no longer the job's latest and must not run late, even though
+// the lease is free by then. It is skipped redis_error.
+func TestJob_EarlyAnswerAfterNextSlotIsNotClaimedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &lateAnswerLocker{Memory: redislock.NewMemory(), delay: 1500 * time.Millisecond}
+		slot := time.Now().Truncate(time.Second).Add(time.Second)
+		if _, err := l.Memory.Claim(t.Context(), ClaimRequest{Job: "j", Slot: slot.Unix() - 1, Owner: "n2:x", TTL: time.Minute, Lease: true}); err != nil {
+			t.Fatal(err)
+		}
+		h := startJobOn(t, "j", "exit 0", l)
+		time.Sleep(time.Until(slot) - 2*time.Millisecond)
+		due := make(chan struct{})
+		h.job.Inbox() <- Fire{Job: "j", Slot: slot, At: slot, Due: due}
+		time.Sleep(2 * time.Millisecond)
+		close(due)
+		time.Sleep(500 * time.Millisecond)
+		if ok, err := l.Memory.Release(t.Context(), "j", "n2:x"); !ok || err != nil { // the other node's lease goes
+			t.Fatalf("release: %v, %v", ok, err)
+		}
+		time.Sleep(time.Second) // the NotYet answer comes at slot + 1.498 s, after the next slot's fire time
+		synctest.Wait()
+		if n := l.sent.Load(); n != 1 {
+			t.Errorf("claims of slot %d sent: %d, want 1 (not sent again once the next slot had come)", slot.Unix(), n)
+		}
+		select {
+		case fin := <-h.results:
+			t.Fatalf("slot %v ran (%s), want not run", fin.Slot, fin.Result)
+		default:
+		}
+		if n := h.skips(t, SkipRedisError); n != 1 {
+			t.Errorf("redis_error skips: %v, want 1", n)
+		}
+		if st, _ := l.Memory.State(t.Context(), "j"); st.Slot != slot.Unix()-1 || st.LeaseHolder != "" {
+			t.Errorf("state %+v: want slot %d (the early claim recorded nothing) and no lease", st, slot.Unix()-1)
+		}
+		h.stop(t)
 	})
 }

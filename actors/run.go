@@ -221,6 +221,14 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		if !r.awaitFireTime(ctx) {
 			return r.notClaimed(SkipShuttingDown), false
 		}
+		if next := r.nextSlot(); !next.IsZero() && !time.Now().Before(next) {
+			// The early claim's answer came only once the job's next slot
+			// had come (a Redis that hung and resumed): a claim sent now
+			// would be for a slot that is no longer the job's latest,
+			// which never runs late (docs/protocol.md, "Catch-up").
+			err = fmt.Errorf("slot %d: %w", req.Slot, errEarlyAnswerAfterNextSlot)
+			break
+		}
 	}
 	r.claimedAt = time.Now()
 	if took := r.claimedAt.Sub(claimFrom); err == nil && took > r.deps.ClaimTimeout {
@@ -271,6 +279,11 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	return r.answer(c, lease, owner)
 }
 
+// errEarlyAnswerAfterNextSlot is the claim error of a slot whose early
+// claim (sent in the claim lead, answered NotYet) was answered only once
+// the job's next slot had come: the claim at the fire time is not sent.
+var errEarlyAnswerAfterNextSlot = errors.New("the early claim was answered only after the job's next slot had come; the slot is not claimed")
+
 // awaitFireTime waits for the slot's fire time (r.due) before a claim is
 // sent at it, and reports false when the shutdown began meanwhile (the
 // slot is then not claimed, as for a fire that came after). Waiting is no
@@ -318,10 +331,20 @@ func (r *run) answerBy(now time.Time) time.Time {
 	if lease := now.Add(r.job.LockTTL / 3); lease.Before(by) {
 		by = lease
 	}
-	if next := r.job.Sched.Next(r.info.Slot); !next.IsZero() && next.Before(by) {
+	if next := r.nextSlot(); !next.IsZero() && next.Before(by) {
 		by = now.Add(next.Sub(now)) // on now's monotonic clock: a wall clock step does not stretch the wait
 	}
 	return by
+}
+
+// nextSlot is the fire time of the job's slot after this run's, for a
+// scheduled slot; zero for other triggers and for a job with no later
+// slot.
+func (r *run) nextSlot() time.Time {
+	if r.info.Trigger != TriggerSchedule || r.info.Slot.IsZero() || r.job.Sched == nil {
+		return time.Time{}
+	}
+	return r.job.Sched.Next(r.info.Slot)
 }
 
 // answer acts on a claim's answer: a won claim keeps its lease and fence
