@@ -44,7 +44,8 @@ func tooDeep(line int) string {
 
 // decodeYAML parses data into yaml.v3's node tree, checks its depth
 // (yamlTooDeep), then decodes the first document into a map as viper's
-// YAML codec does. A file with only comments is an empty config.
+// YAML codec does: yamlPlainMap for the usual shape, yaml.v3's own
+// decoder for anything else. A file with only comments is an empty config.
 func decodeYAML(data []byte) (map[string]any, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -62,6 +63,9 @@ func decodeYAML(data []byte) (map[string]any, error) {
 	}
 	if line := yamlTooDeep(&doc); line > 0 {
 		return nil, inputError(tooDeep(line))
+	}
+	if m, ok := yamlPlainMap(&doc); ok {
+		return m, nil
 	}
 	if err := doc.Decode(&raw); err != nil {
 		return nil, err
