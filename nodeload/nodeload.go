@@ -492,8 +492,8 @@ func (l *Load) SetJobs(names []string) {
 // Nodes that disagree for a slot (a record written between their claims)
 // cost a refused claim or a rank delay, never a second run.
 const (
-	ShortRun   = 250 * time.Millisecond
-	LongRun    = time.Second
+	ShortRun = 250 * time.Millisecond
+	LongRun  = time.Second
 	// ShortBlock is 50, not more: with blocks of 200, 3 nodes × 300
 	// short jobs every second put 200 forks of one instant on one node of
 	// the 2-core development machine, whose runs then outlasted the next
