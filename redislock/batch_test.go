@@ -428,3 +428,47 @@ func TestSendClaims_SenderLeftOutOfItsBatch(t *testing.T) {
 		t.Errorf("other member: %+v, %v; want claimed", other.c, other.err)
 	}
 }
+
+// TestClaim_EarlyClaimsOfAnInstantGoOutTogether: 50 early claims of
+// distinct jobs that come 40 µs apart (a node's claims of one rank,
+// nodeload's spacing) wait earlyLinger for each other and go out in one or
+// two script calls (at most 5 under -race on a busy machine), each
+// answered as if sent alone. The same claims sent at their fire time (not
+// early) go out as they come, alone while fewer than maxClaimCalls are in
+// flight: 3–14 calls in the runs of this test that added the linger.
+func TestClaim_EarlyClaimsOfAnInstantGoOutTogether(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	c := raw(t, srv.Addr())
+	warmClaim(t, r)
+	ctx := ctxT(t)
+	const n = 50
+	claimAll := func(early bool, prefix string) (calls int64) {
+		slot := time.Now().Unix() + 3 // early claims linger only with room before their slot
+		before := cmdstats(t, c)["evalsha"]["calls"]
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		out := make([]actors.Claim, n)
+		for i := range n {
+			wg.Go(func() {
+				out[i], errs[i] = r.Claim(ctx, actors.ClaimRequest{Job: prefix + strconv.Itoa(i), Slot: slot,
+					Owner: "n1:" + prefix + strconv.Itoa(i), TTL: time.Minute, Lease: true, Early: early})
+			})
+			for t0 := time.Now(); time.Since(t0) < 40*time.Microsecond; { // time.Sleep would take a millisecond
+			}
+		}
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil || out[i].Outcome != actors.Claimed || out[i].Fence != 1 {
+				t.Errorf("%s%d (early %v): %+v, %v; want claimed with fence 1", prefix, i, early, out[i], errs[i])
+			}
+		}
+		return cmdstats(t, c)["evalsha"]["calls"] - before
+	}
+	early := claimAll(true, "e")
+	atFire := claimAll(false, "f")
+	t.Logf("%d claims 40 µs apart: %d script calls early, %d at their fire time", n, early, atFire)
+	if early > 5 {
+		t.Errorf("%d early claims 40 µs apart took %d script calls; want at most 5 (they wait %v for each other; at their fire time: %d)", n, early, earlyLinger, atFire)
+	}
+}

@@ -253,7 +253,11 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	var c actors.Claim
 	var err error
 	if r.batch {
-		c, err = r.claim(ctx, keys, args, req.AnswerBy)
+		var linger time.Duration
+		if req.Early && time.Until(time.Unix(req.Slot, 0)) > earlyLingerRoom {
+			linger = earlyLinger
+		}
+		c, err = r.claim(ctx, keys, args, req.AnswerBy, linger)
 	} else {
 		var vals []rueidis.RedisMessage
 		if vals, err = claimScript.Exec(ctx, r.c, keys, args).ToArray(); err == nil {
