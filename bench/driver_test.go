@@ -74,6 +74,7 @@ type workload struct {
 }
 
 var workloads = []workload{
+	{"host", "this machine's speed: /bin/sh -c true started 200 times in a row (no target; compare tables of different days)", runHost, false},
 	{"1x1", "1 node × 1 job/s (Redis)", func(t *testing.T, s settings, wl *Workload) {
 		runRate(t, s, wl, rateSpec{nodes: 1, jobs: 1, seconds: 10, fireTargets: true})
 	}, false},

@@ -1,0 +1,38 @@
+//go:build bench
+
+package bench
+
+import (
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// runHost measures how fast this machine starts a process, so that
+// tables of different days can be compared: the same VM's fork and exec
+// varied several times over from one day to the next (README,
+// "Performance"), and every workload with a floor pays it. It starts
+// `/bin/sh -c true` hostStarts times, one after the other, and reports the
+// median and p90 wall time of a start and wait.
+func runHost(t *testing.T, _ settings, wl *Workload) {
+	a := take(t)
+	d := make([]float64, 0, hostStarts)
+	for range hostStarts {
+		t0 := time.Now()
+		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+			t.Fatalf("/bin/sh -c true: %v", err)
+		}
+		d = append(d, float64(time.Since(t0).Microseconds()))
+	}
+	wl.Runs = append(wl.Runs, Run{Kind: KindFloor, Load: Between(a, take(t))})
+	// In the floor column: it is no daemon's measurement.
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"median", 0.5}, {"p90", 0.9}} {
+		m := wl.Metric("/bin/sh -c true, started and waited for ("+q.name+" of 200)", "µs", nil)
+		m.Floor = append(m.Floor, Percentile(d, q.p))
+	}
+}
+
+const hostStarts = 200
