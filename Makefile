@@ -35,7 +35,7 @@ ensure-redis:
 	@bash scripts/ensure-redis.sh
 
 test: ensure-redis
-	$(GO) test -race -count=1 -parallel 8 -timeout 280s ./...
+	$(GO) test -race -count=1 -parallel 4 -timeout 280s ./...
 
 # The failover tests (Sentinel and Cluster masters killed under running
 # daemons, and the fixtures' own failover checks): too heavy for `make
@@ -46,7 +46,7 @@ test-topologies: ensure-redis
 	TEST_TOPOLOGIES=1 $(GO) test -race -count=1 -timeout 240s -run 'Failover|Topologies' ./internal/redistest ./redislock ./e2e
 
 test-cover: ensure-redis
-	$(GO) test -race -count=1 -parallel 8 -timeout 280s -coverprofile=coverage.out ./...
+	$(GO) test -race -count=1 -parallel 4 -timeout 280s -coverprofile=coverage.out ./...
 	$(GO) tool cover -func=coverage.out | tail -n 1
 
 # The state directory (node.state_dir) goes under the checkout, so that

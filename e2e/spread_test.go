@@ -44,6 +44,7 @@ func TestSpread_MaxParallel(t *testing.T) {
 // maxParallel (0 = unlimited) and checks it: 0 duplicates, 0 slots missed,
 // no node over 40% of the runs, and with a limit no node over it.
 func spreadScenario(t *testing.T, maxParallel int) {
+	heavy(t)
 	srv := redistest.Start(t)
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	const jobs = 60
@@ -212,6 +213,7 @@ func peakInProgress(n *node) int {
 // instant. Every slot still runs exactly once.
 func TestSpread_ShortRunsShareANode(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	srv := redistest.Start(t)
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	const jobs = 30

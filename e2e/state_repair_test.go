@@ -209,16 +209,27 @@ func TestStateRepair_NodeJoinsAfterRedisLostState(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ledger := newLedger(t)
-	job := map[string]any{"name": "tick", "schedule": "* * * * * *", "command": ledgerCommand(ledger, ""),
+	// Every 5 s: the third node must start and send its catch-up claim
+	// before the others' next claim writes the state again. With a slot
+	// every second it had 0.7 s for that, which a loaded 2-core machine
+	// did not always give it (the test then waited for a skip that could
+	// not come any more).
+	job := map[string]any{"name": "tick", "schedule": "*/5 * * * * *", "command": ledgerCommand(ledger, ""),
 		"catchup_window": "30s"}
 	cfg := writeConfig(t, redisConfig(srv.Addr(), job))
 	nodes, ready := startNodes(t, cfg, nodeSpec{id: "n1"}, nodeSpec{id: "n2"})
-	flushAt := nextPhase(ready.Add(2*time.Second), 300*time.Millisecond)
+	// 300 ms after a slot that came at least 5.7 s after both were ready:
+	// it ran, and the next is 4.7 s away.
+	after := ready.Add(6 * time.Second)
+	flushAt := after.Truncate(5 * time.Second).Add(300 * time.Millisecond)
+	if flushAt.Before(after) {
+		flushAt = flushAt.Add(5 * time.Second)
+	}
 	sleepUntil(flushAt)
 	srv.Do("FLUSHALL")
 	joined, _ := startNodes(t, cfg, nodeSpec{id: "n3"})
 	n3 := joined[0]
-	skip := n3.WaitLog(5*time.Second, "a no_record skip on n3", func(e logEntry) bool {
+	skip := n3.WaitLog(10*time.Second, "a no_record skip on n3", func(e logEntry) bool {
 		return e.Msg() == "slot skipped" && e.Str("reason") == "no_record"
 	})
 	sleepUntil(time.Now().Add(2 * time.Second))

@@ -62,6 +62,7 @@ func countKeys(t *testing.T, m *redistest.Server, pattern string) int {
 // topology: it failed that way about one run in five).
 func TestClusterTopology_300JobsSpreadOverShards(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	const jobs = 300
 	c := redistest.StartCluster(t, 3)
 	ledger := newLedger(t)
