@@ -9,8 +9,8 @@ import "go.yaml.in/yaml/v3"
 // whole document with yaml.v3 instead, when the document holds anything
 // else: an alias, a merge key (`<<`), a key that is not a string scalar,
 // a key given twice, a root that is not a mapping, a tagged mapping or
-// list, or a scalar yaml.v3
-// cannot decode (those errors are yaml.v3's to word).
+// list, or a scalar yaml.v3 cannot decode (those errors are yaml.v3's to
+// word).
 //
 // Why not doc.Decode alone: it decodes every node through reflection, a
 // seventh of config.Load for 10,000 jobs (BenchmarkLoad10k). Every scalar

@@ -49,9 +49,16 @@ func waitEngineRunning(n *node) logEntry {
 // Unix second. The fault tests inject faults at a chosen point of the
 // second, so that which slots fall inside a fault is known.
 func nextPhase(after time.Time, phase time.Duration) time.Time {
-	at := after.Truncate(time.Second).Add(phase)
+	return nextPhaseOf(after, time.Second, phase)
+}
+
+// nextPhaseOf is nextPhase for slots every period (a whole number of
+// seconds): the first instant at or after after that lies phase past a
+// multiple of period.
+func nextPhaseOf(after time.Time, period, phase time.Duration) time.Time {
+	at := after.Truncate(period).Add(phase)
 	if at.Before(after) {
-		at = at.Add(time.Second)
+		at = at.Add(period)
 	}
 	return at
 }

@@ -220,11 +220,7 @@ func TestStateRepair_NodeJoinsAfterRedisLostState(t *testing.T) {
 	nodes, ready := startNodes(t, cfg, nodeSpec{id: "n1"}, nodeSpec{id: "n2"})
 	// 300 ms after a slot that came at least 5.7 s after both were ready:
 	// it ran, and the next is 4.7 s away.
-	after := ready.Add(6 * time.Second)
-	flushAt := after.Truncate(5 * time.Second).Add(300 * time.Millisecond)
-	if flushAt.Before(after) {
-		flushAt = flushAt.Add(5 * time.Second)
-	}
+	flushAt := nextPhaseOf(ready.Add(6*time.Second), 5*time.Second, 300*time.Millisecond)
 	sleepUntil(flushAt)
 	srv.Do("FLUSHALL")
 	joined, _ := startNodes(t, cfg, nodeSpec{id: "n3"})
