@@ -40,9 +40,13 @@ func startNodes(t *testing.T, cfgFile string, specs ...nodeSpec) ([]*node, time.
 	return nodes, lastReady
 }
 
+// waitEngineRunning waits up to 20 s for the node's "engine running". Its
+// 10 s ran out once in CI (2026-12-06: TestBuildInfo_OnMetrics, a memory
+// backend node, under -race while the heavy tests forked); WaitLog now
+// says what the node logged meanwhile.
 func waitEngineRunning(n *node) logEntry {
 	n.t.Helper()
-	return n.WaitLog(10*time.Second, `"engine running"`, func(e logEntry) bool { return e.Msg() == "engine running" })
+	return n.WaitLog(20*time.Second, `"engine running"`, func(e logEntry) bool { return e.Msg() == "engine running" })
 }
 
 // nextPhase is the first instant not before after that lies phase into its

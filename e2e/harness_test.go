@@ -201,21 +201,45 @@ func (n *node) Logs() []logEntry {
 	return out
 }
 
-// WaitLog polls the daemon's log until an entry satisfies match, and
-// returns it; the test fails after timeout.
+// WaitLog polls the daemon's log every 20 ms until an entry satisfies
+// match, and returns it. After timeout the test fails with what the node
+// did instead: whether it exited (and its exit code) and its last log
+// lines (tail).
 func (n *node) WaitLog(timeout time.Duration, what string, match func(logEntry) bool) logEntry {
 	n.t.Helper()
-	var found logEntry
-	waitFor(n.t, timeout, n.name+": log "+what, func() bool {
+	deadline := time.Now().Add(timeout)
+	for {
 		for _, e := range n.Logs() {
 			if match(e) {
-				found = e
-				return true
+				return e
 			}
 		}
-		return false
-	})
-	return found
+		if time.Now().After(deadline) {
+			n.t.Fatalf("timed out after %v waiting for %s: log %s; %s", timeout, n.name, what, n.tail(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tail says whether the daemon has exited (with its exit code) and quotes
+// its last lines of log (at most lines; none when its log is discarded).
+func (n *node) tail(lines int) string {
+	state := "still running"
+	select {
+	case <-n.done:
+		state = fmt.Sprintf("exited with code %d", n.exit)
+	default:
+	}
+	if n.logPath == "" {
+		return state + "; its log is discarded"
+	}
+	data, err := os.ReadFile(n.logPath)
+	if err != nil {
+		return state + "; log: " + err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return fmt.Sprintf("%s; last %d of %d log lines:\n%s", state, min(lines, len(all)), len(all),
+		strings.Join(all[max(0, len(all)-lines):], "\n"))
 }
 
 // runPIDs are the pids (= process group ids) of the runs the daemon logged.
