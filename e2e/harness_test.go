@@ -207,18 +207,17 @@ func (n *node) Logs() []logEntry {
 // lines (tail).
 func (n *node) WaitLog(timeout time.Duration, what string, match func(logEntry) bool) logEntry {
 	n.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var found logEntry
+	waitForExplained(n.t, timeout, n.name+": log "+what, func() bool {
 		for _, e := range n.Logs() {
 			if match(e) {
-				return e
+				found = e
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			n.t.Fatalf("timed out after %v waiting for %s: log %s; %s", timeout, n.name, what, n.tail(20))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	}, func() string { return n.tail(20) })
+	return found
 }
 
 // tail says whether the daemon has exited (with its exit code) and quotes
@@ -316,9 +315,19 @@ func parseLogs(t *testing.T, path string) []logEntry {
 // timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitForExplained(t, timeout, what, cond, nil)
+}
+
+// waitForExplained is waitFor whose failure message ends with explain()
+// (evaluated once, at the timeout; nil: nothing more).
+func waitForExplained(t *testing.T, timeout time.Duration, what string, cond func() bool, explain func() string) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if explain != nil {
+				t.Fatalf("timed out after %v waiting for %s; %s", timeout, what, explain())
+			}
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
