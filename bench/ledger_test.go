@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -97,6 +98,31 @@ func runFloor(t *testing.T, ledger string, args ...string) Load {
 	cmd := exec.Command(floorBin, append(args, "-command", ledgerCommand(ledger))...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("floor %q: %v\n%s", args, err, out)
+	}
+	return Between(a, take(t))
+}
+
+// runFloors runs n floor programs at once, the i-th with args(i) (see
+// bench/floor), all writing to ledger, and returns the machine's load from
+// before the first started to after the last ended. The caller reads the
+// ledger.
+func runFloors(t *testing.T, ledger string, n int, args func(i int) []string) Load {
+	t.Helper()
+	a := take(t)
+	errs := make([]error, n)
+	outs := make([][]byte, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			cmd := exec.Command(floorBin, append(args(i), "-command", ledgerCommand(ledger))...)
+			outs[i], errs[i] = cmd.CombinedOutput()
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("floor %q: %v\n%s", args(i), err, outs[i])
+		}
 	}
 	return Between(a, take(t))
 }

@@ -6,7 +6,11 @@
 //	floor -jobs N -seconds S -command CMD   N commands at each whole second for S seconds
 //	floor -jobs N -at UNIX -command CMD     N commands at the one instant UNIX (a herd)
 //
-// Each command runs as `/bin/sh -c CMD` with CRONLOCK_JOB=jobNNNN,
+// -first F numbers the commands' jobs from F (default 0): the herd's floor
+// is several floor processes at once, one per node, each with its own
+// share of the jobs.
+//
+// Each command runs as `/bin/sh -c CMD` with CRONLOCK_JOB=jobNNNN (F+j),
 // CRONLOCK_SCHEDULED_TIME (RFC 3339 UTC) and CRONLOCK_NODE_ID=floor added
 // to the environment, like a daemon's run. floor returns when every command
 // has exited; it exits 1 if a command could not be started or failed.
@@ -27,9 +31,10 @@ func main() {
 	seconds := flag.Int("seconds", 0, "start at each whole second for this many seconds")
 	at := flag.Int64("at", 0, "start once, at this Unix second")
 	command := flag.String("command", "", "shell command")
+	first := flag.Int("first", 0, "number of the first job (CRONLOCK_JOB=jobNNNN)")
 	flag.Parse()
-	if *command == "" || *jobs < 1 || (*seconds > 0) == (*at > 0) {
-		fmt.Fprintln(os.Stderr, "floor: give -command, -jobs ≥ 1 and exactly one of -seconds or -at")
+	if *command == "" || *jobs < 1 || *first < 0 || (*seconds > 0) == (*at > 0) {
+		fmt.Fprintln(os.Stderr, "floor: give -command, -jobs ≥ 1, -first ≥ 0 and exactly one of -seconds or -at")
 		os.Exit(2)
 	}
 	var slots []time.Time
@@ -50,7 +55,7 @@ func main() {
 		for j := range *jobs {
 			wg.Go(func() {
 				cmd := exec.Command("/bin/sh", "-c", *command)
-				cmd.Env = append(base[:len(base):len(base)], fmt.Sprintf("CRONLOCK_JOB=job%04d", j), st, "CRONLOCK_NODE_ID=floor")
+				cmd.Env = append(base[:len(base):len(base)], fmt.Sprintf("CRONLOCK_JOB=job%04d", *first+j), st, "CRONLOCK_NODE_ID=floor")
 				if err := cmd.Run(); err != nil {
 					failed.Add(1)
 				}
