@@ -93,9 +93,11 @@ func runHerd(t *testing.T, s settings, wl *Workload) {
 		busiest = max(busiest, n)
 	}
 	won := claimedMs(t, nodes, slot)
-	var claimFailed int
+	var claimFailed, unreachable, inconclusive int
 	for _, nd := range nodes {
 		claimFailed += len(nd.lines(t, "claim failed; not run"))
+		unreachable += strings.Count(nd.read(t), `"msg":"redis unreachable`)
+		inconclusive += strings.Count(nd.read(t), `"msg":"readiness probe inconclusive`)
 	}
 	d := maxStartMs(in)
 	calls := cmdStat(stats, "evalsha", "calls") - cmdStat(before, "evalsha", "calls")
@@ -111,6 +113,11 @@ func runHerd(t *testing.T, s settings, wl *Workload) {
 			&Target{Of: OfDaemon, Max: 250}, Percentile(won, 1))
 		add(wl, "slots claimed: median won claim answered (daemon-measured)", "ms", nil, Percentile(won, 0.5))
 		add(wl, "claims failed (daemon logs: claim failed; not run)", "", nil, float64(claimFailed))
+		// Redis answers an outside client within milliseconds at the herd:
+		// a node that reports it unreachable (an error, not ready, and a
+		// return's sweep and catch-up) gives a false signal.
+		add(wl, "redis reported unreachable (daemon logs, all nodes)", "", zero, float64(unreachable))
+		add(wl, "readiness probes inconclusive: node waited for a CPU (daemon logs, all nodes)", "", nil, float64(inconclusive))
 		add(wl, "Redis CPU per EVALSHA from 1 s before the minute (server's usec: claim batches, finishes, probes)", "µs", nil, usecPerCall)
 		add(wl, "EVALSHA calls per slot from 1 s before the minute (claim batches, finishes, probes; INFO commandstats)", "", nil, calls/herdJobs)
 		add(wl, "runs on the busiest node", "%", &Target{Of: OfDaemon, Max: 40}, 100*float64(busiest)/herdJobs)

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"runtime/metrics"
+	"time"
+)
+
+// schedLatencies is the runtime's histogram of how long goroutines were
+// runnable before they ran (runtime/metrics "/sched/latencies:seconds":
+// bucket counts that only grow; the runtime samples one scheduling
+// transition in eight).
+const schedLatencies = "/sched/latencies:seconds"
+
+// stallMeter tells whether this process's own goroutines waited for a CPU
+// between two readings: the daemon runs on one P on small machines
+// (cmd/cronlock/daemon.go, procsPerP), and each fork holds that P until
+// the child has exec'd (vfork), so a herd of thousands of run starts keeps
+// every other goroutine (the Redis client's reader, the health check)
+// waiting for up to seconds. A probe timeout in such a window says
+// nothing about Redis. Not safe for concurrent use (the health actor owns
+// it).
+type stallMeter struct {
+	s [1]metrics.Sample
+}
+
+func newStallMeter() *stallMeter {
+	m := &stallMeter{}
+	m.s[0].Name = schedLatencies
+	return m
+}
+
+// read returns the histogram's bucket counts now (a copy), nil when the
+// runtime does not publish the metric.
+func (m *stallMeter) read() []uint64 {
+	metrics.Read(m.s[:])
+	if m.s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	return append([]uint64(nil), m.s[0].Value.Float64Histogram().Counts...)
+}
+
+// longestSince is a lower bound of the longest time a goroutine of this
+// process waited runnable for a CPU between the reading before (read) and
+// now: the lower edge of the highest bucket whose count grew, 0 if none
+// grew or the metric is missing. It does not block.
+func (m *stallMeter) longestSince(before []uint64) time.Duration {
+	now := m.read()
+	if now == nil || len(before) != len(now) {
+		return 0
+	}
+	buckets := m.s[0].Value.Float64Histogram().Buckets // len(now)+1 edges, seconds
+	for i := len(now) - 1; i >= 0; i-- {
+		if now[i] > before[i] {
+			lo := buckets[i]
+			if lo <= 0 { // the first bucket starts at -Inf or 0
+				return 0
+			}
+			return time.Duration(lo * float64(time.Second))
+		}
+	}
+	return 0
+}

@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"go.uber.org/zap/zapcore"
+)
+
+// stallCPU makes this process's goroutines wait for a CPU as a herd's
+// forks make the daemon's wait: on one P (GOMAXPROCS 1, the daemon's on
+// small machines), after delay, n goroutines become runnable at once and
+// each then keeps the P busy for each; the later ones wait n × each. It
+// returns a wait function for their end. GOMAXPROCS is restored then.
+func stallCPU(t *testing.T, delay time.Duration, n int, each time.Duration) (wait func()) {
+	t.Helper()
+	prev := runtime.GOMAXPROCS(1)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-start
+			for from := time.Now(); time.Since(from) < each; {
+			}
+		})
+	}
+	time.AfterFunc(delay, func() { close(start) })
+	return func() { wg.Wait(); runtime.GOMAXPROCS(prev) }
+}
+
+// stallMeter sees goroutines that waited runnable: n goroutines made
+// runnable at once on one P that each keep it 5 ms make the later ones
+// wait about a second; the meter reports a wait of at least 250 ms (it
+// samples one scheduling transition in eight: some of the last hundred
+// are sampled). Without such a stall it reports less than 250 ms.
+func TestStallMeter_SeesGoroutinesWaitingForACPU(t *testing.T) {
+	m := newStallMeter()
+	before := m.read()
+	if before == nil {
+		t.Fatalf("runtime metric %s missing", schedLatencies)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := m.longestSince(before); got >= 250*time.Millisecond {
+		t.Fatalf("idle: longest wait at least %v, want < 250ms", got)
+	}
+	before = m.read()
+	stallCPU(t, 0, 200, 5*time.Millisecond)()
+	if got := m.longestSince(before); got < 250*time.Millisecond {
+		t.Fatalf("200 goroutines × 5 ms on one P: longest wait at least %v, want ≥ 250ms", got)
+	}
+}
+
+// A probe that times out while this node's own goroutines waited for a
+// CPU for half the probe's timeout or more (a herd's forks on the
+// daemon's one P) is inconclusive: the node stays ready, the state says
+// "stalled", one warning says so, nothing of a return (onBack) runs, and
+// the next probe decides. At a 3 × 3,000-job herd on 2 cores every node
+// logged "redis unreachable" (an error) and ran a return while an outside
+// client's PING was answered within 12 ms. A Redis that is really down is
+// reported by the first probe without a stall, and after stallMaxRun
+// stalled probes in a row.
+func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
+	srv := redistest.Start(t)
+	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
+	hh.check(t, true)
+	hh.expect(t, "before", true, "up")
+
+	// Redis frozen: no answer at all; the stall decides the verdict.
+	srv.Pause()
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			srv.Resume()
+		}
+	})
+	wait := stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
+	hh.check(t, false)
+	wait()
+	hh.expect(t, "probe timed out while goroutines waited ≥ 500 ms for the CPU", true, "up, stalled")
+	if n := hh.count(zapcore.WarnLevel, "readiness probe inconclusive"); n != 1 || hh.backs != 0 {
+		t.Fatalf("got %d inconclusive warnings and %d returns, want 1 and 0", n, hh.backs)
+	}
+	if n := hh.count(zapcore.ErrorLevel, "redis unreachable"); n != 0 {
+		t.Fatalf("got %d unreachable errors during the stall, want 0", n)
+	}
+
+	// Still frozen, no stall: the outage is reported at once.
+	hh.check(t, false)
+	hh.expect(t, "probe timed out without a stall", false, "unreachable")
+	srv.Resume()
+	resumed = true
+	hh.check(t, false)
+	hh.expect(t, "back", true, "up")
+	if hh.backs != 1 {
+		t.Fatalf("got %d returns, want 1 (after the real outage only)", hh.backs)
+	}
+
+	// stallMaxRun stalled probes in a row: the next stalled timeout counts.
+	srv.Pause()
+	resumed = false
+	hh.h.stalledRun = stallMaxRun
+	wait = stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
+	hh.check(t, false)
+	wait()
+	hh.expect(t, "stalled again after stallMaxRun stalled probes", false, "unreachable")
+	srv.Resume()
+	resumed = true
+}
