@@ -60,15 +60,15 @@ type health struct {
 	stalls *stallMeter // this process's own scheduling waits (stall.go)
 
 	// Owned by the Run goroutine.
-	lastStatus  string
-	probeKind   string // "" before the first probe, "ok", "unreachable", "failing: …", "cluster node", "misconfigured: …"
-	probeErr    error
-	tlsProb     *redislock.TLSProblem // the TLS cause of the last unanswered probes, nil if none
-	lastTLSDiag time.Time             // when explainUnreachable last connected to look for it
-	lastSkew    time.Time
-	lastInfo    time.Time
-	lastStall   time.Duration // the longest CPU wait of the last stalled probe (stalledFor)
-	stalledRun  int           // consecutive probes found stalled
+	lastStatus   string
+	probeKind    string // "" before the first probe, "ok", "unreachable", "failing: …", "cluster node", "misconfigured: …"
+	probeErr     error
+	tlsProb      *redislock.TLSProblem // the TLS cause of the last unanswered probes, nil if none
+	lastTLSDiag  time.Time             // when explainUnreachable last connected to look for it
+	lastSkew     time.Time
+	lastInfo     time.Time
+	lastStall    time.Duration // the longest CPU wait of the last stalled probe (stalledFor)
+	stalledSince time.Time     // when the first of the current stalled probes began; zero if the last probe was not stalled
 
 	up        atomic.Bool
 	stateText atomic.Pointer[string]
@@ -156,10 +156,13 @@ func (h *health) check(ctx context.Context, first bool) {
 	connected := h.probe(ctx)
 	// While the guard refuses (or has not decided), re-read at every check,
 	// so that a fixed policy is noticed within a second.
-	if h.probeErr == nil && (connected || !g.allows() || g.replicaShort != "" || time.Since(h.lastInfo) >= infoEvery) {
+	// After an inconclusive probe (stalled) the server is not read: its
+	// calls would wait as the probe did and only lengthen the stall.
+	settled := h.probeErr == nil && h.probeKind != "stalled"
+	if settled && (connected || !g.allows() || g.replicaShort != "" || time.Since(h.lastInfo) >= infoEvery) {
 		h.readServer(ctx, connected)
 	}
-	if h.probeErr == nil && (connected || time.Since(h.lastSkew) >= skewEvery) {
+	if settled && (connected || time.Since(h.lastSkew) >= skewEvery) {
 		h.checkSkew(ctx)
 	}
 	ready := h.probeErr == nil && g.allows() && g.replicaShort == "" && g.writeRefusal() == ""
@@ -193,22 +196,25 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 		// ready and nothing of a return (sweep, catch-up, missed-slot
 		// report of every job) runs; the state and one warning say so.
 		err, base = nil, "slow"
-	case timedOut && h.probeErr == nil && h.probeKind != "" && h.stalledRun < stallMaxRun && h.stalledFor(waits):
+	case timedOut && h.probeErr == nil && h.probeKind != "" &&
+		(h.stalledSince.IsZero() || time.Since(h.stalledSince) < stallMaxFor) && h.stalledFor(waits):
 		// This process's own goroutines waited for a CPU for at least
 		// half the probe's timeout while it ran (a herd's forks hold the
 		// daemon's P, stall.go): the timeout says nothing about Redis.
 		// The last verdict (passing) stands and the next probe decides;
 		// a Redis that is really down is reported by the first probe
-		// after the stall, or by the stallMaxRun+1st stalled one. One
-		// warning says so.
+		// without a stall, or by the first one that starts stallMaxFor
+		// after the first stalled one began. Each such probe logs a
+		// warning.
 		err, base = nil, "stalled"
 	default:
 		base = h.classify(ctx, err)
 	}
-	if base == "stalled" {
-		h.stalledRun++
-	} else {
-		h.stalledRun = 0
+	switch {
+	case base != "stalled":
+		h.stalledSince = time.Time{}
+	case h.stalledSince.IsZero():
+		h.stalledSince = from
 	}
 	h.probeErr = err
 	kind, shard := base, ""
@@ -218,12 +224,15 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 		kind += " (" + shard + ")"
 	}
 	if kind == h.probeKind {
+		if base == "stalled" { // each probe discounted says so
+			h.logProbeFailure(base, shard, err)
+		}
 		return false
 	}
 	was := h.probeKind
 	h.probeKind = kind
 	if base == "ok" && (was == "slow" || was == "stalled") {
-		h.log.Info("redis answers the readiness probe in time again")
+		h.log.Info("readiness probe answered in time again")
 		return false // nothing was lost
 	}
 	if base == "ok" {
@@ -239,12 +248,14 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 // timeout.
 const stallThreshold = pingTimeout / 2
 
-// stallMaxRun bounds how many probes in a row may be found stalled: a node
-// that never stops waiting for a CPU does not hide an outage for more than
-// about 5 s (one probe a second while ready); the next timed-out probe
-// counts as unreachable. A 3 × 3,000-job herd on 2 cores stalls for 1–2
-// probes.
-const stallMaxRun = 5
+// stallMaxFor bounds a run of stalled probes: a timed-out probe that
+// starts stallMaxFor or more after the first stalled one began counts as
+// unreachable, stall or not. A timed-out probe takes the 1 s timeout
+// plus the stall, and the next starts 1 s after it ends, so a node that
+// never stops waiting for a CPU reports a real outage within about 6 s
+// (two probes of about 2.3 s, then one that counts). A 3 × 3,000-job herd
+// on 2 cores stalls a node for 1–2 probes.
+const stallMaxFor = 3 * time.Second
 
 // stalledFor reports whether, since the reading waits (stallMeter.read), a
 // goroutine of this process waited runnable for at least stallThreshold;

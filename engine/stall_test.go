@@ -61,8 +61,9 @@ func TestStallMeter_SeesGoroutinesWaitingForACPU(t *testing.T) {
 // the next probe decides. At a 3 × 3,000-job herd on 2 cores every node
 // logged "redis unreachable" (an error) and ran a return while an outside
 // client's PING was answered within 12 ms. A Redis that is really down is
-// reported by the first probe without a stall, and after stallMaxRun
-// stalled probes in a row.
+// reported by the first probe without a stall, and by the first that
+// starts stallMaxFor after the first stalled probe began; every
+// discounted probe logs a warning.
 func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 	srv := redistest.Start(t)
 	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
@@ -99,14 +100,24 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 		t.Fatalf("got %d returns, want 1 (after the real outage only)", hh.backs)
 	}
 
-	// stallMaxRun stalled probes in a row: the next stalled timeout counts.
+	// Stalled probes in a row: each is discounted, and says so, until one
+	// starts stallMaxFor after the first began.
 	srv.Pause()
 	resumed = false
-	hh.h.stalledRun = stallMaxRun
+	for i := range 2 {
+		wait = stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
+		hh.check(t, false)
+		wait()
+		hh.expect(t, fmt.Sprintf("stalled probe %d of a run", i+1), true, "up, stalled")
+	}
+	if n := hh.count(zapcore.WarnLevel, "readiness probe inconclusive"); n != 3 {
+		t.Fatalf("got %d inconclusive warnings, want 3 (one per discounted probe)", n)
+	}
+	time.Sleep(time.Until(hh.h.stalledSince.Add(stallMaxFor)))
 	wait = stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
 	hh.check(t, false)
 	wait()
-	hh.expect(t, "stalled again after stallMaxRun stalled probes", false, "unreachable")
+	hh.expect(t, "a stalled probe stallMaxFor after the first stalled one began", false, "unreachable")
 	srv.Resume()
 	resumed = true
 }
