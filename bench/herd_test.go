@@ -96,8 +96,9 @@ func runHerd(t *testing.T, s settings, wl *Workload) {
 	var claimFailed, unreachable, inconclusive int
 	for _, nd := range nodes {
 		claimFailed += len(nd.lines(t, "claim failed; not run"))
-		unreachable += strings.Count(nd.read(t), `"msg":"redis unreachable`)
-		inconclusive += strings.Count(nd.read(t), `"msg":"readiness probe inconclusive`)
+		log := nd.read(t)
+		unreachable += strings.Count(log, `"msg":"redis unreachable`)
+		inconclusive += strings.Count(log, `"msg":"readiness probe inconclusive`)
 	}
 	d := maxStartMs(in)
 	calls := cmdStat(stats, "evalsha", "calls") - cmdStat(before, "evalsha", "calls")

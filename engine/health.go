@@ -57,9 +57,8 @@ type health struct {
 
 	jobs atomic.Pointer[[]string] // names of the configured jobs (setJobs)
 
-	stalls *stallMeter // this process's own scheduling waits (stall.go)
-
 	// Owned by the Run goroutine.
+	stalls       *stallMeter // this process's own scheduling waits (stall.go)
 	lastStatus   string
 	probeKind    string // "" before the first probe, "ok", "unreachable", "failing: …", "cluster node", "misconfigured: …"
 	probeErr     error
@@ -296,7 +295,7 @@ func (h *health) logProbeFailure(base, shard string, err error) {
 	case "stalled":
 		h.log.Warn("readiness probe inconclusive: no answer within "+pingTimeout.String()+" while this node's own "+
 			"goroutines waited for a CPU (this node overloaded, e.g. by a herd of run starts: each fork holds the "+
-			"daemon's scheduler until the child has started); not counted as redis unreachable, the next probe decides",
+			"daemon's scheduler until the child has started); not counted as redis unreachable; later probes decide",
 			append(fields, zap.Duration("longest_cpu_wait_at_least", h.lastStall))...)
 		return
 	case "slow":

@@ -48,6 +48,17 @@ func newHealthHarness(t *testing.T, redisYAML string) *healthHarness {
 	return hh
 }
 
+// newUpHealthHarness starts a redis-server, builds the harness on it and
+// runs the first check, which must find it up.
+func newUpHealthHarness(t *testing.T) (*redistest.Server, *healthHarness) {
+	t.Helper()
+	srv := redistest.Start(t)
+	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
+	hh.check(t, true)
+	hh.expect(t, "before", true, "up")
+	return srv, hh
+}
+
 func (hh *healthHarness) check(t *testing.T, first bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -259,10 +270,7 @@ func TestHealth_ClaimAtStartWaitsForTheFirstCheck(t *testing.T) {
 // slot), one warning says so and the state says "slow". The same probe
 // timeout with no claim answered meanwhile is "unreachable", as before.
 func TestHealth_SlowProbeWhileClaimsAnsweredStaysReady(t *testing.T) {
-	srv := redistest.Start(t)
-	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
-	hh.check(t, true)
-	hh.expect(t, "before", true, "up")
+	srv, hh := newUpHealthHarness(t)
 	frozen := func(answered bool) {
 		srv.Pause()
 		done := make(chan struct{})

@@ -44,14 +44,17 @@ func (m *stallMeter) read() []uint64 {
 // now: the lower edge of the highest bucket whose count grew, 0 if none
 // grew or the metric is missing. It does not block.
 func (m *stallMeter) longestSince(before []uint64) time.Duration {
-	now := m.read()
-	if now == nil || len(before) != len(now) {
+	metrics.Read(m.s[:])
+	if m.s[0].Value.Kind() != metrics.KindFloat64Histogram {
 		return 0
 	}
-	buckets := m.s[0].Value.Float64Histogram().Buckets // len(now)+1 edges, seconds
-	for i := len(now) - 1; i >= 0; i-- {
-		if now[i] > before[i] {
-			lo := buckets[i]
+	h := m.s[0].Value.Float64Histogram() // len(Counts)+1 bucket edges, seconds
+	if len(before) != len(h.Counts) {
+		return 0
+	}
+	for i := len(h.Counts) - 1; i >= 0; i-- {
+		if h.Counts[i] > before[i] {
+			lo := h.Buckets[i]
 			if lo <= 0 { // the first bucket starts at -Inf or 0
 				return 0
 			}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/internal/redistest"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -65,19 +64,11 @@ func TestStallMeter_SeesGoroutinesWaitingForACPU(t *testing.T) {
 // starts stallMaxFor after the first stalled probe began; every
 // discounted probe logs a warning.
 func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
-	srv := redistest.Start(t)
-	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
-	hh.check(t, true)
-	hh.expect(t, "before", true, "up")
+	srv, hh := newUpHealthHarness(t)
 
 	// Redis frozen: no answer at all; the stall decides the verdict.
 	srv.Pause()
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			srv.Resume()
-		}
-	})
+	t.Cleanup(srv.Resume) // a no-op when running; before the server's own cleanup stops it
 	wait := stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
 	hh.check(t, false)
 	wait()
@@ -93,7 +84,6 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 	hh.check(t, false)
 	hh.expect(t, "probe timed out without a stall", false, "unreachable")
 	srv.Resume()
-	resumed = true
 	hh.check(t, false)
 	hh.expect(t, "back", true, "up")
 	if hh.backs != 1 {
@@ -103,7 +93,6 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 	// Stalled probes in a row: each is discounted, and says so, until one
 	// starts stallMaxFor after the first began.
 	srv.Pause()
-	resumed = false
 	for i := range 2 {
 		wait = stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
 		hh.check(t, false)
@@ -119,5 +108,4 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 	wait()
 	hh.expect(t, "a stalled probe stallMaxFor after the first stalled one began", false, "unreachable")
 	srv.Resume()
-	resumed = true
 }
