@@ -37,7 +37,7 @@ func TestRun_AnswerBy(t *testing.T) {
 		{"catch-up: none", TriggerCatchup, "* * * * *", 5 * time.Minute, time.Time{}},
 		{"manual: none", TriggerManual, "* * * * *", 5 * time.Minute, time.Time{}},
 	} {
-		r := &run{job: config.Job{Name: "j", Sched: sched(c.expr), LockTTL: c.ttl}, deps: deps,
+		r := &run{job: &config.Job{Name: "j", Sched: sched(c.expr), LockTTL: c.ttl}, deps: deps,
 			info: RunInfo{Trigger: c.trigger, Slot: slot}}
 		if got := r.answerBy(now); !got.Equal(c.want) {
 			t.Errorf("%s: answerBy = %v, want %v", c.name, got, c.want)

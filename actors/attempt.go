@@ -21,13 +21,13 @@ type outcome struct {
 // gone.
 func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64) outcome {
 	spec := process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
-		Env: runEnv(r.env, r.deps.Environ, r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
-		Log: r.log}
+		Env: runEnv(r.env, r.deps.Environ, *r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
+		Log: r.logger()}
 	held := r.deps.Starts.enter()
 	p, err := r.deps.Start(spec)
 	r.deps.Starts.leave(held)
 	if err != nil {
-		r.log.Error("run could not start", zap.Error(err))
+		r.logger().Error("run could not start", zap.Error(err))
 		now := time.Now()
 		return outcome{Result: process.Result{ExitCode: -1, Started: now, Finished: now, Err: err}, result: ResultError}
 	}
@@ -51,7 +51,7 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 		timeout = t.C
 	}
 	r.deps.Starts.pass() // the starts queued before this one first (StartLine)
-	r.log.Info("run started", fields...)
+	r.logger().Info("run started", fields...)
 	kill, killNow, result := r.deps.Kill, r.deps.KillNow, ""
 	for {
 		select {
@@ -60,7 +60,7 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 			return r.finish(p.Wait(), result)
 		case <-timeout:
 			timeout, result = nil, ResultTimeout
-			r.log.Warn("run timed out; terminating its process group", zap.Duration("timeout", r.job.Timeout))
+			r.logger().Warn("run timed out; terminating its process group", zap.Duration("timeout", r.job.Timeout))
 			p.Terminate(r.job.KillGrace)
 		case slot := <-replaced:
 			replaced = nil
@@ -74,18 +74,18 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 			r.onLost(l)
 			if r.job.OnLockLost == config.LockLostKill {
 				result = ResultLockLost
-				r.log.Error("lease lost; terminating the run before the lease can expire",
+				r.logger().Error("lease lost; terminating the run before the lease can expire",
 					zap.Duration("grace", min(r.job.KillGrace, l.Grace)))
 				p.Terminate(min(r.job.KillGrace, l.Grace))
 			} else {
-				r.log.Error("lease lost; on_lock_lost is continue, the run goes on")
+				r.logger().Error("lease lost; on_lock_lost is continue, the run goes on")
 			}
 		case <-killNow:
 			killNow, kill = nil, nil
 			if result == "" {
 				result = ResultFailure
 			}
-			r.log.Warn("second signal: killing the run at once")
+			r.logger().Warn("second signal: killing the run at once")
 			p.Terminate(0)
 		case <-kill:
 			kill = nil
@@ -95,7 +95,7 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 			if result == "" {
 				result = ResultFailure
 			}
-			r.log.Warn("shutdown timeout passed; terminating the run")
+			r.logger().Warn("shutdown timeout passed; terminating the run")
 			p.Terminate(r.job.KillGrace)
 		}
 	}
@@ -113,7 +113,7 @@ func (r *run) finish(res process.Result, result string) outcome {
 	default:
 		result = ResultFailure
 	}
-	r.log.Log(finishedLevel(result), "run finished", zap.String("result", result),
+	r.logger().Log(finishedLevel(result), "run finished", zap.String("result", result),
 		zap.Int("exit_code", res.ExitCode), zap.Duration("duration", res.Finished.Sub(res.Started)))
 	return outcome{Result: res, result: result}
 }

@@ -24,7 +24,7 @@ const ClaimGateMax = time.Second
 type ClaimGate struct {
 	mu   sync.Mutex
 	n    int           // claims in flight
-	idle chan struct{} // closed when n returns to 0; nil while n == 0
+	idle chan struct{} // closed when n returns to 0; made by the first wait while n > 0, nil otherwise
 }
 
 // NewClaimGate returns a gate with no claim in flight.
@@ -37,9 +37,6 @@ func (g *ClaimGate) begin() {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.n == 0 {
-		g.idle = make(chan struct{})
-	}
 	g.n++
 }
 
@@ -50,7 +47,7 @@ func (g *ClaimGate) end() {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.n--; g.n == 0 {
+	if g.n--; g.n == 0 && g.idle != nil {
 		close(g.idle)
 		g.idle = nil
 	}
@@ -63,11 +60,15 @@ func (g *ClaimGate) wait(max time.Duration, kill <-chan struct{}) {
 		return
 	}
 	g.mu.Lock()
-	idle := g.idle
-	g.mu.Unlock()
-	if idle == nil {
+	if g.n == 0 {
+		g.mu.Unlock()
 		return
 	}
+	if g.idle == nil { // made only when waited on: a lone claim's winner never waits
+		g.idle = make(chan struct{})
+	}
+	idle := g.idle
+	g.mu.Unlock()
 	t := time.NewTimer(max)
 	defer t.Stop()
 	select {

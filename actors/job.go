@@ -462,7 +462,7 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger, ft fi
 		// With queue or replace, a slot that comes due while this node's
 		// run holds the lease is queued by its claim: no run starts.
 		queueClaim := exclusive && queues(*j.cfg) && j.active > 0
-		j.start(ctx, &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger},
+		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger},
 			queueClaim: queueClaim, due: ft.due, at: ft.at}, nil)
 	}
 }
@@ -499,7 +499,7 @@ func (j *Job) see(c Claim) {
 // shutdown has begun: the slot is claimed, and a claimed slot nobody runs
 // would be silently missed.
 func (j *Job) startPending(ctx context.Context, h *handoff) {
-	r := &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
+	r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
 	j.start(ctx, r, nil)
 }
 
@@ -513,9 +513,9 @@ func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 	case ctx.Err() != nil:
 		m.Reply <- Ran{Skip: SkipShuttingDown}
 	case m.Backfill:
-		j.start(ctx, &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
+		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
 	default:
-		r := &run{job: *j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
+		r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
 		j.start(ctx, r, m.Reply)
 	}
 }

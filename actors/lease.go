@@ -69,22 +69,33 @@ const replaceRenewEvery = 500 * time.Millisecond
 // happens to ctx (a run outlives the start of a shutdown). log should carry
 // the job's name.
 func Acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest) (Claim, *Lease, error) {
-	return acquire(ctx, log, locker, req, leaseOpts{})
+	return acquire(ctx, fixedLog{log}, locker, req, leaseOpts{})
 }
 
-// acquire is Acquire with the job's lease options.
-func acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest, o leaseOpts) (Claim, *Lease, error) {
+// logSource gives the logger of a lease, asked for only when a claim is
+// won: a run builds its logger at its first use (run.logger), and most
+// claims of a cluster find their slot claimed elsewhere and log nothing.
+type logSource interface{ logger() *zap.Logger }
+
+// fixedLog is a logSource of a logger built already.
+type fixedLog struct{ l *zap.Logger }
+
+func (f fixedLog) logger() *zap.Logger { return f.l }
+
+// acquire is Acquire with the job's lease options; log is asked for the
+// lease's logger once the claim is won.
+func acquire(ctx context.Context, log logSource, locker Locker, req ClaimRequest, o leaseOpts) (Claim, *Lease, error) {
 	sent := time.Now()
 	c, err := locker.Claim(ctx, req)
 	if err != nil || c.Outcome != Claimed {
 		return c, nil, err
 	}
 	if !req.Lease {
-		l := newLease(log, locker, req.Job, "", req.TTL, sent, o)
+		l := newLease(log.logger(), locker, req.Job, "", req.TTL, sent, o)
 		close(l.done)
 		return c, l, nil
 	}
-	return c, adoptLease(ctx, log, locker, req.Job, req.Owner, req.TTL, sent, o), nil
+	return c, adoptLease(ctx, log.logger(), locker, req.Job, req.Owner, req.TTL, sent, o), nil
 }
 
 func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {

@@ -38,7 +38,7 @@ func (r *run) adopt() (Ran, bool) {
 		claim: Claim{Outcome: Claimed, Fence: h.fence, StateSlot: h.stateSlot, StateFence: h.stateFence}}
 	r.lease, r.info.Fence = h.lease, h.fence
 	r.relog()
-	r.log.Info("running the pending slot: the run before it ended and handed on the lease")
+	r.logger().Info("running the pending slot: the run before it ended and handed on the lease")
 	return Ran{}, true
 }
 
@@ -49,7 +49,7 @@ func (r *run) queued(c Claim) Ran {
 	if r.job.Overlap == config.OverlapReplace {
 		msg = "slot queued: the running run is asked to stop (overlap replace); this slot runs once it is dead"
 	}
-	r.log.Info(msg, zap.String("lease_holder", c.Holder))
+	r.logger().Info(msg, zap.String("lease_holder", c.Holder))
 	return Ran{Skip: "queued"}
 }
 
@@ -61,7 +61,7 @@ func (r *run) takePending(slot int64) {
 	queued := r.info.Slot
 	r.info.Slot, r.info.Trigger = time.Unix(slot, 0).In(queued.Location()), TriggerQueued
 	r.relog()
-	r.log.Info("running the pending slot: the run it waited for ended without handing on the lease "+
+	r.logger().Info("running the pending slot: the run it waited for ended without handing on the lease "+
 		"(its node stopped or crashed, or its finish failed); the slot that came due is pending now",
 		zap.Int64("queued_slot", unixOrZero(queued)))
 }

@@ -33,7 +33,7 @@ func (r *run) recordClaim() {
 	rec := runrecords.Record{RunID: r.info.RunID, Job: r.job.Name, Owner: r.lease.Owner(), LockTTL: r.job.LockTTL,
 		KillGrace: r.job.KillGrace}
 	if err := r.deps.Records.Put(rec); err != nil {
-		r.log.Warn("claim record not written: if the daemon dies before the run starts, its lease stays behind until lock_ttl",
+		r.logger().Warn("claim record not written: if the daemon dies before the run starts, its lease stays behind until lock_ttl",
 			zap.Error(err))
 		return
 	}
@@ -57,8 +57,8 @@ func (r *run) recordGroup(attempt int, p Proc) {
 		err = r.deps.Records.Put(rec)
 	}
 	if err != nil {
-		r.log.Warn("run record not written: if the daemon dies during this attempt, its processes and lease stay behind",
-			zap.Error(err)) // r.log carries the attempt
+		r.logger().Warn("run record not written: if the daemon dies during this attempt, its processes and lease stay behind",
+			zap.Error(err)) // the run's logger carries the attempt
 		return
 	}
 	r.claimRecorded, r.recorded = false, attempt
@@ -80,11 +80,11 @@ func (r *run) forgetGroup() {
 	r.claimRecorded, r.recorded = false, 0
 	if err := r.deps.Records.Remove(r.info.RunID, attempt); err != nil {
 		if attempt == 0 {
-			r.log.Warn("claim record not removed: the next start of the daemon will release this run's lease",
+			r.logger().Warn("claim record not removed: the next start of the daemon will release this run's lease",
 				zap.Error(err))
 			return
 		}
-		r.log.Warn("run record not removed: the next start of the daemon will look for this run's processes",
+		r.logger().Warn("run record not removed: the next start of the daemon will look for this run's processes",
 			zap.Int("record_attempt", attempt), zap.Error(err))
 	}
 }

@@ -21,7 +21,9 @@ const maxRetryBackoff = 10 * time.Minute
 // this path; the trigger is data. It lives on a goroutine owned by the job
 // actor.
 type run struct {
-	job   config.Job
+	// job is the configuration the run was fired with, shared with the
+	// job actor (never modified: NewJobOf).
+	job   *config.Job
 	env   []string // the job's base environment (jobBaseEnv); nil = built per attempt
 	info  RunInfo  // Job, Slot and Trigger set by the job actor
 	force bool     // a manual run that ignores pause (cronlock run -force)
@@ -164,7 +166,7 @@ func (r *run) ungateClaims() {
 // refused is logged, not counted: it is no slot).
 func (r *run) skip(reason string, err error, fields ...zap.Field) Ran {
 	if r.info.Trigger == TriggerManual {
-		r.log.Warn("manual run not started", append(fields, zap.String("reason", reason), zap.Error(err))...)
+		r.logger().Warn("manual run not started", append(fields, zap.String("reason", reason), zap.Error(err))...)
 	} else {
 		skipSlot(r.deps, r.job.Name, r.info.Slot, reason, fields...)
 	}
@@ -189,7 +191,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	}
 	if !r.info.Slot.IsZero() {
 		req.Slot = r.info.Slot.Unix()
-		req.Queue = queues(r.job) && r.info.Trigger != TriggerBackfill
+		req.Queue = queues(*r.job) && r.info.Trigger != TriggerBackfill
 		req.Backfill = r.info.Trigger == TriggerBackfill
 	}
 	var c Claim
@@ -209,7 +211,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		claimFrom = time.Now()
 		req.AnswerBy = r.answerBy(claimFrom)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
-		c, lease, err = acquire(cctx, r.log, r.deps.Locker, req,
+		c, lease, err = acquire(cctx, r, r.deps.Locker, req,
 			leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
 		cancel()
 		if err != nil || c.Outcome != NotYet || !req.Early {
@@ -235,7 +237,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		// Visible: without the late answer this slot would have been
 		// skipped here and, the claim being applied, run nowhere.
 		r.deps.repeats.Log(repeatLateAnswer, func(extra ...zap.Field) {
-			r.log.Warn("claim answered after the claim timeout (redis or this node overloaded); acting on the late answer",
+			r.logger().Warn("claim answered after the claim timeout (redis or this node overloaded); acting on the late answer",
 				append(extra, zap.Duration("took", took), zap.String("outcome", c.Outcome.String()))...)
 		}, nil)
 	} else if err == nil {
@@ -260,7 +262,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	}
 	if err != nil {
 		r.deps.repeats.Log(repeatClaimFailed, func(extra ...zap.Field) {
-			r.log.Warn("claim failed; not run", append(extra, zap.Error(err))...)
+			r.logger().Warn("claim failed; not run", append(extra, zap.Error(err))...)
 		}, nil)
 		if useLease {
 			r.phantom(req.Owner)
@@ -367,7 +369,7 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 		return r.skip(SkipPaused, nil), false
 	case Overlap:
 		if r.info.Trigger == TriggerBackfill { // the caller claims again: not a skip yet
-			r.log.Debug("backfill slot not claimed: the lease is held", zap.String("lease_holder", c.Holder))
+			r.logger().Debug("backfill slot not claimed: the lease is held", zap.String("lease_holder", c.Holder))
 			return Ran{Skip: SkipOverlap}, false
 		}
 		if c.Pending > 0 {
@@ -377,13 +379,13 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 	case Queued:
 		return r.queued(c), false
 	case AlreadyRun:
-		r.log.Info("backfill slot not run: an earlier backfill ran it")
+		r.logger().Info("backfill slot not run: an earlier backfill ran it")
 		return Ran{Skip: SkipAlreadyRun}, false
 	case MaxRunsReached:
 		return r.skip(SkipMaxRuns, nil, zap.Int("max_runs", r.job.MaxRuns)), false
 	case NotReplicated:
 		r.deps.repeats.Log(repeatNotReplicated, func(extra ...zap.Field) {
-			r.log.Warn("claim not replicated; not run: fewer replicas than redis.min_replicas_acked acknowledged it "+
+			r.logger().Warn("claim not replicated; not run: fewer replicas than redis.min_replicas_acked acknowledged it "+
 				"within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
 				append(extra, zap.Int("replicas_acked", c.Replicas), zap.Int64("fence", c.Fence))...)
 		}, nil)
@@ -391,14 +393,14 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 			r.releaseUnrun(owner)
 		}
 		if c.Takes > 0 { // the claim took a pending slot: not run either; its own slot stays pending
-			r.log.Info("pending slot taken by the claim not run either: the claim was not replicated",
+			r.logger().Info("pending slot taken by the claim not run either: the claim was not replicated",
 				zap.Int64("pending_slot", c.Takes))
 		}
 		return r.skip(SkipNotReplicated, nil, zap.Int("replicas_acked", c.Replicas)), false
 	case NotYet: // only an early claim may get it (the claim loop sends it again)
 		return r.skip(SkipRedisError, fmt.Errorf("claim answered %v to a claim that was not early", c.Outcome)), false
 	case NoRecord:
-		r.log.Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
+		r.logger().Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
 			"or redis lost its state and no live node remembers it), so this slot may already have run")
 		return r.skip(SkipNoRecord, nil), false
 	}
@@ -409,7 +411,7 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 // this node had seen: Redis lost data (docs/protocol.md, "State repair").
 func (r *run) stateRepaired(c Claim) {
 	r.deps.Metrics.StateRepaired(r.job.Name)
-	r.log.Warn("claim state repaired: redis had lost the job's claimed slot or fencing token "+
+	r.logger().Warn("claim state repaired: redis had lost the job's claimed slot or fencing token "+
 		"(restart without persistence, eviction or failover); raised to what this node had seen",
 		zap.Int64("found_slot", c.FoundSlot), zap.Int64("found_fence", c.FoundFence),
 		zap.Int64("state_slot", c.StateSlot), zap.Int64("state_fence", c.StateFence))
@@ -422,7 +424,7 @@ func (r *run) releaseUnrun(owner string) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.deps.ClaimTimeout)
 	defer cancel()
 	if _, err := r.deps.Locker.Release(ctx, r.job.Name, owner); err != nil {
-		r.log.Warn("lease of a claim not run not released; the janitor retries", zap.Error(err))
+		r.logger().Warn("lease of a claim not run not released; the janitor retries", zap.Error(err))
 		r.phantom(owner)
 	}
 }
@@ -439,18 +441,18 @@ func (r *run) sendPhantom(owner string, handedOn bool) {
 	select {
 	case r.deps.Phantoms <- p:
 	default:
-		r.log.Warn("janitor queue full; a phantom lease may block the job until lock_ttl")
+		r.logger().Warn("janitor queue full; a phantom lease may block the job until lock_ttl")
 	}
 }
 
 // attempts runs the command up to 1+retries times.
 func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-chan int64) RunFinished {
-	fin := RunFinished{RunInfo: r.info, Cfg: r.job}
+	fin := RunFinished{RunInfo: r.info, Cfg: *r.job}
 	backoff := r.job.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		fin.Attempts = attempt
 		// Every later line of the run carries the attempt.
-		r.log = r.deps.Log.WithLazy(slices.Concat(r.fields, []zap.Field{zap.Int("attempt", attempt)})...)
+		r.log = r.deps.Log.WithLazy(slices.Concat(r.runFields(), []zap.Field{zap.Int("attempt", attempt)})...)
 		out := r.attempt(attempt, lost, replaced)
 		if attempt == 1 {
 			fin.Started = out.Started
@@ -460,7 +462,7 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-ch
 		if fin.Result == ResultSuccess || r.lostErr != nil || r.replacedBy != 0 || attempt > r.job.Retries || ctx.Err() != nil {
 			return fin
 		}
-		r.log.Info("attempt failed; retrying", zap.String("result", fin.Result),
+		r.logger().Info("attempt failed; retrying", zap.String("result", fin.Result),
 			zap.Duration("backoff", backoff))
 		if !r.sleep(ctx, backoff, lost, replaced) {
 			switch {
@@ -497,7 +499,7 @@ func (r *run) sleep(ctx context.Context, d time.Duration, lost <-chan LeaseLost,
 // replace): no further attempt is made, and the result is replaced.
 func (r *run) onReplaced(slot int64) {
 	r.replacedBy = slot
-	r.log.Info("run replaced: a newer slot is pending (overlap replace); terminating the run",
+	r.logger().Info("run replaced: a newer slot is pending (overlap replace); terminating the run",
 		zap.Int64("pending_slot", slot), zap.Duration("kill_grace", r.job.KillGrace))
 }
 
@@ -528,13 +530,16 @@ func (r *run) waitGrace() {
 func (r *run) end(ctx context.Context, fin RunFinished) {
 	var next string
 	var nextID string
-	if queues(r.job) && r.info.Trigger != TriggerBackfill && ctx.Err() == nil {
+	if queues(*r.job) && r.info.Trigger != TriggerBackfill && ctx.Err() == nil {
 		nextID = uuid.NewString()
 		next = r.info.Node + ":" + nextID
 	}
-	nextLog := r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", nextID),
-		zap.String("node_id", r.info.Node), zap.String("trigger", string(TriggerQueued)))
-	cur := r.job
+	var nextLog *zap.Logger // only a lease handed on logs (Finished.Fence > 0 needs a Next)
+	if next != "" {
+		nextLog = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", nextID),
+			zap.String("node_id", r.info.Node), zap.String("trigger", string(TriggerQueued)))
+	}
+	cur := *r.job
 	if p := r.deps.latest.Load(); p != nil {
 		cur = *p // a reload since the claim applies to the lease handed on
 	}
@@ -553,7 +558,7 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	}
 	switch {
 	case f.Pending > 0 && f.NotReplicated:
-		r.log.Warn("pending slot handed the lease but not run: fewer replicas than redis.min_replicas_acked "+
+		r.logger().Warn("pending slot handed the lease but not run: fewer replicas than redis.min_replicas_acked "+
 			"acknowledged the hand-over within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
 			zap.Int64("pending_slot", f.Pending), zap.Int("replicas_acked", f.Replicas), zap.Int64("fence", f.Fence))
 		r.releaseUnrun(next)
@@ -562,10 +567,10 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Fence,
 			stateSlot: f.StateSlot, stateFence: f.StateFence}
 	case f.Pending > 0 && f.Left && r.info.Trigger == TriggerBackfill:
-		r.log.Info("pending slot left for the next claim of the job, which runs it: a backfill run does not hand on the lease",
+		r.logger().Info("pending slot left for the next claim of the job, which runs it: a backfill run does not hand on the lease",
 			zap.Int64("pending_slot", f.Pending))
 	case f.Pending > 0 && f.Left:
-		r.log.Info("pending slot left for another node: this node stops; the next claim of the job runs it",
+		r.logger().Info("pending slot left for another node: this node stops; the next claim of the job runs it",
 			zap.Int64("pending_slot", f.Pending))
 	case f.Pending > 0:
 		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipMaxRuns, zap.Int("max_runs", cur.MaxRuns))
@@ -580,12 +585,12 @@ func (r *run) unfinished(rec RunRecord, err error, cur config.Job) {
 	if r.deps.Finishes != nil {
 		select {
 		case r.deps.Finishes <- req:
-			r.log.Warn("lease release and history record failed; the janitor sends them again", zap.Error(err))
+			r.logger().Warn("lease release and history record failed; the janitor sends them again", zap.Error(err))
 			return
 		default:
 		}
 	}
-	r.log.Error("lease release and history record failed, and the janitor's queue is full: the run's record is lost; "+
+	r.logger().Error("lease release and history record failed, and the janitor's queue is full: the run's record is lost; "+
 		"the janitor retries the release", zap.Error(err))
 }
 
@@ -603,27 +608,46 @@ func (r *run) report(fin RunFinished) {
 	select {
 	case r.deps.Results <- fin:
 	case <-r.deps.Kill:
-		r.log.Error("hook runner not accepting results; result dropped", zap.String("result", fin.Result))
+		r.logger().Error("hook runner not accepting results; result dropped", zap.String("result", fin.Result))
 	}
 }
 
-// relog sets r.fields from r.info (job, run id, node, trigger, and the
-// slot and fence once known) and r.log from them: the one place both are
-// set, so that a change of the run's slot or fence reaches every later
-// line (attempts build their loggers from r.fields). The fields are
-// encoded when the run first logs, not here (a run that only finds its
-// slot claimed elsewhere logs nothing at info), and each logger of the run
-// is one layer on the daemon's, so that only the one that logs is
-// encoded, once.
-func (r *run) relog() {
-	// A new slice: loggers made before (the lease's) keep theirs.
-	r.fields = []zap.Field{zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID),
-		zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger))}
+// relog marks the run's fields (job, run id, node, trigger, and the slot
+// and fence once known) and its logger as changed: both are built again
+// from r.info at their next use (runFields, logger), so that a change of
+// the run's slot or fence reaches every later line (attempts build their
+// loggers from runFields). A run that only finds its slot claimed
+// elsewhere builds neither: it logs nothing at info (its skip line is
+// written by skipSlot with its own fields). The fields are encoded when
+// the run first logs, not here, and each logger of the run is one layer
+// on the daemon's, so that only the one that logs is encoded, once.
+func (r *run) relog() { r.fields, r.log = nil, nil }
+
+// runFields returns the run's log fields (relog), building them at the
+// first call after a change. The slice is new each time: loggers made
+// before (the lease's) keep theirs.
+func (r *run) runFields() []zap.Field {
+	if r.fields != nil {
+		return r.fields
+	}
+	f := make([]zap.Field, 4, 7) // room for slot, fence and an attempt's number
+	f[0], f[1] = zap.String("job", r.job.Name), zap.String("run_id", r.info.RunID)
+	f[2], f[3] = zap.String("node_id", r.info.Node), zap.String("trigger", string(r.info.Trigger))
 	if !r.info.Slot.IsZero() {
-		r.fields = append(r.fields, slotField(r.info.Slot))
+		f = append(f, slotField(r.info.Slot))
 	}
 	if r.info.Fence != 0 {
-		r.fields = append(r.fields, zap.Int64("fence", r.info.Fence))
+		f = append(f, zap.Int64("fence", r.info.Fence))
 	}
-	r.log = r.deps.Log.WithLazy(r.fields...)
+	r.fields = f
+	return f
+}
+
+// logger returns the run's logger (relog), building it at the first call
+// after a change.
+func (r *run) logger() *zap.Logger {
+	if r.log == nil {
+		r.log = r.deps.Log.WithLazy(r.runFields()...)
+	}
+	return r.log
 }

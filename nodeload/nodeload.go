@@ -164,7 +164,7 @@ type Load struct {
 	// Enters had that slot (in a row) before it.
 	burstSlot int64
 	burst     int
-	freed     chan struct{} // closed (and replaced) by the next Release
+	freed     chan struct{} // closed by the next Release; nil until a Freed caller waits
 	keepFor   time.Duration // how long the history must reach back: twice the view's validity
 	// taken is the net of slots taken from the claim order (Answered),
 	// decayed with TakeDecay from takenAt on, within ±takenBound.
@@ -179,7 +179,7 @@ type Load struct {
 // race to order and never waits (SetPeers is then ignored). reg receives
 // cronlock_node_runs_in_progress (nil = not registered).
 func New(maxParallel int, ordered bool, reg prometheus.Registerer) *Load {
-	l := &Load{max: max(maxParallel, 0), ordered: ordered, freed: make(chan struct{}), gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+	l := &Load{max: max(maxParallel, 0), ordered: ordered, gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "cronlock_node_runs_in_progress",
 		Help: "Runs in progress on this node (claims won, not yet released), all jobs together."})}
 	l.history = []sample{{at: time.Now()}}
@@ -223,6 +223,9 @@ func (l *Load) Hold() {
 func (l *Load) Freed() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.freed == nil {
+		l.freed = make(chan struct{})
+	}
 	return l.freed
 }
 
@@ -241,8 +244,10 @@ func (l *Load) Release(won bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.held--
-	close(l.freed)
-	l.freed = make(chan struct{})
+	if l.freed != nil { // made only when waited on: most releases wake nobody
+		close(l.freed)
+		l.freed = nil
+	}
 	if won {
 		l.running--
 		l.record()
