@@ -36,7 +36,7 @@ func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Fi
 	}
 	args := append([]string{strconv.Itoa(r.historyLen), req.Owner, req.Next, strconv.FormatInt(req.TTL.Milliseconds(), 10),
 		strconv.FormatInt(req.MaxRuns, 10), retry}, encodeRecord(req.Record)...)
-	keys := []string{r.key("job", req.Job), r.key("history", req.Job), r.key("state", req.Job), r.key("pending", req.Job)}
+	keys := r.hot(req.Job).finish
 	if r.minAcks > 0 && req.Next != "" {
 		f, err := r.finishReplicated(ctx, keys, args)
 		if err != nil {

@@ -85,6 +85,7 @@ type Redis struct {
 	// batch: concurrent claims go out together (batch.go), through claims.
 	batch  bool
 	claims claimQueue
+	keys   keyCache // each job's keys of the claim and the finish (keys.go)
 }
 
 // ErrModeMismatch means that the server is not of the topology redis.mode
@@ -270,10 +271,9 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	return c, nil
 }
 
-// claimKeysArgs are claimScript's KEYS and ARGV for req.
+// claimKeysArgs are claimScript's KEYS (shared: read only) and ARGV for req.
 func (r *Redis) claimKeysArgs(req actors.ClaimRequest) (keys, args []string) {
-	keys = []string{r.key("job", req.Job), r.key("state", req.Job), r.key("paused", req.Job), r.key("pending", req.Job),
-		r.key("backfill", req.Job)}
+	keys = r.hot(req.Job).claim
 	args = []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
 		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10),
 		flag(req.NeedRecord), flag(req.Queue), flag(req.Backfill), strconv.FormatInt(req.MaxRuns, 10), flag(req.Early)}
