@@ -32,8 +32,14 @@ var cpuPerRunToday = map[string]float64{"3x50": 567, "3x200": 458} // make bench
 // runRate measures pairs × (floor, daemon) for spec.
 func runRate(t *testing.T, s settings, wl *Workload, spec rateSpec) {
 	secs := s.seconds(spec.seconds)
+	// The CPU per run is judged against the baseline build measured in the
+	// same invocation when one is given (the ratio row below): this
+	// machine's speed drifts from day to day (the baseline build measured
+	// 458-517 µs per run at 3 × 200/s and 567-644 µs at 3 × 50/s on
+	// different days), so a figure from another day is no limit to compare
+	// with. Without a baseline build the fixed figure is the limit.
 	var cpuTarget *Target
-	if today := cpuPerRunToday[wl.Name]; today > 0 {
+	if today := cpuPerRunToday[wl.Name]; today > 0 && s.baseline == "" {
 		cpuTarget = &Target{Of: OfDaemon, Max: 0.7 * today}
 	}
 	p50 := wl.Metric("job-measured start p50", "ms", ratioTarget)
