@@ -286,19 +286,18 @@ func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
 		return actors.Claim{}, fmt.Errorf("script returned %d values, want 12", len(vals))
 	}
 	var n [10]int64
-	var errs []error
+	var errs [12]error // one per value: no allocation unless one fails
 	for i := range n {
 		if i == 7 {
 			continue // the holder
 		}
-		var err error
-		n[i], err = vals[i].AsInt64()
-		errs = append(errs, err)
+		n[i], errs[i] = vals[i].AsInt64()
 	}
 	holder, err := vals[7].ToString()
 	start, err1 := vals[10].ToString()
 	end, err2 := vals[11].ToString()
-	if err := errors.Join(append(errs, err, err1, err2)...); err != nil {
+	errs[7], errs[10], errs[11] = err, err1, err2
+	if err := errors.Join(errs[:]...); err != nil {
 		return actors.Claim{}, err
 	}
 	return actors.Claim{Outcome: actors.Outcome(n[0]), Fence: n[1], StateSlot: n[2], StateFence: n[3],
