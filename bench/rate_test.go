@@ -52,6 +52,17 @@ func runRate(t *testing.T, s settings, wl *Workload, spec rateSpec) {
 		p50.Floor = append(p50.Floor, Percentile(starts, 0.5))
 		p99.Floor = append(p99.Floor, Percentile(starts, 0.99))
 
+		// With a baseline build its run and this build's alternate order
+		// from pair to pair (this, baseline; baseline, this; …), so that a
+		// machine that grows busier or quieter during the workload weighs
+		// on both alike.
+		withBase := s.baseline != "" && spec.nodes > 1
+		var base rateResult
+		baseFirst := withBase && pair%2 == 1
+		if baseFirst {
+			base = daemonRate(t, s.baseline, spec, secs)
+			wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindBaseline, Load: base.load})
+		}
 		d := daemonRate(t, cronlockBin, spec, secs)
 		wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindDaemon, Load: d.load})
 		p50.Daemon = append(p50.Daemon, Percentile(d.starts, 0.5))
@@ -73,9 +84,11 @@ func runRate(t *testing.T, s settings, wl *Workload, spec rateSpec) {
 		// With one node the background work (health checks, heartbeats)
 		// outweighs a run a second, and 10 runs are a few 10 ms ticks of CPU
 		// time: the comparison says nothing there.
-		if s.baseline != "" && spec.nodes > 1 {
-			base := daemonRate(t, s.baseline, spec, secs)
-			wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindBaseline, Load: base.load})
+		if withBase {
+			if !baseFirst {
+				base = daemonRate(t, s.baseline, spec, secs)
+				wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindBaseline, Load: base.load})
+			}
 			m := wl.Metric("daemon CPU per run: baseline build (floor column) → this build", "µs", &Target{Of: OfRatio, Max: 0.70})
 			m.Floor, m.Daemon = append(m.Floor, base.cpuPerRun), append(m.Daemon, d.cpuPerRun)
 			add(wl, "baseline build: job-measured start p50", "ms", nil, Percentile(base.starts, 0.5))
