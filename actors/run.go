@@ -236,8 +236,11 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if took := r.claimedAt.Sub(claimFrom); err == nil && took > r.deps.ClaimTimeout {
 		// Visible: without the late answer this slot would have been
 		// skipped here and, the claim being applied, run nowhere.
+		// The closure may be run later by another run's End (repeatLog):
+		// it takes this logger, built here, never r's fields.
+		log := r.logger()
 		r.deps.repeats.Log(repeatLateAnswer, func(extra ...zap.Field) {
-			r.logger().Warn("claim answered after the claim timeout (redis or this node overloaded); acting on the late answer",
+			log.Warn("claim answered after the claim timeout (redis or this node overloaded); acting on the late answer",
 				append(extra, zap.Duration("took", took), zap.String("outcome", c.Outcome.String()))...)
 		}, nil)
 	} else if err == nil {
@@ -261,8 +264,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		return r.skip(refused.Reason, err), false // nothing was sent: no phantom
 	}
 	if err != nil {
+		log := r.logger() // built here: another run's End may write the line (repeatLog)
 		r.deps.repeats.Log(repeatClaimFailed, func(extra ...zap.Field) {
-			r.logger().Warn("claim failed; not run", append(extra, zap.Error(err))...)
+			log.Warn("claim failed; not run", append(extra, zap.Error(err))...)
 		}, nil)
 		if useLease {
 			r.phantom(req.Owner)
@@ -384,8 +388,9 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 	case MaxRunsReached:
 		return r.skip(SkipMaxRuns, nil, zap.Int("max_runs", r.job.MaxRuns)), false
 	case NotReplicated:
+		log := r.logger() // built here: another run's End may write the line (repeatLog)
 		r.deps.repeats.Log(repeatNotReplicated, func(extra ...zap.Field) {
-			r.logger().Warn("claim not replicated; not run: fewer replicas than redis.min_replicas_acked acknowledged it "+
+			log.Warn("claim not replicated; not run: fewer replicas than redis.min_replicas_acked acknowledged it "+
 				"within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
 				append(extra, zap.Int("replicas_acked", c.Replicas), zap.Int64("fence", c.Fence))...)
 		}, nil)
