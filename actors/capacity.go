@@ -106,7 +106,11 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 		r.claimDelay = 0 // sent at once: the microseconds above are the call's own
 	}
 	var timeout <-chan time.Time // made at the first wait: most claims find a place
-	for !l.Reserve() {
+	for {
+		ok, freed := l.TryReserve()
+		if ok {
+			break
+		}
 		r.ungate() // waiting for a place is no claim in flight: it holds no winner
 		if timeout == nil {
 			t := time.NewTimer(time.Until(deadline))
@@ -114,7 +118,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 			timeout = t.C
 		}
 		select {
-		case <-l.Freed():
+		case <-freed:
 		case <-timeout:
 			return r.busy(ctx), false
 		case <-ctx.Done():

@@ -218,8 +218,25 @@ func (l *Load) Hold() {
 	l.record()
 }
 
-// Freed returns a channel that is closed by the next Release: a caller
-// that Reserve refused waits on it, then tries again.
+// TryReserve is Reserve that, when it finds no place, also returns the
+// channel the next Release closes, taken under the same lock: a place
+// given back between a refused Reserve and a later Freed would wake
+// nobody, and the caller would wait for the release after it.
+func (l *Load) TryReserve() (ok bool, freed <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.max > 0 && l.held >= l.max {
+		if l.freed == nil {
+			l.freed = make(chan struct{})
+		}
+		return false, l.freed
+	}
+	l.held++
+	return true, nil
+}
+
+// Freed returns a channel that is closed by the next Release (TryReserve
+// returns it with its refusal).
 func (l *Load) Freed() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -580,3 +580,26 @@ func TestLoad_ShortRunsShareRankZero(t *testing.T) {
 		t.Errorf("after a reload: new short %v (want false), %s short %v (want true)", isShort("new"), names[1], isShort(names[1]))
 	}
 }
+
+// A place given back after a refused TryReserve, before the caller waits,
+// still wakes it: the channel is the one the refusal returned. (With a
+// refused Reserve and then Freed, that Release would have woken nobody.)
+func TestLoad_TryReserveSeesAReleaseBeforeTheWait(t *testing.T) {
+	l := New(1, true, nil)
+	if ok, _ := l.TryReserve(); !ok {
+		t.Fatal("first TryReserve refused at max_parallel 1")
+	}
+	ok, freed := l.TryReserve()
+	if ok || freed == nil {
+		t.Fatalf("second TryReserve: ok %v, channel %v; want refused with a channel", ok, freed)
+	}
+	l.Release(false) // before the caller waits
+	select {
+	case <-freed:
+	default:
+		t.Fatal("the refusal's channel was not closed by the Release after it")
+	}
+	if ok, _ := l.TryReserve(); !ok {
+		t.Fatal("TryReserve refused after the place was given back")
+	}
+}
