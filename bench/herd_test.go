@@ -95,8 +95,8 @@ func runHerd(t *testing.T, s settings, wl *Workload) {
 	won := claimedMs(t, nodes, slot)
 	var claimFailed, unreachable, inconclusive int
 	for _, nd := range nodes {
-		claimFailed += len(nd.lines(t, "claim failed; not run"))
 		log := nd.read(t)
+		claimFailed += strings.Count(log, `"msg":"claim failed; not run"`)
 		unreachable += strings.Count(log, `"msg":"redis unreachable`)
 		inconclusive += strings.Count(log, `"msg":"readiness probe inconclusive`)
 	}

@@ -58,10 +58,13 @@ func runRate(t *testing.T, s settings, wl *Workload, spec rateSpec) {
 		// on both alike.
 		withBase := s.baseline != "" && spec.nodes > 1
 		var base rateResult
-		baseFirst := withBase && pair%2 == 1
-		if baseFirst {
+		runBase := func() {
 			base = daemonRate(t, s.baseline, spec, secs)
 			wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindBaseline, Load: base.load})
+		}
+		baseFirst := withBase && pair%2 == 1
+		if baseFirst {
+			runBase()
 		}
 		d := daemonRate(t, cronlockBin, spec, secs)
 		wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindDaemon, Load: d.load})
@@ -86,8 +89,7 @@ func runRate(t *testing.T, s settings, wl *Workload, spec rateSpec) {
 		// time: the comparison says nothing there.
 		if withBase {
 			if !baseFirst {
-				base = daemonRate(t, s.baseline, spec, secs)
-				wl.Runs = append(wl.Runs, Run{Pair: pair, Kind: KindBaseline, Load: base.load})
+				runBase()
 			}
 			m := wl.Metric("daemon CPU per run: baseline build (floor column) → this build", "µs", &Target{Of: OfRatio, Max: 0.70})
 			m.Floor, m.Daemon = append(m.Floor, base.cpuPerRun), append(m.Daemon, d.cpuPerRun)

@@ -199,6 +199,11 @@ func (l *Load) Max() int { return l.max }
 func (l *Load) Reserve() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.reserveLocked()
+}
+
+// reserveLocked is Reserve with l.mu held.
+func (l *Load) reserveLocked() bool {
 	if l.max > 0 && l.held >= l.max {
 		return false
 	}
@@ -225,14 +230,10 @@ func (l *Load) Hold() {
 func (l *Load) TryReserve() (ok bool, freed <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.max > 0 && l.held >= l.max {
-		if l.freed == nil {
-			l.freed = make(chan struct{})
-		}
-		return false, l.freed
+	if l.reserveLocked() {
+		return true, nil
 	}
-	l.held++
-	return true, nil
+	return false, l.freedLocked()
 }
 
 // Freed returns a channel that is closed by the next Release (TryReserve
@@ -240,6 +241,12 @@ func (l *Load) TryReserve() (ok bool, freed <-chan struct{}) {
 func (l *Load) Freed() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.freedLocked()
+}
+
+// freedLocked is Freed with l.mu held: the channel is made at its first
+// waiter (most releases wake nobody).
+func (l *Load) freedLocked() <-chan struct{} {
 	if l.freed == nil {
 		l.freed = make(chan struct{})
 	}

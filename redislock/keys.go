@@ -115,12 +115,10 @@ func (r *Redis) hot(job string) *hotKeys {
 		return k
 	}
 	jobKey, state, pending := r.key("job", job), r.key("state", job), r.key("pending", job)
-	k = &hotKeys{
+	k = &hotKeys{ // slice literals: cap == len, so an append to a shared slice copies it
 		claim:  []string{jobKey, state, r.key("paused", job), pending, r.key("backfill", job)},
 		finish: []string{jobKey, r.key("history", job), state, pending},
 	}
-	// Full capacity: an append to a shared slice copies it.
-	k.claim, k.finish = k.claim[:len(k.claim):len(k.claim)], k.finish[:len(k.finish):len(k.finish)]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.jobs == nil || len(c.jobs) >= maxCachedJobs {
