@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -23,26 +24,20 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 	spec := process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
 		Env: runEnv(r.env, r.deps.Environ, *r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
 		Log: r.logger()}
-	held := r.deps.Starts.enter()
-	p, err := r.deps.Start(spec)
-	r.deps.Starts.leave(held)
+	p, err := r.startProcess(spec)
 	if err != nil {
 		r.logger().Error("run could not start", zap.Error(err))
 		now := time.Now()
 		return outcome{Result: process.Result{ExitCode: -1, Started: now, Finished: now, Err: err}, result: ResultError}
 	}
-	r.recordGroup(attempt, p)
+	// The timeout and the lease-loss kill are armed (below) before the
+	// state-directory write, which runs beside them (docs/protocol.md, R3).
+	recorded := r.recordGroupAsync(attempt, p)
 	fields := []zap.Field{zap.Int("pid", p.Pid())}
 	if attempt == 1 && r.info.Trigger == TriggerSchedule {
 		delay := p.Started().Sub(r.info.Slot)
 		r.deps.Metrics.ObserveFireDelay(r.job.Name, delay)
 		fields = append(fields, zap.Int64("fire_delay_us", delay.Microseconds()))
-		if !r.claimedAt.IsZero() {
-			fields = append(fields, zap.Int64("claimed_us", r.claimedAt.Sub(r.info.Slot).Microseconds()))
-		}
-		if r.deps.Load != nil {
-			fields = append(fields, zap.Int64("claim_delay_us", r.claimDelay.Microseconds()))
-		}
 	}
 	var timeout <-chan time.Time
 	if r.job.Timeout > 0 {
@@ -50,14 +45,16 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 		defer t.Stop()
 		timeout = t.C
 	}
-	r.deps.Starts.pass() // the starts queued before this one first (StartLine)
 	r.logger().Info("run started", fields...)
 	kill, killNow, result := r.deps.Kill, r.deps.KillNow, ""
 	for {
 		select {
 		case <-p.Done():
-			r.deps.Starts.pass() // the run's end waits for the starts queued before it
+			r.awaitRecord(recorded)
 			return r.finish(p.Wait(), result)
+		case rec := <-recorded:
+			recorded = nil
+			r.recordedGroup(rec)
 		case <-timeout:
 			timeout, result = nil, ResultTimeout
 			r.logger().Warn("run timed out; terminating its process group", zap.Duration("timeout", r.job.Timeout))
@@ -98,6 +95,51 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 			r.logger().Warn("shutdown timeout passed; terminating the run")
 			p.Terminate(r.job.KillGrace)
 		}
+	}
+}
+
+// StartTimeout bounds a process start (docs/protocol.md, R3): a start
+// that has not returned by then (a hung user lookup, a work_dir on a hung
+// NFS mount) is abandoned with an error, so that the run ends and its
+// lease is released.
+const StartTimeout = 10 * time.Second
+
+// startProcess starts spec, abandoning the start after StartTimeout. The
+// goroutine of an abandoned start stays until the start returns; a
+// process it then started is killed at once (it may have run briefly: the
+// fork had happened, the exec had not).
+func (r *run) startProcess(spec process.Spec) (Proc, error) {
+	type started struct {
+		p   Proc
+		err error
+	}
+	ch := make(chan started, 1)
+	abandoned := make(chan struct{})
+	go func() {
+		p, err := r.deps.Start(spec)
+		select {
+		case ch <- started{p, err}:
+		case <-abandoned:
+			if err == nil {
+				p.Terminate(0)
+				p.Wait()
+			}
+		}
+	}()
+	t := time.NewTimer(StartTimeout)
+	defer t.Stop()
+	select {
+	case s := <-ch:
+		return s.p, s.err
+	case <-t.C:
+		close(abandoned)
+		select { // it may have returned as the timer fired
+		case s := <-ch:
+			return s.p, s.err
+		default:
+		}
+		return nil, fmt.Errorf("process start did not return within %v (a hung user lookup, or a work_dir on a "+
+			"hung file system?); abandoned", StartTimeout)
 	}
 }
 

@@ -8,29 +8,18 @@ import (
 )
 
 // SkipNodeBusy: this node was at node.max_parallel and did not claim the
-// slot, and no other node had claimed it when this node looked again.
+// slot.
 const SkipNodeBusy = "node_busy"
 
 // busyWait is how long a node at its limit waits for a place after the
-// fire (each Release wakes it to try again) before it looks whether
-// another node claimed the slot: longer than the claim delay of every
-// other node (nodeload.MaxDelay, nodeload.YieldDelay for a claim a node
-// with excess load yields) plus a claim round trip on a loaded host.
+// fire (each Release wakes it to try again) before it skips the slot
+// node_busy: longer than the claim delay (nodeload.MaxDelay), so that a
+// place freed within the slot's claim order is still used.
 const busyWait = 100 * time.Millisecond
-
-// SlotPeeker reads the job's claimed-slot record (state.slot: the highest
-// slot claimed or skipped, Unix seconds; 0 when none) in one round trip.
-// Implemented by *redislock.Redis and *redislock.Memory; a run at
-// node.max_parallel uses it to tell node_busy from claimed_elsewhere.
-type SlotPeeker interface {
-	ClaimedSlot(ctx context.Context, job string) (int64, error)
-}
 
 // reserve waits the claim delay of the slot's claim order
 // (nodeload.Load.Enter: this node's rank among the live nodes that may
-// run the job, or a yield when it has excess load; the claim's answer is
-// reported with Load.Answered), then
-// takes this node's place for a scheduled or catch-up run's claim
+// run the job), then takes this node's place for a scheduled or catch-up run's claim
 // (JobDeps.Load; manual runs are not limited). The place is held from here
 // to the end of the run, or only for the claim's round trip when the claim
 // is not won. At node.max_parallel it waits for a place until busyWait
@@ -62,48 +51,10 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	if r.queueClaim {
 		return Ran{}, true // placeWon takes a place if the claim wins after all
 	}
-	// The busy wait's deadline: busyWait from the fire time, not from an
-	// early fire's arrival, nor from when the claim order let it go.
-	deadline := time.Now().Add(busyWait)
-	if isEarly(r.due) {
-		deadline = deadline.Add(time.Until(r.at))
-	}
-	entered := time.Now()
-	delay, rank := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
-	r.claimRank, r.ranked = rank, rank >= 0
-	// The burst order is for the claims of an instant at its fire time:
-	// a catch-up claim (after an outage) must not wait for the node's
-	// claims of that slot still in flight to a Redis that was down.
-	burst := r.info.Trigger == TriggerSchedule
-	first := rank == 0 && burst
-	r.gate(first) // the first-claim count is ended by ungate, when the claim is decided
-	waits := delay > 0 || rank > 0 && burst
-	if waits {
-		// A claim that waits its turn is not in flight: it must not hold
-		// the node's winners (ClaimGate) for its delay or its turn in the
-		// burst. It counts again from when it is sent.
-		r.ungateClaims()
-	}
+	deadline := time.Now().Add(busyWait) // from the fire, not from the end of the claim delay
+	delay, _ := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
 	if !sleepCtx(ctx, delay) {
 		return r.notClaimed(SkipShuttingDown), false
-	}
-	if rank > 0 && burst {
-		// Waiting its turn in the burst it does hold the winners: at a
-		// herd, forks started before the node's later claims are sent
-		// starve them (hundreds of runnable shells on a small machine),
-		// and a claim not sent within the claim timeout skips its slot.
-		// Outside a herd the turn comes at once (the node's rank-0 claims
-		// of the instant were answered during the rank delay).
-		r.gate(false)
-		r.deps.Burst.Defer(ctx, r.info.Slot.Unix(), r.info.Slot) // after the node's rank-0 claims of the instant
-		if ctx.Err() != nil {
-			return r.notClaimed(SkipShuttingDown), false
-		}
-	}
-	r.gate(false) // it counts again from here, when it had waited
-	r.claimDelay = time.Since(entered).Truncate(time.Microsecond)
-	if delay == 0 && rank <= 0 {
-		r.claimDelay = 0 // sent at once: the microseconds above are the call's own
 	}
 	var timeout <-chan time.Time // made at the first wait: most claims find a place
 	for {
@@ -111,7 +62,6 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 		if ok {
 			break
 		}
-		r.ungate() // waiting for a place is no claim in flight: it holds no winner
 		if timeout == nil {
 			t := time.NewTimer(time.Until(deadline))
 			defer t.Stop()
@@ -125,7 +75,6 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 			return r.notClaimed(SkipShuttingDown), false
 		}
 	}
-	r.gate(first) // when it waited for a place, its claim is in flight again
 	r.reserved = true
 	return Ran{}, true
 }
@@ -167,28 +116,12 @@ func (r *run) passPlace() {
 }
 
 // busy skips a slot this node may not claim because it is at
-// node.max_parallel: claimed_elsewhere when the claimed-slot record shows
-// that another node claimed (or skipped) it, else node_busy (also when the
-// record cannot be read: this node did not run it because it was busy).
-func (r *run) busy(ctx context.Context) Ran {
+// node.max_parallel (node_busy). Another node may still claim it; if none
+// does, the audit records it missed (docs/protocol.md, R8).
+func (r *run) busy(context.Context) Ran {
 	r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
-	reason, fields := SkipNodeBusy, []zap.Field{zap.Int("max_parallel", r.deps.Load.Max()),
-		zap.Int("runs_in_progress", r.deps.Load.InProgress())}
-	if p, ok := r.deps.Locker.(SlotPeeker); ok {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
-		s, err := p.ClaimedSlot(pctx, r.job.Name)
-		cancel()
-		switch {
-		case err != nil:
-			fields = append(fields, zap.NamedError("claimed_slot_error", err))
-		case s >= r.info.Slot.Unix():
-			reason = SkipClaimedElsewhere
-			if r.ranked { // another node ran or skipped the slot this node did not claim
-				r.deps.Load.Answered(r.claimRank, false, true)
-			}
-		}
-	}
-	return r.skip(reason, nil, fields...)
+	return r.skip(SkipNodeBusy, nil, zap.Int("max_parallel", r.deps.Load.Max()),
+		zap.Int("runs_in_progress", r.deps.Load.InProgress()))
 }
 
 // notClaimed tells the job actor that this run's claim is decided (it was

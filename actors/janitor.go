@@ -164,11 +164,6 @@ func (j *Janitor) sweep(ctx context.Context) {
 			j.unfinished = append(j.unfinished, u)
 			return
 		}
-		if f.Unsure {
-			j.lost(u, "its run's end is older than the job's capped history, so whether the first finish was applied "+
-				"cannot be told; not written again (a record written twice would count a success twice)")
-			continue
-		}
 		j.log.Info("run recorded: its finish was sent again after its answer was lost", zap.String("job", u.req.Job),
 			zap.String("run_id", u.req.Record.RunID), zap.String("result", u.req.Record.Result),
 			zap.Bool("lease_released", f.Released), zap.Duration("after", time.Since(u.since)))

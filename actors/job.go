@@ -56,17 +56,12 @@ type JobDeps struct {
 	// load-ordered claim delay, actors/capacity.go); optional (nil = no
 	// limit, no delay; manual runs never use it).
 	Load *nodeload.Load
-	// Claims is the daemon's ClaimGate, shared by all its job actors: a won
-	// run starts its process once the node's claims in flight are answered
-	// (at most ClaimGateMax later). Optional (nil = no gate).
-	Claims *ClaimGate
-	// Starts is the daemon's StartLine, shared by all its job actors: the
-	// process starts take turns in arrival order. Optional (nil = none).
-	Starts *StartLine
-	// Burst holds a node's deferred claims of an instant until its first
-	// claims of that instant are answered (nodeload.Burst, capacity.go).
-	// Optional (nil = no order beyond Load's delay).
-	Burst *nodeload.Burst
+	// MaxSkew is node.max_clock_skew: a scheduled claim's early edge and
+	// the first term of a job's answer window (docs/protocol.md, R2).
+	MaxSkew time.Duration
+	// Retention bounds the jobs' ledgers (ledger.retention,
+	// ledger.max_occurrences; docs/protocol.md, R9).
+	Retention Retention
 }
 
 // jobDeps are one job's dependencies: the shared JobDeps and the state of
@@ -143,12 +138,9 @@ type Job struct {
 	active    int        // of them, claims won and attempts not over: the job runs here
 	releasing int        // of them, releases (with the history record) in flight
 	held      []heldFire // fires waiting for the pending claim's or release's answer
-	// early are fires that came before their fire time (Fire.Due) while
-	// this node runs the job: decided when their Due closes, as they would
-	// have been without the claim lead (oldest first).
-	early    []heldFire
-	lastSeen [2]int64     // the highest slot and fence seen in claim answers
-	seenSlot atomic.Int64 // lastSeen[0], for SeenSlot
+	// seenSeq and seenRuns are the highest ledger seq and run count seen
+	// in claim answers (docs/protocol.md, R5, R6).
+	seenSeq, seenRuns int64
 
 	lastCatchup time.Time
 
@@ -162,19 +154,10 @@ type Job struct {
 	onExit func()
 }
 
-// heldFire is a fire that came while a claim or release was pending, or
-// early (Job.early).
+// heldFire is a fire that came while a claim or release was pending.
 type heldFire struct {
 	slot    time.Time
 	trigger Trigger
-	at      fireTime
-}
-
-// fireTime is a fire's fire time and its Due (Fire.At, Fire.Due; zero:
-// the fire time has come).
-type fireTime struct {
-	at  time.Time
-	due <-chan struct{}
 }
 
 // runEvent is what a run goroutine tells its job actor, in this order:
@@ -224,10 +207,6 @@ func (j *Job) baseEnv() []string {
 	}
 	return j.env
 }
-
-// SeenSlot is the highest slot (Unix seconds) this node has seen in the
-// job's claim answers, 0 before the first. Safe from any goroutine.
-func (j *Job) SeenSlot() int64 { return j.seenSlot.Load() }
 
 // Inbox is where the ticker sends Fire messages.
 func (j *Job) Inbox() chan<- jobMsg { return j.box() }
@@ -317,7 +296,7 @@ func (j *Job) loop(stay bool) {
 		// without ctx.Done and nothing else to wake it (an idle Run never
 		// returned).
 		var ended bool
-		if j.running == 0 && len(j.early) == 0 {
+		if j.running == 0 {
 			j.mu.Lock()
 			ended = ctx.Err() != nil
 			if len(inbox) == 0 && (ended || !stay) {
@@ -351,38 +330,7 @@ func (j *Job) loop(stay bool) {
 			}
 		case ev := <-j.events:
 			j.onRunEvent(ctx, ev) // after ctx: held fires are redis_error or shutting_down
-		case <-j.earlyDue():
-			f := j.early[0]
-			j.early = j.early[1:]
-			if ctx.Err() != nil {
-				j.skip(f.slot, SkipShuttingDown)
-			} else {
-				j.onFire(ctx, f.slot, f.trigger, fireTime{})
-			}
 		}
-	}
-}
-
-// earlyDue is the Due of the oldest early fire (nil when none: that
-// select case never fires).
-func (j *Job) earlyDue() <-chan struct{} {
-	if len(j.early) == 0 {
-		return nil
-	}
-	return j.early[0].at.due
-}
-
-// isEarly reports whether due (Fire.Due) is still open: the fire time has
-// not come.
-func isEarly(due <-chan struct{}) bool {
-	if due == nil {
-		return false
-	}
-	select {
-	case <-due:
-		return false
-	default:
-		return true
 	}
 }
 
@@ -429,7 +377,7 @@ func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
 func (j *Job) handle(ctx context.Context, m jobMsg) {
 	switch m := m.(type) {
 	case Fire:
-		j.onFire(ctx, m.Slot, TriggerSchedule, fireTime{at: m.At, due: m.Due})
+		j.onFire(ctx, m.Slot, TriggerSchedule)
 	case Catchup:
 		j.onCatchup(ctx, m)
 	case Reconfigure:
@@ -441,29 +389,24 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 }
 
 // onFire decides a due slot: skipped locally, held while this node's claim
-// of an earlier slot is pending (overlap ≠ allow), or started. ft is the
-// fire's time: a fire that came before its fire time while this node runs
-// the job waits for its Due (early) to be decided as at the fire time; a
-// run started early claims early and starts its process at the fire time.
-func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger, ft fireTime) {
+// of an earlier slot is pending (overlap ≠ allow), or started.
+func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 	exclusive := j.cfg.Overlap != config.OverlapAllow
 	switch {
 	case !j.cfg.Enabled:
 		j.skip(slot, SkipDisabled)
 	case ctx.Err() != nil:
 		j.skip(slot, SkipShuttingDown)
-	case exclusive && j.active > 0 && isEarly(ft.due):
-		j.early = append(j.early, heldFire{slot: slot, trigger: trigger, at: ft})
 	case exclusive && j.active > 0 && !queues(*j.cfg):
 		j.skip(slot, SkipOverlapLocal)
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
-		j.held = append(j.held, heldFire{slot: slot, trigger: trigger, at: ft})
+		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
 	default:
 		// With queue or replace, a slot that comes due while this node's
 		// run holds the lease is queued by its claim: no run starts.
 		queueClaim := exclusive && queues(*j.cfg) && j.active > 0
 		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger},
-			queueClaim: queueClaim, due: ft.due, at: ft.at}, nil)
+			queueClaim: queueClaim}, nil)
 	}
 }
 
@@ -481,17 +424,14 @@ func (j *Job) decideHeld(ctx context.Context, failed bool, pending time.Time) {
 			skipSlot(&j.deps, j.cfg.Name, f.slot, SkipRedisError, zap.Int64("pending_call_slot", unixOrZero(pending)))
 			continue
 		}
-		j.onFire(ctx, f.slot, f.trigger, f.at)
+		j.onFire(ctx, f.slot, f.trigger)
 	}
 }
 
-// see raises the highest slot and fence seen to a claim answer's state.
+// see raises the highest ledger seq and run count seen to a claim
+// answer's (docs/protocol.md, R5, R6).
 func (j *Job) see(c Claim) {
-	if c.StateSlot > j.lastSeen[0] {
-		j.lastSeen[0] = c.StateSlot
-		j.seenSlot.Store(c.StateSlot)
-	}
-	j.lastSeen[1] = max(j.lastSeen[1], c.StateFence)
+	j.seenSeq, j.seenRuns = max(j.seenSeq, c.Seq), max(j.seenRuns, c.Runs)
 }
 
 // startPending starts the run of a pending slot whose lease the Finish of
@@ -513,21 +453,19 @@ func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 	case ctx.Err() != nil:
 		m.Reply <- Ran{Skip: SkipShuttingDown}
 	case m.Backfill:
-		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill}}, m.Reply)
+		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill},
+			force: m.Force}, m.Reply)
 	default:
 		r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
 		j.start(ctx, r, m.Reply)
 	}
 }
 
-// onCatchup reports the job's missed slots when m carries this node's
-// report, then runs the latest slot S <= now with now−S <= catchup_window,
+// onCatchup runs the latest slot S <= now with now−S <= catchup_window,
 // at most once per slot from this node; the claim makes it once in the
-// cluster.
-func (j *Job) onCatchup(ctx context.Context, m Catchup) {
-	if m.Missed != nil {
-		j.reportMissed(*m.Missed)
-	}
+// cluster, and only when it has no record or is recorded missed
+// (docs/protocol.md, R1, R2).
+func (j *Job) onCatchup(ctx context.Context, _ Catchup) {
 	w := j.cfg.CatchupWindow
 	if w <= 0 || !j.cfg.Enabled {
 		return
@@ -544,7 +482,7 @@ func (j *Job) onCatchup(ctx context.Context, m Catchup) {
 	}
 	j.lastCatchup = latest
 	j.deps.Log.Info("catch-up: claiming the latest missed slot", zap.String("job", j.cfg.Name), slotField(latest))
-	j.onFire(ctx, latest, TriggerCatchup, fireTime{})
+	j.onFire(ctx, latest, TriggerCatchup)
 }
 
 func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name, slot, reason) }
@@ -601,7 +539,7 @@ func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 	j.claiming++
 	j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 	r.deps = &j.deps
-	r.minSlot, r.minFence = j.lastSeen[0], j.lastSeen[1]
+	r.seenSeq, r.seenRuns = j.seenSeq, j.seenRuns
 	if j.events == nil {
 		j.events = make(chan runEvent) // at the first run
 	}

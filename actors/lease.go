@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -48,6 +49,26 @@ type Lease struct {
 	replace  bool
 	replaced chan int64
 	maxRuns  int64 // the job's max_runs, sent with the finish (0 = none)
+	// liveFor is how long after acquired the lease is live: the local
+	// deadline of its last successful renewal (or of the claim), less
+	// acquired, in nanoseconds; written by keepAlive, read by Live.
+	liveFor atomic.Int64
+}
+
+// Live reports whether the lease is live now, on the monotonic clock:
+// before the local deadline of its last successful renewal (or of the
+// claim), which lies the safety margin before the server-side expiry. A
+// Lease that holds no lease (overlap: allow) is always live. Safe from any
+// goroutine.
+func (l *Lease) Live() bool {
+	return l.owner == "" || time.Since(l.acquired) < time.Duration(l.liveFor.Load())
+}
+
+// halt stops the renewals and waits for them to end; the lease itself is
+// left as it is (the caller releases it).
+func (l *Lease) halt() {
+	l.stop()
+	<-l.done
 }
 
 // leaseOpts are a job's settings that a Lease applies: replace (overlap
@@ -95,13 +116,15 @@ func acquire(ctx context.Context, log logSource, locker Locker, req ClaimRequest
 		close(l.done)
 		return c, l, nil
 	}
-	return c, adoptLease(ctx, log.logger(), locker, req.Job, req.Owner, req.TTL, sent, o), nil
+	return c, adoptLease(ctx, log.logger(), locker, req.Job, req.Owner(), req.TTL, sent, o), nil
 }
 
 func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
-	return &Lease{log: log, locker: locker, job: job, owner: owner, ttl: ttl, acquired: sent,
+	l := &Lease{log: log, locker: locker, job: job, owner: owner, ttl: ttl, acquired: sent,
 		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{}),
 		replace: o.replace, replaced: make(chan int64, 1), maxRuns: o.maxRuns}
+	l.liveFor.Store(int64(l.localDeadline(sent).Sub(sent)))
+	return l
 }
 
 // adoptLease returns a renewing Lease for a lease that owner holds since
@@ -173,7 +196,7 @@ func (l *Lease) endHanding(ctx context.Context, rec RunRecord, next string, next
 	sent := time.Now()
 	f, err := l.locker.Finish(rctx, FinishRequest{Job: l.job, Owner: l.owner, Record: rec, Next: next, TTL: ttl,
 		MaxRuns: o.maxRuns})
-	if err != nil || f.Fence == 0 || f.NotReplicated { // not replicated: the caller releases next
+	if err != nil || f.Token == 0 || f.NotReplicated { // not replicated: the caller releases next
 		return f, nil, err
 	}
 	return f, adoptLease(ctx, nextLog, l.locker, l.job, next, ttl, sent, o), nil
@@ -206,6 +229,7 @@ func (l *Lease) keepAlive(ctx context.Context, renewFirst bool) {
 			case <-ctx.Done():
 				return
 			case <-expiry.C:
+				l.liveFor.Store(0)
 				l.report(fmt.Errorf("lease %q: no renewal succeeded for %v", l.job, l.ttl-margin), margin/2)
 				return
 			case <-tick.C:
@@ -219,12 +243,14 @@ func (l *Lease) keepAlive(ctx context.Context, renewFirst bool) {
 		switch pending, err := l.renew(ctx, deadline); {
 		case err == nil:
 			deadline = l.localDeadline(sent)
+			l.liveFor.Store(int64(deadline.Sub(l.acquired)))
 			expiry.Reset(time.Until(deadline))
 			if l.replace && pending > 0 && !asked {
 				asked = true
 				l.replaced <- pending // 1-buffered, sent once
 			}
 		case errors.Is(err, ErrNotHeld):
+			l.liveFor.Store(0)
 			l.report(err, margin/2)
 			return
 		case ctx.Err() != nil:

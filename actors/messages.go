@@ -21,10 +21,23 @@ const (
 	// (an evicting maxmemory-policy, a Cluster node used as a standalone
 	// server); docs/protocol.md, "Redis policy guard".
 	SkipRedisUnsafe = "redis_unsafe"
-	// SkipNoRecord: a catch-up slot not run because Redis holds no record
-	// of the job's last claimed slot (a new job, or Redis lost its state
-	// and no live node remembers it): the slot may already have run.
-	SkipNoRecord = "no_record"
+	// SkipClockSkew: Redis time was outside the slot's claim window when
+	// this node's claim arrived (docs/protocol.md, rule R2): its clock is
+	// wrong, or the claim came too late; nothing was recorded.
+	SkipClockSkew = "clock_skew"
+	// SkipOutsideClaimWindow: a catch-up or backfill claim outside its
+	// window in Redis time (rule R2).
+	SkipOutsideClaimWindow = "outside_claim_window"
+	// SkipStateLost: the ledger may have lost the slot's record (rule R5).
+	SkipStateLost = "state_lost"
+	// SkipOutsideRetention: a backfill slot older than the ledger keeps.
+	SkipOutsideRetention = "outside_retention"
+	// SkipLockLost: a won claim whose lease or answer window ran out
+	// before its process started (rule R3).
+	SkipLockLost = "lock_lost"
+	// SkipExpired: a pending slot (overlap queue or replace) that a later
+	// slot overtook (rule R7).
+	SkipExpired = "expired"
 	// SkipNotReplicated: a won claim that fewer replicas than
 	// redis.min_replicas_acked acknowledged in time: a failover could
 	// forget it, so the slot is not run and the lease is released.
@@ -40,7 +53,8 @@ const (
 // skipReasons lists every skip reason, in metric order; its length sizes
 // the per-job counters.
 var skipReasons = [...]string{SkipClaimedElsewhere, SkipOverlap, SkipOverlapLocal,
-	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNoRecord, SkipNodeBusy, SkipMaxRuns, SkipNotReplicated}
+	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNodeBusy, SkipMaxRuns, SkipNotReplicated,
+	SkipClockSkew, SkipOutsideClaimWindow, SkipStateLost, SkipOutsideRetention, SkipLockLost, SkipExpired}
 
 // Run results; a hook sees them as CRONLOCK_RESULT.
 const (
@@ -63,27 +77,15 @@ type jobMsg interface{ jobMsg() }
 
 // Fire says a slot of a job is due. Slot is the nominal fire time,
 // identified by its Unix second; jitter has already been waited.
-//
-// With a claim lead (Ticker.SetClaimLead) a fire comes up to the lead
-// before its fire time At (slot + jitter): Due is then closed by the
-// ticker at At, and the slot's process does not start before (its claim
-// may be sent early, ClaimRequest.Early). Due nil: the fire time has come.
 type Fire struct {
 	Job  string
 	Slot time.Time
-	At   time.Time       // the fire time (slot + jitter); zero = Slot
-	Due  <-chan struct{} // closed at At; nil when At has passed
+	At   time.Time // the fire time (slot + jitter); zero = Slot
 }
 
 // Catchup asks a job actor to claim and run its latest missed slot if it
-// lies within the job's catch-up window (trigger catchup). Missed, when
-// set, is this node's report of slots no node claimed: the actor logs one
-// warning and counts them first (docs/protocol.md, "Missed slots").
-type Catchup struct{ Missed *MissedSlots }
-
-// MissedSlots are the slots of a job after After up to and including Last
-// (Unix seconds) that came due and that no node claimed.
-type MissedSlots struct{ After, Last int64 }
+// lies within the job's catch-up window (trigger catchup).
+type Catchup struct{}
 
 // Reconfigure replaces a job's configuration for runs started after it.
 type Reconfigure struct{ Job config.Job }
@@ -99,8 +101,8 @@ type RunNow struct {
 	// when not known.
 	Requester string
 	Reply     chan<- Ran
-	// Backfill, with Slot, runs that past slot (trigger backfill,
-	// ClaimRequest.Backfill) instead of a manual run.
+	// Backfill, with Slot, runs that past slot (trigger backfill) instead
+	// of a manual run; with Force it ignores pause and state_lost.
 	Backfill bool
 	Slot     time.Time
 }

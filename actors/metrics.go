@@ -58,6 +58,7 @@ type jobSeries struct {
 	leaseLost   atomic.Uint64
 	dropped     atomic.Uint64
 	missed      atomic.Uint64
+	occMissed   atomic.Uint64
 	repairs     atomic.Uint64
 	running     atomic.Int64
 	lastSuccess atomic.Uint64 // float64 bits
@@ -131,15 +132,18 @@ var (
 	descMissed = prometheus.NewDesc("cronlock_missed_slots_total",
 		"Slots not run that no skip reason covers: passed over by a ticker that woke late, or found unclaimed in the cluster at start or when Redis returned.",
 		[]string{"job"}, nil)
+	descOccMissed = prometheus.NewDesc("cronlock_occurrences_missed_total",
+		"Occurrences this node recorded missed in the ledger: due, no record after their answer window (docs/protocol.md, R8). Summed over nodes, each missed occurrence counts once.",
+		[]string{"job"}, nil)
 	descRepairs = prometheus.NewDesc("cronlock_state_repairs_total",
-		"Claims that had to raise the job's claimed slot or fencing token in Redis to what this node had seen (Redis lost data).",
+		"Claims that found the job's ledger behind what this node had seen (Redis lost data) and repaired it (docs/protocol.md, R5).",
 		[]string{"job"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRuns, descDur, descFire, descSkips, descLost, descLast,
-		descRunning, descUp, descSkew, descHooks, descDropped, descMissed, descRepairs} {
+		descRunning, descUp, descSkew, descHooks, descDropped, descMissed, descOccMissed, descRepairs} {
 		ch <- d
 	}
 }
@@ -175,6 +179,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descLost, s.leaseLost.Load())
 		counter(descDropped, s.dropped.Load())
 		counter(descMissed, s.missed.Load())
+		counter(descOccMissed, s.occMissed.Load())
 		counter(descRepairs, s.repairs.Load())
 		ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(s.running.Load()), job)
 		ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, loadFloat(&s.lastSuccess), job)
@@ -319,6 +324,10 @@ func (m *Metrics) FireDropped(job string) { m.job(job).dropped.Add(1) }
 // SlotsMissed counts missed slots: passed over by the ticker, or found
 // unclaimed at start or when Redis returned.
 func (m *Metrics) SlotsMissed(job string, n int) { m.job(job).missed.Add(uint64(n)) }
+
+// OccurrencesMissed counts occurrences this node recorded missed in the
+// ledger (cronlock_occurrences_missed_total).
+func (m *Metrics) OccurrencesMissed(job string, n int) { m.job(job).occMissed.Add(uint64(n)) }
 
 // StateRepaired counts a claim that repaired the job's state in Redis.
 func (m *Metrics) StateRepaired(job string) { m.job(job).repairs.Add(1) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -16,9 +17,9 @@ import (
 // Locker is the coordination backend the actors use (docs/protocol.md).
 // Every method makes one round trip, blocks until it answers or ctx ends,
 // and owns no goroutines. Implemented by *redislock.Redis and
-// *redislock.Memory.
+// *redislock.Memory; both pass the same conformance suite.
 type Locker interface {
-	// Claim runs the claim step for one slot (or a manual run) atomically.
+	// Claim decides one occurrence (rules R1–R7) atomically.
 	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
 	// Renew extends a lease owner still holds to ttl (compare-and-PEXPIRE)
 	// and returns the job's pending slot (overlap queue and replace; 0 =
@@ -27,10 +28,15 @@ type Locker interface {
 	// Release deletes a lease owner still holds (compare-and-DEL) and says
 	// whether it did.
 	Release(ctx context.Context, job, owner string) (bool, error)
-	// Finish releases the lease (if req.Owner, non-empty, holds it),
-	// appends the run's history record and, when req.Next is set, hands
-	// the lease to the job's pending slot, in one round trip.
+	// Finish writes the occurrence's final record, releases the lease (if
+	// req.Owner, non-empty, holds it) and, when req.Next is set, hands the
+	// lease to the job's pending slot, in one round trip. It is idempotent:
+	// a retry of a finish whose answer was lost writes the same record and
+	// counts the run once.
 	Finish(ctx context.Context, req FinishRequest) (Finished, error)
+	// Audit records as missed the due slots of one job that have no record
+	// once their answer window and grace have passed (rule R8).
+	Audit(ctx context.Context, req AuditRequest) (Audited, error)
 }
 
 // Unhander is implemented by lockers that can take back the lease a
@@ -42,6 +48,41 @@ type Unhander interface {
 	Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error)
 }
 
+// Windows are a job's time bounds as the claim script checks them against
+// Redis time (docs/protocol.md, rule R2).
+type Windows struct {
+	// Early is how long before its fire time a scheduled claim is accepted
+	// (node.max_clock_skew).
+	Early time.Duration
+	// Answer is how long after its fire time a scheduled claim is accepted
+	// and its run may start: AnswerWindow of the job.
+	Answer time.Duration
+	// Catchup is the job's catchup_window (0 = none): a catch-up claim is
+	// accepted while Redis time is at most this long after the slot, and a
+	// pending slot this recent is still run (rule R7).
+	Catchup time.Duration
+}
+
+// AnswerWindow is the answer window of a job (docs/protocol.md, "Terms"):
+// min(maxSkew, lockTTL) plus the job's jitter (its fire may come that
+// much after the slot). A run never starts later than this after its slot.
+func AnswerWindow(maxSkew, lockTTL, jitter time.Duration) time.Duration {
+	return min(maxSkew, lockTTL) + jitter
+}
+
+// Retention bounds a job's ledger (rule R9): at most Max records, none
+// older than Age. Zero values mean the defaults.
+type Retention struct {
+	Age time.Duration
+	Max int
+}
+
+// Default retention of the ledger (ledger.retention, ledger.max_occurrences).
+const (
+	DefaultRetentionAge = 7 * 24 * time.Hour
+	DefaultRetentionMax = 100
+)
+
 // FinishRequest ends a run (Locker.Finish).
 type FinishRequest struct {
 	// Job is the job name (non-empty).
@@ -49,26 +90,22 @@ type FinishRequest struct {
 	// Owner is the run's lease value; "" = the run held no lease
 	// (overlap: allow).
 	Owner string
-	// Record is the run's history record.
+	// Record is the occurrence's final record: a run (Record.Skip "") or
+	// a won claim that did not run (Record.Skip: lock_lost, expired,
+	// not_replicated, shutting_down).
 	Record RunRecord
 	// Next, with overlap queue or replace, is the lease value of the run
-	// that takes the job's pending slot (docs/protocol.md, "Queue and
-	// replace"): when the lease was released and a slot is pending, the
-	// lease is set to Next for TTL, the pending slot is cleared and a fence
-	// is handed out, atomically. "" while this node stops: a pending slot
-	// then stays pending (Finished.Left), for another node's next claim.
+	// that takes the job's pending slot: when the lease was released and a
+	// slot is pending, the lease is set to Next for TTL, the pending slot's
+	// record becomes claimed and a token is minted, atomically. "" while
+	// this node stops: a pending slot then stays pending (Finished.Left).
 	Next string
-	// TTL is the lease time to live for Next (whole milliseconds, >= 1ms
-	// when Next is set).
+	// TTL is the lease time to live for Next (>= 1ms when Next is set).
 	TTL time.Duration
-	// MaxRuns (> 0): a pending slot is not handed on once state.runs, with
-	// this run counted, has reached it (it is dropped: Pending with Fence
-	// 0). A Record with result success increments state.runs in any case.
+	// MaxRuns (> 0): a pending slot is not handed on once state.runs has
+	// reached it (its record becomes skipped max_runs).
 	MaxRuns int64
-	// Retry: this request failed before (its answer was lost, so it may
-	// have been applied) and is sent again by the janitor: Record is
-	// appended, and state.runs and the last_ fields updated, only if the
-	// job's history does not hold a record with its RunID already. Next
+	// Retry: the janitor sends a finish whose answer was lost again. Next
 	// must be "".
 	Retry bool
 }
@@ -77,86 +114,67 @@ type FinishRequest struct {
 type Finished struct {
 	// Released says the run's lease was deleted (it was still Owner's).
 	Released bool
-	// Pending is the job's pending slot (Unix seconds) that the finish took
-	// off the queue, 0 = none. With Fence > 0 it is claimed: Next holds the
-	// lease and Fence is its fencing token. With Fence 0 it was not handed
-	// on: Left says it stays pending for the next claim (Next was ""),
-	// otherwise MaxRuns was reached and it was dropped.
-	Pending, Fence int64
-	// Left: the pending slot stays pending (see Pending).
-	Left bool
+	// Pending is the job's pending slot that the finish took off the
+	// queue, 0 = none. With Token > 0 it is claimed: Next holds the lease.
+	// With Token 0: Left says it stays pending (Next was ""), otherwise
+	// MaxRuns was reached and it was dropped.
+	Pending, Token int64
+	Left           bool
 	// Runs is state.runs afterwards: the job's successful runs.
 	Runs int64
-	// StateSlot and StateFence are state.slot and state.fence afterwards
-	// (what the node remembers, as for Claim).
-	StateSlot, StateFence int64
-	// NotReplicated (with Fence > 0): the lease was handed to Next, but
-	// fewer replicas than redis.min_replicas_acked acknowledged it (WAIT):
-	// like a won claim that was not replicated, the pending slot is not
-	// run and Next's lease is to be released (skip not_replicated).
-	// Replicas is WAIT's answer (0 when no WAIT was sent).
+	// Seq is state.seq afterwards (rule R5).
+	Seq int64
+	// Now is Redis time when the finish ran.
+	Now time.Time
+	// NotReplicated (with Token > 0): fewer replicas than
+	// redis.min_replicas_acked acknowledged the hand-on; the pending slot
+	// is not run and Next's lease is to be released. Replicas is WAIT's
+	// answer (0 when no WAIT was sent).
 	NotReplicated bool
 	Replicas      int
-	// Unsure (a Retry): the job's capped history no longer reaches back
-	// to the run's end, so whether an earlier attempt appended the record
-	// cannot be told; nothing was appended or counted (the lease was
-	// released as for any finish).
-	Unsure bool
 }
 
-// Outcome is the result of a Claim (docs/protocol.md, "claim").
+// Outcome is the result of a Claim (docs/protocol.md, rule R1).
 type Outcome int
 
 const (
-	// Claimed: this node may run the slot; Claim.Fence holds the new
-	// fencing token.
+	// Claimed: this node may run the slot; Claim.Token is its token.
 	Claimed Outcome = iota
-	// ClaimedElsewhere: state.slot >= slot, another node claimed or
-	// skipped this slot (or a later one).
+	// ClaimedElsewhere: the slot has a record already (Claim.Status and
+	// Claim.Reason say what it records): another node claimed or decided it.
 	ClaimedElsewhere
-	// Paused: the job is paused cluster-wide; the slot was recorded.
+	// Paused: the job is paused cluster-wide; recorded skipped.
 	Paused
-	// Overlap: the lease is held (overlap "skip", or a manual run); the
-	// slot was recorded.
+	// Overlap: the lease is held; recorded skipped.
 	Overlap
-	// NoRecord: a catch-up claim (ClaimRequest.NeedRecord) found no
-	// claimed-slot record for the job, even after the state repair: a new
-	// job, or Redis lost its state and no node remembers it. The slot may
-	// already have run, so it is not run (at most once); nothing is
-	// recorded.
-	NoRecord
 	// Queued: overlap queue or replace, the lease is held and no slot was
-	// pending: the slot is recorded as the job's pending slot and runs when
-	// the holder's run ends (the holder's Finish hands it the lease). With
-	// replace the holder is asked to terminate its run.
+	// pending: the slot is the job's pending slot (recorded queued).
 	Queued
-	// AlreadyRun: a backfill claim (ClaimRequest.Backfill) of a slot that
-	// an earlier backfill claimed; nothing is written.
-	AlreadyRun
 	// MaxRunsReached: the job has made ClaimRequest.MaxRuns successful
-	// runs in the cluster (state.runs); the slot was recorded (a backfill
-	// slot is not).
+	// runs (or has that many in flight); recorded skipped.
 	MaxRunsReached
-	// NotReplicated: the claim won (state.slot recorded, fence
-	// incremented, lease taken) but fewer replicas than
+	// ClockSkew: Redis time is outside the slot's claim window (rule R2):
+	// this node's clock is wrong (or its claim came very late). Nothing is
+	// written; Claim.Now is Redis time.
+	ClockSkew
+	// OutsideWindow: a catch-up or backfill claim outside its window
+	// (rule R2); nothing is written.
+	OutsideWindow
+	// StateLost: the ledger may have lost this slot's record (rule R5):
+	// not run; recorded skipped (for a schedule claim).
+	StateLost
+	// OutsideRetention: a backfill claim of a slot older than the ledger
+	// keeps (rule R9); nothing is written.
+	OutsideRetention
+	// NotReplicated: the claim won but fewer replicas than
 	// redis.min_replicas_acked acknowledged it within
-	// redis.replica_ack_timeout (WAIT): a failover could forget it and let
-	// another node claim the slot again, so it is not run, and the caller
-	// releases the lease. Claim.Fence and Claim.Replicas are set. Never
-	// returned by the claim script itself (so it comes after the script's
-	// outcome numbers), only by a backend that waits
-	// for replicas.
+	// redis.replica_ack_timeout (WAIT): it is not run and the caller
+	// releases the lease and records the slot skipped. Never returned by
+	// the claim script itself, only by a backend that waits for replicas.
 	NotReplicated
-	// NotYet: an early claim (ClaimRequest.Early) that would not have won
-	// (the job is paused, its lease is held, max_runs is reached): nothing
-	// was recorded, and the claim is to be sent again at the fire time,
-	// which decides the skip. (After NotReplicated: outcome numbers are
-	// the script's.)
-	NotYet
 )
 
-// String returns the skip-reason spelling: "claimed", "claimed_elsewhere",
-// "paused", "overlap".
+// String returns the skip-reason spelling.
 func (o Outcome) String() string {
 	switch o {
 	case Claimed:
@@ -167,86 +185,61 @@ func (o Outcome) String() string {
 		return SkipPaused
 	case Overlap:
 		return SkipOverlap
-	case NoRecord:
-		return SkipNoRecord
-	case NotReplicated:
-		return SkipNotReplicated
 	case Queued:
 		return "queued"
-	case AlreadyRun:
-		return SkipAlreadyRun
 	case MaxRunsReached:
 		return SkipMaxRuns
-	case NotYet:
-		return "not_yet"
+	case ClockSkew:
+		return SkipClockSkew
+	case OutsideWindow:
+		return SkipOutsideClaimWindow
+	case StateLost:
+		return SkipStateLost
+	case OutsideRetention:
+		return SkipOutsideRetention
+	case NotReplicated:
+		return SkipNotReplicated
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
-// ClaimRequest asks for the right to run one slot of one job.
+// ClaimRequest asks for the right to run one occurrence of one job.
 type ClaimRequest struct {
 	// Job is the job name (non-empty).
 	Job string
-	// Slot is the fire time in Unix seconds UTC. 0 is a manual run: no slot
-	// check and no slot recorded.
+	// Slot is the fire time in Unix seconds UTC; 0 for a manual run (its
+	// occurrence is identified by its token).
 	Slot int64
-	// Owner is the lease value "nodeID:uuid"; required when Lease is set.
-	Owner string
-	// TTL is the lease time to live, sent as whole milliseconds (PX); at
-	// least 1ms when Lease is set.
+	// Trigger is schedule, catchup, backfill or manual; it selects the
+	// window rule (R2) and is written to the record.
+	Trigger Trigger
+	// Node and RunID identify the run; the lease value is Node:RunID.
+	Node, RunID string
+	// TTL is the lease time to live (>= 1ms when Lease is set).
 	TTL time.Duration
-	// Lease is true for overlap "skip" and for manual runs (the lease is
-	// taken with SET NX PX and a held lease is an Overlap) and false for
-	// overlap "allow" (no lease; each slot is still claimed once).
+	// Lease: take the lease (overlap skip, queue, replace; manual runs); a
+	// held lease is an Overlap (or Queued). false for overlap allow.
 	Lease bool
-	// IgnorePause claims even while the job is paused; only a forced manual
-	// run sets it (`cronlock run -force`).
-	IgnorePause bool
-	// MinSlot and MinFence are the highest slot (Unix seconds) and fencing
-	// token this node has seen for the job (0 = none). Before it decides,
-	// the claim raises state.slot and state.fence to at least these values,
-	// so that a state Redis lost (restart without persistence, eviction,
-	// failover) never lets a slot run again or a fence go back while one
-	// node that saw it stays up (docs/protocol.md, "State repair").
-	MinSlot, MinFence int64
-	// NeedRecord (catch-up claims) refuses the claim with NoRecord when the
-	// job has no claimed-slot record: a catch-up must be able to tell that
-	// the slot did not run (docs/protocol.md, "Catch-up").
-	NeedRecord bool
 	// Queue (overlap queue and replace, with Lease): when the lease is held
-	// and no slot is pending, record this slot as the pending slot
-	// (Queued) instead of skipping it; when one is pending, skip it
-	// (Overlap).
+	// and no slot is pending, this slot becomes the pending slot.
 	Queue bool
-	// Backfill (`cronlock backfill`) claims a past slot out of order: the
-	// slot check against state.slot (step 1) is not made and state.slot is
-	// not changed; instead the slot is recorded in the job's set of
-	// backfilled slots, and a slot already in it is AlreadyRun. Pause and
-	// lease apply as for any claim, and a refused claim records nothing.
-	Backfill bool
-	// MaxRuns (> 0) refuses the claim with MaxRunsReached once state.runs,
-	// the job's successful runs counted by Finish, has reached it (job
-	// field max_runs). 0 = no limit; manual runs send 0.
+	// IgnorePause claims even while the job is paused (`run -force`,
+	// `backfill -force`, which also ignores the state_lost refusal).
+	IgnorePause bool
+	// MaxRuns (> 0) refuses the claim once runs (plus claims in flight)
+	// reach it. 0 = no limit; manual runs send 0.
 	MaxRuns int64
-	// AnswerBy (optional, after ctx's deadline) is how long a claim that
-	// was sent before ctx's deadline is still waited for. Until Redis
-	// answers, such a claim's outcome is unknown: Redis may have applied
-	// it (an overloaded node or server answers late, e.g. at a herd), and
-	// then no other node runs the slot. An answer by AnswerBy is returned
-	// as any other; a claim not yet sent at ctx's deadline fails then.
-	// Zero: ctx's deadline bounds the wait. Backends that answer at once
-	// (memory) ignore it.
-	AnswerBy time.Time
-	// Early: the claim is sent before the slot's fire time (Fire.Due, at
-	// most actors.ClaimLead before it), so that its answer is in by then.
-	// It decides only what cannot change before the fire time: a won
-	// claim (state.slot recorded, fence, lease) or ClaimedElsewhere. Where
-	// it would skip the slot (paused, overlap, queued, max_runs reached)
-	// it records nothing and answers NotYet: the claim is sent again at
-	// the fire time (without Early), as without a lead. The state repair
-	// is applied in any case. Not with Backfill or NeedRecord.
-	Early bool
+	// SeenSeq and SeenRuns are the highest state.seq and state.runs this
+	// node has seen for the job (rule R5: the repair).
+	SeenSeq, SeenRuns int64
+	// Windows are the job's claim windows (rule R2).
+	Windows Windows
+	// Retention bounds the job's ledger (rule R9).
+	Retention Retention
 }
+
+// Owner is the lease value of the request's run.
+func (req ClaimRequest) Owner() string { return req.Node + ":" + req.RunID }
 
 // Validate reports a malformed request; both backends call it first.
 func (req ClaimRequest) Validate() error {
@@ -255,20 +248,20 @@ func (req ClaimRequest) Validate() error {
 		return errors.New("empty job name")
 	case req.Slot < 0:
 		return fmt.Errorf("negative slot %d", req.Slot)
-	case req.MaxRuns < 0:
-		return fmt.Errorf("negative max runs %d", req.MaxRuns)
-	case req.MinSlot < 0 || req.MinFence < 0:
-		return fmt.Errorf("negative minimum slot %d or fence %d", req.MinSlot, req.MinFence)
-	case req.Lease && req.Owner == "":
-		return errors.New("empty lease owner")
+	case req.MaxRuns < 0 || req.SeenSeq < 0 || req.SeenRuns < 0:
+		return errors.New("negative max runs, seen seq or seen runs")
+	case req.Node == "" || req.RunID == "":
+		return errors.New("empty node or run id")
 	case req.Lease && req.TTL < time.Millisecond:
 		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
-	case req.Early && (req.Slot == 0 || req.Backfill || req.NeedRecord):
-		return errors.New("an early claim is a scheduled slot's")
 	case req.Queue && (!req.Lease || req.Slot == 0):
 		return errors.New("queue needs a lease and a slot")
-	case req.Backfill && (req.Slot == 0 || req.Queue || req.NeedRecord):
-		return errors.New("backfill needs a slot, and neither queue nor a record")
+	case (req.Slot == 0) != (req.Trigger == TriggerManual):
+		return errors.New("a manual run, and only a manual run, has no slot")
+	case req.Trigger != TriggerSchedule && req.Trigger != TriggerCatchup && req.Trigger != TriggerBackfill && req.Trigger != TriggerManual:
+		return fmt.Errorf("trigger %q cannot claim", req.Trigger)
+	case req.Windows.Early < 0 || req.Windows.Answer < 0 || req.Windows.Catchup < 0:
+		return errors.New("negative claim window")
 	}
 	return nil
 }
@@ -278,75 +271,105 @@ func (req FinishRequest) Validate() error {
 	switch {
 	case req.Job == "":
 		return errors.New("empty job name")
+	case req.Record.RunID == "":
+		return errors.New("a finish needs the record's run id")
+	case req.Record.Slot == 0 && req.Record.Fence == 0:
+		return errors.New("a manual run's finish needs its token")
 	case req.Next != "" && req.Owner == "":
 		return errors.New("a lease handed on needs a lease released")
 	case req.Next != "" && req.Retry:
 		return errors.New("a retried finish hands no lease on")
-	case req.Retry && req.Record.RunID == "":
-		return errors.New("a retried finish needs the record's run id")
 	case req.Next != "" && req.TTL < time.Millisecond:
 		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
 	}
 	return nil
 }
 
-// Claim is the answer to a ClaimRequest. Fence is set only when Outcome is
-// Claimed: the job's fencing token, strictly increasing per job.
+// Claim is the answer to a ClaimRequest.
 type Claim struct {
 	Outcome Outcome
-	Fence   int64
-	// StateSlot and StateFence are state.slot and state.fence as the claim
-	// left them (for every outcome): what the node remembers and passes as
-	// MinSlot/MinFence next time.
-	StateSlot, StateFence int64
-	// Repaired says the claim had to raise state.slot or state.fence to the
-	// request's MinSlot/MinFence: Redis lost the job's state. FoundSlot and
-	// FoundFence are the values it found (0 = absent).
-	Repaired              bool
-	FoundSlot, FoundFence int64
-	// Holder is the lease value ("nodeID:runID") that made the claim an
-	// Overlap or Queued; "" otherwise.
+	// Token is the run's fencing token (Claimed only; rule R4).
+	Token int64
+	// Now is Redis time when the claim was decided (every outcome).
+	Now time.Time
+	// Seq and Runs are state.seq and state.runs as the claim left them:
+	// what the node remembers and sends as SeenSeq/SeenRuns next time.
+	Seq, Runs int64
+	// Repaired says the claim found the ledger behind what this node had
+	// seen (rule R5): Redis lost state; FoundSeq is what it found.
+	Repaired bool
+	FoundSeq int64
+	// Status and Reason (ClaimedElsewhere) are what the slot's record says.
+	Status, Reason string
+	// Holder is the lease value that made the claim an Overlap or Queued.
 	Holder string
-	// Replicas is how many replicas acknowledged a won claim (WAIT's
-	// answer) when the backend waits for replicas; 0 otherwise.
-	Replicas int
-	// Pending (Overlap with a Queue request) is the slot already pending
-	// that this one could not displace (Unix seconds), 0 otherwise.
+	// Pending (Overlap with a Queue request) is the slot already pending.
 	Pending int64
 	// Takes (Claimed, a Queue request that found the lease free) is a
-	// pending slot whose holder ended without handing the lease on (its
-	// node stopped or crashed): the claim took the lease for that slot,
-	// which the caller runs, and the requested slot is now the pending one.
-	// 0 = none.
+	// pending slot whose holder ended without handing the lease on: the
+	// claim took the lease for it (its token is Token), the caller runs it,
+	// and the requested slot is now the pending one. 0 = none.
 	Takes int64
-	// LastRun is how long the job's last recorded run took, from its exec
-	// to the leader's exit (the record's End − Start, over all its
-	// attempts), as the claim found it (for every outcome); 0 when no run
-	// is recorded. Every node that claims a slot reads the same record,
-	// so the claim order's short jobs (nodeload.Load.RunTook) agree.
-	LastRun time.Duration
+	// Expired is a pending slot the claim found expired (rule R7) and
+	// recorded skipped expired; 0 = none.
+	Expired int64
+	// Replicas is how many replicas acknowledged a won claim (WAIT) when
+	// the backend waits for replicas; 0 otherwise.
+	Replicas int
 }
 
-// MissedCheck asks a backend to report, once in the cluster, the slots of
-// a job that came due and that no node claimed (docs/protocol.md, "Missed
-// slots"). Slots are Unix seconds.
-type MissedCheck struct {
+// AuditRequest asks a backend to record the missed slots of one job
+// (rule R8). Slots are Unix seconds, ascending.
+type AuditRequest struct {
 	Job string
-	// Seen is the highest slot this node has seen for the job (0 = none).
-	Seen int64
-	// Certain is the latest slot whose fire time lies at least the claim
-	// timeout in the past: a live node's claim of it has been answered.
-	// Latest is the latest slot whose fire time has passed (>= Certain).
-	Certain, Latest int64
+	// From is state.audited_to as the node read it (Audited.From of an
+	// audit with no Slots): the audit applies only if it still holds it.
+	From int64
+	// Slots are the job's due slots after From, oldest first; the backend
+	// records those whose answer window plus Grace has passed in Redis time
+	// and that have no record, and moves audited_to past the last it
+	// decided. Empty: only read (and start a new ledger's audited_to).
+	Slots []int64
+	// Window is the job's answer window; Grace is added to it.
+	Window, Grace time.Duration
+	// Node and Reason go into each missed record.
+	Node, Reason string
+	// Retention bounds the job's ledger (rule R9).
+	Retention Retention
 }
 
-// MissedReport answers a MissedCheck. Reported is true when this call is
-// the one that reports the job's missed slots: the last slot decided in the
-// cluster (state.slot, an earlier report, or Seen) was older than Certain.
-// The missed slots are then those after After up to the check's Latest.
-type MissedReport struct {
-	Reported bool
-	After    int64
+// Audited answers an AuditRequest.
+type Audited struct {
+	// From is audited_to before the call (a new ledger starts it at Redis
+	// time). Stale: it did not hold req.From, nothing was written.
+	From  int64
+	Stale bool
+	// To is audited_to afterwards.
+	To int64
+	// Missed are the slots this call recorded missed.
+	Missed []int64
+	// Now is Redis time.
+	Now time.Time
+}
+
+// Occurrence is one record of the ledger, as `cronlock history` lists it.
+type Occurrence struct {
+	ID       string `json:"id"`          // the slot, or m<token> for a manual run
+	Slot     int64  `json:"slot"`        // Unix seconds; 0 for a manual run
+	Status   string `json:"status"`      // claimed, queued, ran, skipped, missed
+	Reason   string `json:"reason"`      // skipped and missed: why
+	Node     string `json:"node"`        // who claimed, ran or decided it
+	Token    int64  `json:"token"`       // the fencing token (claimed, ran)
+	Trigger  string `json:"trigger"`     // schedule, catchup, queued, backfill, manual
+	RunID    string `json:"run_id"`      // the run's id (claimed, ran)
+	Claimed  int64  `json:"claimed"`     // Redis time of the decision, Unix ms
+	Started  int64  `json:"started"`     // Unix ms; 0 = not started
+	Finished int64  `json:"finished"`    // Unix ms; 0 = not finished
+	Result   string `json:"result"`      // ran: success, failure, timeout, …
+	ExitCode int    `json:"exit_code"`   // ran: the leader's exit status
+	Attempts int    `json:"attempts"`    // ran: attempts made
+	Output   string `json:"output_tail"` // ran: the last bytes of the output
+	Req      string `json:"requester"`   // manual: who asked
 }
 
 // ClaimRefusedError is the error of a Locker that refused a claim without
@@ -389,7 +412,8 @@ const (
 // last 4 KiB of the output). Longer tails keep their last bytes.
 const MaxOutputTail = 4 << 10
 
-// RunRecord is one history entry of a finished run.
+// RunRecord is the final record of a won claim: a finished run, or
+// (Skip set) a claim that did not run.
 type RunRecord struct {
 	RunID      string
 	Slot       int64 // Unix seconds UTC; 0 for a manual run
@@ -402,4 +426,53 @@ type RunRecord struct {
 	ExitCode   int
 	Fence      int64
 	OutputTail string // at most MaxOutputTail bytes (the end of the output)
+	// Claimed is Redis time of the claim (Claim.Now); zero = unknown.
+	Claimed time.Time
+	// Skip, when set, is why the won claim did not run (lock_lost,
+	// expired, not_replicated, shutting_down): the record is skipped.
+	Skip string
+}
+
+// OccurrenceID is the ledger's key of an occurrence: its slot, or
+// "m<token>" for a manual run.
+func OccurrenceID(slot, token int64) string {
+	if slot > 0 {
+		return strconv.FormatInt(slot, 10)
+	}
+	return "m" + strconv.FormatInt(token, 10)
+}
+
+// Occurrence returns the ledger record of rec.
+func (rec RunRecord) Occurrence() Occurrence {
+	o := Occurrence{ID: OccurrenceID(rec.Slot, rec.Fence), Slot: rec.Slot, Status: "ran", Node: rec.Node,
+		Token: rec.Fence, Trigger: string(rec.Trigger), RunID: rec.RunID, Claimed: msOrZero(rec.Claimed),
+		Started: msOrZero(rec.Start), Finished: msOrZero(rec.End), Result: rec.Result, ExitCode: rec.ExitCode,
+		Attempts: rec.Attempts, Output: rec.OutputTail, Req: rec.Requester}
+	if rec.Skip != "" {
+		o.Status, o.Reason, o.Result = "skipped", rec.Skip, ""
+	}
+	return o
+}
+
+// msOrZero is t in Unix milliseconds, 0 for the zero time.
+func msOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// RunRecord is the run an occurrence records (status ran).
+func (o Occurrence) RunRecord() RunRecord {
+	return RunRecord{RunID: o.RunID, Slot: o.Slot, Trigger: Trigger(o.Trigger), Requester: o.Req, Node: o.Node,
+		Start: msTime(o.Started), End: msTime(o.Finished), Attempts: o.Attempts, Result: o.Result, ExitCode: o.ExitCode,
+		Fence: o.Token, OutputTail: o.Output, Claimed: msTime(o.Claimed)}
+}
+
+// msTime is Unix milliseconds as a UTC time, the zero time for 0.
+func msTime(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
 }

@@ -21,23 +21,39 @@ func queues(job config.Job) bool {
 // lease (already renewing) and the fencing token. place says that the run
 // that handed it on passed its place in deps.Load with it (passPlace).
 type handoff struct {
-	slot                  time.Time
-	runID                 string
-	lease                 *Lease
-	fence                 int64
-	stateSlot, stateFence int64
-	place                 bool
+	slot      time.Time
+	runID     string
+	lease     *Lease
+	fence     int64
+	seq, runs int64
+	now       time.Time // Redis time of the finish that handed it on
+	sent      time.Time // when that finish was sent (monotonic)
+	place     bool
 }
 
 // adopt takes the claim handed on by the run before (r.pre) as this run's
-// own: no claim is sent.
+// own: no claim is sent. A pending slot that a later slot overtook
+// (docs/protocol.md, R7: the job's next slot after it has come, in Redis
+// time, and it is older than the catch-up window) is not run: its record
+// becomes skipped expired and the lease is released.
 func (r *run) adopt() (Ran, bool) {
 	h := r.pre
-	r.won = true
-	r.events <- runEvent{kind: evClaimed, won: true, slot: r.info.Slot,
-		claim: Claim{Outcome: Claimed, Fence: h.fence, StateSlot: h.stateSlot, StateFence: h.stateFence}}
+	r.sent, r.redisNow = h.sent, h.now
 	r.lease, r.info.Fence = h.lease, h.fence
 	r.relog()
+	next := r.job.Sched.Next(h.slot)
+	if !next.IsZero() && !next.After(h.now) && h.now.Sub(h.slot) > r.job.CatchupWindow {
+		r.events <- runEvent{kind: evClaimed, won: false, slot: r.info.Slot,
+			claim: Claim{Outcome: Claimed, Token: h.fence, Seq: h.seq, Runs: h.runs}}
+		r.logger().Info("pending slot dropped: a later slot came due before it could run (docs/protocol.md, R7)",
+			zap.String("reason", SkipExpired))
+		h.lease.halt()
+		r.recordUnrun(h.lease.Owner(), SkipExpired)
+		return r.skip(SkipExpired, nil), false
+	}
+	r.won = true
+	r.events <- runEvent{kind: evClaimed, won: true, slot: r.info.Slot,
+		claim: Claim{Outcome: Claimed, Token: h.fence, Seq: h.seq, Runs: h.runs}}
 	r.logger().Info("running the pending slot: the run before it ended and handed on the lease")
 	return Ran{}, true
 }

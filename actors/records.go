@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/cronlock/cronlock/runrecords"
 	"go.uber.org/zap"
 )
@@ -19,55 +21,76 @@ type RunRecords interface {
 	Remove(runID string, attempt int) error
 }
 
-// recordClaim records a won claim's lease before the run's first process
-// starts (runrecords.Record with Attempt 0): an early claim holds the lease
-// up to ClaimLead before, and a daemon killed in between would otherwise
-// leave a lease its next start cannot release (the job blocked for
-// lock_ttl; at a herd the winners' gate holds a won claim up to
-// ClaimGateMax). recordGroup of attempt 1 replaces it. A failure is logged
-// and the run goes on.
-func (r *run) recordClaim() {
-	if r.deps.Records == nil || r.lease.Owner() == "" {
-		return
-	}
-	rec := runrecords.Record{RunID: r.info.RunID, Job: r.job.Name, Owner: r.lease.Owner(), LockTTL: r.job.LockTTL,
-		KillGrace: r.job.KillGrace}
-	if err := r.deps.Records.Put(rec); err != nil {
-		r.logger().Warn("claim record not written: if the daemon dies before the run starts, its lease stays behind until lock_ttl",
-			zap.Error(err))
-		return
-	}
-	r.claimRecorded = true
+// groupRecorded is the outcome of recordGroupAsync's write.
+type groupRecorded struct {
+	attempt int
+	err     error
 }
 
-// recordGroup records the process group of attempt p in place of the
+// recordWait bounds how long an attempt's end waits for its run record's
+// write (a hung state directory must not hold the run's release).
+const recordWait = 2 * time.Second
+
+// recordGroupAsync records the process group of attempt p in place of the
 // previous attempt's record or the claim record (one write: at any moment
-// the record names the group that may still run). A failure is logged and
-// the run goes on, its previous record kept.
-func (r *run) recordGroup(attempt int, p Proc) {
+// the record names the group that may still run), on a goroutine, so that
+// a blocked state directory delays no timeout and no kill
+// (docs/protocol.md, R3). Its outcome comes on the returned channel
+// (nil: nothing to write), to be handed to recordedGroup; the goroutine
+// touches no field of r.
+func (r *run) recordGroupAsync(attempt int, p Proc) <-chan groupRecorded {
 	if r.deps.Records == nil {
-		return
+		return nil
 	}
 	rec := runrecords.Record{RunID: r.info.RunID, Attempt: attempt, Job: r.job.Name, Owner: r.lease.Owner(),
 		LockTTL: r.job.LockTTL, KillGrace: r.job.KillGrace, Group: p.Group()}
-	var err error
-	if old, ok := r.lastRecord(); ok {
-		err = r.deps.Records.Replace(old, rec)
-	} else {
-		err = r.deps.Records.Put(rec)
-	}
-	if err != nil {
+	old, replace := r.lastRecord()
+	store := r.deps.Records
+	ch := make(chan groupRecorded, 1)
+	go func() {
+		var err error
+		if replace {
+			err = store.Replace(old, rec)
+		} else {
+			err = store.Put(rec)
+		}
+		ch <- groupRecorded{attempt: attempt, err: err}
+	}()
+	return ch
+}
+
+// recordedGroup notes the outcome of recordGroupAsync. A failure is
+// logged and the run goes on, its previous record kept.
+func (r *run) recordedGroup(g groupRecorded) {
+	if g.err != nil {
 		r.logger().Warn("run record not written: if the daemon dies during this attempt, its processes and lease stay behind",
-			zap.Error(err)) // the run's logger carries the attempt
+			zap.Error(g.err))
 		return
 	}
-	r.claimRecorded, r.recorded = false, attempt
+	r.recorded = g.attempt
+}
+
+// awaitRecord waits, at most recordWait, for a write recordGroupAsync
+// started and not yet noted (ch nil: none).
+func (r *run) awaitRecord(ch <-chan groupRecorded) {
+	if ch == nil {
+		return
+	}
+	t := time.NewTimer(recordWait)
+	defer t.Stop()
+	select {
+	case g := <-ch:
+		r.recordedGroup(g)
+	case <-t.C:
+		r.logger().Error("run record write blocked (state directory hung?); the run ends without it",
+			zap.Duration("waited", recordWait))
+	}
 }
 
 // lastRecord is the attempt of the run's record on file (0: the claim
 // record); ok is false when there is none. At most one exists.
 func (r *run) lastRecord() (attempt int, ok bool) {
-	return r.recorded, r.recorded > 0 || r.claimRecorded
+	return r.recorded, r.recorded > 0
 }
 
 // forgetGroup removes the record of the last recorded attempt, or the
@@ -77,7 +100,7 @@ func (r *run) forgetGroup() {
 	if !ok {
 		return
 	}
-	r.claimRecorded, r.recorded = false, 0
+	r.recorded = 0
 	if err := r.deps.Records.Remove(r.info.RunID, attempt); err != nil {
 		if attempt == 0 {
 			r.logger().Warn("claim record not removed: the next start of the daemon will release this run's lease",

@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -28,9 +27,13 @@ type run struct {
 	info  RunInfo  // Job, Slot and Trigger set by the job actor
 	force bool     // a manual run that ignores pause (cronlock run -force)
 	deps  *jobDeps
-	// minSlot, minFence: the highest slot and fence the job actor has seen,
-	// sent with the claim (state repair).
-	minSlot, minFence int64
+	// seenSeq, seenRuns: the highest ledger seq and run count the job
+	// actor has seen, sent with the claim (docs/protocol.md, R5, R6).
+	seenSeq, seenRuns int64
+	// sent is when the claim was sent (monotonic), redisNow Redis time
+	// as the claim answered: rule R3 counts the lease and the answer
+	// window from them.
+	sent, redisNow time.Time
 	// events tells the job actor that the claim has its answer and that
 	// the release begins (runEvent).
 	events        chan<- runEvent
@@ -55,36 +58,15 @@ type run struct {
 	next *handoff
 
 	recorded int // attempt whose run record exists (records.go); 0 = none
-	// claimRecorded: the claim record (attempt 0, the lease before any
-	// process) exists (records.go).
-	claimRecorded bool
 	reserved      bool // holds a place in deps.Load (capacity.go)
 	inProgress    bool // the place counts as a run in progress (Load.Won)
-	// gated: the run counts in deps.Claims from its start until its claim
-	// is decided (ClaimGate; ungate ends it once).
-	gated bool
-	// firstDone ends this run's count among the node's first claims of
-	// its instant (nodeload.Burst.First; nil = not counted); ungate calls it.
-	firstDone func()
-	// claimedAt is when the claim's answer came back (a won claim),
-	// logged with "run started" as claimed_us (after the slot).
-	claimedAt time.Time
-	// claimDelay is the claim order's wait before the claim was sent
-	// (capacity.go), logged with "run started" as claim_delay_us;
-	// claimRank is this node's rank in the slot's claim order, reported
-	// with the claim's answer (Load.Answered), when ranked.
-	claimDelay time.Duration
-	claimRank  int
-	ranked     bool
 	// queueClaim: this node's run of the job holds the lease (overlap
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).
 	queueClaim bool
-	// due is Fire.Due: closed at the slot's fire time at (nil: it has
-	// come). A claim sent before is early (ClaimRequest.Early); the
-	// process starts once it is closed.
-	due <-chan struct{}
-	at  time.Time
+	// finishSent is when the finish that may hand the lease on was sent
+	// (monotonic): the handed-on run's lease counts from it (R3).
+	finishSent time.Time
 }
 
 // execute runs the job once and returns what happened: a skip reason, or
@@ -95,12 +77,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	}
 	r.info.Node = r.deps.NodeID
 	r.relog()
-	// From here until its claim is decided the run holds the node's other
-	// winners' process starts (ClaimGate), also while the claim order
-	// delays its claim (capacity.go).
-	r.gate(false)
-	defer r.ungate()
-	if ctx.Err() != nil && r.pre == nil { // a handed-on slot is claimed: it runs
+	if ctx.Err() != nil && r.pre == nil { // a handed-on slot is claimed: it runs (or is recorded)
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
 		return r.skip(SkipShuttingDown, nil)
 	}
@@ -113,11 +90,8 @@ func (r *run) execute(ctx context.Context) Ran {
 		return ran
 	}
 	r.placeWon()
-	r.ungate()
-	r.recordClaim()                               // the lease is held before the process starts (the winners' gate, an early claim's lead)
-	r.deps.Claims.wait(ClaimGateMax, r.deps.Kill) // the node's other claims of this instant first
-	if r.due != nil {
-		<-r.due // an early claim's run starts at the fire time (the ticker closes due then, or when it stops)
+	if reason, late := r.startCheck(); late {
+		return r.notStarted(ctx, reason)
 	}
 	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
 	if r.lease.Owner() != "" {
@@ -131,37 +105,6 @@ func (r *run) execute(ctx context.Context) Ran {
 	return Ran{Finished: fin}
 }
 
-// gate counts the run's claim as in flight in deps.Claims and, with
-// first, among the node's first claims of its instant (deps.Burst), each
-// unless it is counted already. ungate ends both.
-func (r *run) gate(first bool) {
-	if !r.gated {
-		r.deps.Claims.begin()
-		r.gated = true
-	}
-	if first && r.firstDone == nil {
-		r.firstDone = r.deps.Burst.First(r.info.Slot.Unix())
-	}
-}
-
-// ungate ends the run's count in deps.Claims (execute began it), once.
-func (r *run) ungate() {
-	if r.firstDone != nil {
-		r.firstDone()
-		r.firstDone = nil
-	}
-	r.ungateClaims()
-}
-
-// ungateClaims ends the run's count in deps.Claims only (its claim waits
-// its turn: capacity.go), once.
-func (r *run) ungateClaims() {
-	if r.gated {
-		r.gated = false
-		r.deps.Claims.end()
-	}
-}
-
 // skip logs and counts a slot that is not run (a manual run that is
 // refused is logged, not counted: it is no slot).
 func (r *run) skip(reason string, err error, fields ...zap.Field) Ran {
@@ -173,92 +116,37 @@ func (r *run) skip(reason string, err error, fields ...zap.Field) Ran {
 	return Ran{Skip: reason, Err: err}
 }
 
-// claim runs the claim step (docs/protocol.md, "claim") and reports whether
-// this node may run. A failed claim skips the slot (redis_error):
-// fail-safe. A claim in flight when shutdown begins is completed, not
-// abandoned: a slot that Redis gave us and nobody runs would be a silently
-// missed run.
+// windows are the job's claim windows (docs/protocol.md, R2).
+func (r *run) windows() Windows {
+	return Windows{Early: r.deps.MaxSkew, Answer: AnswerWindow(r.deps.MaxSkew, r.job.LockTTL, r.job.Jitter),
+		Catchup: r.job.CatchupWindow}
+}
+
+// claim sends the claim (docs/protocol.md, R1–R7) and reports whether this
+// node may run. A failed claim skips the slot (redis_error): fail-safe.
+// A claim in flight when shutdown begins is completed, not abandoned: a
+// slot Redis gave us and nobody runs would be silently missed.
 func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if r.pre != nil {
 		return r.adopt()
 	}
 	useLease := r.job.Overlap != config.OverlapAllow || r.info.Trigger == TriggerManual
-	req := ClaimRequest{Job: r.job.Name, Owner: r.info.Node + ":" + r.info.RunID, TTL: r.job.LockTTL,
-		Lease: useLease, IgnorePause: r.force, MinSlot: r.minSlot, MinFence: r.minFence,
-		NeedRecord: r.info.Trigger == TriggerCatchup}
+	req := ClaimRequest{Job: r.job.Name, Trigger: r.info.Trigger, Node: r.info.Node, RunID: r.info.RunID,
+		TTL: r.job.LockTTL, Lease: useLease, IgnorePause: r.force, SeenSeq: r.seenSeq, SeenRuns: r.seenRuns,
+		Windows: r.windows(), Retention: r.deps.Retention}
 	if r.info.Trigger != TriggerManual {
 		req.MaxRuns = int64(r.job.MaxRuns)
-	}
-	if !r.info.Slot.IsZero() {
 		req.Slot = r.info.Slot.Unix()
-		req.Queue = queues(*r.job) && r.info.Trigger != TriggerBackfill
-		req.Backfill = r.info.Trigger == TriggerBackfill
+		req.Queue = queues(*r.job) && r.info.Trigger == TriggerSchedule
 	}
-	var c Claim
-	var lease *Lease
-	var err error
-	var claimFrom time.Time
-	if req.MaxRuns > 0 && !r.awaitFireTime(ctx) {
-		// A job with max_runs is claimed at its fire time: a success that
-		// another run of the job records in the lead would not be counted
-		// by an early win (overlap: allow runs alongside).
-		return r.notClaimed(SkipShuttingDown), false
-	}
-	for {
-		// Before the fire time the claim is early: where it would skip,
-		// it answers NotYet and is sent again at the fire time.
-		req.Early = r.info.Trigger == TriggerSchedule && req.Slot > 0 && isEarly(r.due)
-		claimFrom = time.Now()
-		req.AnswerBy = r.answerBy(claimFrom)
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
-		c, lease, err = acquire(cctx, r, r.deps.Locker, req,
-			leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
-		cancel()
-		if err != nil || c.Outcome != NotYet || !req.Early {
-			break
-		}
-		if c.Repaired {
-			r.stateRepaired(c) // the claim at the fire time finds the state repaired
-		}
-		if !r.awaitFireTime(ctx) {
-			return r.notClaimed(SkipShuttingDown), false
-		}
-		if next := r.nextSlot(); !next.IsZero() && !time.Now().Before(next) {
-			// The early claim's answer came only once the job's next slot
-			// had come (a Redis that hung and resumed): a claim sent now
-			// would be for a slot that is no longer the job's latest,
-			// which never runs late (docs/protocol.md, "Catch-up").
-			err = fmt.Errorf("slot %d: %w", req.Slot, errEarlyAnswerAfterNextSlot)
-			break
-		}
-	}
-	r.claimedAt = time.Now()
-	if took := r.claimedAt.Sub(claimFrom); err == nil && took > r.deps.ClaimTimeout {
-		// Visible: without the late answer this slot would have been
-		// skipped here and, the claim being applied, run nowhere.
-		// The closure may be run later by another run's End (repeatLog):
-		// it takes this logger, built here, never r's fields.
-		log := r.logger()
-		r.deps.repeats.Log(repeatLateAnswer, func(extra ...zap.Field) {
-			log.Warn("claim answered after the claim timeout (redis or this node overloaded); acting on the late answer",
-				append(extra, zap.Duration("took", took), zap.String("outcome", c.Outcome.String()))...)
-		}, nil)
-	} else if err == nil {
-		r.deps.repeats.End(repeatLateAnswer)
-	}
-	r.ungate()
-	if r.ranked && err == nil {
-		r.deps.Load.Answered(r.claimRank, c.Outcome == Claimed, c.Outcome == ClaimedElsewhere)
-	}
-	if err == nil && c.LastRun > 0 && r.deps.Load != nil {
-		r.deps.Load.RunTook(r.job.Name, c.LastRun) // the job's last run, as every claiming node read it
-	}
+	r.sent = time.Now() // monotonic: the lease and the answer window count from here (R3)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
+	c, lease, err := acquire(cctx, r, r.deps.Locker, req,
+		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
+	cancel()
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
-	// A refused claim was never sent (the Redis policy guard): like a
-	// skipped claim it is not "failed", so fires held for it are decided
-	// again, each refused with the same reason.
 	r.events <- runEvent{kind: evClaimed, won: r.won, failed: err != nil && !isRefused, slot: r.info.Slot, claim: c}
 	if isRefused {
 		return r.skip(refused.Reason, err), false // nothing was sent: no phantom
@@ -269,7 +157,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 			log.Warn("claim failed; not run", append(extra, zap.Error(err))...)
 		}, nil)
 		if useLease {
-			r.phantom(req.Owner)
+			r.phantom(req.Owner())
 		}
 		return r.skip(SkipRedisError, err), false
 	}
@@ -278,159 +166,152 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if c.Repaired {
 		r.stateRepaired(c)
 	}
+	r.redisNow = c.Now
 	owner := ""
 	if useLease {
-		owner = req.Owner
+		owner = req.Owner()
 	}
 	return r.answer(c, lease, owner)
 }
 
-// errEarlyAnswerAfterNextSlot is the claim error of a slot whose early
-// claim (sent in the claim lead, answered NotYet) was answered only once
-// the job's next slot had come: the claim at the fire time is not sent.
-var errEarlyAnswerAfterNextSlot = errors.New("the early claim was answered only after the job's next slot had come; the slot is not claimed")
-
-// awaitFireTime waits for the slot's fire time (r.due) before a claim is
-// sent at it, and reports false when the shutdown began meanwhile (the
-// slot is then not claimed, as for a fire that came after). Waiting is no
-// claim in flight: it holds neither the node's winners (ClaimGate) nor its
-// later claims of the instant (the burst order).
-func (r *run) awaitFireTime(ctx context.Context) bool {
-	if !isEarly(r.due) {
-		return true
-	}
-	r.ungate()
-	<-r.due
-	if ctx.Err() != nil {
-		return false
-	}
-	r.gate(false)
-	return true
-}
-
-// maxLateAnswer bounds how long after the claim timeout the answer of a
-// scheduled claim already sent is still waited for (answerBy): 5 s after
-// the claim was sent in all, less than a failover takes to be decided
-// (Sentinel's down-after-milliseconds and Cluster's node-timeout, which
-// docs/protocol.md asks to keep at 5 s or more), so that a late answer
-// comes from the master the other nodes also claim on, not from a frozen
-// old master that resumed after a replica took over.
-const maxLateAnswer = 3 * time.Second
-
-// answerBy is ClaimRequest.AnswerBy of a scheduled claim started at now
-// (zero for other triggers). Once sent, a claim may have been applied by
-// Redis even when its answer is late (an overloaded node or server, e.g. at
-// a herd of thousands of claims on a small machine), and then every other
-// node finds the slot claimed: giving up on it at the claim timeout would
-// leave the slot run nowhere. So the answer is waited for, and acted on,
-// while all of these hold: the job's next slot has not come (a claim
-// answered later is for a slot that is no longer the latest: an outage's
-// slots are skipped, and the catch-up runs only the latest, see
-// docs/protocol.md "Catch-up"), the lease it takes has lived less than a
-// third of lock_ttl (the lease's first renewal is due then), and at most
-// maxLateAnswer after the claim timeout.
-func (r *run) answerBy(now time.Time) time.Time {
-	if r.info.Trigger != TriggerSchedule || r.info.Slot.IsZero() || r.job.Sched == nil {
-		return time.Time{}
-	}
-	by := now.Add(r.deps.ClaimTimeout + maxLateAnswer)
-	if lease := now.Add(r.job.LockTTL / 3); lease.Before(by) {
-		by = lease
-	}
-	if next := r.nextSlot(); !next.IsZero() && next.Before(by) {
-		by = now.Add(next.Sub(now)) // on now's monotonic clock: a wall clock step does not stretch the wait
-	}
-	return by
-}
-
-// nextSlot is the fire time of the job's slot after this run's, for a
-// scheduled slot; zero for other triggers and for a job with no later
-// slot.
-func (r *run) nextSlot() time.Time {
-	if r.info.Trigger != TriggerSchedule || r.info.Slot.IsZero() || r.job.Sched == nil {
-		return time.Time{}
-	}
-	return r.job.Sched.Next(r.info.Slot)
-}
-
-// answer acts on a claim's answer: a won claim keeps its lease and fence
+// answer acts on a claim's answer: a won claim keeps its lease and token
 // (and takes over a pending slot the claim took); any other outcome is
 // logged and, for a slot, counted as a skip (a queued slot is not a skip).
-// owner is the lease value the claim asked for ("" without a lease): a won
-// claim that was not replicated releases it.
+// owner is the lease value the claim asked for ("" without a lease).
 func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
+	if c.Expired > 0 {
+		r.logger().Info("pending slot dropped: a later slot came due before it could run (docs/protocol.md, R7)",
+			zap.Int64("pending_slot", c.Expired), zap.String("reason", SkipExpired))
+		r.deps.Metrics.Skip(r.job.Name, SkipExpired)
+	}
 	switch c.Outcome {
 	case Claimed:
-		r.deps.repeats.End(repeatNotReplicated) // replicas acknowledge again
+		r.deps.repeats.End(repeatNotReplicated)
 		r.deps.repeats.End(SkipNotReplicated)
+		r.deps.repeats.End(SkipClockSkew)
 		if c.Takes > 0 {
 			r.takePending(c.Takes)
 		}
-		r.lease, r.info.Fence = lease, c.Fence
+		r.lease, r.info.Fence = lease, c.Token
 		r.relog()
 		return Ran{}, true
 	case Paused:
 		return r.skip(SkipPaused, nil), false
 	case Overlap:
-		if r.info.Trigger == TriggerBackfill { // the caller claims again: not a skip yet
-			r.logger().Debug("backfill slot not claimed: the lease is held", zap.String("lease_holder", c.Holder))
-			return Ran{Skip: SkipOverlap}, false
-		}
 		if c.Pending > 0 {
 			return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder), zap.Int64("pending_slot", c.Pending)), false
 		}
 		return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder)), false
 	case Queued:
 		return r.queued(c), false
-	case AlreadyRun:
-		r.logger().Info("backfill slot not run: an earlier backfill ran it")
-		return Ran{Skip: SkipAlreadyRun}, false
 	case MaxRunsReached:
 		return r.skip(SkipMaxRuns, nil, zap.Int("max_runs", r.job.MaxRuns)), false
+	case ClockSkew:
+		return r.clockSkew(c), false
+	case OutsideWindow:
+		return r.skip(SkipOutsideClaimWindow, nil, zap.Time("redis_time", c.Now)), false
+	case StateLost:
+		r.logger().Warn("slot not run: redis lost the job's ledger around it, so it may already have run "+
+			"(docs/protocol.md, R5)", zap.Time("lost_at", c.Now))
+		return r.skip(SkipStateLost, nil), false
+	case OutsideRetention:
+		return r.skip(SkipOutsideRetention, nil), false
 	case NotReplicated:
 		log := r.logger() // built here: another run's End may write the line (repeatLog)
 		r.deps.repeats.Log(repeatNotReplicated, func(extra ...zap.Field) {
 			log.Warn("claim not replicated; not run: fewer replicas than redis.min_replicas_acked acknowledged it "+
 				"within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
-				append(extra, zap.Int("replicas_acked", c.Replicas), zap.Int64("fence", c.Fence))...)
+				append(extra, zap.Int("replicas_acked", c.Replicas), zap.Int64("fence", c.Token))...)
 		}, nil)
-		if owner != "" {
-			r.releaseUnrun(owner)
-		}
-		if c.Takes > 0 { // the claim took a pending slot: not run either; its own slot stays pending
-			r.logger().Info("pending slot taken by the claim not run either: the claim was not replicated",
-				zap.Int64("pending_slot", c.Takes))
-		}
+		r.info.Fence = c.Token
+		r.recordUnrun(owner, SkipNotReplicated)
 		return r.skip(SkipNotReplicated, nil, zap.Int("replicas_acked", c.Replicas)), false
-	case NotYet: // only an early claim may get it (the claim loop sends it again)
-		return r.skip(SkipRedisError, fmt.Errorf("claim answered %v to a claim that was not early", c.Outcome)), false
-	case NoRecord:
-		r.logger().Warn("catch-up not run: the lock backend holds no record of the job's last claimed slot (a new job, " +
-			"or redis lost its state and no live node remembers it), so this slot may already have run")
-		return r.skip(SkipNoRecord, nil), false
 	}
-	return r.skip(SkipClaimedElsewhere, nil), false
+	if r.info.Trigger == TriggerBackfill {
+		return Ran{Skip: SkipAlreadyRun}, false // the caller lists it: not a skip of the schedule
+	}
+	return r.skip(SkipClaimedElsewhere, nil, zap.String("record", c.Status), zap.String("record_reason", c.Reason)), false
 }
 
-// stateRepaired reports a claim that had to raise the job's state to what
-// this node had seen: Redis lost data (docs/protocol.md, "State repair").
+// clockSkew reports a claim refused because Redis time was outside the
+// slot's claim window (docs/protocol.md, R2): a warning with this node's
+// offset from Redis time, summarised while it repeats.
+func (r *run) clockSkew(c Claim) Ran {
+	offset := time.Since(c.Now) // local clock − Redis time, give or take the round trip
+	log := r.logger()
+	r.deps.repeats.Log(SkipClockSkew, func(extra ...zap.Field) {
+		log.Warn("claim refused: redis time is outside the slot's claim window; this node's clock is off "+
+			"(or its claim came too late), so it runs nothing (docs/protocol.md, R2)",
+			append(extra, zap.Duration("offset_from_redis", offset), zap.Time("redis_time", c.Now))...)
+	}, nil)
+	r.deps.Metrics.Skip(r.job.Name, SkipClockSkew)
+	return Ran{Skip: SkipClockSkew}
+}
+
+// stateRepaired reports a claim that found the job's ledger behind what
+// this node had seen: Redis lost data (docs/protocol.md, R5).
 func (r *run) stateRepaired(c Claim) {
 	r.deps.Metrics.StateRepaired(r.job.Name)
-	r.logger().Warn("claim state repaired: redis had lost the job's claimed slot or fencing token "+
-		"(restart without persistence, eviction or failover); raised to what this node had seen",
-		zap.Int64("found_slot", c.FoundSlot), zap.Int64("found_fence", c.FoundFence),
-		zap.Int64("state_slot", c.StateSlot), zap.Int64("state_fence", c.StateFence))
+	r.logger().Warn("ledger state repaired: redis had lost part of the job's ledger (restart without persistence, "+
+		"eviction or failover); slots around the loss are not run, runs counted for max_runs raised to what this node had seen",
+		zap.Int64("found_seq", c.FoundSeq), zap.Int64("seq", c.Seq), zap.Int64("runs", c.Runs))
 }
 
-// releaseUnrun releases the lease of a won claim that is not run, on a
-// fresh context bounded by the claim timeout; when that fails the janitor
-// releases it later.
-func (r *run) releaseUnrun(owner string) {
+// startCheck is rule R3, just before the first fork: the lease must be
+// live (Lease.Live: the safety margin before its expiry, on the monotonic
+// clock, counted from the send of the claim or of its last renewal), and the slot must be within its answer window (in Redis
+// time as the claim answered, advanced on the monotonic clock). It first
+// waits, when Redis time had not reached the slot yet, until it has: no
+// process starts before its fire time in Redis time.
+func (r *run) startCheck() (reason string, late bool) {
+	if r.redisNow.IsZero() || r.sent.IsZero() {
+		return "", false // a handed-on slot: adopt checked it
+	}
+	elapsed := time.Since(r.sent)
+	if r.info.Trigger == TriggerSchedule {
+		if wait := r.info.Slot.Sub(r.redisNow) - elapsed; wait > 0 {
+			sleepCtx(context.Background(), wait)
+			elapsed = time.Since(r.sent)
+		}
+	}
+	if !r.lease.Live() {
+		return SkipLockLost, true
+	}
+	if r.info.Trigger == TriggerSchedule {
+		if r.redisNow.Add(elapsed).After(r.info.Slot.Add(r.windows().Answer)) {
+			return SkipLockLost, true
+		}
+	}
+	return "", false
+}
+
+// notStarted ends a won claim that did not start (R3): its record becomes
+// skipped with reason and its lease is released, one finish call.
+func (r *run) notStarted(ctx context.Context, reason string) Ran {
+	r.logger().Warn("won claim not started: its lease or answer window ran out before the fork (the node was paused "+
+		"or overloaded); the slot is recorded skipped (docs/protocol.md, R3)", zap.String("reason", reason),
+		zap.Duration("since_claim", time.Since(r.sent)))
+	r.events <- runEvent{kind: evReleasing, slot: r.info.Slot}
+	r.lease.halt()
+	r.recordUnrun(r.lease.Owner(), reason)
+	return r.skip(reason, nil)
+}
+
+// recordUnrun writes the record of a won claim that does not run (skip
+// reason why) and releases its lease (owner, "" = none) in one finish; a
+// finish that fails goes to the janitor.
+func (r *run) recordUnrun(owner, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.deps.ClaimTimeout)
 	defer cancel()
-	if _, err := r.deps.Locker.Release(ctx, r.job.Name, owner); err != nil {
-		r.logger().Warn("lease of a claim not run not released; the janitor retries", zap.Error(err))
-		r.phantom(owner)
+	rec := RunRecord{RunID: r.info.RunID, Slot: unixOrZero(r.info.Slot), Trigger: r.info.Trigger, Node: r.info.Node,
+		Fence: r.info.Fence, Claimed: r.redisNow, Skip: why}
+	req := FinishRequest{Job: r.job.Name, Owner: owner, Record: rec}
+	if _, err := r.deps.Locker.Finish(ctx, req); err != nil {
+		r.logger().Warn("record of a won claim not run not written; the janitor retries", zap.Error(err))
+		r.sendFinish(req)
+		if owner != "" {
+			r.phantom(owner)
+		}
 	}
 }
 
@@ -536,6 +417,7 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	var next string
 	var nextID string
 	if queues(*r.job) && r.info.Trigger != TriggerBackfill && ctx.Err() == nil {
+		r.finishSent = time.Now()
 		nextID = uuid.NewString()
 		next = r.info.Node + ":" + nextID
 	}
@@ -548,11 +430,14 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	if p := r.deps.latest.Load(); p != nil {
 		cur = *p // a reload since the claim applies to the lease handed on
 	}
-	f, lease, err := r.lease.endHanding(ctx, fin.Record(), next, nextLog, cur.LockTTL,
+	rec := fin.Record()
+	rec.Claimed = r.redisNow
+	f, lease, err := r.lease.endHanding(ctx, rec, next, nextLog, cur.LockTTL,
 		leaseOpts{replace: cur.Overlap == config.OverlapReplace, maxRuns: int64(cur.MaxRuns)})
 	if err != nil {
 		r.releaseFailed = true
-		r.unfinished(fin.Record(), err, cur)
+		r.logger().Warn("lease release and run record failed; the janitor sends them again", zap.Error(err))
+		r.sendFinish(FinishRequest{Job: r.job.Name, Owner: r.lease.Owner(), Record: rec, MaxRuns: int64(cur.MaxRuns), Retry: true})
 		if owner := r.lease.Owner(); owner != "" {
 			r.phantom(owner)
 			if next != "" { // the call may have handed it the lease
@@ -565,38 +450,36 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	case f.Pending > 0 && f.NotReplicated:
 		r.logger().Warn("pending slot handed the lease but not run: fewer replicas than redis.min_replicas_acked "+
 			"acknowledged the hand-over within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
-			zap.Int64("pending_slot", f.Pending), zap.Int("replicas_acked", f.Replicas), zap.Int64("fence", f.Fence))
-		r.releaseUnrun(next)
+			zap.Int64("pending_slot", f.Pending), zap.Int("replicas_acked", f.Replicas), zap.Int64("fence", f.Token))
+		h := &run{job: r.job, deps: r.deps, info: RunInfo{Job: r.job.Name, Slot: time.Unix(f.Pending, 0), Trigger: TriggerQueued,
+			RunID: nextID, Node: r.info.Node, Fence: f.Token}, redisNow: f.Now}
+		h.recordUnrun(next, SkipNotReplicated)
 		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipNotReplicated, zap.Int("replicas_acked", f.Replicas))
 	case f.Pending > 0 && lease != nil:
-		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Fence,
-			stateSlot: f.StateSlot, stateFence: f.StateFence}
-	case f.Pending > 0 && f.Left && r.info.Trigger == TriggerBackfill:
-		r.logger().Info("pending slot left for the next claim of the job, which runs it: a backfill run does not hand on the lease",
-			zap.Int64("pending_slot", f.Pending))
+		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Token,
+			seq: f.Seq, runs: f.Runs, now: f.Now, sent: r.finishSent}
 	case f.Pending > 0 && f.Left:
-		r.logger().Info("pending slot left for another node: this node stops; the next claim of the job runs it",
-			zap.Int64("pending_slot", f.Pending))
+		r.logger().Info("pending slot left for another node: this node stops; the next claim of the job runs it "+
+			"(or drops it, once a later slot came due: docs/protocol.md, R7)", zap.Int64("pending_slot", f.Pending))
 	case f.Pending > 0:
 		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipMaxRuns, zap.Int("max_runs", cur.MaxRuns))
 	}
 }
 
-// unfinished hands a finish that failed (Redis may or may not have
-// applied it) to the janitor, which sends it again until the run is
-// recorded (FinishRequest.Retry: once, applied or not).
-func (r *run) unfinished(rec RunRecord, err error, cur config.Job) {
-	req := FinishRequest{Job: r.job.Name, Owner: r.lease.Owner(), Record: rec, MaxRuns: int64(cur.MaxRuns), Retry: true}
+// sendFinish hands a finish that failed (Redis may or may not have applied
+// it) to the janitor, which sends it again until it is applied (a finish
+// is idempotent).
+func (r *run) sendFinish(req FinishRequest) {
+	req.Retry, req.Next = true, ""
 	if r.deps.Finishes != nil {
 		select {
 		case r.deps.Finishes <- req:
-			r.logger().Warn("lease release and history record failed; the janitor sends them again", zap.Error(err))
 			return
 		default:
 		}
 	}
-	r.logger().Error("lease release and history record failed, and the janitor's queue is full: the run's record is lost; "+
-		"the janitor retries the release", zap.Error(err))
+	r.logger().Error("the janitor's queue is full: the occurrence's record is lost (it stays claimed in the ledger); "+
+		"the janitor retries the release")
 }
 
 // report records the run's metrics (cronlock_runs_total, duration, last

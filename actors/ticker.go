@@ -5,9 +5,7 @@ import (
 	"context"
 	"hash/fnv"
 	"strconv"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"go.uber.org/zap"
 )
@@ -75,63 +73,7 @@ type Ticker struct {
 
 	heap  entryHeap
 	byJob map[string]*tickerItem
-
-	precise bool // SetPreciseWake: the last PreciseLead before a fire time is slept with nanosleep
-	// lead (SetClaimLead): fires are sent this long before their fire
-	// time; dues are the fire times of fires sent early, each with the
-	// channel closed when it comes, in time order.
-	lead time.Duration
-	// leadPerFire and maxLead (SetClaimLeadGrowth): the lead grows by
-	// leadPerFire for each further fire of an instant, up to maxLead.
-	leadPerFire, maxLead time.Duration
-	leadWalk             []int // leadNow's scratch stack of heap indices
-	dues                 []due
 }
-
-// due is a fire time some fires were sent ahead of, and the channel their
-// Fire.Due closes then. by is at on the monotonic clock of the fire's
-// sending: a wall clock stepped back does not hold a won claim's run (it
-// is closed at whichever comes first).
-type due struct {
-	at, by time.Time
-	ch     chan struct{}
-}
-
-// ClaimLead is how long before its fire time the daemon's ticker sends a
-// slot's fire (SetClaimLead), so that the claims of every node are
-// answered by then and the process starts at the fire time: the fire delay
-// is then the fork and exec alone, and no claim work competes with the
-// forks of an instant. It exceeds the claim order's delays
-// (nodeload.MaxDelay, 20 ms, for the nodes after the first) plus a claim
-// round trip; a claim sent this early decides only a win or
-// claimed_elsewhere (ClaimRequest.Early), so no skip is decided before the
-// fire time (docs/protocol.md, "Early claims").
-const ClaimLead = 30 * time.Millisecond
-
-// ClaimLeadPerFire is how much the daemon's claim lead grows for each
-// further fire of one instant (the fires whose fire times lie within
-// ClaimLead of the first), and MaxClaimLead its bound
-// (SetClaimLeadGrowth): a node sends and has answered the claims of an
-// instant at some rate, about 70 µs a claim when 3 nodes claim 3,000 slots
-// each on the 2-core machine of README.md "Performance" (workload herd),
-// so that a herd's claims are all answered by its fire time and its
-// winners start forking then, not after the last answer. 3,000 fires at
-// one instant are sent 330 ms early, 50 fires 35 ms; the bound (reached
-// at about 3,040 fires) is a third of the shortest lock_ttl (1 s,
-// config/validate.go), the lease's first renewal, so that an early
-// claim's process starts before its lease needs renewing.
-const (
-	ClaimLeadPerFire = 100 * time.Microsecond
-	MaxClaimLead     = time.Second / 3
-)
-
-// PreciseLead is how long before a fire time a ticker with SetPreciseWake
-// stops waiting on a Go timer and sleeps the rest with nanosleep(2). The
-// runtime sleeps for timers in epoll_wait, whose timeout is in whole
-// milliseconds and rounded up below 1 ms: a Go timer of an idle process
-// fires up to 1 ms late (0.7 ms at the median, measured by `make bench`,
-// workload 1x1). nanosleep is exact to the kernel's timer slack (50 µs).
-const PreciseLead = 2 * time.Millisecond
 
 // NewTicker returns a ticker with no entries. now reads the wall clock
 // (nil = time.Now; tests pass a skewed clock).
@@ -142,56 +84,6 @@ func NewTicker(log *zap.Logger, metrics *Metrics, now func() time.Time) *Ticker 
 	return &Ticker{log: log, metrics: metrics, now: now, inbox: make(chan tickerMsg),
 		byJob: map[string]*tickerItem{}}
 }
-
-// SetClaimLead makes the ticker send each fire lead before its fire time,
-// with Fire.At and Fire.Due (closed at At: with SetPreciseWake on, to
-// within the kernel's timer slack; and when Run returns). 0 (the
-// default): fires are sent at their fire time. Call it before Run.
-func (t *Ticker) SetClaimLead(lead time.Duration) { t.lead = max(lead, 0) }
-
-// SetClaimLeadGrowth makes the claim lead (SetClaimLead) of an instant
-// grow by perFire for each of its fires after the first, up to maxLead:
-// the fires of an instant are those whose fire times lie within the base
-// lead of the earliest pending one, and they are all sent together,
-// lead(n) = min(base + perFire·(n−1), max(maxLead, base)) before it. 0
-// (the default): the lead is the base lead whatever the number of fires.
-// Call it before Run.
-func (t *Ticker) SetClaimLeadGrowth(perFire, maxLead time.Duration) {
-	t.leadPerFire, t.maxLead = max(perFire, 0), maxLead
-}
-
-// leadNow is the claim lead of the earliest pending fire time: the base
-// lead, grown by the fires within the base lead of it
-// (SetClaimLeadGrowth). It counts at most the fires the growth can use,
-// walking only the heap's entries below that bound.
-func (t *Ticker) leadNow() time.Duration {
-	if t.lead == 0 || t.leadPerFire == 0 || len(t.heap) < 2 {
-		return t.lead
-	}
-	top := max(t.maxLead, t.lead)
-	limit := int((top-t.lead)/t.leadPerFire) + 1 // fires past it add nothing
-	bound := t.heap[0].fireAt.Add(t.lead)
-	n, stack := 0, append(t.leadWalk[:0], 0)
-	defer func() { t.leadWalk = stack }()
-	for len(stack) > 0 && n < limit {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if i >= len(t.heap) || !t.heap[i].fireAt.Before(bound) {
-			continue // its subtree's fire times are no earlier
-		}
-		n++
-		stack = append(stack, 2*i+1, 2*i+2)
-	}
-	return min(t.lead+time.Duration(n-1)*t.leadPerFire, top)
-}
-
-// SetPreciseWake makes the ticker sleep the last PreciseLead before each
-// fire time with nanosleep(2) on its own goroutine, which then blocks its
-// thread and, when its pass woke nothing, its P for at most that long
-// (sleepExact; messages are read between sleeps). Call it
-// before Run, and only when now is the real clock: in a testing/synctest
-// bubble a real sleep never advances the bubble's clock.
-func (t *Ticker) SetPreciseWake(on bool) { t.precise = on }
 
 // SetEntries replaces the ticker's jobs. A job whose schedule is unchanged
 // (same Nexter value) keeps its pending slot, whatever else changed; a job
@@ -220,40 +112,13 @@ func (t *Ticker) Probe(ctx context.Context) error {
 }
 
 // Run drives the timer until ctx ends; it then returns ctx's error. It
-// returns only when fully stopped, after closing the Due of every fire it
-// sent early (a run waiting for one never waits past the ticker).
+// returns only when fully stopped.
 func (t *Ticker) Run(ctx context.Context) error {
 	timer := time.NewTimer(maxSleep)
 	defer timer.Stop()
-	defer func() {
-		// In the daemon the ticker outlives every run (engine.Run stops
-		// it after the last one), so no process starts early by this.
-		for _, d := range t.dues {
-			close(d.ch)
-		}
-		t.dues = nil
-	}()
 	for {
-		woke := t.fireDue() + t.closeDues()
-		d, exact := t.sleepFor()
-		if t.precise && exact {
-			if d <= PreciseLead {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case m := <-t.inbox:
-					t.handle(m)
-				default:
-					// Fires or dues sent in this pass: their goroutines
-					// run meanwhile (fire times less than PreciseLead
-					// apart must not chain raw sleeps ahead of them).
-					sleepExact(d, woke > 0)
-				}
-				continue
-			}
-			d -= PreciseLead
-		}
-		timer.Reset(d)
+		t.fireDue()
+		timer.Reset(t.sleepFor())
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -287,8 +152,7 @@ func (t *Ticker) setEntries(entries []TickerEntry) {
 			it.slot = firstUnfired(e, now)
 		}
 		if ok {
-			// A slot already fired (early, in the claim lead, its fire
-			// time still ahead) is not fired again by the new schedule.
+			// A slot already fired is not fired again by the new schedule.
 			it.fired = prev.fired
 			for range maxMissedCount {
 				if it.slot.IsZero() || prev.fired.IsZero() || it.slot.After(prev.fired) {
@@ -357,69 +221,21 @@ func (t *Ticker) park(it *tickerItem, now time.Time) {
 	t.log.Error("schedule yields no next fire time; job parked until reload", zap.String("job", it.Job))
 }
 
-// sleepFor is the wait until the next fire is to be sent (its fire time
-// less the lead) or the next due comes, at most maxSleep; exact says the
-// wait ends at a fire time (a due, or a fire sent without a lead), which
-// SetPreciseWake sleeps precisely. A fire sent early needs no precision:
-// its process waits for its due.
-func (t *Ticker) sleepFor() (d time.Duration, exact bool) {
-	d = maxSleep
-	now := t.now()
+// sleepFor is the wait until the next fire time, at most maxSleep.
+func (t *Ticker) sleepFor() time.Duration {
+	d := maxSleep
 	if len(t.heap) > 0 {
-		if f := t.heap[0].fireAt.Add(-t.leadNow()).Sub(now); f < d {
-			d, exact = f, t.lead == 0
-		}
+		d = min(d, t.heap[0].fireAt.Sub(t.now()))
 	}
-	if len(t.dues) > 0 {
-		if f := min(t.dues[0].at.Sub(now), t.dues[0].by.Sub(now)); f <= d {
-			d, exact = f, true
-		}
-	}
-	return max(d, 0), exact
+	return max(d, 0)
 }
 
-// closeDues closes the channels of the fire times that have come and
-// returns how many.
-func (t *Ticker) closeDues() int {
-	now := t.now()
-	n := 0
-	for n < len(t.dues) && (!now.Before(t.dues[n].at) || !now.Before(t.dues[n].by)) {
-		close(t.dues[n].ch)
-		n++
-	}
-	if n > 0 {
-		t.dues = append(t.dues[:0], t.dues[n:]...)
-	}
-	return n
-}
-
-// dueAt is the Fire.Due of a fire time at sent at now: nil when at has
-// come, else the channel closed at at (one per fire time).
-func (t *Ticker) dueAt(at, now time.Time) <-chan struct{} {
-	if !now.Before(at) {
-		return nil
-	}
-	i := len(t.dues)
-	for i > 0 && t.dues[i-1].at.After(at) {
-		i--
-	}
-	if i > 0 && t.dues[i-1].at.Equal(at) {
-		return t.dues[i-1].ch
-	}
-	t.dues = append(t.dues, due{})
-	copy(t.dues[i+1:], t.dues[i:])
-	t.dues[i] = due{at: at, by: now.Add(at.Sub(now)), ch: make(chan struct{})}
-	return t.dues[i].ch
-}
-
-// fireDue sends a Fire for every entry whose fire time, less the lead, has
-// come. When the ticker wakes so late that a newer slot of the same job is
+// fireDue sends a Fire for every entry whose fire time has come. When the ticker wakes so late that a newer slot of the same job is
 // already due, the older slots are passed over (logged and counted): only
 // the latest due slot is fired. It returns how many fires it sent.
 func (t *Ticker) fireDue() int {
 	sent := 0
-	real := t.now()
-	now := real.Add(t.leadNow()) // the fires of fire times up to now are sent
+	now := t.now()
 	for len(t.heap) > 0 && !now.Before(t.heap[0].fireAt) {
 		it := t.heap[0]
 		missed := 0
@@ -433,12 +249,12 @@ func (t *Ticker) fireDue() int {
 			t.log.Warn("ticker woke late; older slots passed over", zap.String("job", it.Job),
 				zap.Int("missed", missed), slotField(it.slot))
 		}
-		t.fire(it, real)
+		t.fire(it)
 		sent++
 		it.fired = it.slot
 		if next.IsZero() {
 			heap.Pop(&t.heap)
-			t.park(it, now) // its fire time has come, less the lead: an @at job is done
+			t.park(it, now) // its fire time has come: an @at job is done
 			continue
 		}
 		it.slot = next
@@ -448,8 +264,8 @@ func (t *Ticker) fireDue() int {
 	return sent
 }
 
-func (t *Ticker) fire(it *tickerItem, now time.Time) {
-	f := Fire{Job: it.Job, Slot: it.slot, At: it.fireAt, Due: t.dueAt(it.fireAt, now)}
+func (t *Ticker) fire(it *tickerItem) {
+	f := Fire{Job: it.Job, Slot: it.slot, At: it.fireAt}
 	if it.Deliver != nil {
 		if !it.Deliver(f) {
 			t.dropped(it)
@@ -512,26 +328,3 @@ func send[T any](ctx context.Context, ch chan<- T, v T) error {
 	}
 }
 
-// sleepExact sleeps d (at most PreciseLead) with nanosleep(2). Unless
-// yield, as a raw system call: the thread keeps its P, so for that time no
-// other goroutine runs on it (with GOMAXPROCS 1, none in the daemon; the
-// ticker sleeps so only when its pass sent nothing, so no fire or due of
-// its own waits behind it). Entered as an ordinary system call (yield:
-// the goroutines it has just woken run meanwhile), the Go runtime's
-// sysmon takes the P away after 20 µs, hands it on and polls every 20 µs
-// until the sleeper takes one back: measured at 3 nodes × 50 jobs a
-// second, 4 alternating pairs, the raw sleep cost the daemons 0.87–0.92×
-// the CPU, and the fire delay at one job a second fell from 0.76–1.35 ms
-// to 0.49–0.65 ms at the median (README.md "Performance"). A signal may
-// end the sleep early (the caller computes the wait again).
-func sleepExact(d time.Duration, yield bool) {
-	if d <= 0 {
-		return
-	}
-	ts := syscall.NsecToTimespec(min(d, PreciseLead).Nanoseconds())
-	if yield {
-		_ = syscall.Nanosleep(&ts, nil)
-		return
-	}
-	syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
-}

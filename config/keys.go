@@ -88,6 +88,8 @@ func builtinDefaults() map[string]any {
 		"node.shutdown_timeout":     30 * time.Second,
 		"node.max_clock_skew":       2 * time.Second,
 		"node.heartbeat_interval":   5 * time.Second,
+		"ledger.retention":          7 * 24 * time.Hour,
+		"ledger.max_occurrences":    100,
 		"redis.db":                  0,
 		"redis.key_prefix":          "cronlock:",
 		"redis.dial_timeout":        5 * time.Second,

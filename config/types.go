@@ -15,6 +15,7 @@ import (
 type Config struct {
 	Node     Node      `mapstructure:"node"`
 	Lock     Lock      `mapstructure:"lock"`
+	Ledger   Ledger    `mapstructure:"ledger"`
 	Redis    Redis     `mapstructure:"redis"`
 	Log      Log       `mapstructure:"log"`
 	HTTP     HTTP      `mapstructure:"http"`
@@ -80,6 +81,14 @@ type Lock struct {
 	// Backend is "redis" or "memory". After Load it is never empty: redis
 	// when a Redis address is configured anywhere, else memory.
 	Backend string `mapstructure:"backend"`
+}
+
+// Ledger bounds each job's occurrence ledger (docs/protocol.md, R9): at
+// most MaxOccurrences records, none older than Retention, whichever keeps
+// fewer.
+type Ledger struct {
+	Retention      time.Duration `mapstructure:"retention"`
+	MaxOccurrences int           `mapstructure:"max_occurrences"`
 }
 
 // TLS configures TLS to Redis.

@@ -59,16 +59,16 @@ type backend struct {
 }
 
 // claimer is what the job actors, the janitor (Unhander: a pending slot's
-// lease a lost finish handed on) and the job set's missed-slot report use
-// of a backend.
+// lease a lost finish handed on), the auditor and `history` use of a
+// backend.
 type claimer interface {
 	actors.Locker
 	actors.Unhander
-	ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error)
+	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
 }
 
-// locker is the claimer of the job actors, the janitor and the missed-slot
-// report: for Redis, claims and reports go through the policy guard.
+// locker is the claimer of the job actors, the janitor and the auditor:
+// for Redis, claims and audits go through the policy guard.
 func (b backend) locker() claimer {
 	if b.guard != nil {
 		return guardedLocker{claimer: b.Backend, g: b.guard}

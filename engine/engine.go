@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -145,11 +144,6 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
-	e.ticker.SetPreciseWake(opts.PreciseWake)
-	if opts.PreciseWake {
-		e.ticker.SetClaimLead(actors.ClaimLead)                                   // claims answered by the fire time (docs/protocol.md, "Early claims")
-		e.ticker.SetClaimLeadGrowth(actors.ClaimLeadPerFire, actors.MaxClaimLead) // a herd's too
-	}
 	environ := actors.JobEnviron(opts.Environ, cfg.SecretEnv...) // what runs and hooks inherit
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, environ, opts.Start, e.kill, e.killNow)
 	locker := b.locker()
@@ -160,10 +154,10 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,
 		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(), Finishes: e.janitor.Finishes(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
-		Records: e.runRecords(), ClaimTimeout: claimTimeout(cfg), Claims: actors.NewClaimGate(),
-		Starts: actors.NewStartLine(runtime.GOMAXPROCS(0)),
-		Load:   load, Burst: nodeload.NewBurst()},
-		e.ticker, locker)
+		Records: e.runRecords(), ClaimTimeout: claimTimeout(cfg), Load: load,
+		MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg)},
+		e.ticker, &actors.Auditor{Log: opts.Log, Metrics: e.metrics, Locker: locker, NodeID: cfg.Node.ID,
+			MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Now: nowOr(opts.Now), Started: time.Now()})
 	e.taker = e.newTaker()
 	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
 	e.targets = newWatcher(cfg, b, opts, e.reg)
@@ -348,4 +342,17 @@ func (e *Engine) logStart() {
 		return
 	}
 	e.log.Info("starting", append(fields, zap.String("redis", e.backend.addr))...)
+}
+
+// retentionOf is the ledger retention of cfg (docs/protocol.md, R9).
+func retentionOf(cfg *config.Config) actors.Retention {
+	return actors.Retention{Age: cfg.Ledger.Retention, Max: cfg.Ledger.MaxOccurrences}
+}
+
+// nowOr is now, or time.Now when nil.
+func nowOr(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
 }

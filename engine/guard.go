@@ -167,15 +167,17 @@ func (g *guard) writeRefusal() string {
 	return ""
 }
 
-// ReportMissed forwards the missed-slot report. While the guard refuses claims it is refused too: the report writes to Redis
-// (missed_to), and a Redis the guard refuses is not written to. The slots
-// are reported once claims are allowed again (the guard's transition runs
-// the catch-up, which reports them).
-func (l guardedLocker) ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error) {
-	if err := l.g.refusal(ctx); err != nil {
-		return nil, err
+// Audit forwards the missed-occurrence audit. While the guard refuses
+// claims it is refused too: the audit writes to Redis, and a Redis the
+// guard refuses is not written to. The slots are audited once claims are
+// allowed again (audited_to has not moved).
+func (l guardedLocker) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error) {
+	if len(req.Slots) > 0 {
+		if err := l.g.refusal(ctx); err != nil {
+			return actors.Audited{}, err
+		}
 	}
-	return l.claimer.ReportMissed(ctx, checks)
+	return l.claimer.Audit(ctx, req)
 }
 
 // refusal returns nil when a claim may be sent, else the

@@ -20,7 +20,7 @@ type jobSet struct {
 	deps   actors.JobDeps
 	shared *actors.SharedDeps // deps with defaults, shared by every job actor
 	ticker *actors.Ticker
-	missed claimer // the missed-slot report; nil = none (tests)
+	audit  *actors.Auditor // the missed-occurrence audit; nil = none (tests)
 	inbox  chan jobSetMsg
 
 	jobs  map[string]*jobHandle
@@ -29,11 +29,6 @@ type jobSet struct {
 	count atomic.Int64 // configured jobs, readable from any goroutine
 
 	applied bool // a first Apply happened: later ones are reloads and logged
-	// firstApply is when the first Apply had set the ticker's entries: the
-	// first missed-slot check looks at the slots due by then (later ones are
-	// the ticker's). checked: that first check was made.
-	firstApply time.Time
-	checked    bool
 }
 
 type jobHandle struct {
@@ -92,8 +87,8 @@ func (s *jobSet) RunNow(ctx context.Context, name string, m actors.RunNow) error
 	return a.Send(ctx, m)
 }
 
-func newJobSet(log *zap.Logger, deps actors.JobDeps, ticker *actors.Ticker, missed claimer) *jobSet {
-	return &jobSet{log: log, deps: deps, shared: actors.ShareDeps(deps), ticker: ticker, missed: missed, inbox: make(chan jobSetMsg),
+func newJobSet(log *zap.Logger, deps actors.JobDeps, ticker *actors.Ticker, audit *actors.Auditor) *jobSet {
+	return &jobSet{log: log, deps: deps, shared: actors.ShareDeps(deps), ticker: ticker, audit: audit, inbox: make(chan jobSetMsg),
 		jobs: map[string]*jobHandle{}, done: make(chan jobExit)}
 }
 
@@ -128,10 +123,14 @@ func (s *jobSet) Catchup(ctx context.Context) {
 // nil. A job actor returning on its own is an error that stops the daemon.
 func (s *jobSet) Run(ctx context.Context) error {
 	defer s.stopAll()
+	audits := time.NewTicker(auditEvery)
+	defer audits.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-audits.C:
+			s.auditAll(ctx)
 		case m := <-s.inbox:
 			s.handle(ctx, m)
 		case e := <-s.done:
@@ -160,64 +159,42 @@ func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
 			m.reply <- nil
 		}
 	case catchupAll:
-		missed := s.missedSlots(ctx)
-		for name, h := range s.jobs {
-			if missed[name] == nil && (h.cfg.CatchupWindow <= 0 || !h.cfg.Enabled) {
-				continue // nothing to report or run (actors.Job.onCatchup): the actor stays idle
+		for _, h := range s.jobs {
+			if h.cfg.CatchupWindow <= 0 || !h.cfg.Enabled {
+				continue // nothing to run (actors.Job.onCatchup): the actor stays idle
 			}
-			if err := h.actor.Send(ctx, actors.Catchup{Missed: missed[name]}); err != nil {
+			if err := h.actor.Send(ctx, actors.Catchup{}); err != nil {
 				return
 			}
 		}
 	}
 }
 
-// missedTimeout bounds the missed-slot report of all jobs (one pipelined
-// round trip per 1000 jobs).
-const missedTimeout = 3 * time.Second
+// auditEvery is how often the job set looks for jobs whose next slot
+// became certain (docs/protocol.md, R8); a job is audited only then.
+const auditEvery = time.Second
 
-// missedSlots runs the missed-slot report of every job (docs/protocol.md,
-// "Missed slots") and returns, by job, the slots this node reports. The
-// first check (at start) looks at the slots due when the ticker took over,
-// later ones (Redis back) at the slots due now. A failed report is logged
-// and returns nil: nothing is reported this time. It blocks for at most
-// missedTimeout.
-func (s *jobSet) missedSlots(ctx context.Context) map[string]*actors.MissedSlots {
-	if s.missed == nil {
-		return nil
+// auditTimeout bounds one audit call.
+const auditTimeout = time.Second
+
+// auditAll audits every job whose next slot became certain. A failed
+// audit is logged at debug and retried at the next pass: audited_to has
+// not moved, so no slot is passed over.
+func (s *jobSet) auditAll(ctx context.Context) {
+	if s.audit == nil {
+		return
 	}
-	at := s.now()
-	if !s.checked && !s.firstApply.IsZero() {
-		at = s.firstApply // at start: slots due before the ticker took over
-	}
-	s.checked = true
-	claimTimeout := s.deps.ClaimTimeout // longer with redis.min_replicas_acked (claimTimeout)
-	if claimTimeout <= 0 {
-		claimTimeout = actors.DefaultClaimTimeout
-	}
-	var checks []actors.MissedCheck
-	for _, h := range s.jobs {
-		if c, ok := actors.MissedCheckFor(*h.cfg, h.actor.SeenSlot(), at, claimTimeout); ok {
-			checks = append(checks, c)
+	for name, h := range s.jobs {
+		if ctx.Err() != nil {
+			return
+		}
+		actx, cancel := context.WithTimeout(ctx, auditTimeout)
+		_, err := s.audit.Audit(actx, h.cfg)
+		cancel()
+		if err != nil {
+			s.log.Debug("audit of missed occurrences failed; retried", zap.String("job", name), zap.Error(err))
 		}
 	}
-	if len(checks) == 0 {
-		return nil
-	}
-	rctx, cancel := context.WithTimeout(ctx, missedTimeout)
-	defer cancel()
-	reports, err := s.missed.ReportMissed(rctx, checks)
-	if err != nil {
-		s.log.Warn("missed-slot check failed: slots that no node claimed are not reported this time", zap.Error(err))
-		return nil
-	}
-	out := make(map[string]*actors.MissedSlots)
-	for i, r := range reports {
-		if r.Reported {
-			out[checks[i].Job] = &actors.MissedSlots{After: r.After, Last: checks[i].Latest}
-		}
-	}
-	return out
 }
 
 func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
@@ -257,15 +234,15 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 	if err := s.ticker.SetEntries(ctx, entries); err != nil {
 		return
 	}
-	if !s.applied {
-		s.firstApply = s.now()
-	}
 	s.count.Store(int64(len(jobs)))
 	names := make([]string, 0, len(removed))
 	for _, h := range removed {
 		h.exited = true
 		h.cancel() // finishes its running runs, then returns
 		names = append(names, h.cfg.Name)
+		if s.audit != nil {
+			s.audit.Forget(h.cfg.Name)
+		}
 	}
 	if s.applied {
 		s.log.Info("jobs applied", zap.Strings("added", added), zap.Strings("removed", names),

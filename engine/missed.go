@@ -6,11 +6,20 @@ import (
 	"github.com/cronlock/cronlock/actors"
 )
 
-// ReportMissed runs the missed-slot report once a client exists.
-func (l *lazyRedis) ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error) {
+// Audit runs the missed-occurrence audit once a client exists.
+func (l *lazyRedis) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error) {
+	r, err := l.client()
+	if err != nil {
+		return actors.Audited{}, err
+	}
+	return r.Audit(ctx, req)
+}
+
+// Occurrences reads the ledger once a client exists.
+func (l *lazyRedis) Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
 	r, err := l.client()
 	if err != nil {
 		return nil, err
 	}
-	return r.ReportMissed(ctx, checks)
+	return r.Occurrences(ctx, job, from, to)
 }

@@ -351,81 +351,37 @@ func (l *Load) SetPeers(self string, peers []Peer, validFor time.Duration) {
 // (Unix seconds) and this node's rank in the slot's claim order (-1 when
 // there is no order: then the delay is 0); selectors is the job's nodes:
 // (package targeting), which decides which peers rank. It never blocks.
-// Report the claim's answer with Answered.
 //
-// The delay is 0 at rank 0, LeadStep + (rank−1) × RankStep above it, plus
-// rank × PerBurstClaim × the claims of the same slot that entered before
-// it, at most MaxDelay. A node with excess load yields the claim, which
-// then waits YieldDelay whatever its rank: it yields when a hash of the
-// job, the slot and this node's id, uniform in [0, 1), is below the larger
-// of
-//
-//   - YieldPerRun × its runs in progress beyond an even share: the mean,
-//     over the ranking peers, of this node's runs in progress at the
-//     instant of the peer's record (Peer.At) minus the peer's, × n/(n+1)
-//     for n peers, less LoadSlack + LoadSlackShare × the peers' mean;
-//   - the net of slots taken (Answered, decayed with TakeDecay) beyond
-//     TakeSlack, × YieldPerTaken at rank ≥ 1 and × YieldPerRun at rank 0.
-//
-// So an idle rank-0 node waits nothing. Enter returns 0 and -1 without
-// ordering (New), without a valid view of the peers (SetPeers) and when
-// no peer may run the job.
+// This is the one spreading rule (docs/protocol.md): every node ranks the
+// live nodes that may run the job by a rendezvous hash of (job, slot,
+// node), the same ranking everywhere, and waits RankStep per rank, at most
+// MaxDelay. So each node wins about 1/N of the slots while every node is
+// up, and a slot whose rank-0 node is down is claimed RankStep later. It
+// carries no guarantee: the claim decides (R1). Enter returns 0 and -1
+// without ordering (New), without a valid view of the peers (SetPeers) and
+// when no peer may run the job.
 func (l *Load) Enter(job string, slot int64, selectors []string) (time.Duration, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	v := &l.view
-	now := time.Now()
-	if !l.ordered || len(v.peers) == 0 || !now.Before(v.until) {
+	if !l.ordered || len(v.peers) == 0 || !time.Now().Before(v.until) {
 		return 0, -1
 	}
-	n, sum, diff := 0, 0, 0
 	l.scratch = l.scratch[:0]
 	for _, p := range v.peers {
 		if config.SelectorsMatch(selectors, p.Tags) {
-			n++
-			sum += p.Running
-			at := p.At
-			if at.IsZero() || at.After(now) {
-				at = now // a clock ahead of this one: compare with now
-			}
-			diff += l.countAt(at) - p.Running
 			l.scratch = append(l.scratch, p.ID)
 		}
 	}
-	if n == 0 {
+	if len(l.scratch) == 0 {
 		return 0, -1
 	}
 	idx, ok := l.jobs[job]
 	if !ok {
 		idx = int(xxhash.Sum64String(job) >> 1)
 	}
-	if _, short := l.short[job]; short {
-		idx = ShortTurn(idx)
-	}
 	rank := rankOf(job, idx, slot, v.self, l.scratch)
-	if slot != l.burstSlot {
-		l.burstSlot, l.burst = slot, 0
-	}
-	var d time.Duration
-	if rank > 0 {
-		d = LeadStep - RankStep + (RankStep+PerBurstClaim*time.Duration(l.burst))*time.Duration(rank)
-	}
-	l.burst++
-	// This node's runs in progress beyond an even share of the ranking
-	// nodes' (itself included), at the instants of the peers' records:
-	// n/(n+1) of its mean difference to the peers.
-	mean := float64(sum) / float64(n)
-	busier := float64(diff)/float64(n+1) - LoadSlack - LoadSlackShare*mean
-	share := max(0, busier) * YieldPerRun
-	if taken := l.takenNow(now) - TakeSlack; rank > 0 {
-		share = max(share, taken*YieldPerTaken)
-	} else {
-		share = max(share, taken*YieldPerRun)
-	}
-	if share > 0 && yieldDraw(job, slot, v.self) < share {
-		return YieldDelay, rank
-	}
-	return min(MaxDelay, d), rank
+	return min(MaxDelay, RankStep*time.Duration(rank)), rank
 }
 
 // Answered reports the answer to a claim sent after Enter, or that one

@@ -1,9 +1,6 @@
 package redislock
 
-import (
-	"strings"
-	"sync"
-)
+import "strings"
 
 // Topology modes (Options.Mode, config redis.mode).
 const (
@@ -81,49 +78,3 @@ func (r *Redis) Mode() string { return r.mode }
 // shards (Cluster mode, a key prefix without a hash tag). False in Cluster
 // mode with a tagged prefix: every key is in one slot, on one shard.
 func (r *Redis) SpreadsKeys() bool { return r.tagIDs }
-
-// hotKeys are one job's keys of the calls made for every slot: the claim's
-// (claimScript's KEYS: job, state, paused, pending, backfill) and the
-// finish's (finishScript's KEYS: job, history, state, pending). Shared:
-// read only.
-type hotKeys struct {
-	claim, finish []string
-}
-
-// keyCache keeps each job's hotKeys, built at the job's first claim or
-// finish, so that a slot's calls do not build the same nine strings on
-// every node again (they were 5-6% of a node's CPU at 3 nodes × 200 jobs/s).
-// It holds the jobs this process has claimed or finished; at maxCachedJobs
-// it starts again empty (a reload storm of renamed jobs cannot grow it
-// without bound).
-type keyCache struct {
-	mu   sync.RWMutex
-	jobs map[string]*hotKeys
-}
-
-// maxCachedJobs bounds keyCache (several times the 10,000 jobs of the
-// largest configuration measured, README.md "Performance").
-const maxCachedJobs = 100_000
-
-// hot returns job's hotKeys.
-func (r *Redis) hot(job string) *hotKeys {
-	c := &r.keys
-	c.mu.RLock()
-	k := c.jobs[job]
-	c.mu.RUnlock()
-	if k != nil {
-		return k
-	}
-	jobKey, state, pending := r.key("job", job), r.key("state", job), r.key("pending", job)
-	k = &hotKeys{ // slice literals: cap == len, so an append to a shared slice copies it
-		claim:  []string{jobKey, state, r.key("paused", job), pending, r.key("backfill", job)},
-		finish: []string{jobKey, r.key("history", job), state, pending},
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.jobs == nil || len(c.jobs) >= maxCachedJobs {
-		c.jobs = make(map[string]*hotKeys)
-	}
-	c.jobs[job] = k
-	return k
-}

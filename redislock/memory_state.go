@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cronlock/cronlock/actors"
 )
 
 // MemoryStateFile is the name of the memory backend's state file in the
@@ -94,7 +96,8 @@ func OpenMemory(store StateStore) (*Memory, error) {
 			"may then run again, and fencing tokens start again at 1)", path, ErrCorruptState, err)
 	}
 	for name, d := range jobs {
-		m.jobs[name] = &memJob{slot: d.Slot, fence: d.Fence, paused: d.Paused, runs: d.Runs, durable: d}
+		m.jobs[name] = &memJob{slot: d.Slot, floor: d.Slot, fence: d.Fence, paused: d.Paused, runs: d.Runs, durable: d,
+			occ: map[string]actors.Occurrence{}}
 	}
 	m.store = store
 	return m, nil

@@ -231,7 +231,6 @@ func (r *Redis) Probe(ctx context.Context, jobs []string) error {
 			return fmt.Errorf("probe %s: %w", k, r.shardError(k, r.redirect(explainScript(err))))
 		}
 	}
-	r.warmScripts(ctx)
 	return nil
 }
 

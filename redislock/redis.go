@@ -19,7 +19,6 @@ import (
 const (
 	DefaultCallTimeout = 3 * time.Second
 	DefaultDialTimeout = 3 * time.Second
-	DefaultHistoryLen  = 100
 	// DefaultReplicaAckTimeout bounds the WAIT of a won claim when
 	// Options.MinReplicasAcked > 0.
 	DefaultReplicaAckTimeout = 500 * time.Millisecond
@@ -50,8 +49,6 @@ type Options struct {
 	// CallTimeout is the deadline applied to a call whose ctx has none
 	// (rueidis retries some reads forever without one).
 	CallTimeout time.Duration
-	// HistoryLen caps each job's history stream, in entries.
-	HistoryLen int
 	// MinReplicasAcked > 0 makes a won claim wait (WAIT) until that many
 	// replicas acknowledged it, for at most ReplicaAckTimeout (default
 	// DefaultReplicaAckTimeout); fewer acknowledgements turn it into
@@ -62,7 +59,7 @@ type Options struct {
 
 // Redis is the Redis backend (standalone, Sentinel or Cluster, through
 // rueidis). It is safe for concurrent use. Every method makes exactly one
-// round trip (concurrent claims may share theirs, batch.go), starts no
+// round trip, starts no
 // goroutines of its own, and blocks until Redis answers or the deadline
 // passes: the caller's ctx deadline, or CallTimeout when ctx
 // has none. On a deadline error the command may still have been applied
@@ -71,7 +68,6 @@ type Redis struct {
 	c           rueidis.Client
 	prefix      string
 	callTimeout time.Duration
-	historyLen  int
 	probes      atomic.Pointer[probeSet] // probeKeys' cache (Cluster mode)
 	slots       atomic.Pointer[slotMap]  // the Cluster's slot map (probe.go)
 	// mode is the topology the client connected to (Mode constants).
@@ -82,10 +78,6 @@ type Redis struct {
 	// minAcks and ackTimeout: Options.MinReplicasAcked, ReplicaAckTimeout.
 	minAcks    int
 	ackTimeout time.Duration
-	// batch: concurrent claims go out together (batch.go), through claims.
-	batch  bool
-	claims claimQueue
-	keys   keyCache // each job's keys of the claim and the finish (keys.go)
 }
 
 // ErrModeMismatch means that the server is not of the topology redis.mode
@@ -120,15 +112,12 @@ func New(opts Options) (*Redis, error) {
 		return nil, errors.New("redislock: no redis address")
 	}
 	mode := InferMode(opts)
-	r := &Redis{prefix: opts.KeyPrefix, callTimeout: opts.CallTimeout, historyLen: opts.HistoryLen, mode: mode}
+	r := &Redis{prefix: opts.KeyPrefix, callTimeout: opts.CallTimeout, mode: mode}
 	if r.prefix == "" {
 		r.prefix = DefaultKeyPrefix
 	}
 	if r.callTimeout <= 0 {
 		r.callTimeout = DefaultCallTimeout
-	}
-	if r.historyLen <= 0 {
-		r.historyLen = DefaultHistoryLen
 	}
 	r.minAcks, r.ackTimeout = opts.MinReplicasAcked, opts.ReplicaAckTimeout
 	if r.ackTimeout < time.Millisecond {
@@ -162,7 +151,6 @@ func New(opts Options) (*Redis, error) {
 	}
 	r.c = c
 	r.tagIDs = mode == ModeCluster && !HasHashTag(r.prefix)
-	r.batch = !r.tagIDs && r.minAcks == 0
 	return r, nil
 }
 
@@ -227,100 +215,6 @@ func flag(b bool) string {
 	return "0"
 }
 
-// Claim runs the claim step (docs/protocol.md, "claim") atomically in one Lua script (one EVALSHA;
-// EVAL as well after a server restart). Concurrent claims of one client are
-// sent together in one script call where the topology allows it (batch.go):
-// a claim may then wait in the client's queue for at most one claim call's
-// round trip before it is sent. With Options.MinReplicasAcked a
-// won claim then waits for the replicas (claimReplicated: one more round
-// trip, at most ReplicaAckTimeout) and may come back as
-// actors.NotReplicated. An error means the outcome is unknown: the claim
-// may have been applied, so the caller must not run the slot and should
-// later Release any lease under req.Owner.
-func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
-	if err := req.Validate(); err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
-	}
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	keys, args := r.claimKeysArgs(req)
-	if r.minAcks > 0 {
-		c, err := r.claimReplicated(ctx, keys, args)
-		if err != nil {
-			return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
-		}
-		return c, nil
-	}
-	var c actors.Claim
-	var err error
-	if r.batch {
-		var linger time.Duration
-		if req.Early && time.Until(time.Unix(req.Slot, 0)) > earlyLingerRoom {
-			linger = earlyLinger
-		}
-		c, err = r.claim(ctx, keys, args, req.AnswerBy, linger)
-	} else {
-		var vals []rueidis.RedisMessage
-		if vals, err = claimScript.Exec(ctx, r.c, keys, args).ToArray(); err == nil {
-			c, err = decodeClaim(vals)
-		}
-	}
-	if err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
-	}
-	return c, nil
-}
-
-// claimKeysArgs are claimScript's KEYS (shared: read only) and ARGV for req.
-func (r *Redis) claimKeysArgs(req actors.ClaimRequest) (keys, args []string) {
-	keys = r.hot(req.Job).claim
-	args = []string{strconv.FormatInt(req.Slot, 10), req.Owner, strconv.FormatInt(req.TTL.Milliseconds(), 10),
-		flag(req.Lease), flag(req.IgnorePause), strconv.FormatInt(req.MinSlot, 10), strconv.FormatInt(req.MinFence, 10),
-		flag(req.NeedRecord), flag(req.Queue), flag(req.Backfill), strconv.FormatInt(req.MaxRuns, 10), flag(req.Early)}
-	return keys, args
-}
-
-// decodeClaim reads claimScript's reply.
-func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
-	if len(vals) != 12 {
-		return actors.Claim{}, fmt.Errorf("script returned %d values, want 12", len(vals))
-	}
-	var n [10]int64
-	var errs [12]error // one per value: no allocation unless one fails
-	for i := range n {
-		if i == 7 {
-			continue // the holder
-		}
-		n[i], errs[i] = vals[i].AsInt64()
-	}
-	holder, err := vals[7].ToString()
-	start, err1 := vals[10].ToString()
-	end, err2 := vals[11].ToString()
-	errs[7], errs[10], errs[11] = err, err1, err2
-	if err := errors.Join(errs[:]...); err != nil {
-		return actors.Claim{}, err
-	}
-	return actors.Claim{Outcome: actors.Outcome(n[0]), Fence: n[1], StateSlot: n[2], StateFence: n[3],
-		Repaired: n[4] == 1, FoundSlot: n[5], FoundFence: n[6], Holder: holder, Pending: n[8], Takes: n[9],
-		LastRun: lastRun(start, end)}, nil
-}
-
-// lastRun is end − start of a run record's RFC 3339 start and end (the
-// state's last_start and last_end, as encodeRecord writes them); 0 when
-// either is missing or unreadable, or the run did not start: a claim does
-// not fail for a record it only reads for the claim order.
-func lastRun(start, end string) time.Duration {
-	if start == "" || end == "" {
-		return 0
-	}
-	s, err1 := time.Parse(time.RFC3339Nano, start)
-	e, err2 := time.Parse(time.RFC3339Nano, end)
-	if err1 != nil || err2 != nil || s.Year() <= 1 || !e.After(s) {
-		return 0
-	}
-	return e.Sub(s)
-}
-
 // Renew resets the lease TTL (whole milliseconds, at least 1ms) if the lease
 // still holds owner: compare-and-PEXPIRE. When renewed it returns the job's
 // pending slot (Unix seconds; 0 = none: overlap queue and replace,
@@ -361,26 +255,3 @@ func (r *Redis) Release(ctx context.Context, job, owner string) (released bool, 
 	return n == 1, nil
 }
 
-// History returns up to n of the job's most recent run records, newest
-// first (XREVRANGE). n <= 0 returns nil.
-func (r *Redis) History(ctx context.Context, job string, n int) ([]actors.RunRecord, error) {
-	if n <= 0 {
-		return nil, nil
-	}
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	entries, err := r.c.Do(ctx, r.c.B().Xrevrange().Key(r.key("history", job)).End("+").Start("-").
-		Count(int64(n)).Build()).AsXRange()
-	if err != nil {
-		return nil, fmt.Errorf("history %q: %w", job, err)
-	}
-	recs := make([]actors.RunRecord, 0, len(entries))
-	for _, e := range entries {
-		rec, err := decodeRecord(e.FieldValues, "")
-		if err != nil {
-			return nil, fmt.Errorf("history %q: entry %s: %w", job, e.ID, err)
-		}
-		recs = append(recs, rec)
-	}
-	return recs, nil
-}

@@ -53,16 +53,19 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	if pttl > 0 {
 		st.LeaseTTL = time.Duration(pttl) * time.Millisecond
 	}
-	if st.Slot, err = parseInt(h, "slot"); err == nil {
-		st.Fence, err = parseInt(h, "fence")
-	}
+	st.Fence, err = parseInt(h, "fence")
 	if err == nil {
 		st.Runs, err = parseInt(h, "runs")
 	}
-	if err == nil && h["last_run_id"] != "" {
-		var last actors.RunRecord
-		last, err = decodeRecord(h, "last_")
-		st.Last = &last
+	if err == nil {
+		st.Seq, err = parseInt(h, "seq")
+	}
+	if err == nil && h["last"] != "" {
+		var o actors.Occurrence
+		o, err = decodeOccurrence(h["last"], nil)
+		last := o.RunRecord()
+		last.OutputTail = ""
+		st.Last, st.Slot = &last, o.Slot
 	}
 	if err != nil {
 		return JobState{}, fmt.Errorf("state %q: %w", job, err)
@@ -121,47 +124,6 @@ func (r *Redis) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping: %w", err)
 	}
 	return nil
-}
-
-// encodeRecord returns the history stream's field, value pairs. Times are
-// RFC 3339 with nanoseconds, UTC, readable with redis-cli.
-func encodeRecord(rec actors.RunRecord) []string {
-	return []string{
-		"run_id", rec.RunID,
-		"slot", strconv.FormatInt(rec.Slot, 10),
-		"trigger", string(rec.Trigger),
-		"requester", rec.Requester,
-		"node", rec.Node,
-		"start", rec.Start.UTC().Format(time.RFC3339Nano),
-		"end", rec.End.UTC().Format(time.RFC3339Nano),
-		"attempts", strconv.Itoa(rec.Attempts),
-		"result", rec.Result,
-		"exit_code", strconv.Itoa(rec.ExitCode),
-		"fence", strconv.FormatInt(rec.Fence, 10),
-		"output_tail", tail(rec.OutputTail),
-	}
-}
-
-// decodeRecord reads the fields written by encodeRecord, each name preceded
-// by prefix ("" for the stream, "last_" for the state hash).
-func decodeRecord(m map[string]string, prefix string) (actors.RunRecord, error) {
-	rec := actors.RunRecord{
-		RunID:      m[prefix+"run_id"],
-		Node:       m[prefix+"node"],
-		Result:     m[prefix+"result"],
-		Trigger:    actors.Trigger(m[prefix+"trigger"]),
-		Requester:  m[prefix+"requester"],
-		OutputTail: m[prefix+"output_tail"],
-	}
-	var errs [6]error
-	rec.Slot, errs[0] = parseInt(m, prefix+"slot")
-	rec.Fence, errs[1] = parseInt(m, prefix+"fence")
-	attempts, e2 := parseInt(m, prefix+"attempts")
-	exit, e3 := parseInt(m, prefix+"exit_code")
-	rec.Attempts, rec.ExitCode, errs[2], errs[3] = int(attempts), int(exit), e2, e3
-	rec.Start, errs[4] = parseTime(m, prefix+"start")
-	rec.End, errs[5] = parseTime(m, prefix+"end")
-	return rec, errors.Join(errs[:]...)
 }
 
 // parseInt reads an integer field; a missing field is 0.

@@ -10,8 +10,9 @@
 // Keys, with P the key prefix (default "cronlock:") and J the job name:
 //
 //	P+"job:"+J      string, PX ttl   the lease; value "nodeID:uuid" of the holder
-//	P+"state:"+J    hash             slot, fence, last_* facts of the last run
-//	P+"history:"+J  stream, capped   run records (docs/protocol.md, "History records")
+//	P+"state:"+J    hash             fence, seq, runs, since, lost_at, audited_to, trimmed_to, last
+//	P+"occ:"+J      hash             the ledger: occurrence id → record (JSON)
+//	P+"occidx:"+J   sorted set       occurrence ids by slot
 //	P+"paused:"+J   string           present ⇒ job paused cluster-wide
 //	P+"node:"+ID    string, PX ttl   a daemon's heartbeat record (node.go, package registry)
 //
@@ -34,8 +35,9 @@ const DefaultKeyPrefix = "cronlock:"
 
 // JobState is what `cronlock status` shows for one job.
 type JobState struct {
-	Slot   int64 // last claimed or skipped slot, 0 if none
+	Slot   int64 // the last run's slot, 0 if none (or a manual run)
 	Fence  int64 // last fencing token handed out, 0 if none
+	Seq    int64 // ledger writes (docs/protocol.md, R5)
 	Paused bool
 	// Pause is who paused the job, when, why and until (Redis backend;
 	// empty fields for a pause written without them); nil when not paused

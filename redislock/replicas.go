@@ -86,21 +86,23 @@ func (r *Redis) claimReplicated(ctx context.Context, keys, args []string) (actor
 // set: a failover could forget it while the promoted replica still holds
 // the slot as pending, and the next claim on any node would take and run
 // it again, so the caller does not run it and releases the next owner's
-// lease. A finish that handed nothing on costs no WAIT.
-func (r *Redis) finishReplicated(ctx context.Context, keys, args []string) (actors.Finished, error) {
+// lease. A finish that reaches max_runs waits as well (docs/protocol.md,
+// R6: a failover must not forget the run that ended the job), but its
+// record stands whatever WAIT answers. Any other finish costs no WAIT.
+func (r *Redis) finishReplicated(ctx context.Context, keys, args []string, maxRuns int64) (actors.Finished, error) {
 	var f actors.Finished
 	err := r.c.Dedicated(func(dc rueidis.DedicatedClient) error {
 		vals, err := evalsha(ctx, dc, finishSHA, finishSrc, keys, args).AsIntSlice()
 		if err != nil {
 			return err
 		}
-		if f, err = decodeFinished(vals); err != nil || f.Fence == 0 {
-			return err
+		if f, err = decodeFinished(vals); err != nil || f.Token == 0 && (maxRuns == 0 || f.Runs < maxRuns) {
+			return err // nothing handed on, max_runs not reached: no WAIT
 		}
 		if f.Replicas, err = r.wait(ctx, dc, true); err != nil {
 			return err
 		}
-		f.NotReplicated = f.Replicas < r.minAcks
+		f.NotReplicated = f.Token > 0 && f.Replicas < r.minAcks
 		return nil
 	})
 	return f, err

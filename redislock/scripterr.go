@@ -50,9 +50,6 @@ func (e *ScriptACLError) Unwrap() error { return e.Err }
 var (
 	scriptDenied = regexp.MustCompile(`can't run this command or subcommand script: ([0-9a-f]{40}), on @user_script:(\d+)`)
 	scriptCall   = regexp.MustCompile(`redis\.call\("([A-Za-z]+)"`)
-	// batchDenied: the same, caught inside claimBatchScript, which names
-	// the command itself (its pcall loses the line).
-	batchDenied = regexp.MustCompile(`can't run this command or subcommand.*\(cronlock script command ([A-Za-z]+)\)`)
 )
 
 // explainScript returns err as a *ScriptACLError when it is a server
@@ -62,9 +59,6 @@ func explainScript(err error) error {
 	re, ok := rueidis.IsRedisErr(err)
 	if !ok {
 		return err
-	}
-	if m := batchDenied.FindStringSubmatch(re.Error()); m != nil {
-		return &ScriptACLError{Command: strings.ToUpper(m[1]), Err: err}
 	}
 	m := scriptDenied.FindStringSubmatch(re.Error())
 	if m == nil {

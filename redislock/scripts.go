@@ -1,171 +1,292 @@
 package redislock
 
-import "github.com/redis/rueidis"
-
 // Scripts run through rueidis.Lua.Exec: EVALSHA first, EVAL on NOSCRIPT
-// (after a restart, failover or SCRIPT FLUSH). The claim and finish
-// scripts are loaded with one SCRIPT LOAD at their first use in the
-// process (rueidis.WithLoadSHA1; concurrent first calls wait for it), so
-// that a herd right after start does not send every claim twice, the
-// second time with the script's text (docs/protocol.md, "Redis calls"). They are not marked retryable:
-// claimScript increments the fence, and a timed-out call may already have
-// been applied (docs/protocol.md, "Redis calls").
+// (after a restart, failover or SCRIPT FLUSH). None is marked retryable:
+// a claim mints a token and writes a record, and a timed-out call may have
+// been applied (docs/protocol.md). All keys of one script belong to one
+// job; in Cluster mode they carry the job's hash tag (keys.go), so they
+// live in one cluster slot.
 //
-// All keys of one script belong to one job; in Cluster mode they carry the
-// job's hash tag (or the prefix's), so they live in one slot (keys.go).
+// Every rule a script keeps is named as in docs/protocol.md (R1–R9). Times
+// are Redis time (TIME) in milliseconds: no node's clock decides (R2).
 
-// claimScript is the claim step of docs/protocol.md ("Claim"): the state
-// repair (step 0), then steps 1–4, with the pending slot of overlap queue
-// and replace (docs/protocol.md, "Queue and replace").
-//
-//	KEYS: 1 lease, 2 state, 3 paused, 4 pending, 5 backfilled slots
-//	ARGV: 1 slot (0 = manual), 2 owner, 3 ttl ms, 4 "1" = take the lease,
-//	      5 "1" = ignore pause (a forced manual run), 6 min slot, 7 min fence,
-//	      8 "1" = need a record (catch-up): no slot record → outcome 4, NoRecord
-//	      9 "1" = queue: a held lease records the slot as pending (outcome 5)
-//	      10 "1" = backfill: no slot check or record; the slot goes into
-//	         the backfilled set, and one already there is outcome 6
-//	      11 max runs (0 = none): state.runs >= it → outcome 7, the slot
-//	         recorded (not for a backfill)
-//	      12 "1" = early (before the fire time): where the claim would
-//	         skip (outcomes 2, 3, 5, 7) nothing is recorded and the
-//	         outcome is 9, NotYet
-//	returns {outcome, fence, state slot, state fence, repaired (0|1),
-//	         found slot, found fence, lease holder ("" unless overlap or
-//	         queued), pending slot kept (overlap), pending slot taken
-//	         (claimed: the claim runs that slot, and its own is pending),
-//	         the last run's start and end (state.last_start, last_end,
-//	         RFC 3339; "" when none is recorded)};
-//	outcome numbers are the actors.Outcome constants.
-var claimScript = newScript(claimSrc, false, rueidis.WithLoadSHA1(true))
-
-// claimBody is the claim step over K (the 5 keys) and A (the 12
-// arguments) as claimScript lists them; claimSrc and claimBatchSrc run it.
-const claimBody = `
-local slot = tonumber(A[1])
-local h = redis.call("HMGET", K[2], "slot", "fence", "last_start", "last_end")
-local found_slot, found_fence = tonumber(h[1] or "0"), tonumber(h[2] or "0")
-local last_start, last_end = h[3] or "", h[4] or ""
-local cur, fence, repaired = found_slot, found_fence, 0
-if tonumber(A[6]) > cur then
-  cur, repaired = tonumber(A[6]), 1
-  redis.call("HSET", K[2], "slot", A[6])
+// ledgerLib is the Lua shared by the scripts that write the ledger: the
+// clock (R2), the JSON of a record, the token rule (R4) and retention (R9).
+// It expects K (the keys) and A (the arguments) and the state hash at
+// K[2], the ledger hash at K[3] and its index at K[4].
+const ledgerLib = `
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function n(x) return string.format("%.0f", x) end
+local function q(s)
+  return '"' .. string.gsub(s, '[%c"\\]', function(c) return string.format("\\u%04x", string.byte(c)) end) .. '"'
 end
-if tonumber(A[7]) > fence then
-  fence, repaired = tonumber(A[7]), 1
-  redis.call("HSET", K[2], "fence", A[7])
+-- R4: tokens strictly increase per job, also after the state hash is
+-- lost, as long as Redis's clock does not step back.
+local function mint()
+  local f = math.max(tonumber(redis.call("HGET", K[2], "fence") or "0") + 1, now_us)
+  redis.call("HSET", K[2], "fence", n(f))
+  return f
 end
-local kept, takes = 0, 0
-local function reply(outcome, f, holder)
-  return {outcome, f, cur, fence, repaired, found_slot, found_fence, holder, kept, takes, last_start, last_end}
+local function record(id, slot, status, reason, node, token, trig, run_id)
+  return '{"id":' .. q(id) .. ',"slot":' .. n(slot) .. ',"status":"' .. status .. '","reason":' .. q(reason) ..
+    ',"node":' .. q(node) .. ',"token":' .. n(token) .. ',"trigger":' .. q(trig) .. ',"run_id":' .. q(run_id) ..
+    ',"claimed":' .. n(now) .. '}'
 end
-local early = A[12] == "1"
-local function record()
+local function put(id, slot, json)
+  redis.call("HSET", K[3], id, json)
   if slot > 0 then
-    cur = slot
-    redis.call("HSET", K[2], "slot", A[1])
+    redis.call("ZADD", K[4], slot, id)
+  else
+    redis.call("ZADD", K[4], math.floor(now / 1000), id)
+  end
+  return redis.call("HINCRBY", K[2], "seq", 1)
+end
+-- R9: at most max records, none older than age; 10 a call at most.
+local function trim(age_ms, max)
+  local cut = {}
+  local extra = redis.call("ZCARD", K[4]) - max
+  if extra > 0 then cut = redis.call("ZRANGE", K[4], 0, math.min(extra, 10) - 1) end
+  if #cut < 10 then
+    for _, m in ipairs(redis.call("ZRANGEBYSCORE", K[4], "-inf", "(" .. n(math.floor((now - age_ms) / 1000)),
+        "LIMIT", 0, 10 - #cut)) do cut[#cut + 1] = m end
+  end
+  if #cut == 0 then return end
+  local to = tonumber(redis.call("HGET", K[2], "trimmed_to") or "0")
+  for _, m in ipairs(cut) do
+    redis.call("HDEL", K[3], m)
+    redis.call("ZREM", K[4], m)
+    local s = tonumber(m)
+    if s and s > to then to = s end
+  end
+  redis.call("HSET", K[2], "trimmed_to", n(to))
+end
+`
+
+// claimScript decides one occurrence (docs/protocol.md, R1–R7).
+//
+//	KEYS: 1 lease, 2 state, 3 ledger, 4 ledger index, 5 paused, 6 pending
+//	ARGV: 1 slot (0 = manual), 2 trigger, 3 node, 4 run id, 5 ttl ms,
+//	      6 "1" = take the lease, 7 "1" = queue, 8 "1" = ignore pause (and,
+//	      for a backfill, state_lost), 9 max runs, 10 seen seq, 11 seen runs,
+//	      12 early ms, 13 answer window ms, 14 catch-up window ms,
+//	      15 retention ms, 16 retention records
+//	returns {outcome, token, now ms, seq, runs, repaired (0|1), found seq,
+//	         record status, record reason, lease holder, pending kept,
+//	         pending taken, pending expired}
+//	outcome numbers are the actors.Outcome constants.
+const claimSrc = `local K, A = KEYS, ARGV
+`+ledgerLib+`
+local slot, trig, node, run_id = tonumber(A[1]), A[2], A[3], A[4]
+local owner = node .. ":" .. run_id
+local h = redis.call("HMGET", K[2], "seq", "runs", "since", "lost_at", "trimmed_to")
+local seq, runs, lost_at = tonumber(h[1] or "0"), tonumber(h[2] or "0"), tonumber(h[4] or "0")
+local found_seq, repaired, wrote = seq, 0, false
+if not h[3] then redis.call("HSET", K[2], "since", n(now)) end
+-- R5: the ledger is behind what this node saw: Redis lost state.
+if tonumber(A[10]) > seq then
+  seq, repaired, lost_at = tonumber(A[10]), 1, now
+  redis.call("HSET", K[2], "seq", n(seq), "lost_at", n(now))
+end
+-- R6: max_runs survives the loss through the nodes that saw it.
+if tonumber(A[11]) > runs then
+  runs, repaired = tonumber(A[11]), 1
+  redis.call("HSET", K[2], "runs", n(runs))
+end
+local kept, takes, expired = 0, 0, 0
+local function reply(outcome, token, status, reason, holder)
+  if wrote then trim(tonumber(A[15]), tonumber(A[16])) end
+  return {outcome, token, now, seq, runs, repaired, found_seq, status or "", reason or "", holder or "", kept, takes, expired}
+end
+local function decide(status, reason)
+  if slot > 0 then
+    seq = put(A[1], slot, record(A[1], slot, status, reason, node, 0, trig, ""))
+    wrote = true
   end
 end
-local max_runs = tonumber(A[11])
-local done = max_runs > 0 and tonumber(redis.call("HMGET", K[2], "runs")[1] or "0") >= max_runs
-if A[10] == "1" then
-  if redis.call("ZSCORE", K[5], A[1]) then return reply(6, 0, "") end
-  if done then return reply(7, 0, "") end
-  if A[5] ~= "1" and redis.call("EXISTS", K[3]) == 1 then return reply(2, 0, "") end
-  if A[4] == "1" and not redis.call("SET", K[1], A[2], "NX", "PX", A[3]) then
-    return reply(3, 0, redis.call("GET", K[1]) or "")
+-- R2: Redis time is the clock. Outside the window nothing is written.
+local ms, early, answer, catchup = slot * 1000, tonumber(A[12]), tonumber(A[13]), tonumber(A[14])
+if trig == "schedule" and (now < ms - early or now > ms + answer) then return reply(6, 0) end
+if trig == "catchup" and (now < ms or now > ms + catchup) then return reply(7, 0) end
+if trig == "backfill" then
+  if now <= ms + answer then return reply(7, 0) end
+  if slot <= tonumber(h[5] or "0") then return reply(9, 0) end
+end
+-- R1: a record decides the slot; catch-up may run a missed slot, and a
+-- backfill a missed or skipped one (neither ran).
+if slot > 0 then
+  local cur = redis.call("HGET", K[3], A[1])
+  if cur then
+    local st = string.match(cur, '"status":"(%a+)"') or ""
+    local why = string.match(cur, '"reason":"([^"]*)"') or ""
+    local rerun = st == "missed" and trig ~= "schedule" or
+      st == "skipped" and trig == "backfill" and (why ~= "state_lost" or A[8] == "1")
+    if not rerun then
+      return reply(1, 0, st, why)
+    end
+  elseif lost_at > 0 and ms <= lost_at + early then
+    -- R5: a slot that may have been claimed before the loss.
+    if trig == "schedule" then
+      decide("skipped", "state_lost")
+      return reply(8, 0)
+    end
+    if A[8] ~= "1" then return reply(8, 0) end
   end
-  redis.call("ZADD", K[5], A[1], A[1])
-  fence = redis.call("HINCRBY", K[2], "fence", 1)
-  return reply(0, fence, "")
 end
-if slot > 0 and cur >= slot then return reply(1, 0, "") end
-if A[8] == "1" and cur == 0 then return reply(4, 0, "") end
-if done then
-  if early then return reply(9, 0, "") end
-  record()
-  return reply(7, 0, "")
-end
-if A[5] ~= "1" and redis.call("EXISTS", K[3]) == 1 then
-  if early then return reply(9, 0, "") end
-  record()
-  return reply(2, 0, "")
-end
-if A[4] == "1" then
-  if not redis.call("SET", K[1], A[2], "NX", "PX", A[3]) then
-    if early then return reply(9, 0, "") end
-    record()
-    local holder = redis.call("GET", K[1]) or ""
-    if A[9] == "1" then
-      kept = tonumber(redis.call("GET", K[4]) or "0")
-      if kept == 0 then
-        redis.call("SET", K[4], A[1])
-        return reply(5, 0, holder)
+-- R6: successful runs, plus claims younger than the lease still running.
+local max_runs = tonumber(A[9])
+if max_runs > 0 then
+  local inflight = 0
+  if runs < max_runs then
+    for _, m in ipairs(redis.call("ZREVRANGE", K[4], 0, 99)) do
+      local r = redis.call("HGET", K[3], m)
+      if r and string.find(r, '"status":"claimed"', 1, true) and
+          tonumber(string.match(r, '"claimed":(%d+)') or "0") + tonumber(A[5]) > now then
+        inflight = inflight + 1
       end
     end
-    return reply(3, 0, holder)
   end
-  if A[9] == "1" then
-    takes = tonumber(redis.call("GET", K[4]) or "0")
-    if takes > 0 then redis.call("SET", K[4], A[1]) end
-  end
-end
-record()
-fence = redis.call("HINCRBY", K[2], "fence", 1)
-return reply(0, fence, "")
-`
-
-// claimSrc is claimScript's source (sent by claimReplicated as EVAL when
-// the server does not know claimSHA).
-const claimSrc = "local K, A = KEYS, ARGV\n" + claimBody
-
-// claimBatchScript runs the claim step of several jobs in one call
-// (Redis.Claim batches concurrent claims, batch.go): claim i (from 0) has
-// KEYS 5i+1..5i+5 and ARGV 12i+1..12i+12, laid out as claimScript's. It
-// returns one element per claim, in order: claimScript's reply, or an
-// error reply when that claim's step raised an error, naming the command
-// that raised it ("... (cronlock script command HINCRBY)"; the other
-// claims of the batch are not affected; the failed one may have written
-// part of its step, as a failed claimScript may).
-var claimBatchScript = newScript(claimBatchSrc, false, rueidis.WithLoadSHA1(true))
-
-const claimBatchSrc = `local real, last = redis, ""
-local function claim(K, A)
-  -- The step's redis.call, noting the command: an error it raises is
-  -- caught by pcall below, which loses the script line Redis would name.
-  local redis = {call = function(cmd, ...) last = cmd; return real.call(cmd, ...) end}
-` + claimBody + `end
-local out = {}
-for i = 0, #KEYS / 5 - 1 do
-  local K, A = {}, {}
-  for k = 1, 5 do K[k] = KEYS[5 * i + k] end
-  for a = 1, 12 do A[a] = ARGV[12 * i + a] end
-  local ok, res = pcall(claim, K, A)
-  if ok then
-    out[#out + 1] = res
-  else
-    local msg = type(res) == "table" and res.err or tostring(res)
-    if not string.match(msg, "^%u+ ") then msg = "ERR " .. msg end
-    out[#out + 1] = {err = msg .. " (cronlock script command " .. last .. ")"}
+  if runs + inflight >= max_runs then
+    decide("skipped", "max_runs")
+    return reply(5, 0)
   end
 end
-return out
+if A[8] ~= "1" and redis.call("EXISTS", K[5]) == 1 then
+  decide("skipped", "paused")
+  return reply(2, 0)
+end
+if A[6] == "1" then
+  if not redis.call("SET", K[1], owner, "NX", "PX", A[5]) then
+    local holder = redis.call("GET", K[1]) or ""
+    if A[7] == "1" then
+      kept = tonumber(redis.call("GET", K[6]) or "0")
+      if kept == 0 then
+        redis.call("SET", K[6], A[1])
+        decide("queued", "")
+        return reply(4, 0, "", "", holder)
+      end
+    end
+    decide("skipped", "overlap")
+    return reply(3, 0, "", "", holder)
+  end
+  if A[7] == "1" then
+    -- R7: a pending slot whose holder ended without handing it on runs
+    -- now only within the catch-up window (this slot came due after it).
+    local p = tonumber(redis.call("GET", K[6]) or "0")
+    if p > 0 and p < slot and now - p * 1000 <= catchup then
+      takes = p
+    elseif p > 0 then
+      expired = p
+      redis.call("DEL", K[6])
+      put(tostring(p), p, record(tostring(p), p, "skipped", "expired", node, 0, "queued", ""))
+    end
+  end
+end
+local token = mint()
+local id = A[1]
+if slot == 0 then id = "m" .. n(token) end
+if takes > 0 then
+  redis.call("SET", K[6], A[1])
+  put(tostring(takes), takes, record(tostring(takes), takes, "claimed", "", node, token, "queued", run_id))
+  decide("queued", "")
+else
+  seq = put(id, slot, record(id, slot, "claimed", "", node, token, trig, run_id))
+end
+wrote = true
+return reply(0, token)
 `
 
-// missedScript is the missed-slot report of docs/protocol.md ("Missed
-// slots"): the last decided slot is the highest of state.slot, an earlier
-// report (state.missed_to) and the caller's seen slot; when it is older
-// than the certain slot, it records missed_to = latest and returns the last
-// decided slot (this caller reports), else -1. 0 everywhere = a job never
-// run: nothing to report.
+var claimScript = newScript(claimSrc, false)
+
+// finishScript writes an occurrence's final record (R1: only over the
+// record of the same run), counts a success (R6, once per run), releases
+// the lease, and hands it to a pending slot (R4: its token is minted here).
 //
-//	KEYS: 1 state; ARGV: 1 seen slot, 2 certain slot, 3 latest slot
-var missedScript = newScript(`
-local h = redis.call("HMGET", KEYS[1], "slot", "missed_to")
-local last = math.max(tonumber(h[1] or "0"), tonumber(h[2] or "0"), tonumber(ARGV[1]))
-if last == 0 or last >= tonumber(ARGV[2]) then return -1 end
-redis.call("HSET", KEYS[1], "missed_to", ARGV[3])
-return last
+//	KEYS: 1 lease, 2 state, 3 ledger, 4 ledger index, 5 pending
+//	ARGV: 1 owner ("" = none), 2 next owner ("" = none), 3 ttl ms,
+//	      4 max runs, 5 occurrence id, 6 index score (the slot, or a manual
+//	      run's claim time in Unix seconds), 7 record JSON,
+//	      8 "1" = a success, 9 "1" = a run (its record becomes state.last),
+//	      10 run id, 11 next node, 12 next run id
+//	returns {released, pending, token, left, runs, seq, now ms, conflict}
+const finishSrc = `local K, A = KEYS, ARGV
+`+ledgerLib+`
+local released = 0
+if A[1] ~= "" and redis.call("GET", K[1]) == A[1] then released = redis.call("DEL", K[1]) end
+local cur = redis.call("HGET", K[3], A[5])
+local mine = '"run_id":' .. q(A[10])
+local conflict = 0
+local runs = tonumber(redis.call("HGET", K[2], "runs") or "0")
+local seq = tonumber(redis.call("HGET", K[2], "seq") or "0")
+if cur and not string.find(cur, mine, 1, true) then
+  conflict = 1
+else
+  local counted = cur and string.find(cur, '"status":"ran"', 1, true)
+  seq = put(A[5], tonumber(A[6]), A[7])
+  if A[8] == "1" and not counted then runs = redis.call("HINCRBY", K[2], "runs", 1) end
+  if A[9] == "1" then redis.call("HSET", K[2], "last", A[7]) end
+end
+local pending, token, left = 0, 0, 0
+if released == 1 then
+  pending = tonumber(redis.call("GET", K[5]) or "0")
+  local max_runs = tonumber(A[4])
+  if pending > 0 and max_runs > 0 and runs >= max_runs then
+    redis.call("DEL", K[5])
+    seq = put(tostring(pending), pending, record(tostring(pending), pending, "skipped", "max_runs", A[11], 0, "queued", ""))
+  elseif pending > 0 and A[2] ~= "" then
+    redis.call("DEL", K[5])
+    redis.call("SET", K[1], A[2], "PX", A[3])
+    token = mint()
+    seq = put(tostring(pending), pending, record(tostring(pending), pending, "claimed", "", A[11], token, "queued", A[12]))
+    redis.call("HSET", K[2], "handed", A[2] .. " " .. pending)
+  elseif pending > 0 then
+    left = 1
+  end
+end
+return {released, pending, token, left, runs, seq, now, conflict}
+`
+
+var finishScript = newScript(finishSrc, false)
+
+// auditScript records missed occurrences (R8). With no slots it only
+// reads audited_to, starting a new ledger's at Redis time. Otherwise it
+// applies only if audited_to still holds ARGV[1] (so one node records each
+// batch), records missed the slots whose answer window and grace have
+// passed and that have no record, and moves audited_to past the last slot
+// it decided.
+//
+//	KEYS: 2 state, 3 ledger, 4 ledger index (KEYS[1] unused: the lease)
+//	ARGV: 1 audited_to read, 2 window + grace ms, 3 node, 4 reason,
+//	      5 retention ms, 6 retention records, 7.. slots, ascending
+//	returns {audited_to before, stale (0|1), audited_to after, now ms,
+//	         {missed slots}}
+var auditScript = newScript(`local K, A = KEYS, ARGV
+`+ledgerLib+`
+local h = redis.call("HMGET", K[2], "audited_to", "since")
+local at = tonumber(h[1] or "0")
+if not h[1] then
+  at = math.floor(now / 1000)
+  redis.call("HSET", K[2], "audited_to", n(at))
+  if not h[2] then redis.call("HSET", K[2], "since", n(now)) end
+end
+if #A < 7 then return {at, 0, at, now, {}} end
+if tonumber(A[1]) ~= at then return {at, 1, at, now, {}} end
+local missed, to = {}, at
+for i = 7, #A do
+  local s = tonumber(A[i])
+  if s * 1000 + tonumber(A[2]) >= now then break end
+  if s > to then
+    if redis.call("HEXISTS", K[3], A[i]) == 0 then
+      put(A[i], s, record(A[i], s, "missed", A[4], A[3], 0, "schedule", ""))
+      missed[#missed + 1] = s
+    end
+    to = s
+  end
+end
+redis.call("HSET", K[2], "audited_to", n(to))
+if #missed > 0 then trim(tonumber(A[5]), tonumber(A[6])) end
+return {at, 0, to, now, missed}
 `, false)
 
 // renewScript is compare-and-PEXPIRE: when renewed it returns the pending
@@ -194,7 +315,7 @@ return 0
 // when nobody runs it (the finish's answer was lost): when the lease still
 // holds ARGV[1], it deletes it and, if state.handed names ARGV[1] and no
 // slot is pending, makes that slot pending again (the job's next claim
-// runs it, docs/protocol.md "Queue and replace").
+// runs it, or R7 expires it).
 //
 //	KEYS: 1 lease, 2 state, 3 pending; ARGV: 1 owner
 //	returns -1: the lease is not ARGV[1]'s; 0: released, no slot put back;
@@ -212,99 +333,3 @@ if h then
 end
 return 0
 `, false)
-
-// finishScript ends a run in one round trip: compare-and-DEL of the lease
-// (when ARGV[2] names an owner), then it appends the run record to the
-// capped history stream and copies its fields, except output_tail, into the
-// state hash as last_<field>. When the lease was released and a slot is
-// pending (overlap queue or replace), it hands the lease to ARGV[3] for
-// ARGV[4] ms, clears the pending slot, increments the fence and notes the
-// hand-on as state.handed ("owner slot", for unhandScript); with ARGV[3]
-// "" (the node stops) it leaves the pending slot for the next claim of
-// another node; when ARGV[5] (max runs, 0 = none) has been reached it clears
-// it (the job is done). A record with result success increments
-// state.runs. A retry of a finish whose answer was lost (ARGV[6], the
-// run's end in Unix ms, not "0") does not append the record again when
-// the history already holds one with its run id (ARGV[8]: run_id is the
-// first field), and does not overwrite the last_ fields when the history
-// holds a record appended after the run's end (a later run's). When the
-// capped history is full and its oldest record was appended less than
-// retryMargin before the run's end, an earlier attempt's record may have
-// been trimmed away: the retry appends nothing and answers unsure.
-// MAXLEN is exact, not "~": approximate trimming only drops whole stream
-// nodes (100 entries by default), so a cap of 100 could keep ~200 entries.
-//
-//	KEYS: 1 lease, 2 history, 3 state, 4 pending; ARGV: 1 max length,
-//	2 owner ("" = no lease), 3 next owner ("" = none), 4 ttl ms,
-//	5 max runs, 6 retry (the run's end in Unix ms; "0" = first try),
-//	7.. field, value pairs
-//	returns {released (0|1), pending slot (0 = none), fence handed to
-//	         the next owner (0 = none), state slot, state fence, runs,
-//	         left (1: the pending slot stays pending), unsure (0|1)}
-var finishScript = newScript(finishSrc, false, rueidis.WithLoadSHA1(true))
-
-// finishSrc is finishScript's source (sent by finishReplicated as EVAL
-// when the server does not know finishSHA).
-const finishSrc = `
-local released = 0
-if ARGV[2] ~= "" and redis.call("GET", KEYS[1]) == ARGV[2] then
-  released = redis.call("DEL", KEYS[1])
-end
-local recorded, newer, unsure = false, false, 0
-if ARGV[6] ~= "0" then
-  for i, e in ipairs(redis.call("XREVRANGE", KEYS[2], "+", "-", "COUNT", ARGV[1])) do
-    if i == 1 and tonumber(string.match(e[1], "^%d+")) > tonumber(ARGV[6]) then newer = true end
-    local f = e[2]
-    for k = 1, #f, 2 do
-      if f[k] == "run_id" then
-        if f[k+1] == ARGV[8] then recorded = true end
-        break
-      end
-    end
-    if recorded then break end
-  end
-  if not recorded and redis.call("XLEN", KEYS[2]) >= tonumber(ARGV[1]) then
-    local first = redis.call("XRANGE", KEYS[2], "-", "+", "COUNT", 1)[1]
-    if first and tonumber(string.match(first[1], "^%d+")) > tonumber(ARGV[6]) - ` + retryMarginMs + ` then
-      unsure, recorded = 1, true
-    end
-  end
-end
-local fields, last, success = {}, {}, false
-for i = 7, #ARGV, 2 do
-  fields[#fields+1] = ARGV[i]
-  fields[#fields+1] = ARGV[i+1]
-  if ARGV[i] ~= "output_tail" then
-    last[#last+1] = "last_" .. ARGV[i]
-    last[#last+1] = ARGV[i+1]
-  end
-  if ARGV[i] == "result" and ARGV[i+1] == "success" then success = true end
-end
-local runs = tonumber(redis.call("HMGET", KEYS[3], "runs")[1] or "0")
-if not recorded then
-  redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(fields))
-  if not newer then redis.call("HSET", KEYS[3], unpack(last)) end
-  if success then runs = redis.call("HINCRBY", KEYS[3], "runs", 1) end
-end
-local max_runs = tonumber(ARGV[5])
-local pending, fence, left = 0, 0, 0
-if released == 1 then
-  pending = tonumber(redis.call("GET", KEYS[4]) or "0")
-  local done = max_runs > 0 and runs >= max_runs
-  if pending > 0 and done then
-    redis.call("DEL", KEYS[4])
-  elseif pending > 0 and ARGV[3] ~= "" then
-    redis.call("DEL", KEYS[4])
-    redis.call("SET", KEYS[1], ARGV[3], "PX", ARGV[4])
-    fence = redis.call("HINCRBY", KEYS[3], "fence", 1)
-    redis.call("HSET", KEYS[3], "handed", ARGV[3] .. " " .. pending)
-  elseif pending > 0 then
-    left = 1
-  end
-end
-local h = redis.call("HMGET", KEYS[3], "slot", "fence")
-return {released, pending, fence, tonumber(h[1] or "0"), tonumber(h[2] or "0"), runs, left, unsure}
-`
-
-// retryMarginMs is retryMargin in the finish script's text.
-const retryMarginMs = "60000"

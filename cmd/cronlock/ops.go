@@ -36,7 +36,8 @@ type opsBackend interface {
 	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
 	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
 	State(ctx context.Context, job string) (redislock.JobState, error)
-	Backfilled(ctx context.Context, job string, from, to int64) ([]int64, error)
+	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
+	Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error)
 	Close()
 }
 

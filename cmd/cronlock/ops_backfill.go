@@ -124,21 +124,28 @@ func backfillSlots(job *config.Job, from, to time.Time) ([]time.Time, error) {
 func (s *opsSession) backfillDryRun(ctx context.Context, env *runEnv, job string, slots []time.Time) int {
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	done, err := s.backend.Backfilled(cctx, job, slots[0].Unix(), slots[len(slots)-1].Unix())
+	occ, err := s.backend.Occurrences(cctx, job, slots[0].Unix(), slots[len(slots)-1].Unix())
 	if err != nil {
 		return opsFail(env, "backfill", 1, s.redisHint(err))
 	}
-	ran := map[int64]bool{}
-	for _, d := range done {
-		ran[d] = true
+	rec := map[int64]actors.Occurrence{}
+	for _, o := range occ {
+		rec[o.Slot] = o
 	}
 	fmt.Fprintf(env.stdout, "backfill %s: %d slots (dry run, nothing is run)\n", job, len(slots))
 	for _, t := range slots {
-		what := "would run"
-		if ran[t.Unix()] {
-			what = "already run"
+		what, note := "would run", ""
+		if o, ok := rec[t.Unix()]; ok {
+			switch {
+			case o.Status == "skipped" && o.Reason == actors.SkipStateLost:
+				what, note = "not run", "state_lost: redis lost the ledger around it; -force runs it"
+			case o.Status == "missed" || o.Status == "skipped":
+				note = o.Status + " (" + o.Reason + ")"
+			default:
+				what, note = "already run", o.Status+" on "+o.Node
+			}
 		}
-		fmt.Fprintf(env.stdout, "%-12s %s\n", what, t.UTC().Format(time.RFC3339))
+		fmt.Fprintf(env.stdout, "%-12s %s %s\n", what, t.UTC().Format(time.RFC3339), note)
 	}
 	return 0
 }

@@ -1,0 +1,128 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/cronlock/cronlock/config"
+	"go.uber.org/zap"
+)
+
+// maxMissedCount bounds the walks over a schedule: the ticker's over the
+// slots a late wake passes over, and an audit's over the slots it sends
+// in one call.
+const maxMissedCount = 1000
+
+// AuditGrace is added to a job's answer window before a due occurrence
+// without a record is recorded missed (docs/protocol.md, R8): room for the
+// answer of a claim sent at the window's end.
+const AuditGrace = 2 * time.Second
+
+// Auditor records one node's jobs' missed occurrences (docs/protocol.md,
+// R8). It owns no goroutine: the engine calls Audit for each job every
+// few seconds.
+type Auditor struct {
+	Log     *zap.Logger
+	Metrics *Metrics
+	Locker  Locker
+	NodeID  string
+	// MaxSkew is node.max_clock_skew (the answer window's first term).
+	MaxSkew time.Duration
+	// Retention bounds the ledger (rule R9).
+	Retention Retention
+	// Now reads the wall clock; it only chooses which slots to send: the
+	// backend decides by Redis time.
+	Now func() time.Time
+	// Started is when this daemon started: a slot due before it that no
+	// node recorded was due while this node was down.
+	Started time.Time
+
+	jobs map[string]*auditState // owned by the caller's goroutine
+}
+
+// auditState is where a job's audit stands on this node: audited_to as
+// last read or written (0 = not read yet) and when the next slot will be
+// certain.
+type auditState struct {
+	from int64
+	due  time.Time
+}
+
+// Audit records the missed occurrences of job cfg. It returns the slots
+// this node recorded (one warning for them, counted in
+// cronlock_occurrences_missed_total); another node may record some
+// instead, each once in the cluster. A disabled job's slots are not
+// audited: they are skipped disabled on every node that has the job.
+func (a *Auditor) Audit(ctx context.Context, cfg *config.Job) ([]int64, error) {
+	if !cfg.Enabled || cfg.Sched == nil {
+		return nil, nil
+	}
+	if a.jobs == nil {
+		a.jobs = map[string]*auditState{}
+	}
+	st := a.jobs[cfg.Name]
+	if st == nil {
+		st = &auditState{}
+		a.jobs[cfg.Name] = st
+	}
+	now := a.Now()
+	if now.Before(st.due) {
+		return nil, nil // no slot became certain since the last audit
+	}
+	window := AnswerWindow(a.MaxSkew, cfg.LockTTL, cfg.Jitter)
+	req := AuditRequest{Job: cfg.Name, Window: window, Grace: AuditGrace, Node: a.NodeID, Retention: a.Retention}
+	if st.from == 0 {
+		read, err := a.Locker.Audit(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		st.from = read.From
+	}
+	until := now.Add(-window - AuditGrace)
+	req.From = st.from
+	for s := cfg.Sched.Next(time.Unix(st.from, 0)); !s.IsZero() && !s.After(until) && len(req.Slots) < maxMissedCount; s = cfg.Sched.Next(s) {
+		req.Slots = append(req.Slots, s.Unix())
+	}
+	if len(req.Slots) == 0 {
+		st.due = a.dueAfter(cfg, st.from, window)
+		return nil, nil
+	}
+	req.Reason = a.reason(req.Slots[len(req.Slots)-1])
+	got, err := a.Locker.Audit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if got.Stale { // another node audited meanwhile: go on from where it left
+		st.from = got.From
+		return nil, nil
+	}
+	st.from, st.due = got.To, a.dueAfter(cfg, got.To, window)
+	if len(got.Missed) == 0 {
+		return nil, nil
+	}
+	a.Metrics.OccurrencesMissed(cfg.Name, len(got.Missed))
+	a.Log.Warn("occurrences missed: due, and no node claimed or decided them within their answer window",
+		zap.String("job", cfg.Name), zap.Int("missed", len(got.Missed)), zap.Int64("first_slot", got.Missed[0]),
+		zap.Int64("last_slot", got.Missed[len(got.Missed)-1]), zap.String("reason", req.Reason))
+	return got.Missed, nil
+}
+
+// dueAfter is when the first slot after from becomes certain (its answer
+// window and the grace passed); a minute from now when there is none.
+func (a *Auditor) dueAfter(cfg *config.Job, from int64, window time.Duration) time.Time {
+	if s := cfg.Sched.Next(time.Unix(from, 0)); !s.IsZero() {
+		return s.Add(window + AuditGrace)
+	}
+	return a.Now().Add(time.Minute)
+}
+
+// Forget drops a job's audit state (a job removed by a reload).
+func (a *Auditor) Forget(job string) { delete(a.jobs, job) }
+
+// reason is what this node knows of why slots up to last were missed.
+func (a *Auditor) reason(last int64) string {
+	if time.Unix(last, 0).Before(a.Started) {
+		return "not_claimed: no live node claimed it (this node was not running)"
+	}
+	return "not_claimed: no live node claimed it (nodes down, redis unreachable, or skipped locally)"
+}

@@ -1,0 +1,280 @@
+package redislock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+	"github.com/redis/rueidis"
+)
+
+// ledgerKeys are the keys of one job that the ledger scripts name, in
+// their order: lease, state, ledger, ledger index, then extra.
+func (r *Redis) ledgerKeys(job string, extra ...string) []string {
+	keys := []string{r.key("job", job), r.key("state", job), r.key("occ", job), r.key("occidx", job)}
+	for _, kind := range extra {
+		keys = append(keys, r.key(kind, job))
+	}
+	return keys
+}
+
+// retention fills a request's zero retention with the defaults.
+func retention(rt actors.Retention) (age time.Duration, max int) {
+	age, max = rt.Age, rt.Max
+	if age <= 0 {
+		age = actors.DefaultRetentionAge
+	}
+	if max <= 0 {
+		max = actors.DefaultRetentionMax
+	}
+	return age, max
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// Claim decides one occurrence in one claimScript call (docs/protocol.md,
+// R1–R7). With Options.MinReplicasAcked a won claim then waits for the
+// replicas (claimReplicated) and may come back as actors.NotReplicated. An
+// error means the outcome is unknown: the claim may have been applied, so
+// the caller must not run the slot and should later Release any lease
+// under req.Owner().
+func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+	if err := req.Validate(); err != nil {
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	keys := r.ledgerKeys(req.Job, "paused", "pending")
+	age, max := retention(req.Retention)
+	w := req.Windows
+	args := []string{strconv.FormatInt(req.Slot, 10), string(req.Trigger), req.Node, req.RunID, ms(req.TTL),
+		flag(req.Lease), flag(req.Queue), flag(req.IgnorePause), strconv.FormatInt(req.MaxRuns, 10),
+		strconv.FormatInt(req.SeenSeq, 10), strconv.FormatInt(req.SeenRuns, 10),
+		ms(w.Early), ms(w.Answer), ms(w.Catchup), ms(age), strconv.Itoa(max)}
+	var c actors.Claim
+	var err error
+	if r.minAcks > 0 {
+		c, err = r.claimReplicated(ctx, keys, args)
+	} else {
+		var vals []rueidis.RedisMessage
+		if vals, err = claimScript.Exec(ctx, r.c, keys, args).ToArray(); err == nil {
+			c, err = decodeClaim(vals)
+		}
+	}
+	if err != nil {
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
+	}
+	return c, nil
+}
+
+// decodeClaim reads claimScript's reply.
+func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
+	if len(vals) != 13 {
+		return actors.Claim{}, fmt.Errorf("script returned %d values, want 13", len(vals))
+	}
+	var n [13]int64
+	var s [13]string
+	var errs []error
+	for i, v := range vals {
+		var err error
+		if i >= 7 && i <= 9 {
+			s[i], err = v.ToString()
+		} else {
+			n[i], err = v.AsInt64()
+		}
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return actors.Claim{}, err
+	}
+	return actors.Claim{Outcome: actors.Outcome(n[0]), Token: n[1], Now: time.UnixMilli(n[2]), Seq: n[3], Runs: n[4],
+		Repaired: n[5] == 1, FoundSeq: n[6], Status: s[7], Reason: s[8], Holder: s[9], Pending: n[10], Takes: n[11],
+		Expired: n[12]}, nil
+}
+
+// Finish writes the occurrence's final record, releases the lease and
+// hands it to a pending slot, in one finishScript call (docs/protocol.md,
+// R1, R4, R6, R7). Use a fresh ctx with its own timeout, never a run's
+// cancelled one. On error nothing is known (the caller hands the owners
+// to the janitor, which sends the finish again: it is idempotent). With
+// Options.MinReplicasAcked a finish that handed the lease on, or that
+// reached max_runs, waits for the replicas (finishReplicated).
+func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
+	if err := req.Validate(); err != nil {
+		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	args, err := finishArgs(req)
+	if err != nil {
+		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+	}
+	keys := r.ledgerKeys(req.Job, "pending")
+	var f actors.Finished
+	if r.minAcks > 0 {
+		f, err = r.finishReplicated(ctx, keys, args, req.MaxRuns)
+	} else {
+		var vals []int64
+		if vals, err = finishScript.Exec(ctx, r.c, keys, args).AsIntSlice(); err == nil {
+			f, err = decodeFinished(vals)
+		}
+	}
+	if err != nil {
+		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, explainScript(err))
+	}
+	return f, nil
+}
+
+// finishArgs are finishScript's ARGV for req.
+func finishArgs(req actors.FinishRequest) ([]string, error) {
+	rec := req.Record
+	o := rec.Occurrence()
+	body, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	score := rec.Slot
+	if score == 0 {
+		score = max(rec.Claimed.Unix(), rec.Start.Unix(), 1)
+	}
+	nextNode, nextRun := splitOwner(req.Next)
+	return []string{req.Owner, req.Next, ms(req.TTL), strconv.FormatInt(req.MaxRuns, 10), o.ID,
+		strconv.FormatInt(score, 10), string(body), flag(rec.Skip == "" && rec.Result == actors.ResultSuccess),
+		flag(rec.Skip == ""), rec.RunID, nextNode, nextRun}, nil
+}
+
+// splitOwner splits a lease value node:run at its last colon.
+func splitOwner(owner string) (node, run string) {
+	for i := len(owner) - 1; i >= 0; i-- {
+		if owner[i] == ':' {
+			return owner[:i], owner[i+1:]
+		}
+	}
+	return owner, ""
+}
+
+// decodeFinished reads finishScript's reply.
+func decodeFinished(vals []int64) (actors.Finished, error) {
+	if len(vals) != 8 {
+		return actors.Finished{}, fmt.Errorf("script returned %d values, want 8", len(vals))
+	}
+	if vals[7] == 1 {
+		return actors.Finished{}, ErrRecordConflict
+	}
+	return actors.Finished{Released: vals[0] == 1, Pending: vals[1], Token: vals[2], Left: vals[3] == 1, Runs: vals[4],
+		Seq: vals[5], Now: time.UnixMilli(vals[6])}, nil
+}
+
+// ErrRecordConflict: a finish found its occurrence's record written by
+// another run (only after Redis lost state, docs/protocol.md R5): the
+// record is kept, this run is not recorded.
+var ErrRecordConflict = errors.New("redislock: the occurrence's record belongs to another run")
+
+// Audit records a job's missed occurrences in one auditScript call
+// (docs/protocol.md, R8).
+func (r *Redis) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error) {
+	if req.Job == "" {
+		return actors.Audited{}, errors.New("audit: empty job name")
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	age, max := retention(req.Retention)
+	args := []string{strconv.FormatInt(req.From, 10), ms(req.Window + req.Grace), req.Node, req.Reason, ms(age), strconv.Itoa(max)}
+	for _, s := range req.Slots {
+		args = append(args, strconv.FormatInt(s, 10))
+	}
+	vals, err := auditScript.Exec(ctx, r.c, r.ledgerKeys(req.Job), args).ToArray()
+	if err != nil {
+		return actors.Audited{}, fmt.Errorf("audit %q: %w", req.Job, explainScript(err))
+	}
+	if len(vals) != 5 {
+		return actors.Audited{}, fmt.Errorf("audit %q: script returned %d values, want 5", req.Job, len(vals))
+	}
+	var n [4]int64
+	for i := range n {
+		if n[i], err = vals[i].AsInt64(); err != nil {
+			return actors.Audited{}, fmt.Errorf("audit %q: %w", req.Job, err)
+		}
+	}
+	missed, err := vals[4].AsIntSlice()
+	if err != nil {
+		return actors.Audited{}, fmt.Errorf("audit %q: %w", req.Job, err)
+	}
+	return actors.Audited{From: n[0], Stale: n[1] == 1, To: n[2], Now: time.UnixMilli(n[3]), Missed: missed}, nil
+}
+
+// Occurrences returns the job's ledger records whose index score (the
+// slot; a manual run's claim time) lies in [from, to] (Unix seconds),
+// oldest first: one ZRANGE and one HMGET.
+func (r *Redis) Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	ids, err := r.c.Do(ctx, r.c.B().Zrange().Key(r.key("occidx", job)).Min(strconv.FormatInt(from, 10)).
+		Max(strconv.FormatInt(to, 10)).Byscore().Build()).AsStrSlice()
+	if err != nil || len(ids) == 0 {
+		return nil, wrapOp("occurrences", job, err)
+	}
+	vals, err := r.c.Do(ctx, r.c.B().Hmget().Key(r.key("occ", job)).Field(ids...).Build()).ToArray()
+	if err != nil {
+		return nil, wrapOp("occurrences", job, err)
+	}
+	out := make([]actors.Occurrence, 0, len(vals))
+	for i, v := range vals {
+		s, err := v.ToString()
+		if rueidis.IsRedisNil(err) {
+			continue // trimmed between the two calls
+		}
+		o, err := decodeOccurrence(s, err)
+		if err != nil {
+			return nil, fmt.Errorf("occurrences %q: record %s: %w", job, ids[i], err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// wrapOp wraps err (nil stays nil) as "op "job": err".
+func wrapOp(op, job string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s %q: %w", op, job, err)
+}
+
+func decodeOccurrence(s string, err error) (actors.Occurrence, error) {
+	var o actors.Occurrence
+	if err != nil {
+		return o, err
+	}
+	err = json.Unmarshal([]byte(s), &o)
+	return o, err
+}
+
+// History returns up to n of the job's most recent runs (ledger records
+// with status ran), newest first.
+func (r *Redis) History(ctx context.Context, job string, n int) ([]actors.RunRecord, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	occ, err := r.Occurrences(ctx, job, 0, 1<<53)
+	if err != nil {
+		return nil, err
+	}
+	return runsOf(occ, n), nil
+}
+
+// runsOf returns up to n runs of occ (oldest first), newest first.
+func runsOf(occ []actors.Occurrence, n int) []actors.RunRecord {
+	var out []actors.RunRecord
+	for _, o := range slices.Backward(occ) {
+		if o.Status == "ran" && len(out) < n {
+			out = append(out, o.RunRecord())
+		}
+	}
+	return out
+}

@@ -1,0 +1,417 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cronlock/cronlock/actors"
+)
+
+// This file is the ledger of the memory backend: the rules of
+// docs/protocol.md (R1–R9) as the scripts in scripts.go keep them, in Go,
+// with the local clock as "Redis time" (one process is the whole
+// cluster). The conformance suite runs the same cases against both. The
+// state file keeps each job's highest claimed slot, token, pause flag and
+// run count (memory_state.go): after a restart, slots up to that slot
+// count as claimed (floor), and tokens go on from the kept one (R4).
+
+// mint is rule R4.
+func (j *memJob) mint(nowUs int64) int64 {
+	j.fence = max(j.fence+1, nowUs)
+	return j.fence
+}
+
+// put writes an occurrence's record (R1).
+func (j *memJob) put(o actors.Occurrence) {
+	j.occ[o.ID] = o
+	j.seq++
+	if o.Slot > j.slot && (o.Status == "claimed" || o.Status == "ran") {
+		j.slot = o.Slot
+	}
+}
+
+// trim is rule R9.
+func (j *memJob) trim(now time.Time, rt actors.Retention) {
+	age, maxN := retention(rt)
+	ids := slices.SortedFunc(func(yield func(string) bool) {
+		for id := range j.occ {
+			if !yield(id) {
+				return
+			}
+		}
+	}, func(a, b string) int { return int(j.score(a) - j.score(b)) })
+	cut := max(len(ids)-maxN, 0)
+	for cut < len(ids) && j.score(ids[cut]) < now.Add(-age).Unix() {
+		cut++
+	}
+	for _, id := range ids[:min(cut, 10)] {
+		delete(j.occ, id)
+		if s, err := strconv.ParseInt(id, 10, 64); err == nil && s > j.trimmedTo {
+			j.trimmedTo = s
+		}
+	}
+}
+
+// score is an occurrence's index score: its slot, a manual run's claim
+// time in seconds.
+func (j *memJob) score(id string) int64 {
+	o := j.occ[id]
+	if o.Slot > 0 {
+		return o.Slot
+	}
+	return o.Claimed / 1000
+}
+
+// Claim decides one occurrence as claimScript does (docs/protocol.md,
+// R1–R7). With a state store it returns only once the job's slot, token,
+// pause flag and run count are in the state file; an error then means the
+// outcome is unknown: the caller does not run the slot.
+func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+	if err := errors.Join(req.Validate(), ctx.Err()); err != nil {
+		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+	}
+	m.mu.Lock()
+	c := m.job(req.Job).claim(req, time.Now())
+	m.mu.Unlock()
+	if c.Outcome == actors.Claimed {
+		if err := m.commit(ctx, req.Job); err != nil {
+			return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		}
+	}
+	return c, nil
+}
+
+func (j *memJob) claim(req actors.ClaimRequest, now time.Time) actors.Claim {
+	nowMs := now.UnixMilli()
+	c := actors.Claim{Now: time.UnixMilli(nowMs), FoundSeq: j.seq}
+	if j.since == 0 {
+		j.since = nowMs
+	}
+	if req.SeenSeq > j.seq { // R5
+		j.seq, j.lostAt, c.Repaired = req.SeenSeq, nowMs, true
+	}
+	if req.SeenRuns > j.runs { // R6
+		j.runs, c.Repaired = req.SeenRuns, true
+	}
+	wrote := false
+	defer func() {
+		if wrote {
+			j.trim(now, req.Retention)
+		}
+		c.Seq, c.Runs = j.seq, j.runs
+	}()
+	slot, id := req.Slot, strconv.FormatInt(req.Slot, 10)
+	rec := func(status, reason string, token int64, trig actors.Trigger, runID string) actors.Occurrence {
+		return actors.Occurrence{ID: id, Slot: slot, Status: status, Reason: reason, Node: req.Node, Token: token,
+			Trigger: string(trig), RunID: runID, Claimed: nowMs}
+	}
+	decide := func(status, reason string) {
+		if slot > 0 {
+			j.put(rec(status, reason, 0, req.Trigger, ""))
+			wrote = true
+		}
+	}
+	ms, w := slot*1000, req.Windows
+	switch req.Trigger { // R2
+	case actors.TriggerSchedule:
+		if nowMs < ms-w.Early.Milliseconds() || nowMs > ms+w.Answer.Milliseconds() {
+			c.Outcome = actors.ClockSkew
+			return c
+		}
+	case actors.TriggerCatchup:
+		if nowMs < ms || nowMs > ms+w.Catchup.Milliseconds() {
+			c.Outcome = actors.OutsideWindow
+			return c
+		}
+	case actors.TriggerBackfill:
+		if nowMs <= ms+w.Answer.Milliseconds() {
+			c.Outcome = actors.OutsideWindow
+			return c
+		}
+		if slot <= j.trimmedTo {
+			c.Outcome = actors.OutsideRetention
+			return c
+		}
+	}
+	if slot > 0 { // R1
+		if cur, ok := j.occ[id]; ok {
+			rerun := cur.Status == "missed" && req.Trigger != actors.TriggerSchedule ||
+				cur.Status == "skipped" && req.Trigger == actors.TriggerBackfill && (cur.Reason != actors.SkipStateLost || req.IgnorePause)
+			if !rerun {
+				c.Outcome, c.Status, c.Reason = actors.ClaimedElsewhere, cur.Status, cur.Reason
+				return c
+			}
+		} else if slot <= j.floor && req.Trigger != actors.TriggerBackfill {
+			c.Outcome, c.Status, c.Reason = actors.ClaimedElsewhere, "claimed", "before the last restart"
+			return c
+		} else if j.lostAt > 0 && ms <= j.lostAt+w.Early.Milliseconds() {
+			if req.Trigger == actors.TriggerSchedule {
+				decide("skipped", actors.SkipStateLost)
+				c.Outcome = actors.StateLost
+				return c
+			}
+			if !req.IgnorePause {
+				c.Outcome = actors.StateLost
+				return c
+			}
+		}
+	}
+	if req.MaxRuns > 0 { // R6
+		inflight := int64(0)
+		for _, o := range j.occ {
+			if o.Status == "claimed" && o.Claimed+req.TTL.Milliseconds() > nowMs {
+				inflight++
+			}
+		}
+		if j.runs+inflight >= req.MaxRuns {
+			decide("skipped", actors.SkipMaxRuns)
+			c.Outcome = actors.MaxRunsReached
+			return c
+		}
+	}
+	if !req.IgnorePause && j.paused {
+		decide("skipped", actors.SkipPaused)
+		c.Outcome = actors.Paused
+		return c
+	}
+	if req.Lease {
+		if j.owner != "" && now.Before(j.expires) {
+			c.Holder = j.owner
+			if req.Queue {
+				if c.Pending = j.queued; j.queued == 0 {
+					j.queued = slot
+					decide("queued", "")
+					c.Outcome = actors.Queued
+					return c
+				}
+			}
+			decide("skipped", actors.SkipOverlap)
+			c.Outcome = actors.Overlap
+			return c
+		}
+		if j.fence == math.MaxInt64 {
+			c.Outcome = actors.ClaimedElsewhere // no token left (never in practice)
+			return c
+		}
+		j.owner, j.expires = req.Owner(), now.Add(req.TTL.Truncate(time.Millisecond))
+		if req.Queue && j.queued > 0 { // R7
+			if p := j.queued; p < slot && nowMs-p*1000 <= w.Catchup.Milliseconds() {
+				c.Takes = p
+			} else {
+				c.Expired, j.queued = p, 0
+				j.put(actors.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "skipped", Reason: actors.SkipExpired,
+					Node: req.Node, Trigger: string(actors.TriggerQueued), Claimed: nowMs})
+			}
+		}
+	}
+	c.Outcome, c.Token = actors.Claimed, j.mint(now.UnixMicro())
+	wrote = true
+	if c.Takes > 0 {
+		j.queued = slot
+		j.put(actors.Occurrence{ID: strconv.FormatInt(c.Takes, 10), Slot: c.Takes, Status: "claimed", Node: req.Node,
+			Token: c.Token, Trigger: string(actors.TriggerQueued), RunID: req.RunID, Claimed: nowMs})
+		decide("queued", "")
+		return c
+	}
+	if slot == 0 {
+		id = actors.OccurrenceID(0, c.Token)
+	}
+	j.put(rec("claimed", "", c.Token, req.Trigger, req.RunID))
+	return c
+}
+
+// Finish writes the occurrence's final record, releases the lease and
+// hands it to the pending slot, as finishScript does.
+func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
+	if err := errors.Join(req.Validate(), ctx.Err()); err != nil {
+		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+	}
+	now := time.Now()
+	m.mu.Lock()
+	j := m.job(req.Job)
+	f := actors.Finished{Now: time.UnixMilli(now.UnixMilli())}
+	if req.Owner != "" && j.owner == req.Owner {
+		j.owner, f.Released = "", true
+	}
+	o := req.Record.Occurrence()
+	o.Output = tail(o.Output)
+	conflict := false
+	if cur, ok := j.occ[o.ID]; ok && cur.RunID != o.RunID {
+		conflict = true
+	} else {
+		counted := ok && cur.Status == "ran"
+		j.put(o)
+		if o.Status == "ran" && o.Result == actors.ResultSuccess && !counted {
+			j.runs++
+		}
+		if o.Status == "ran" {
+			last := o
+			j.last = &last
+		}
+	}
+	if f.Released && j.queued > 0 {
+		p := j.queued
+		f.Pending = p
+		node, runID := splitOwner(req.Next)
+		switch {
+		case req.MaxRuns > 0 && j.runs >= req.MaxRuns:
+			j.queued = 0
+			j.put(actors.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "skipped", Reason: actors.SkipMaxRuns,
+				Node: node, Trigger: string(actors.TriggerQueued), Claimed: now.UnixMilli()})
+		case req.Next != "":
+			j.handedTo, j.handedSlot, j.queued = req.Next, p, 0
+			j.owner, j.expires = req.Next, now.Add(req.TTL.Truncate(time.Millisecond))
+			f.Token = j.mint(now.UnixMicro())
+			j.put(actors.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "claimed", Node: node, Token: f.Token,
+				Trigger: string(actors.TriggerQueued), RunID: runID, Claimed: now.UnixMilli()})
+		default:
+			f.Left = true
+		}
+	}
+	f.Runs, f.Seq = j.runs, j.seq
+	m.mu.Unlock()
+	if conflict {
+		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, ErrRecordConflict)
+	}
+	if err := m.commit(ctx, req.Job); err != nil {
+		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+	}
+	return f, nil
+}
+
+// Audit records missed occurrences as auditScript does (R8).
+func (m *Memory) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error) {
+	if err := ctx.Err(); err != nil || req.Job == "" {
+		return actors.Audited{}, fmt.Errorf("audit %q: %w", req.Job, errors.Join(err, errEmptyJob(req.Job)))
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.job(req.Job)
+	if j.auditedTo == 0 {
+		j.auditedTo = now.Unix()
+		if j.since == 0 {
+			j.since = now.UnixMilli()
+		}
+	}
+	a := actors.Audited{From: j.auditedTo, To: j.auditedTo, Now: time.UnixMilli(now.UnixMilli())}
+	if len(req.Slots) == 0 {
+		return a, nil
+	}
+	if req.From != j.auditedTo {
+		a.Stale = true
+		return a, nil
+	}
+	for _, s := range req.Slots {
+		if s*1000+(req.Window+req.Grace).Milliseconds() >= now.UnixMilli() {
+			break
+		}
+		if s <= a.To {
+			continue
+		}
+		id := strconv.FormatInt(s, 10)
+		if _, ok := j.occ[id]; !ok && s > j.floor {
+			j.put(actors.Occurrence{ID: id, Slot: s, Status: "missed", Reason: req.Reason, Node: req.Node,
+				Trigger: string(actors.TriggerSchedule), Claimed: now.UnixMilli()})
+			a.Missed = append(a.Missed, s)
+		}
+		a.To = s
+	}
+	j.auditedTo = a.To
+	if len(a.Missed) > 0 {
+		j.trim(now, req.Retention)
+	}
+	return a, nil
+}
+
+func errEmptyJob(job string) error {
+	if job == "" {
+		return errors.New("empty job name")
+	}
+	return nil
+}
+
+// Occurrences returns the job's records with index score in [from, to],
+// oldest first, as Redis.Occurrences does.
+func (m *Memory) Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("occurrences %q: %w", job, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.job(job)
+	var out []actors.Occurrence
+	for id, o := range j.occ {
+		if s := j.score(id); s >= from && s <= to {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b actors.Occurrence) int {
+		return int(j.score(a.ID) - j.score(b.ID))
+	})
+	return out, nil
+}
+
+// History returns up to n of the job's most recent runs, newest first.
+func (m *Memory) History(ctx context.Context, job string, n int) ([]actors.RunRecord, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	occ, err := m.Occurrences(ctx, job, 0, 1<<53)
+	if err != nil {
+		return nil, err
+	}
+	return runsOf(occ, n), nil
+}
+
+var (
+	_ actors.Unhander = (*Redis)(nil)
+	_ actors.Unhander = (*Memory)(nil)
+)
+
+// Unhand takes back the lease a Finish may have handed to the job's
+// pending slot, owner (FinishRequest.Next), when that finish's answer was
+// lost and nobody runs the slot: if the lease still holds owner it is
+// deleted and, when the finish noted handing owner that slot and no other
+// slot is pending, the slot is pending again, for the job's next claim
+// (unhandScript). held says the lease was owner's; slot is the slot put
+// back (0 = none). One round trip.
+func (r *Redis) Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	n, err := unhandScript.Exec(ctx, r.c, []string{r.key("job", job), r.key("state", job), r.key("pending", job)},
+		[]string{owner}).AsInt64()
+	if err != nil {
+		return 0, false, fmt.Errorf("unhand %q: %w", job, explainScript(err))
+	}
+	return max(n, 0), n >= 0, nil
+}
+
+// Unhand is Redis.Unhand in memory.
+func (m *Memory) Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, fmt.Errorf("unhand %q: %w", job, err)
+	}
+	m.mu.Lock()
+	j := m.job(job)
+	if j.owner != owner {
+		m.mu.Unlock()
+		return 0, false, nil
+	}
+	j.owner = ""
+	if j.handedTo == owner && j.queued == 0 {
+		j.queued, slot = j.handedSlot, j.handedSlot
+	}
+	m.mu.Unlock()
+	if slot > 0 {
+		if err := m.commit(ctx, job); err != nil {
+			return 0, true, fmt.Errorf("unhand %q: %w", job, err)
+		}
+	}
+	return slot, true, nil
+}
