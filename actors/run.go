@@ -57,9 +57,9 @@ type run struct {
 	// job actor to start (nil = nothing).
 	next *handoff
 
-	recorded int // attempt whose run record exists (records.go); 0 = none
-	reserved      bool // holds a place in deps.Load (capacity.go)
-	inProgress    bool // the place counts as a run in progress (Load.Won)
+	recorded   int  // attempt whose run record exists (records.go); 0 = none
+	reserved   bool // holds a place in deps.Load (capacity.go)
+	inProgress bool // the place counts as a run in progress (Load.Won)
 	// queueClaim: this node's run of the job holds the lease (overlap
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).
@@ -237,7 +237,7 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 // slot's claim window (docs/protocol.md, R2): a warning with this node's
 // offset from Redis time, summarised while it repeats.
 func (r *run) clockSkew(c Claim) Ran {
-	offset := time.Since(c.Now) // local clock − Redis time, give or take the round trip
+	offset := r.deps.Now().Sub(c.Now) // local clock − Redis time, give or take the round trip
 	log := r.logger()
 	r.deps.repeats.Log(SkipClockSkew, func(extra ...zap.Field) {
 		log.Warn("claim refused: redis time is outside the slot's claim window; this node's clock is off "+
@@ -478,7 +478,7 @@ func (r *run) sendFinish(req FinishRequest) {
 		default:
 		}
 	}
-	r.logger().Error("the janitor's queue is full: the occurrence's record is lost (it stays claimed in the ledger); "+
+	r.logger().Error("the janitor's queue is full: the occurrence's record is lost (it stays claimed in the ledger); " +
 		"the janitor retries the release")
 }
 

@@ -327,4 +327,3 @@ func send[T any](ctx context.Context, ch chan<- T, v T) error {
 		return ctx.Err()
 	}
 }
-

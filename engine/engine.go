@@ -45,14 +45,10 @@ type Options struct {
 	// Now reads the wall clock for slots and skew checks; nil = time.Now.
 	// Tests pass a skewed clock.
 	Now func() time.Time
-	// PreciseWake: the ticker sleeps the last ms before each fire time with
-	// nanosleep instead of a Go timer (actors.Ticker.SetPreciseWake: up to
-	// 1 ms less fire delay), and sends fires actors.ClaimLead early (more
-	// when many are due at once) so that their claims are answered by the
-	// fire time (SetClaimLead, SetClaimLeadGrowth). Only with
-	// the real clock, never in a testing/synctest bubble. The daemon sets
-	// it.
-	PreciseWake bool
+	// WrapRecords, a test seam, wraps the run records' store (nil = none):
+	// e2e tests block its writes to show that a hung state directory delays
+	// no timeout (docs/protocol.md, R3).
+	WrapRecords func(actors.RunRecords) actors.RunRecords
 	// Start starts the processes of runs and hooks; nil = process.Start.
 	// Tests in testing/synctest bubbles pass a fake driven by the bubble's
 	// clock.
@@ -97,6 +93,8 @@ type Engine struct {
 	apiToken atomic.Pointer[[]byte]
 
 	records *runrecords.Store // run records in the state directory; nil without one
+	// wrapRecords is Options.WrapRecords.
+	wrapRecords func(actors.RunRecords) actors.RunRecords
 
 	// Supervisor state, owned by the Run goroutine.
 	shutdownCause string           // "" until the shutdown begins
@@ -150,6 +148,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.janitor = actors.NewJanitor(opts.Log, locker, 1024)
 	if opts.State != nil {
 		e.records = runrecords.New(opts.State)
+		e.wrapRecords = opts.WrapRecords
 	}
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,
 		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(), Finishes: e.janitor.Finishes(),

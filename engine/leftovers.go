@@ -20,6 +20,9 @@ func (e *Engine) runRecords() actors.RunRecords {
 	if e.records == nil {
 		return nil
 	}
+	if e.wrapRecords != nil {
+		return e.wrapRecords(e.records)
+	}
 	return e.records
 }
 

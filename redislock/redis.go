@@ -254,4 +254,3 @@ func (r *Redis) Release(ctx context.Context, job, owner string) (released bool, 
 	}
 	return n == 1, nil
 }
-

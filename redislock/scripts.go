@@ -77,7 +77,7 @@ end
 //	         pending taken, pending expired}
 //	outcome numbers are the actors.Outcome constants.
 const claimSrc = `local K, A = KEYS, ARGV
-`+ledgerLib+`
+` + ledgerLib + `
 local slot, trig, node, run_id = tonumber(A[1]), A[2], A[3], A[4]
 local owner = node .. ":" .. run_id
 local h = redis.call("HMGET", K[2], "seq", "runs", "since", "lost_at", "trimmed_to")
@@ -211,7 +211,7 @@ var claimScript = newScript(claimSrc, false)
 //	      10 run id, 11 next node, 12 next run id
 //	returns {released, pending, token, left, runs, seq, now ms, conflict}
 const finishSrc = `local K, A = KEYS, ARGV
-`+ledgerLib+`
+` + ledgerLib + `
 local released = 0
 if A[1] ~= "" and redis.call("GET", K[1]) == A[1] then released = redis.call("DEL", K[1]) end
 local cur = redis.call("HGET", K[3], A[5])

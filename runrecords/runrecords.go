@@ -104,9 +104,8 @@ type Store struct {
 	bootID   string
 	pidNS    string
 
-	mu    sync.Mutex // guards the fields below
+	mu    sync.Mutex // guards the fields below; never held across a write
 	f     *os.File   // opened by the first Load or Put
-	buf   [slotSize]byte
 	slots map[key]int64
 	free  []int64 // offsets of free slots below next
 	next  int64   // offset of the first slot never used since Clear
@@ -178,20 +177,21 @@ func (s *Store) write(rec Record, old int) error {
 		return fmt.Errorf("run record %s: %d bytes, more than a slot holds (%d); job name or node.id too long",
 			rec.RunID, len(data), slotSize-1)
 	}
+	var buf [slotSize]byte // the caller's own: the write happens outside s.mu
+	n := copy(buf[:], data)
+	buf[n] = '\n' // the zeros after it end the record on reading
+	k := key{rec.RunID, rec.Attempt}
+	oldKey := key{rec.RunID, old}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := copy(s.buf[:], data)
-	s.buf[n] = '\n'
-	clear(s.buf[n+1:]) // the zeros end the record on reading
 	f, err := s.fileLocked()
 	if err != nil {
+		s.mu.Unlock()
 		return err
 	}
-	k := key{rec.RunID, rec.Attempt}
 	if _, dup := s.slots[k]; dup {
+		s.mu.Unlock()
 		return fmt.Errorf("run record %s attempt %d: already written", rec.RunID, rec.Attempt)
 	}
-	oldKey := key{rec.RunID, old}
 	off, replace := s.slots[oldKey] // never for Put: no record has attempt -1
 	if !replace {
 		off = s.next
@@ -201,11 +201,18 @@ func (s *Store) write(rec Record, old int) error {
 			s.next += slotSize
 		}
 	}
-	if _, err := f.WriteAt(s.buf[:], off); err != nil {
+	s.mu.Unlock()
+	// No lock is held across the write: a hung state directory blocks
+	// this run's write only, never another run's (docs/protocol.md, R3).
+	// The slot is this run's alone (taken above, or its own old record).
+	_, werr := f.WriteAt(buf[:], off)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if werr != nil {
 		if !replace {
 			s.free = append(s.free, off)
 		}
-		return fmt.Errorf("run record %s: %w", rec.RunID, err)
+		return fmt.Errorf("run record %s: %w", rec.RunID, werr)
 	}
 	if replace {
 		delete(s.slots, oldKey)
@@ -219,15 +226,18 @@ func (s *Store) write(rec Record, old int) error {
 // already removed is not an error.
 func (s *Store) Remove(runID string, attempt int) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	k := key{runID, attempt}
 	off, ok := s.slots[k]
+	f := s.f
+	s.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	if _, err := s.f.WriteAt([]byte{0}, off); err != nil {
+	if _, err := f.WriteAt([]byte{0}, off); err != nil { // outside s.mu, as in write
 		return fmt.Errorf("run record %s: %w", runID, err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.slots, k)
 	s.free = append(s.free, off)
 	return nil

@@ -6,13 +6,14 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/engine"
+	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -29,62 +30,51 @@ type daemonOptions struct {
 	Reload func() (*config.Config, error)
 	// Signals delivers SIGTERM, SIGINT and SIGHUP (from main).
 	Signals <-chan os.Signal
-	// OwnProcess: the daemon is the process's only program (main), so it
-	// sets the process-wide runtime settings (daemonProcs).
-	OwnProcess bool
-}
-
-// procsPerP is how many of the CPUs the Go runtime would use (GOMAXPROCS'
-// default: the machine's, or the cgroup's CPU limit, read once at the
-// start: setting GOMAXPROCS stops the runtime from following later changes
-// of the limit) the daemon gives one P, at least one: GOMAXPROCS is 1 up
-// to 7 CPUs, 2 on 8, 16 on 64.
-//
-// The daemon waits on Redis, timers and its children nearly all the time,
-// and a run is a chain of goroutine hand-offs (fire, claim, the Redis
-// client's writer and reader, fork, output readers, exit, finish). With
-// one P the runtime runs a woken goroutine on the thread that woke it
-// instead of waking an idle thread (futex wake-ups, threads spinning for
-// work). Measured by make bench on a 2-core machine (README.md
-// "Performance", "Fewer Ps"): one invocation with the build before this
-// change as the baseline gave 0.64× its CPU per run at 3 nodes × 50 jobs
-// a second and 0.78× at × 200, start latency unchanged.
-//
-// What fewer Ps cost. Each fork holds its P until the child has exec'd
-// (vfork), so the forks of one instant run one at a time per P (more CPUs
-// get more Ps for a herd's forks), and a child that hangs before its exec
-// (the chdir to a work_dir on a hung network file system) holds the only
-// P: the whole daemon stops until it returns (the systemd watchdog then
-// restarts it). CPU-bound work delays the ticker and the runs' goroutines
-// by up to the scheduler's 10 ms time slice: a reload of a 10,000-job
-// config every 200 ms gave a fire delay p50 of 4.6–6.5 ms against 0.8 ms
-// with two Ps; a /metrics scrape or an API listing of thousands of jobs
-// does the same for a moment. The children themselves are not limited.
-const procsPerP = 4
-
-// setProcs sets GOMAXPROCS to the default CPUs / procsPerP (at least 1)
-// unless the environment sets GOMAXPROCS to a number ≥ 1 (which the
-// runtime has applied; it ignores any other value) or the daemon runs
-// inside another program (own false: tests). It returns the GOMAXPROCS in
-// effect and where it came from, for the start-up line.
-func setProcs(environ []string, own bool) (int, string) {
-	if v, ok := envValue(environ, "GOMAXPROCS"); ok {
-		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
-			return runtime.GOMAXPROCS(0), "environment"
-		}
-	}
-	if !own {
-		return runtime.GOMAXPROCS(0), "go runtime (daemon inside another program)"
-	}
-	n := max(1, runtime.GOMAXPROCS(0)/procsPerP)
-	runtime.GOMAXPROCS(n)
-	return n, "default (a quarter of the CPUs, at least 1)"
 }
 
 // clockOffsetEnv is an internal, test-only knob: a Go duration added to the
 // daemon's clock so that tests can run nodes with skewed clocks. It is not
 // a config key and not documented for users.
 const clockOffsetEnv = "CRONLOCK_INTERNAL_CLOCK_OFFSET"
+
+// blockRecordsEnv is an internal, test-only knob: the path of a file
+// whose existence blocks every run-record write (a frozen state directory,
+// docs/protocol.md R3). Not a config key and not documented for users.
+const blockRecordsEnv = "CRONLOCK_INTERNAL_BLOCK_RUN_RECORDS"
+
+// blockingRecords blocks each write while the file path exists.
+type blockingRecords struct {
+	actors.RunRecords
+	path string
+}
+
+func (b blockingRecords) wait() {
+	for {
+		if _, err := os.Stat(b.path); err != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (b blockingRecords) Put(r runrecords.Record) error { b.wait(); return b.RunRecords.Put(r) }
+func (b blockingRecords) Replace(old int, r runrecords.Record) error {
+	b.wait()
+	return b.RunRecords.Replace(old, r)
+}
+func (b blockingRecords) Remove(id string, attempt int) error {
+	b.wait()
+	return b.RunRecords.Remove(id, attempt)
+}
+
+// wrapRecords is the engine's WrapRecords for blockRecordsEnv (nil = none).
+func wrapRecords(environ []string) func(actors.RunRecords) actors.RunRecords {
+	path, ok := envValue(environ, blockRecordsEnv)
+	if !ok || path == "" {
+		return nil
+	}
+	return func(r actors.RunRecords) actors.RunRecords { return blockingRecords{r, path} }
+}
 
 // runDaemon runs the daemon on a loaded (ForStart) config until a shutdown
 // signal or ctx ends, and returns the exit code: 0 after a clean shutdown,
@@ -104,9 +94,8 @@ func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int 
 	for _, w := range cfg.Warnings {
 		log.Warn("config warning", zap.String("problem", w.String()))
 	}
-	procs, procsFrom := setProcs(opts.Environ, opts.OwnProcess)
 	log.Info("cronlock starting", zap.String("version", opts.Version), zap.String("config", cfg.Path),
-		zap.Int("gomaxprocs", procs), zap.String("gomaxprocs_source", procsFrom))
+		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
 	state, err := statedir.Open(cfg.Node.StateDir)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -119,7 +108,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int 
 	}
 	e, err := engine.New(cfg, engine.Options{Log: log, Environ: opts.Environ, Signals: opts.Signals,
 		Notify: sdNotify(log), Reload: opts.Reload, Now: now, State: state, Registry: newRegistry(currentBuild()),
-		Version: opts.Version, PreciseWake: true,
+		Version: opts.Version, WrapRecords: wrapRecords(opts.Environ),
 		ExitNow: func() { _ = log.Sync(); os.Exit(1) }})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

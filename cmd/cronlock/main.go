@@ -45,8 +45,7 @@ func main() {
 	signal.Notify(raw, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	sigs := make(chan os.Signal)
 	go relaySignals(raw, sigs)
-	code := runIn(context.Background(), &runEnv{environ: os.Environ(), stdout: os.Stdout, stderr: os.Stderr, signals: sigs,
-		ownProcess: true}, os.Args[1:])
+	code := runIn(context.Background(), &runEnv{environ: os.Environ(), stdout: os.Stdout, stderr: os.Stderr, signals: sigs}, os.Args[1:])
 	signal.Stop(raw)
 	os.Exit(code)
 }
@@ -117,10 +116,6 @@ type runEnv struct {
 	environ        []string
 	stdout, stderr io.Writer
 	signals        <-chan os.Signal // nil: no signals (tests)
-	// ownProcess: the program is this process's own (main), so the daemon
-	// may change process-wide runtime settings (daemonProcs); false in
-	// tests, which run the daemon inside the test binary.
-	ownProcess bool
 	// now is the reference time of -validate's DST warnings; nil means
 	// time.Now (tests fix it so that the warnings do not depend on today).
 	now func() time.Time
@@ -270,8 +265,7 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 	}
 	reload := func() (*config.Config, error) { return config.Load(*path, env.loadOptions(config.ForStart, flags)) }
 	return runDaemon(ctx, cfg, daemonOptions{Environ: env.environ, Stdout: env.stdout, Stderr: env.stderr,
-		Version: versionString(currentBuild().Version, currentBuild().Commit), Reload: reload, Signals: env.signals,
-		OwnProcess: env.ownProcess})
+		Version: versionString(currentBuild().Version, currentBuild().Commit), Reload: reload, Signals: env.signals})
 }
 
 // usageExit maps a flag parse error to an exit code: 0 for -h, else 2 (the
