@@ -17,7 +17,7 @@ func benchClaims(b *testing.B, be backend) {
 	var slot int64
 	for b.Loop() {
 		slot++
-		c, err := be.Claim(ctx, actors.ClaimRequest{Job: "bench", Slot: slot})
+		c, err := be.Claim(ctx, manualReq("bench"))
 		if err != nil || c.Outcome != actors.Claimed {
 			b.Fatalf("claim slot %d: got %v, %v", slot, c.Outcome, err)
 		}

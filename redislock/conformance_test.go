@@ -3,439 +3,461 @@ package redislock
 import (
 	"errors"
 	"fmt"
-	"github.com/cronlock/cronlock/actors"
-	"math"
-	"sort"
-	"sync"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cronlock/cronlock/actors"
 )
 
-// conformance lists the behaviours both backends must share (docs/protocol.md).
+// conformance lists the rules both backends must keep (docs/protocol.md,
+// R1–R9): every case runs against a real redis-server and the memory
+// backend (TestConformance).
 var conformance = []struct {
 	name string
 	fn   func(t *testing.T, s store)
 }{
-	{"ClaimOncePerSlot_LeaseSkip", testClaimOncePerSlotLease},
-	{"ClaimOncePerSlot_Allow", testClaimOncePerSlotAllow},
-	{"ClaimedElsewhereForOldSlots", testClaimedElsewhere},
-	{"EarlyClaimDecidesOnlyWins", testEarlyClaim},
-	{"OverlapWhileLeaseHeld", testOverlap},
-	{"PausedRecordsSlot", testPaused},
-	{"ManualClaimTakesLeaseNoSlot", testManual},
-	{"RenewExtendsTTL", testRenewExtends},
-	{"RenewByNonOwner", testRenewNonOwner},
-	{"ReleaseByNonOwner", testReleaseNonOwner},
-	{"LeaseExpiresAfterTTL", testLeaseExpires},
-	{"RecordHistoryCapAndOrder", testHistory},
-	{"FinishReleasesAndRecords", testFinish},
-	{"RetriedFinishRecordsOnce", testFinishRetry},
-	{"RetriedFinishUnsureBeyondHistory", testFinishRetryUnsure},
-	{"UnhandPutsTheHandedSlotBack", testUnhand},
-	{"StateOfNewJob", testStateEmpty},
-	{"Time", testTime},
+	{"R1_OneClaimPerSlot", testOneClaimPerSlot},
+	{"R1_OrderCannotLoseASlot", testOrderCannotLose},
+	{"R1_SkipsAreRecorded", testSkipsRecorded},
+	{"R2_ClockOutsideWindowWritesNothing", testClockSkew},
+	{"R2_CatchupAndBackfillWindows", testCatchupBackfillWindows},
+	{"R1_BackfillNeverRerunsARun", testBackfillNeverReruns},
+	{"R3_LeaseRenewRelease", testLease},
+	{"R4_TokensIncreaseAcrossTotalLoss", testTokensAcrossLoss},
+	{"R5_LossDetectedAndSlotsRefused", testLossDetected},
+	{"R6_MaxRunsCountedAndRepaired", testMaxRuns},
+	{"R6_FinishIsIdempotent", testFinishIdempotent},
+	{"R7_QueueHandOnAndExpiry", testQueue},
+	{"R8_AuditRecordsMissedOnce", testAudit},
+	{"R9_RetentionTrimsAndBackfillRefused", testRetention},
+	{"ManualRunsAreOccurrences", testManual},
 	{"InvalidRequests", testInvalid},
-	{"StateRepairAfterLoss", testStateRepair},
-	{"CatchupNeedsRecord", testCatchupNeedsRecord},
-	{"StateRepairOnSkips", testStateRepairSkips},
-	{"MissedSlotsReportedOnce", testMissedReport},
-	{"MissedSlotsSeenAfterLoss", testMissedSeen},
-	{"MissedSlotsInBatches", testMissedBatches},
-	{"FenceAtMaximumFails", testFenceAtMaximum},
-	{"QueueKeepsOnePendingSlot", testQueuePending},
-	{"QueueDropsPendingOfVanishedHolder", testQueueDropped},
-	{"QueueFinishWhileStoppingDropsPending", testQueueStopping},
-	{"BackfillClaimsOncePerSlot", testBackfillClaim},
-	{"MaxRunsCountsSuccesses", testMaxRuns},
-	{"ClaimReadsTheLastRun", testClaimLastRun},
 }
 
-// Every claim, whatever its outcome and whichever node sends it, returns
-// how long the job's last recorded run took (End − Start: the claim order's
-// short jobs, nodeload.Load.RunTook); 0 before any record and for a record
-// of a run that never started.
-func testClaimLastRun(t *testing.T, s store) {
-	a, b := s.newClient(t), s.newClient(t)
-	job := t.Name()
-	if c := mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 100}, actors.Claimed); c.LastRun != 0 {
-		t.Errorf("first claim: LastRun %v, want 0 (no record)", c.LastRun)
+func TestConformance(t *testing.T) {
+	for _, st := range []func(testing.TB) store{redisStore, memoryStore} {
+		s := st(t)
+		t.Run(s.name, func(t *testing.T) {
+			for _, c := range conformance {
+				t.Run(c.name, func(t *testing.T) { c.fn(t, s) })
+			}
+		})
 	}
-	rec := sampleRecord(1) // 1.5 s
-	if _, err := a.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: rec}); err != nil {
+}
+
+var windows = actors.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}
+
+// nowSlot is the backend's current second: a slot a scheduled claim may
+// claim now.
+func nowSlot(t *testing.T, b backend) int64 {
+	t.Helper()
+	now, err := b.Time(ctxT(t))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if c := mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 100}, actors.ClaimedElsewhere); c.LastRun != 1500*time.Millisecond {
-		t.Errorf("refused claim of another node: LastRun %v, want 1.5s", c.LastRun)
-	}
-	if c := mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 101}, actors.Claimed); c.LastRun != 1500*time.Millisecond {
-		t.Errorf("won claim: LastRun %v, want 1.5s", c.LastRun)
-	}
-	rec = sampleRecord(2)
-	rec.Start = time.Time{} // the run did not start
-	if _, err := a.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: rec}); err != nil {
-		t.Fatal(err)
-	}
-	if c := mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 102}, actors.Claimed); c.LastRun != 0 {
-		t.Errorf("after a record without a start: LastRun %v, want 0", c.LastRun)
-	}
+	return now.Unix()
 }
 
-// A claim that would increment a fencing token at math.MaxInt64 fails
-// instead of wrapping it negative: Memory checks, Redis's HINCRBY fails
-// with "increment or decrement would overflow" (the script's earlier
-// writes, the slot and a lease, stay in Redis; Memory leaves them as they
-// were). The fence stays at the maximum.
-func testFenceAtMaximum(t *testing.T, s store) {
-	b := s.newClient(t)
-	job := t.Name()
-	if c, err := b.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: 5, MinFence: math.MaxInt64}); err == nil {
-		t.Fatalf("Claim: got %+v, want an error", c)
-	}
-	st, err := b.State(ctxT(t), job)
-	if err != nil || st.Fence != math.MaxInt64 {
-		t.Fatalf("State: got %+v, %v; want fence %d", st, err, int64(math.MaxInt64))
-	}
-}
+// runs numbers the run ids of the requests the tests make.
+var runs atomic.Int64
 
-func TestConformance_Redis(t *testing.T) {
-	s := redisStore(t)
-	for _, c := range conformance {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, s) })
-	}
-}
-
-func TestConformance_Memory(t *testing.T) {
-	for _, c := range conformance {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, memoryStore(t)) })
-	}
+// sched is a scheduled claim of slot by node, with a lease.
+func sched(job string, slot int64, node string) actors.ClaimRequest {
+	return actors.ClaimRequest{Job: job, Slot: slot, Trigger: actors.TriggerSchedule, Node: node,
+		RunID: "r" + strconv.FormatInt(runs.Add(1), 10), TTL: time.Minute, Lease: true, Windows: windows}
 }
 
 func mustClaim(t *testing.T, b backend, req actors.ClaimRequest, want actors.Outcome) actors.Claim {
 	t.Helper()
 	c, err := b.Claim(ctxT(t), req)
 	if err != nil {
-		t.Fatalf("Claim(%+v): %v", req, err)
+		t.Fatalf("claim %+v: %v", req, err)
 	}
 	if c.Outcome != want {
-		t.Fatalf("Claim(slot %d, lease %v): got %v, want %v", req.Slot, req.Lease, c.Outcome, want)
+		t.Fatalf("claim of slot %d (%s by %s): got %v (%+v), want %v", req.Slot, req.Trigger, req.Node, c.Outcome, c, want)
 	}
 	return c
 }
 
-func mustState(t *testing.T, b backend, job string) JobState {
+func occurrence(t *testing.T, b backend, job string, slot int64) (actors.Occurrence, bool) {
 	t.Helper()
-	st, err := b.State(ctxT(t), job)
+	occ, err := b.Occurrences(ctxT(t), job, slot, slot)
 	if err != nil {
-		t.Fatalf("State: %v", err)
+		t.Fatal(err)
 	}
-	return st
+	if len(occ) == 0 {
+		return actors.Occurrence{}, false
+	}
+	return occ[0], true
 }
 
-// race runs claimers × slots claims in parallel; claimer i owns "node<i>:x".
-// With lease, a winner releases at once. It returns the outcome and fence of
-// every claim by slot.
-func race(t *testing.T, s store, job string, lease bool) map[int64][]actors.Claim {
-	const claimers, slots = 3, 200
-	var (
-		mu    sync.Mutex
-		got   = map[int64][]actors.Claim{}
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-		ctx   = ctxT(t)
-	)
-	for i := range claimers {
-		b := s.newClient(t)
-		owner := fmt.Sprintf("node%d:x", i)
-		wg.Go(func() {
-			<-start
-			for slot := int64(1); slot <= slots; slot++ {
-				req := actors.ClaimRequest{Job: job, Slot: slot, Owner: owner, TTL: 10 * time.Second, Lease: lease}
-				c, err := b.Claim(ctx, req)
-				if err != nil {
-					t.Errorf("claim slot %d: %v", slot, err)
-					return
-				}
-				if c.Outcome == actors.Claimed && lease {
-					if ok, err := b.Release(ctx, job, owner); err != nil || !ok {
-						t.Errorf("release slot %d: got %v, %v; want true, nil", slot, ok, err)
-						return
-					}
-				}
-				mu.Lock()
-				got[slot] = append(got[slot], c)
-				mu.Unlock()
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	return got
-}
-
-// checkFences checks that claimed fences strictly increase with the slot.
-func checkFences(t *testing.T, got map[int64][]actors.Claim) (claimed int) {
+// finish ends claim c of req as a run with result.
+func finish(t *testing.T, b backend, req actors.ClaimRequest, c actors.Claim, result string, maxRuns int64) actors.Finished {
 	t.Helper()
-	var slots []int64
-	for s := range got {
-		slots = append(slots, s)
+	owner := ""
+	if req.Lease {
+		owner = req.Owner()
 	}
-	sort.Slice(slots, func(i, j int) bool { return slots[i] < slots[j] })
-	var prev int64
-	for _, s := range slots {
-		for _, c := range got[s] {
-			if c.Outcome != actors.Claimed {
-				continue
-			}
-			claimed++
-			if c.Fence <= prev {
-				t.Errorf("slot %d: fence %d after %d, want strictly increasing", s, c.Fence, prev)
-			}
-			prev = c.Fence
-		}
+	f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: req.Job, Owner: owner, MaxRuns: maxRuns,
+		Record: actors.RunRecord{RunID: req.RunID, Slot: req.Slot, Trigger: req.Trigger, Node: req.Node, Fence: c.Token,
+			Start: c.Now, End: c.Now.Add(time.Millisecond), Result: result, Attempts: 1, Claimed: c.Now}})
+	if err != nil {
+		t.Fatalf("finish: %v", err)
 	}
-	return claimed
+	return f
 }
 
-func testClaimOncePerSlotLease(t *testing.T, s store) {
-	got := race(t, s, t.Name(), true)
-	for slot := int64(1); slot <= 200; slot++ {
-		var claimed, decided int
-		for _, c := range got[slot] {
-			switch c.Outcome {
-			case actors.Claimed:
-				claimed++
-				decided++
-			case actors.Overlap:
-				decided++
-			}
-		}
-		if claimed > 1 || decided != 1 {
-			t.Errorf("slot %d: got %d claimed, %d decided (claimed+overlap); want ≤1, 1", slot, claimed, decided)
-		}
+func testOneClaimPerSlot(t *testing.T, s store) {
+	a, b := s.newClient(t), s.newClient(t)
+	job, slot := t.Name(), nowSlot(t, a)
+	c := mustClaim(t, a, sched(job, slot, "a"), actors.Claimed)
+	if c.Token <= 0 {
+		t.Errorf("token %d, want > 0", c.Token)
 	}
-	if n := checkFences(t, got); n == 0 {
-		t.Errorf("got no claims at all")
+	e := mustClaim(t, b, sched(job, slot, "b"), actors.ClaimedElsewhere)
+	if e.Status != "claimed" {
+		t.Errorf("claimed elsewhere: record status %q, want claimed", e.Status)
+	}
+	o, ok := occurrence(t, a, job, slot)
+	if !ok || o.Status != "claimed" || o.Node != "a" || o.Token != c.Token {
+		t.Errorf("record: %+v (%v), want claimed by a with token %d", o, ok, c.Token)
 	}
 }
 
-func testClaimOncePerSlotAllow(t *testing.T, s store) {
-	got := race(t, s, t.Name(), false)
-	for slot := int64(1); slot <= 200; slot++ {
-		n := 0
-		for _, c := range got[slot] {
-			if c.Outcome == actors.Claimed {
-				n++
-			} else if c.Outcome != actors.ClaimedElsewhere {
-				t.Errorf("slot %d: got %v, want claimed or claimed_elsewhere", slot, c.Outcome)
-			}
-		}
-		if n != 1 {
-			t.Errorf("slot %d: got %d claims, want 1", slot, n)
-		}
+// The claims of S+1 reach Redis before those of S (docs/protocol.md R1):
+// S still runs.
+func testOrderCannotLose(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, slot := t.Name(), nowSlot(t, a)
+	later := sched(job, slot, "a")
+	later.Lease = false
+	mustClaim(t, a, later, actors.Claimed)
+	earlier := sched(job, slot-1, "b")
+	earlier.Lease = false
+	mustClaim(t, a, earlier, actors.Claimed)
+}
+
+func testSkipsRecorded(t *testing.T, s store) {
+	a, b := s.newClient(t), s.newClient(t)
+	job, slot := t.Name(), nowSlot(t, a)
+	mustClaim(t, a, sched(job, slot-1, "a"), actors.Claimed) // holds the lease
+	mustClaim(t, b, sched(job, slot, "b"), actors.Overlap)
+	if o, _ := occurrence(t, a, job, slot); o.Status != "skipped" || o.Reason != actors.SkipOverlap {
+		t.Errorf("overlapped slot's record: %+v, want skipped overlap", o)
 	}
-	if n := checkFences(t, got); n != 200 {
-		t.Errorf("got %d claims, want 200", n)
+	e := mustClaim(t, a, sched(job, slot, "a"), actors.ClaimedElsewhere)
+	if e.Status != "skipped" || e.Reason != actors.SkipOverlap {
+		t.Errorf("a later claim of the overlapped slot: %+v, want the record's skipped overlap", e)
 	}
 }
 
-func testClaimedElsewhere(t *testing.T, s store) {
+func testClockSkew(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	for _, slot := range []int64{now + 3600, now + 5, now - 10} { // an hour fast, 5 s fast, 10 s behind
+		c := mustClaim(t, a, sched(job, slot, "a"), actors.ClockSkew)
+		if d := time.Since(c.Now); d < -time.Minute || d > time.Minute {
+			t.Errorf("clock_skew answer's Redis time %v is not now", c.Now)
+		}
+		if o, ok := occurrence(t, a, job, slot); ok {
+			t.Errorf("slot %d: a record %+v after a clock_skew refusal, want none", slot, o)
+		}
+	}
+}
+
+func testCatchupBackfillWindows(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	cu := sched(job, now-30, "a")
+	cu.Trigger = actors.TriggerCatchup
+	mustClaim(t, a, cu, actors.OutsideWindow) // no catch-up window
+	cu.Windows.Catchup = time.Minute
+	mustClaim(t, a, cu, actors.Claimed)
+	bf := sched(job, now, "a")
+	bf.Trigger, bf.Lease = actors.TriggerBackfill, false
+	mustClaim(t, a, bf, actors.OutsideWindow) // within the answer window: the schedule's
+}
+
+// docs/protocol.md R1, must-show 5: a backfill over slots the schedule ran
+// runs none; a missed slot it does run.
+func testBackfillNeverReruns(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	ran := sched(job, now, "a")
+	c := mustClaim(t, a, ran, actors.Claimed)
+	finish(t, a, ran, c, actors.ResultSuccess, 0)
+	missed, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = missed
+	bf := sched(job, now, "b")
+	bf.Trigger, bf.Lease, bf.Windows.Answer = actors.TriggerBackfill, false, 0
+	waitPast(t, a, now)
+	e := mustClaim(t, a, bf, actors.ClaimedElsewhere)
+	if e.Status != "ran" {
+		t.Errorf("backfill of a slot that ran: record %+v, want ran", e)
+	}
+}
+
+// waitPast waits until the backend's time is past slot's second.
+func waitPast(t *testing.T, b backend, slot int64) {
+	t.Helper()
+	for nowSlot(t, b) <= slot {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testLease(t *testing.T, s store) {
+	a := s.newClient(t)
+	ctx := ctxT(t)
+	job, now := t.Name(), nowSlot(t, a)
+	req := sched(job, now, "a")
+	req.TTL = 200 * time.Millisecond
+	mustClaim(t, a, req, actors.Claimed)
+	if _, err := a.Renew(ctx, job, "x:y", time.Second); !errors.Is(err, actors.ErrNotHeld) {
+		t.Errorf("renew by a non-owner: %v, want ErrNotHeld", err)
+	}
+	if _, err := a.Renew(ctx, job, req.Owner(), time.Minute); err != nil {
+		t.Errorf("renew by the owner: %v", err)
+	}
+	if ok, err := a.Release(ctx, job, "x:y"); ok || err != nil {
+		t.Errorf("release by a non-owner: %v, %v; want false, nil", ok, err)
+	}
+	if ok, err := a.Release(ctx, job, req.Owner()); !ok || err != nil {
+		t.Errorf("release by the owner: %v, %v; want true, nil", ok, err)
+	}
+}
+
+// docs/protocol.md R4, must-show 2: a token minted after Redis lost
+// everything is greater than every one before.
+func testTokensAcrossLoss(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	var last int64
+	for i := range int64(3) {
+		req := sched(job, now-1+i, "a")
+		req.Lease = false
+		c := mustClaim(t, a, req, actors.Claimed)
+		if c.Token <= last {
+			t.Fatalf("token %d after %d", c.Token, last)
+		}
+		last = c.Token
+	}
+	s.loseState(t, job)
+	m := sched(job, 0, "a")
+	m.Trigger = actors.TriggerManual
+	c := mustClaim(t, a, m, actors.Claimed)
+	if c.Token <= last {
+		t.Errorf("token after a total loss: %d, want > %d", c.Token, last)
+	}
+}
+
+// docs/protocol.md R5: a node that saw the ledger's seq finds it behind:
+// the claim repairs, and a slot around the loss is refused state_lost.
+func testLossDetected(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	req := sched(job, now, "a")
+	c := mustClaim(t, a, req, actors.Claimed)
+	s.loseState(t, job)
+	again := sched(job, now, "b")
+	again.SeenSeq = c.Seq
+	l := mustClaim(t, a, again, actors.StateLost)
+	if !l.Repaired || l.Seq < c.Seq {
+		t.Errorf("claim after the loss: %+v, want repaired with seq >= %d", l, c.Seq)
+	}
+	if o, _ := occurrence(t, a, job, now); o.Status != "skipped" || o.Reason != actors.SkipStateLost {
+		t.Errorf("record after the refusal: %+v, want skipped state_lost", o)
+	}
+	bf := sched(job, now-100, "b")
+	bf.Trigger, bf.Lease = actors.TriggerBackfill, false
+	mustClaim(t, a, bf, actors.StateLost) // a slot before the loss: may have run
+	bf.IgnorePause = true                 // -force
+	mustClaim(t, a, bf, actors.Claimed)
+}
+
+// docs/protocol.md R6: max_runs counts successes and survives a loss
+// through a node that saw the count.
+func testMaxRuns(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	req := sched(job, now-1, "a")
+	req.MaxRuns = 1
+	c := mustClaim(t, a, req, actors.Claimed)
+	next := sched(job, now, "b")
+	next.MaxRuns, next.Lease = 1, false
+	mustClaim(t, a, next, actors.MaxRunsReached) // one in flight counts
+	f := finish(t, a, req, c, actors.ResultSuccess, 1)
+	if f.Runs != 1 {
+		t.Errorf("runs after a success: %d, want 1", f.Runs)
+	}
+	s.loseState(t, job)
+	after := sched(job, now, "b")
+	after.MaxRuns, after.SeenRuns, after.Lease = 1, 1, false
+	mustClaim(t, a, after, actors.MaxRunsReached)
+}
+
+func testFinishIdempotent(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	req := sched(job, now, "a")
+	c := mustClaim(t, a, req, actors.Claimed)
+	f1 := finish(t, a, req, c, actors.ResultSuccess, 0)
+	f2 := finish(t, a, req, c, actors.ResultSuccess, 0)
+	if f1.Runs != 1 || f2.Runs != 1 {
+		t.Errorf("runs after a finish and its retry: %d, %d; want 1, 1", f1.Runs, f2.Runs)
+	}
+	o, _ := occurrence(t, a, job, now)
+	if o.Status != "ran" || o.Result != actors.ResultSuccess || o.Token != c.Token {
+		t.Errorf("record: %+v, want ran success with token %d", o, c.Token)
+	}
+}
+
+func testQueue(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	first := sched(job, now-1, "a")
+	first.Queue = true
+	c := mustClaim(t, a, first, actors.Claimed)
+	second := sched(job, now, "b")
+	second.Queue = true
+	mustClaim(t, a, second, actors.Queued)
+	if o, _ := occurrence(t, a, job, now); o.Status != "queued" {
+		t.Errorf("pending slot's record: %+v, want queued", o)
+	}
+	owner := first.Owner()
+	f, err := a.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: owner, Next: "a:next", TTL: time.Minute,
+		Record: actors.RunRecord{RunID: first.RunID, Slot: first.Slot, Node: "a", Fence: c.Token, Result: actors.ResultSuccess}})
+	if err != nil || f.Pending != now || f.Token <= c.Token {
+		t.Fatalf("finish: %+v, %v; want slot %d handed on with a token > %d", f, err, now, c.Token)
+	}
+	if o, _ := occurrence(t, a, job, now); o.Status != "claimed" || o.RunID != "next" || o.Token != f.Token {
+		t.Errorf("handed-on slot's record: %+v, want claimed by run next", o)
+	}
+	// R7: a pending slot left behind by a holder that vanished, and a
+	// later slot claimed: the pending one expired (no catch-up window).
+	job2 := job + "-2"
+	h := sched(job2, now-1, "a")
+	h.Queue, h.TTL = true, 50*time.Millisecond
+	mustClaim(t, a, h, actors.Claimed)
+	p := sched(job2, now, "b")
+	p.Queue = true
+	mustClaim(t, a, p, actors.Queued)
+	time.Sleep(100 * time.Millisecond) // the holder's lease expires
+	waitPast(t, a, now)
+	n := sched(job2, now+1, "b")
+	n.Queue = true
+	e := mustClaim(t, a, n, actors.Claimed)
+	if e.Expired != now || e.Takes != 0 {
+		t.Errorf("claim after the holder vanished: %+v, want the pending slot %d expired", e, now)
+	}
+	if o, _ := occurrence(t, a, job2, now); o.Status != "skipped" || o.Reason != actors.SkipExpired {
+		t.Errorf("expired slot's record: %+v, want skipped expired", o)
+	}
+}
+
+// docs/protocol.md R8, must-show 6: due slots without a record are
+// recorded missed once, by one auditor.
+func testAudit(t *testing.T, s store) {
 	a, b := s.newClient(t), s.newClient(t)
 	job := t.Name()
-	if c := mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 100}, actors.Claimed); c.Fence != 1 {
-		t.Fatalf("fence: got %d, want 1", c.Fence)
+	read, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job})
+	if err != nil {
+		t.Fatal(err)
 	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 100}, actors.ClaimedElsewhere)
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 99}, actors.ClaimedElsewhere)
-	if c := mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 101}, actors.Claimed); c.Fence != 2 {
-		t.Fatalf("fence: got %d, want 2", c.Fence)
+	start := read.From
+	slots := []int64{start + 1, start + 2, start + 3}
+	ran := sched(job, start+2, "a") // one of them ran (claimed in time)
+	ran.Lease = false
+	waitPast(t, a, start+1)
+	mustClaim(t, a, ran, actors.Claimed)
+	waitPast(t, a, start+3)
+	time.Sleep(50 * time.Millisecond)
+	req := actors.AuditRequest{Job: job, From: start, Slots: slots, Node: "a", Reason: "not_claimed"}
+	got, err := a.Audit(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if st := mustState(t, a, job); st.Slot != 101 || st.Fence != 2 {
-		t.Fatalf("state: got slot %d fence %d, want 101, 2", st.Slot, st.Fence)
+	if fmt.Sprint(got.Missed) != fmt.Sprint([]int64{start + 1, start + 3}) || got.To != start+3 {
+		t.Errorf("audit: %+v, want %d and %d missed, audited to %d", got, start+1, start+3, start+3)
 	}
+	req.Node = "b"
+	again, err := b.Audit(ctxT(t), req)
+	if err != nil || !again.Stale || len(again.Missed) != 0 {
+		t.Errorf("a second audit of the same slots: %+v, %v; want stale, nothing missed", again, err)
+	}
+	if o, _ := occurrence(t, a, job, start+1); o.Status != "missed" || o.Reason != "not_claimed" || o.Node != "a" {
+		t.Errorf("missed record: %+v", o)
+	}
+	cu := sched(job, start+1, "b")
+	cu.Trigger, cu.Windows.Catchup = actors.TriggerCatchup, time.Hour
+	mustClaim(t, b, cu, actors.Claimed) // a missed slot may run late
 }
 
-// An early claim (sent before the fire time) wins or finds the slot
-// claimed elsewhere as any claim; where a claim would skip (paused, lease
-// held, queued, max_runs reached) it answers NotYet and records nothing,
-// so that the claim at the fire time decides.
-func testEarlyClaim(t *testing.T, s store) {
-	a, b := s.newClient(t), s.newClient(t)
-	job := t.Name()
-	if c := mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 100, Owner: "a:1", TTL: time.Minute, Lease: true, Early: true}, actors.Claimed); c.Fence != 1 {
-		t.Fatalf("early claim: fence %d, want 1", c.Fence)
+// docs/protocol.md R9.
+func testRetention(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	for i := range int64(5) {
+		req := sched(job, now-200+i, "a")
+		req.Trigger, req.Lease, req.Retention = actors.TriggerBackfill, false, actors.Retention{Max: 3}
+		mustClaim(t, a, req, actors.Claimed)
 	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 100, Owner: "b:1", TTL: time.Minute, Lease: true, Early: true}, actors.ClaimedElsewhere)
-	// Lease held (by a:1): nothing recorded, neither the slot nor a pending slot.
-	for _, queue := range []bool{false, true} {
-		mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 101, Owner: "b:2", TTL: time.Minute, Lease: true, Queue: queue, Early: true}, actors.NotYet)
-		if st := mustState(t, b, job); st.Slot != 100 || st.Pending != 0 || st.LeaseHolder != "a:1" {
-			t.Fatalf("after an early claim with the lease held (queue %v): %+v, want slot 100, nothing pending, holder a:1", queue, st)
-		}
+	occ, err := a.Occurrences(ctxT(t), job, 0, 1<<40)
+	if err != nil || len(occ) != 3 || occ[0].Slot != now-198 {
+		t.Fatalf("occurrences after 5 claims, 3 kept: %+v, %v; want the last 3", occ, err)
 	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 101, Owner: "b:2", TTL: time.Minute, Lease: true}, actors.Overlap)
-	if _, err := a.Release(ctxT(t), job, "a:1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Pause(ctxT(t), job); err != nil {
-		t.Fatal(err)
-	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 102, Early: true}, actors.NotYet)
-	if st := mustState(t, b, job); st.Slot != 101 {
-		t.Fatalf("after an early claim while paused: slot %d, want 101 (not recorded)", st.Slot)
-	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 102}, actors.Paused)
-	if err := a.Resume(ctxT(t), job); err != nil {
-		t.Fatal(err)
-	}
-	// max_runs reached: one success counted, MaxRuns 1.
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 103, Owner: "b:3", TTL: time.Minute, Lease: true}, actors.Claimed)
-	rec := sampleRecord(1)
-	rec.Result = actors.ResultSuccess
-	if _, err := b.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: "b:3", Record: rec}); err != nil {
-		t.Fatal(err)
-	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 104, MaxRuns: 1, Early: true}, actors.NotYet)
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 104, MaxRuns: 1}, actors.MaxRunsReached)
-	for _, req := range []actors.ClaimRequest{{Job: job, Early: true}, {Job: job, Slot: 105, Backfill: true, Early: true},
-		{Job: job, Slot: 105, NeedRecord: true, Early: true}} {
-		if _, err := b.Claim(ctxT(t), req); err == nil {
-			t.Errorf("early claim %+v: got nil error, want refused (not a scheduled slot)", req)
-		}
-	}
-}
-
-func testOverlap(t *testing.T, s store) {
-	a, b := s.newClient(t), s.newClient(t)
-	job := t.Name()
-	mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 2, Owner: "b:1", TTL: time.Minute, Lease: true}, actors.Overlap)
-	if st := mustState(t, b, job); st.Slot != 2 || st.LeaseHolder != "a:1" || st.Fence != 1 {
-		t.Fatalf("state: got %+v, want slot 2, holder a:1, fence 1", st)
-	}
-	mustClaim(t, a, actors.ClaimRequest{Job: job, Slot: 2, Owner: "a:2", TTL: time.Minute, Lease: true}, actors.ClaimedElsewhere)
-	// overlap "allow" ignores the lease.
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 3}, actors.Claimed)
-	if ok, err := a.Release(ctxT(t), job, "a:1"); err != nil || !ok {
-		t.Fatalf("release: got %v, %v; want true, nil", ok, err)
-	}
-	if c := mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 4, Owner: "b:4", TTL: time.Minute, Lease: true}, actors.Claimed); c.Fence != 3 {
-		t.Fatalf("fence: got %d, want 3", c.Fence)
-	}
-}
-
-func testPaused(t *testing.T, s store) {
-	b := s.newClient(t)
-	job := t.Name()
-	if err := b.Pause(ctxT(t), job); err != nil {
-		t.Fatal(err)
-	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 5, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Paused)
-	if st := mustState(t, b, job); !st.Paused || st.Slot != 5 || st.Fence != 0 || st.LeaseHolder != "" {
-		t.Fatalf("state: got %+v, want paused, slot 5, fence 0, no lease", st)
-	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 5}, actors.ClaimedElsewhere) // step 1 before step 2
-	// A manual run is refused while paused, and not recorded as a slot;
-	// forced, it claims.
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, actors.Paused)
-	if st := mustState(t, b, job); st.Slot != 5 || st.Fence != 0 || st.LeaseHolder != "" {
-		t.Fatalf("state after a refused manual run: got %+v, want slot 5, fence 0, no lease", st)
-	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true, IgnorePause: true}, actors.Claimed)
-	if _, err := b.Release(ctxT(t), job, "a:m"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Resume(ctxT(t), job); err != nil {
-		t.Fatal(err)
-	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 6}, actors.Claimed)
-	if st := mustState(t, b, job); st.Paused {
-		t.Fatalf("state after Resume: got paused, want not paused")
-	}
+	old := sched(job, now-200, "a")
+	old.Trigger, old.Lease = actors.TriggerBackfill, false
+	mustClaim(t, a, old, actors.OutsideRetention)
 }
 
 func testManual(t *testing.T, s store) {
-	b := s.newClient(t)
+	a := s.newClient(t)
 	job := t.Name()
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 10, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, actors.Overlap)
-	if _, err := b.Release(ctxT(t), job, "a:1"); err != nil {
+	m := sched(job, 0, "a")
+	m.Trigger = actors.TriggerManual
+	c := mustClaim(t, a, m, actors.Claimed)
+	m2 := sched(job, 0, "b")
+	m2.Trigger = actors.TriggerManual
+	mustClaim(t, a, m2, actors.Overlap) // the lease is held
+	if _, err := a.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: m.Owner(), Record: actors.RunRecord{RunID: m.RunID,
+		Trigger: actors.TriggerManual, Node: "a", Fence: c.Token, Result: actors.ResultFailure, Claimed: c.Now}}); err != nil {
 		t.Fatal(err)
 	}
-	if c := mustClaim(t, b, actors.ClaimRequest{Job: job, Owner: "a:m", TTL: time.Minute, Lease: true}, actors.Claimed); c.Fence != 2 {
-		t.Fatalf("manual fence: got %d, want 2", c.Fence)
-	}
-	if st := mustState(t, b, job); st.Slot != 10 || st.LeaseHolder != "a:m" {
-		t.Fatalf("state: got %+v, want slot 10 (unchanged), holder a:m", st)
-	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 11, Owner: "a:2", TTL: time.Minute, Lease: true}, actors.Overlap)
-}
-
-func testRenewExtends(t *testing.T, s store) {
-	b := s.newClient(t)
-	job := t.Name()
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
-	if st := mustState(t, b, job); st.LeaseTTL <= 0 || st.LeaseTTL > time.Minute {
-		t.Fatalf("lease ttl: got %v, want (0, 1m]", st.LeaseTTL)
-	}
-	if _, err := b.Renew(ctxT(t), job, "a:1", time.Hour); err != nil {
-		t.Fatalf("renew: got %v, want nil", err)
-	}
-	if st := mustState(t, b, job); st.LeaseTTL < 59*time.Minute || st.LeaseHolder != "a:1" {
-		t.Fatalf("after renew: got ttl %v holder %q, want ~1h, a:1", st.LeaseTTL, st.LeaseHolder)
+	hist, err := a.History(ctxT(t), job, 10)
+	if err != nil || len(hist) != 1 || hist[0].Fence != c.Token || hist[0].Result != actors.ResultFailure {
+		t.Errorf("history: %+v, %v; want the manual run", hist, err)
 	}
 }
 
-func testRenewNonOwner(t *testing.T, s store) {
-	b := s.newClient(t)
-	job := t.Name()
-	if _, err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, actors.ErrNotHeld) {
-		t.Fatalf("renew without lease: got %v, want actors.ErrNotHeld", err)
-	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
-	if _, err := b.Renew(ctxT(t), job, "b:1", time.Hour); !errors.Is(err, actors.ErrNotHeld) {
-		t.Fatalf("renew by non-owner: got %v, want actors.ErrNotHeld", err)
-	}
-	if st := mustState(t, b, job); st.LeaseTTL > time.Minute || st.LeaseHolder != "a:1" {
-		t.Fatalf("after foreign renew: got ttl %v holder %q, want ≤1m, a:1", st.LeaseTTL, st.LeaseHolder)
-	}
-}
-
-func testReleaseNonOwner(t *testing.T, s store) {
-	b := s.newClient(t)
-	job := t.Name()
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
-	if ok, err := b.Release(ctxT(t), job, "b:1"); ok || err != nil {
-		t.Fatalf("release by non-owner: got %v, %v; want false, nil", ok, err)
-	}
-	if st := mustState(t, b, job); st.LeaseHolder != "a:1" {
-		t.Fatalf("holder: got %q, want a:1", st.LeaseHolder)
-	}
-	if ok, err := b.Release(ctxT(t), job, "a:1"); !ok || err != nil {
-		t.Fatalf("release by owner: got %v, %v; want true, nil", ok, err)
-	}
-	if ok, err := b.Release(ctxT(t), job, "a:1"); ok || err != nil {
-		t.Fatalf("second release: got %v, %v; want false, nil", ok, err)
-	}
-	if st := mustState(t, b, job); st.LeaseHolder != "" || st.LeaseTTL != 0 {
-		t.Fatalf("after release: got holder %q ttl %v, want none", st.LeaseHolder, st.LeaseTTL)
-	}
-}
-
-// testLeaseExpires waits for a real 50ms TTL to pass, polling State with a
-// bound (Redis expires keys on its own clock). The memory backend is also
-// tested in a synctest bubble.
-func testLeaseExpires(t *testing.T, s store) {
-	b := s.newClient(t)
-	job := t.Name()
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 1, Owner: "a:1", TTL: 50 * time.Millisecond, Lease: true}, actors.Claimed)
-	for deadline := time.Now().Add(15 * time.Second); mustState(t, b, job).LeaseHolder != ""; {
-		if time.Now().After(deadline) {
-			t.Fatalf("lease with 50ms ttl still held after 15s")
+func testInvalid(t *testing.T, s store) {
+	a := s.newClient(t)
+	for _, req := range []actors.ClaimRequest{
+		{},
+		{Job: "j", Slot: 1, Trigger: actors.TriggerSchedule},                                     // no node
+		{Job: "j", Slot: 0, Trigger: actors.TriggerSchedule, Node: "a", RunID: "r"},              // a slot 0 schedule claim
+		{Job: "j", Slot: 1, Trigger: actors.TriggerManual, Node: "a", RunID: "r"},                // a manual run with a slot
+		{Job: "j", Slot: 1, Trigger: actors.TriggerSchedule, Node: "a", RunID: "r", Lease: true}, // no ttl
+	} {
+		if _, err := a.Claim(ctxT(t), req); err == nil {
+			t.Errorf("claim %+v: got nil error", req)
 		}
-		time.Sleep(10 * time.Millisecond) // poll interval
 	}
-	if _, err := b.Renew(ctxT(t), job, "a:1", time.Minute); !errors.Is(err, actors.ErrNotHeld) {
-		t.Fatalf("renew after expiry: got %v, want actors.ErrNotHeld", err)
-	}
-	mustClaim(t, b, actors.ClaimRequest{Job: job, Slot: 2, Owner: "b:1", TTL: time.Minute, Lease: true}, actors.Claimed)
+}
+
+// manualReq is a manual claim without a lease: always won (tests of the
+// transport, not of the rules).
+func manualReq(job string) actors.ClaimRequest {
+	return actors.ClaimRequest{Job: job, Trigger: actors.TriggerManual, Node: "n", RunID: "m" + strconv.FormatInt(runs.Add(1), 10)}
+}
+
+// leaseReq is a manual claim with a lease of ttl.
+func leaseReq(job string, ttl time.Duration) actors.ClaimRequest {
+	req := manualReq(job)
+	req.Lease, req.TTL = true, ttl
+	return req
 }

@@ -33,8 +33,9 @@ type backend interface {
 	Resume(ctx context.Context, job string) error
 	Time(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error
-	ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error)
-	Backfilled(ctx context.Context, job string, from, to int64) ([]int64, error)
+	Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error)
+	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
+	Unhand(ctx context.Context, job, owner string) (int64, bool, error)
 	Close()
 }
 
@@ -59,8 +60,8 @@ func newRedis(t testing.TB, addr string, opts Options) *Redis {
 type store struct {
 	name      string
 	newClient func(t testing.TB) backend
-	// loseState deletes a job's state (slot, fence, last run) as an
-	// eviction or a restart without persistence would.
+	// loseState deletes everything the store holds of a job (lease,
+	// state, ledger), as a restart without persistence would.
 	loseState func(t testing.TB, job string)
 }
 
@@ -69,8 +70,9 @@ func redisStore(t testing.TB) store {
 	return store{name: "redis", newClient: func(t testing.TB) backend { return newRedis(t, srv.Addr(), Options{}) },
 		loseState: func(t testing.TB, job string) {
 			r := newRedis(t, srv.Addr(), Options{})
-			if err := r.c.Do(ctxT(t), r.c.B().Del().Key(r.key("state", job)).Build()).Error(); err != nil {
-				t.Fatalf("DEL state of %q: %v", job, err)
+			keys := r.ledgerKeys(job, "paused", "pending")
+			if err := r.c.Do(ctxT(t), r.c.B().Del().Key(keys...).Build()).Error(); err != nil {
+				t.Fatalf("DEL keys of %q: %v", job, err)
 			}
 		}}
 }
@@ -81,9 +83,7 @@ func memoryStore(testing.TB) store {
 		loseState: func(_ testing.TB, job string) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			if j := m.jobs[job]; j != nil {
-				j.slot, j.fence, j.missedTo, j.last = 0, 0, 0, nil
-			}
+			delete(m.jobs, job)
 		}}
 }
 

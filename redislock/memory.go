@@ -124,8 +124,9 @@ func (m *Memory) State(ctx context.Context, job string) (JobState, error) {
 	if j.last != nil {
 		last := j.last.RunRecord()
 		last.OutputTail = ""
-		st.Last, st.Slot = &last, j.last.Slot
+		st.Last = &last
 	}
+	st.Slot = j.slot
 	return st, nil
 }
 

@@ -76,7 +76,12 @@ func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 	}
 	m.mu.Lock()
-	c := m.job(req.Job).claim(req, time.Now())
+	j := m.job(req.Job)
+	if j.fence == math.MaxInt64 { // R4: the next token would wrap (never in practice)
+		m.mu.Unlock()
+		return actors.Claim{}, fmt.Errorf("claim %q: the fencing token is at its maximum", req.Job)
+	}
+	c := j.claim(req, time.Now())
 	m.mu.Unlock()
 	if c.Outcome == actors.Claimed {
 		if err := m.commit(ctx, req.Job); err != nil {
@@ -86,9 +91,9 @@ func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 	return c, nil
 }
 
-func (j *memJob) claim(req actors.ClaimRequest, now time.Time) actors.Claim {
+func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) {
 	nowMs := now.UnixMilli()
-	c := actors.Claim{Now: time.UnixMilli(nowMs), FoundSeq: j.seq}
+	c = actors.Claim{Now: time.UnixMilli(nowMs), FoundSeq: j.seq}
 	if j.since == 0 {
 		j.since = nowMs
 	}
@@ -99,7 +104,7 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) actors.Claim {
 		j.runs, c.Repaired = req.SeenRuns, true
 	}
 	wrote := false
-	defer func() {
+	defer func() { // on every return: c is the named result
 		if wrote {
 			j.trim(now, req.Retention)
 		}
@@ -194,10 +199,6 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) actors.Claim {
 			c.Outcome = actors.Overlap
 			return c
 		}
-		if j.fence == math.MaxInt64 {
-			c.Outcome = actors.ClaimedElsewhere // no token left (never in practice)
-			return c
-		}
 		j.owner, j.expires = req.Owner(), now.Add(req.TTL.Truncate(time.Millisecond))
 		if req.Queue && j.queued > 0 { // R7
 			if p := j.queued; p < slot && nowMs-p*1000 <= w.Catchup.Milliseconds() {
@@ -263,7 +264,7 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 			j.queued = 0
 			j.put(actors.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "skipped", Reason: actors.SkipMaxRuns,
 				Node: node, Trigger: string(actors.TriggerQueued), Claimed: now.UnixMilli()})
-		case req.Next != "":
+		case req.Next != "" && j.fence < math.MaxInt64:
 			j.handedTo, j.handedSlot, j.queued = req.Next, p, 0
 			j.owner, j.expires = req.Next, now.Add(req.TTL.Truncate(time.Millisecond))
 			f.Token = j.mint(now.UnixMicro())

@@ -54,54 +54,56 @@ func TestConformance_MemoryPersisted(t *testing.T) {
 }
 
 // A restart (a new Memory on the same state file) never re-runs a claimed
-// or skipped slot and never hands out a fencing token again; the pause
-// flag survives; a lease does not (its run ended with the process).
+// slot and never hands out a fencing token again; the pause flag survives;
+// a lease does not (its run ended with the process).
 func TestMemoryState_SurvivesRestart(t *testing.T) {
 	dir := openState(t)
 	m := mustOpenMemory(t, dir)
-	lease := actors.ClaimRequest{Job: "a", Slot: 100, Owner: "n:1", TTL: time.Hour, Lease: true}
-	mustClaim(t, m, lease, actors.Claimed)
-	mustClaim(t, m, actors.ClaimRequest{Job: "a", Slot: 101, Owner: "n:2", TTL: time.Hour, Lease: true}, actors.Overlap)
-	mustClaim(t, m, actors.ClaimRequest{Job: "b", Slot: 7}, actors.Claimed)
-	mustClaim(t, m, actors.ClaimRequest{Job: "b", Slot: 8}, actors.Claimed)
+	now := nowSlot(t, m)
+	c := mustClaim(t, m, sched("a", now, "n"), actors.Claimed)
+	mustClaim(t, m, sched("a", now+1, "n"), actors.Overlap)
 	if err := m.Pause(ctxT(t), "c"); err != nil {
 		t.Fatal(err)
 	}
 
 	r := mustOpenMemory(t, dir)
-	for _, tt := range []struct {
-		job          string
-		slot, fence  int64
-		paused, held bool
-	}{{"a", 101, 1, false, false}, {"b", 8, 2, false, false}, {"c", 0, 0, true, false}} {
-		st := mustState(t, r, tt.job)
-		if st.Slot != tt.slot || st.Fence != tt.fence || st.Paused != tt.paused || (st.LeaseHolder != "") != tt.held {
-			t.Errorf("job %s after restart: got slot %d fence %d paused %v holder %q; want slot %d fence %d paused %v, no lease",
-				tt.job, st.Slot, st.Fence, st.Paused, st.LeaseHolder, tt.slot, tt.fence, tt.paused)
-		}
+	if st := mustState(t, r, "a"); st.Slot != now || st.Fence != c.Token || st.LeaseHolder != "" {
+		t.Errorf("job a after restart: got %+v; want slot %d, token %d, no lease", st, now, c.Token)
 	}
-	mustClaim(t, r, actors.ClaimRequest{Job: "a", Slot: 101}, actors.ClaimedElsewhere)
-	mustClaim(t, r, actors.ClaimRequest{Job: "b", Slot: 8}, actors.ClaimedElsewhere)
-	if c := mustClaim(t, r, actors.ClaimRequest{Job: "b", Slot: 9}, actors.Claimed); c.Fence != 3 {
-		t.Errorf("first claim after restart: got fence %d, want 3", c.Fence)
+	if st := mustState(t, r, "c"); !st.Paused {
+		t.Errorf("job c after restart: not paused")
 	}
-	if c := mustClaim(t, r, lease, actors.ClaimedElsewhere); c.Fence != 0 {
-		t.Errorf("old slot after restart: got %+v", c)
+	e := mustClaim(t, r, sched("a", now, "other"), actors.ClaimedElsewhere) // the slot claimed before the restart
+	if e.Token != 0 {
+		t.Errorf("old slot after restart: got %+v", e)
 	}
-	mustClaim(t, r, actors.ClaimRequest{Job: "c", Slot: 1}, actors.Paused)
+	if n := mustClaim(t, r, sched("a", now+1, "n"), actors.Claimed); n.Token <= c.Token {
+		t.Errorf("token after restart: %d, want > %d", n.Token, c.Token)
+	}
+	mustClaim(t, r, sched("c", now, "n"), actors.Paused)
 	if err := r.Resume(ctxT(t), "c"); err != nil {
 		t.Fatal(err)
 	}
-	if st := mustState(t, mustOpenMemory(t, dir), "c"); st.Paused || st.Slot != 1 {
-		t.Errorf("job c after resume and restart: got paused %v slot %d, want false, 1", st.Paused, st.Slot)
+	if st := mustState(t, mustOpenMemory(t, dir), "c"); st.Paused {
+		t.Errorf("job c after resume and restart: still paused")
 	}
+}
+
+func mustState(t *testing.T, b backend, job string) JobState {
+	t.Helper()
+	st, err := b.State(ctxT(t), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // The file is the documented JSON layout (docs/protocol.md).
 func TestMemoryState_FileFormat(t *testing.T) {
 	dir := openState(t)
 	m := mustOpenMemory(t, dir)
-	mustClaim(t, m, actors.ClaimRequest{Job: "backup", Slot: 1767225600}, actors.Claimed)
+	now := nowSlot(t, m)
+	c := mustClaim(t, m, sched("backup", now, "n"), actors.Claimed)
 	m.State(ctxT(t), "never-claimed") // creates an empty entry, which is not written
 	if err := m.Pause(ctxT(t), "p"); err != nil {
 		t.Fatal(err)
@@ -110,7 +112,8 @@ func TestMemoryState_FileFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"format":"cronlock memory backend state","version":1,"jobs":{"backup":{"slot":1767225600,"fence":1},"p":{"slot":0,"fence":0,"paused":true}}}`
+	want := fmt.Sprintf(`{"format":"cronlock memory backend state","version":1,"jobs":{"backup":{"slot":%d,"fence":%d},"p":{"slot":0,"fence":0,"paused":true}}}`,
+		now, c.Token)
 	if string(data) != want {
 		t.Errorf("state file:\ngot  %s\nwant %s", data, want)
 	}
@@ -203,10 +206,9 @@ func TestMemoryState_SlotAheadWithinAYear(t *testing.T) {
 }
 
 // A fencing token at math.MaxInt64 is never incremented (it would wrap
-// negative): a claim that would hand out the next one fails, as a claim
-// whose outcome is unknown does (the engine skips the slot as
-// redis_error), and leaves the slot and the lease as they were. Claims
-// that hand out no token still work.
+// negative, and R4's max would then go back): a claim fails, as a claim
+// whose outcome is unknown does (the slot is skipped redis_error), and
+// leaves the state as it was.
 func TestMemoryState_FenceAtMaximum(t *testing.T) {
 	ctx := context.Background()
 	dir := openState(t)
@@ -215,24 +217,12 @@ func TestMemoryState_FenceAtMaximum(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := mustOpenMemory(t, dir)
-	req := actors.ClaimRequest{Job: "tick", Slot: 200, Owner: "n1", Lease: true, TTL: time.Minute}
-	if c, err := m.Claim(ctx, req); err == nil || !strings.Contains(err.Error(), "maximum") || c.Fence != 0 {
-		t.Fatalf("Claim: got %+v, %v; want an error about the maximum fence", c, err)
+	if c, err := m.Claim(ctx, sched("tick", nowSlot(t, m), "n")); err == nil || !strings.Contains(err.Error(), "maximum") || c.Token != 0 {
+		t.Fatalf("Claim: got %+v, %v; want an error about the maximum token", c, err)
 	}
 	st, err := m.State(ctx, "tick")
 	if err != nil || st.Slot != 100 || st.Fence != math.MaxInt64 || st.LeaseHolder != "" {
 		t.Fatalf("State after the failed claim: got %+v, %v; want slot 100, fence MaxInt64, no lease", st, err)
-	}
-	if c, err := m.Claim(ctx, actors.ClaimRequest{Job: "tick", Slot: 50}); err != nil || c.Outcome != actors.ClaimedElsewhere {
-		t.Errorf("claim of an old slot: got %+v, %v; want claimed elsewhere", c, err)
-	}
-	// The same through the state repair, without a state file.
-	mem := NewMemory()
-	if _, err := mem.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1, MinFence: math.MaxInt64}); err == nil {
-		t.Error("claim repaired to the maximum fence: got no error")
-	}
-	if st, _ := mem.State(ctx, "j"); st.Fence != math.MaxInt64 || st.Slot != 0 {
-		t.Errorf("after the repair: got %+v, want fence MaxInt64, slot 0", st)
 	}
 }
 
@@ -259,16 +249,16 @@ func TestMemoryState_WriteFailureFailsTheClaim(t *testing.T) {
 	}
 	defer dir.Close()
 	m := mustOpenMemory(t, dir)
-	mustClaim(t, m, actors.ClaimRequest{Job: "j", Slot: 1}, actors.Claimed)
+	mustClaim(t, m, manualReq("j"), actors.Claimed)
 	if err := os.RemoveAll(path); err != nil { // a real fault: the directory is gone
 		t.Fatal(err)
 	}
-	if c, err := m.Claim(ctxT(t), actors.ClaimRequest{Job: "j", Slot: 2}); err == nil || !strings.Contains(err.Error(), MemoryStateFile) {
+	if c, err := m.Claim(ctxT(t), manualReq("j")); err == nil || !strings.Contains(err.Error(), MemoryStateFile) {
 		t.Fatalf("claim with the state directory gone: got %+v, %v; want an error naming %s", c, err, MemoryStateFile)
 	}
 	// Slot 2 stays taken: a retry is refused, after another attempt to
 	// write what is not on disk yet.
-	if c, err := m.Claim(ctxT(t), actors.ClaimRequest{Job: "j", Slot: 2}); err == nil {
+	if c, err := m.Claim(ctxT(t), manualReq("j")); err == nil {
 		t.Fatalf("retry of slot 2 with the directory gone: got %+v, nil; want an error", c)
 	}
 	if err := m.Pause(ctxT(t), "p"); err == nil {
@@ -280,12 +270,10 @@ func TestMemoryState_WriteFailureFailsTheClaim(t *testing.T) {
 	if err := m.Pause(ctxT(t), "p"); err != nil { // the same change again: written this time
 		t.Fatalf("pause again with the directory back: %v", err)
 	}
-	if c := mustClaim(t, m, actors.ClaimRequest{Job: "j", Slot: 3}, actors.Claimed); c.Fence != 3 {
-		t.Errorf("claim after the directory is back: got fence %d, want 3 (fence 2 stays used)", c.Fence)
-	}
+	c := mustClaim(t, m, manualReq("j"), actors.Claimed)
 	r := mustOpenMemory(t, dir)
-	if st := mustState(t, r, "j"); st.Slot != 3 || st.Fence != 3 {
-		t.Errorf("after restart: got slot %d fence %d, want 3, 3", st.Slot, st.Fence)
+	if st := mustState(t, r, "j"); st.Fence != c.Token {
+		t.Errorf("after restart: got token %d, want %d", st.Fence, c.Token)
 	}
 	if st := mustState(t, r, "p"); !st.Paused {
 		t.Errorf("after restart: job p not paused")
@@ -303,7 +291,7 @@ func TestMemoryState_ClaimReturnsAfterTheWrite(t *testing.T) {
 		job := fmt.Sprintf("job%02d", i)
 		wg.Go(func() {
 			for slot := int64(1); slot <= slots; slot++ {
-				c, err := m.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: slot})
+				c, err := m.Claim(ctxT(t), manualReq(job))
 				if err != nil || c.Outcome != actors.Claimed {
 					t.Errorf("%s slot %d: got %+v, %v", job, slot, c, err)
 					return
@@ -313,8 +301,8 @@ func TestMemoryState_ClaimReturnsAfterTheWrite(t *testing.T) {
 				if err == nil {
 					err = json.Unmarshal(data, &f)
 				}
-				if err != nil || f.Jobs[job].Fence < c.Fence {
-					t.Errorf("%s slot %d: claim returned fence %d, file holds %+v (%v)", job, slot, c.Fence, f.Jobs[job], err)
+				if err != nil || f.Jobs[job].Fence < c.Token {
+					t.Errorf("%s slot %d: claim returned fence %d, file holds %+v (%v)", job, slot, c.Token, f.Jobs[job], err)
 					return
 				}
 			}
@@ -360,11 +348,11 @@ func TestMemoryState_GroupCommit(t *testing.T) {
 		m := mustOpenMemory(t, g)
 		returned := make(chan int64, 11)
 		claim := func(job string) {
-			c, err := m.Claim(t.Context(), actors.ClaimRequest{Job: job, Slot: 1})
+			c, err := m.Claim(t.Context(), manualReq(job))
 			if err != nil {
 				t.Errorf("claim %s: %v", job, err)
 			}
-			returned <- c.Fence
+			returned <- c.Token
 		}
 		go claim("first")
 		synctest.Wait() // "first" is writing, held at the gate
@@ -398,11 +386,11 @@ func TestMemoryState_WaitEndsWithContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := &gatedStore{gate: make(chan struct{}), files: map[string][]byte{}}
 		m := mustOpenMemory(t, g)
-		go m.Claim(t.Context(), actors.ClaimRequest{Job: "a", Slot: 1})
+		go m.Claim(t.Context(), manualReq("a"))
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		_, err := m.Claim(ctx, actors.ClaimRequest{Job: "b", Slot: 1})
+		_, err := m.Claim(ctx, manualReq("b"))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("claim b: got %v, want context.DeadlineExceeded", err)
 		}
@@ -411,13 +399,13 @@ func TestMemoryState_WaitEndsWithContext(t *testing.T) {
 		if g.writes != 1 {
 			t.Fatalf("got %d writes, want 1: nobody waits for b", g.writes)
 		}
-		go m.Claim(t.Context(), actors.ClaimRequest{Job: "c", Slot: 1})
+		go m.Claim(t.Context(), manualReq("c"))
 		synctest.Wait()
 		g.gate <- struct{}{} // c's write covers b as well
 		synctest.Wait()
 		var f memStateFile
-		if err := json.Unmarshal(g.files[MemoryStateFile], &f); err != nil || f.Jobs["b"].Fence != 1 || f.Jobs["c"].Fence != 1 {
-			t.Fatalf("file after the next write: got %+v (%v), want jobs a, b and c with fence 1", f.Jobs, err)
+		if err := json.Unmarshal(g.files[MemoryStateFile], &f); err != nil || f.Jobs["b"].Fence == 0 || f.Jobs["c"].Fence == 0 {
+			t.Fatalf("file after the next write: got %+v (%v), want jobs b and c with their tokens", f.Jobs, err)
 		}
 	})
 }
@@ -474,7 +462,7 @@ func BenchmarkEncodeMemState10k(b *testing.B) {
 }
 
 func mustClaimB(b *testing.B, m *Memory, job string, slot int64) {
-	c, err := m.Claim(context.Background(), actors.ClaimRequest{Job: job, Slot: slot})
+	c, err := m.Claim(context.Background(), manualReq(job))
 	if err != nil || c.Outcome != actors.Claimed {
 		b.Fatalf("claim %s slot %d: got %v, %v", job, slot, c.Outcome, err)
 	}

@@ -15,24 +15,25 @@ func TestMemory_LeaseExpiresAtTTLInBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := NewMemory()
 		ctx := context.Background()
-		req := actors.ClaimRequest{Job: "j", Slot: 1, Owner: "a:1", TTL: time.Second, Lease: true}
-		if c, err := m.Claim(ctx, req); err != nil || c.Outcome != actors.Claimed {
+		req := leaseReq("j", time.Second)
+		first, err := m.Claim(ctx, req)
+		if c := first; err != nil || c.Outcome != actors.Claimed {
 			t.Fatalf("claim: got %v, %v; want claimed", c.Outcome, err)
 		}
 		time.Sleep(999 * time.Millisecond)
-		if st, _ := m.State(ctx, "j"); st.LeaseHolder != "a:1" || st.LeaseTTL != time.Millisecond {
-			t.Fatalf("at 999ms: got holder %q ttl %v, want a:1, 1ms", st.LeaseHolder, st.LeaseTTL)
+		if st, _ := m.State(ctx, "j"); st.LeaseHolder != req.Owner() || st.LeaseTTL != time.Millisecond {
+			t.Fatalf("at 999ms: got holder %q ttl %v, want %s, 1ms", st.LeaseHolder, st.LeaseTTL, req.Owner())
 		}
-		if _, err := m.Renew(ctx, "j", "a:1", time.Second); err != nil {
+		if _, err := m.Renew(ctx, "j", req.Owner(), time.Second); err != nil {
 			t.Fatalf("renew at 999ms: got %v, want nil", err)
 		}
 		time.Sleep(time.Second)
-		if _, err := m.Renew(ctx, "j", "a:1", time.Second); !errors.Is(err, actors.ErrNotHeld) {
+		if _, err := m.Renew(ctx, "j", req.Owner(), time.Second); !errors.Is(err, actors.ErrNotHeld) {
 			t.Fatalf("renew after ttl: got %v, want actors.ErrNotHeld", err)
 		}
-		req.Slot, req.Owner = 2, "b:1"
-		if c, err := m.Claim(ctx, req); err != nil || c.Outcome != actors.Claimed || c.Fence != 2 {
-			t.Fatalf("claim after expiry: got %+v, %v; want claimed, fence 2", c, err)
+		req.Node = "b"
+		if c, err := m.Claim(ctx, req); err != nil || c.Outcome != actors.Claimed || c.Token <= first.Token {
+			t.Fatalf("claim after expiry: got %+v, %v; want claimed, token > %d", c, err, first.Token)
 		}
 	})
 }
@@ -41,7 +42,7 @@ func TestMemory_CancelledContext(t *testing.T) {
 	m := NewMemory()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := m.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1}); !errors.Is(err, context.Canceled) {
+	if _, err := m.Claim(ctx, manualReq("j")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("claim with cancelled ctx: got %v, want context.Canceled", err)
 	}
 	if st, _ := m.State(context.Background(), "j"); st.Slot != 0 || st.Fence != 0 {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/redis/rueidis"
 )
@@ -30,7 +29,7 @@ func TestProbe_FailsWhereScriptsCannotRun(t *testing.T) {
 			if _, isRedis := rueidis.IsRedisErr(errors.Unwrap(err)); !isRedis || !strings.Contains(err.Error(), "unknown command") {
 				t.Fatalf("Probe: got %v, want the server's unknown command error", err)
 			}
-			if _, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "backup", Slot: 1}); err == nil {
+			if _, err := r.Claim(ctxT(t), manualReq("backup")); err == nil {
 				t.Fatalf("Claim succeeded where the probe failed: the probe does not exercise what a claim needs")
 			}
 		})

@@ -68,8 +68,8 @@ func waitPing(t testing.TB, r *Redis) {
 func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
-	mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 1}, actors.Claimed) // loads the scripts (EVALSHA, NOSCRIPT, EVAL)
-	if _, err := r.Release(ctxT(t), "j", "a:1"); err != nil {
+	mustClaim(t, r, manualReq("j"), actors.Claimed) // loads the scripts (EVALSHA, NOSCRIPT, EVAL)
+	if _, err := r.Release(ctxT(t), "j", "x:y"); err != nil {
 		t.Fatal(err)
 	}
 	c := raw(t, srv.Addr())
@@ -78,8 +78,9 @@ func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 	}
 	const n = 50
 	for i := int64(2); i < 2+n; i++ {
-		mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: i, Owner: "a:1", TTL: time.Minute, Lease: true}, actors.Claimed)
-		if ok, err := r.Release(ctxT(t), "j", "a:1"); err != nil || !ok {
+		req := leaseReq("j", time.Minute)
+		mustClaim(t, r, req, actors.Claimed)
+		if ok, err := r.Release(ctxT(t), "j", req.Owner()); err != nil || !ok {
 			t.Fatalf("release: %v %v", ok, err)
 		}
 	}
@@ -95,11 +96,11 @@ func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 func TestRedis_ScriptReloadedAfterRestart(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
-	mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 1}, actors.Claimed)
+	before := mustClaim(t, r, manualReq("j"), actors.Claimed)
 	srv.Restart() // no persistence: state and scripts are gone
 	waitPing(t, r)
-	if c := mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 2}, actors.Claimed); c.Fence != 1 {
-		t.Fatalf("fence after restart: got %d, want 1 (state lost)", c.Fence)
+	if c := mustClaim(t, r, manualReq("j"), actors.Claimed); c.Token <= before.Token {
+		t.Fatalf("token after the restart: got %d, want > %d (docs/protocol.md R4)", c.Token, before.Token)
 	}
 	st := cmdstats(t, raw(t, srv.Addr()))
 	if st["evalsha"]["failed_calls"] != 1 || st["eval"]["calls"] != 1 {
@@ -115,7 +116,7 @@ func TestRedis_ClaimFailsFastWhenDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := r.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1, Owner: "a:1", TTL: time.Second, Lease: true})
+	_, err := r.Claim(ctx, leaseReq("j", time.Second))
 	if err == nil {
 		t.Fatalf("claim against stopped server: got nil error")
 	}
@@ -142,7 +143,7 @@ func TestRedis_NewWhileDownConnectsLater(t *testing.T) {
 	}
 	srv.Restart()
 	waitPing(t, r)
-	mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 1}, actors.Claimed)
+	mustClaim(t, r, manualReq("j"), actors.Claimed)
 }
 
 func TestRedis_NoDeadlineUsesCallTimeout(t *testing.T) {
@@ -156,7 +157,7 @@ func TestRedis_NoDeadlineUsesCallTimeout(t *testing.T) {
 		call func(context.Context) error
 	}{
 		{"claim", func(ctx context.Context) error {
-			_, err := r.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1})
+			_, err := r.Claim(ctx, manualReq("j"))
 			return err
 		}},
 		{"state", func(ctx context.Context) error { _, err := r.State(ctx, "j"); return err }},
@@ -176,25 +177,32 @@ func TestRedis_PartitionTimesOutThenRecovers(t *testing.T) {
 	srv := redistest.Start(t)
 	p := redistest.NewProxy(t, srv.Addr())
 	r := newRedis(t, p.Addr(), Options{CallTimeout: 300 * time.Millisecond})
-	mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 1}, actors.Claimed)
+	mustClaim(t, r, manualReq("j"), actors.Claimed)
 	p.Cut()
-	if _, err := r.Claim(context.Background(), actors.ClaimRequest{Job: "j", Slot: 2}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := r.Claim(context.Background(), manualReq("j")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("claim while cut off: got %v, want deadline exceeded", err)
 	}
 	p.Restore()
 	waitPing(t, r)
 	// The timed-out claim of slot 2 may or may not have been applied.
-	if c := mustClaim(t, r, actors.ClaimRequest{Job: "j", Slot: 3}, actors.Claimed); c.Fence < 2 {
-		t.Fatalf("fence after partition: got %d, want ≥ 2", c.Fence)
+	if c := mustClaim(t, r, manualReq("j"), actors.Claimed); c.Token < 2 {
+		t.Fatalf("fence after partition: got %d, want ≥ 2", c.Token)
 	}
 }
 
+// The keys are those of docs/protocol.md ("Keys"), with the ledger
+// trimmed to ledger.max_occurrences (R9).
 func TestRedis_KeysFollowSpec(t *testing.T) {
 	srv := redistest.Start(t)
-	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:", HistoryLen: 3})
-	mustClaim(t, r, actors.ClaimRequest{Job: "backup", Slot: 1, Owner: "n1:u", TTL: time.Minute, Lease: true}, actors.Claimed)
-	for i := 1; i <= 5; i++ {
-		if _, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "backup", Record: sampleRecord(i)}); err != nil {
+	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:"})
+	held := leaseReq("backup", time.Minute)
+	mustClaim(t, r, held, actors.Claimed)
+	for range 5 {
+		req := manualReq("backup")
+		req.Retention = actors.Retention{Max: 3}
+		c := mustClaim(t, r, req, actors.Claimed)
+		if _, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "backup", Record: actors.RunRecord{RunID: req.RunID,
+			Trigger: actors.TriggerManual, Node: "n", Fence: c.Token, Result: actors.ResultSuccess, Claimed: c.Now}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,17 +211,17 @@ func TestRedis_KeysFollowSpec(t *testing.T) {
 	}
 	c := raw(t, srv.Addr())
 	want := map[string]string{"{cl}:job:backup": "string", "{cl}:state:backup": "hash",
-		"{cl}:history:backup": "stream", "{cl}:paused:backup": "string"}
+		"{cl}:occ:backup": "hash", "{cl}:occidx:backup": "zset", "{cl}:paused:backup": "string"}
 	for k, typ := range want {
 		if got, err := c.Do(ctxT(t), c.B().Type().Key(k).Build()).ToString(); err != nil || got != typ {
 			t.Errorf("TYPE %s: got %q, %v; want %s", k, got, err, typ)
 		}
 	}
-	if n, _ := c.Do(ctxT(t), c.B().Xlen().Key("{cl}:history:backup").Build()).AsInt64(); n != 3 {
-		t.Errorf("XLEN with HistoryLen 3: got %d, want 3", n)
+	if n, _ := c.Do(ctxT(t), c.B().Hlen().Key("{cl}:occ:backup").Build()).AsInt64(); n > 4 {
+		t.Errorf("HLEN of the ledger with max 3 records (10 trimmed a call): got %d, want at most 4", n)
 	}
-	if v, _ := c.Do(ctxT(t), c.B().Get().Key("{cl}:job:backup").Build()).ToString(); v != "n1:u" {
-		t.Errorf("lease value: got %q, want n1:u", v)
+	if v, _ := c.Do(ctxT(t), c.B().Get().Key("{cl}:job:backup").Build()).ToString(); v != held.Owner() {
+		t.Errorf("lease value: got %q, want %s", v, held.Owner())
 	}
 }
 
@@ -226,7 +234,7 @@ func TestRedis_ErrorsHidePassword(t *testing.T) {
 	r, err := New(Options{Addresses: []string{srv.Addr()}, Password: "wrong-s3cret"})
 	if err == nil {
 		defer r.Close()
-		_, err = r.Claim(ctxT(t), actors.ClaimRequest{Job: "j", Slot: 1})
+		_, err = r.Claim(ctxT(t), manualReq("j"))
 	}
 	if err == nil {
 		t.Fatalf("wrong password: got nil error")

@@ -1,6 +1,8 @@
 package redislock
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,35 +20,35 @@ func TestClaim_MinReplicasAcked(t *testing.T) {
 	replica := redistest.StartReplica(t, master)
 	const ackTimeout = 300 * time.Millisecond
 	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: ackTimeout})
-	req := func(slot int64) actors.ClaimRequest {
-		return actors.ClaimRequest{Job: "backup", Slot: slot, Owner: "n1:run", TTL: 10 * time.Second, Lease: true}
+	now := nowSlot(t, r)
+	first := sched("backup", now-1, "n1")
+	c, err := r.Claim(ctxT(t), first)
+	if err != nil || c.Outcome != actors.Claimed || c.Replicas != 1 {
+		t.Fatalf("claim with the replica up: got %+v, %v; want claimed, 1 replica", c, err)
 	}
-	c, err := r.Claim(ctxT(t), req(100))
-	if err != nil || c.Outcome != actors.Claimed || c.Replicas != 1 || c.Fence != 1 {
-		t.Fatalf("claim with the replica up: got %+v, %v; want claimed, 1 replica, fence 1", c, err)
-	}
-	if _, err := r.Release(ctxT(t), "backup", "n1:run"); err != nil {
+	if _, err := r.Release(ctxT(t), "backup", first.Owner()); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if v := replica.Do("HGET", r.Key("state", "backup"), "slot"); v != "100" {
-		t.Errorf("the replica's state slot: got %q, want 100", v)
+	if v := replica.Do("HGET", r.Key("occ", "backup"), strconv.FormatInt(now-1, 10)); !strings.Contains(v, `"status":"claimed"`) {
+		t.Errorf("the replica's record of the slot: got %q, want it claimed", v)
 	}
 
 	replica.Kill()
+	second := sched("backup", now, "n1")
 	start := time.Now()
-	c, err = r.Claim(ctxT(t), req(101))
+	c, err = r.Claim(ctxT(t), second)
 	took := time.Since(start)
-	if err != nil || c.Outcome != actors.NotReplicated || c.Replicas != 0 || c.Fence != 2 {
-		t.Fatalf("claim with the replica stopped: got %+v, %v; want not_replicated, 0 replicas, fence 2", c, err)
+	if err != nil || c.Outcome != actors.NotReplicated || c.Replicas != 0 || c.Token == 0 {
+		t.Fatalf("claim with the replica stopped: got %+v, %v; want not_replicated, 0 replicas, a token", c, err)
 	}
 	if took < ackTimeout {
 		t.Errorf("claim with the replica stopped took %v, want at least the ack timeout %v (WAIT)", took, ackTimeout)
 	}
-	if holder := master.Do("GET", r.Key("job", "backup")); holder != "n1:run" {
+	if holder := master.Do("GET", r.Key("job", "backup")); holder != second.Owner() {
 		t.Errorf("lease after a not-replicated claim: got %q, want it held (the caller releases it)", holder)
 	}
 	start = time.Now()
-	c, err = r.Claim(ctxT(t), req(101))
+	c, err = r.Claim(ctxT(t), sched("backup", now, "n2"))
 	if err != nil || c.Outcome != actors.ClaimedElsewhere || time.Since(start) >= ackTimeout {
 		t.Errorf("a losing claim: got %+v, %v after %v; want claimed_elsewhere without waiting", c, err, time.Since(start))
 	}
@@ -62,7 +64,7 @@ func TestClaim_MinReplicasAckedAfterScriptFlush(t *testing.T) {
 	redistest.StartReplica(t, master)
 	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1})
 	master.Do("SCRIPT", "FLUSH")
-	c, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "j", Slot: 5, Owner: "n:r", TTL: time.Second, Lease: true})
+	c, err := r.Claim(ctxT(t), leaseReq("j", time.Second))
 	if err != nil || c.Outcome != actors.Claimed || c.Replicas != 1 {
 		t.Fatalf("claim after SCRIPT FLUSH: got %+v, %v; want claimed by 1 replica", c, err)
 	}
@@ -79,7 +81,7 @@ func TestTopologies_ClusterMinReplicasAcked(t *testing.T) {
 	}
 	t.Cleanup(r.Close)
 	for _, job := range []string{"a", "b", "c", "d"} {
-		cl, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: job, Slot: 7, Owner: "n:r", TTL: time.Second, Lease: true})
+		cl, err := r.Claim(ctxT(t), leaseReq(job, time.Second))
 		if err != nil || cl.Outcome != actors.Claimed || cl.Replicas != 1 {
 			t.Errorf("claim of %s on shard %d: got %+v, %v; want claimed, acknowledged by 1 replica", job, c.Shard(r.Key("job", job)), cl, err)
 		}
@@ -100,42 +102,45 @@ func TestFinish_MinReplicasAckedHandOver(t *testing.T) {
 	const ackTimeout = 300 * time.Millisecond
 	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: 3 * time.Second})
 	short := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: ackTimeout})
-	claim := func(slot int64, owner string) actors.Claim {
+	now := nowSlot(t, r)
+	claim := func(slot int64, node string) (actors.Claim, string) {
 		t.Helper()
-		c, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "q", Slot: slot, Owner: owner, TTL: 10 * time.Second,
-			Lease: true, Queue: true})
+		req := sched("q", slot, node)
+		req.TTL, req.Queue = 10*time.Second, true
+		c, err := r.Claim(ctxT(t), req)
 		if err != nil {
 			t.Fatalf("claim %d: %v", slot, err)
 		}
-		return c
+		return c, req.Owner()
 	}
 	finish := func(r *Redis, owner, next string) (actors.Finished, time.Duration) {
 		t.Helper()
 		start := time.Now()
 		f, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "q", Owner: owner, Next: next, TTL: 10 * time.Second,
-			Record: actors.RunRecord{RunID: "x", Result: actors.ResultSuccess}})
+			Record: actors.RunRecord{RunID: owner, Slot: runs.Add(1), Fence: 1, Result: actors.ResultSuccess}})
 		if err != nil {
 			t.Fatalf("finish: %v", err)
 		}
 		return f, time.Since(start)
 	}
-	if c := claim(100, "n1:a"); c.Outcome != actors.Claimed || c.Replicas != 1 {
+	c, a := claim(now-1, "n1")
+	if c.Outcome != actors.Claimed || c.Replicas != 1 {
 		t.Fatalf("first claim: got %+v, want claimed by 1 replica", c)
 	}
-	if c := claim(101, "n2:b"); c.Outcome != actors.Queued {
+	if c, _ := claim(now, "n2"); c.Outcome != actors.Queued {
 		t.Fatalf("second claim: got %+v, want queued", c)
 	}
-	f, _ := finish(r, "n1:a", "n1:c")
-	if f.Pending != 101 || f.Fence == 0 || f.NotReplicated || f.Replicas != 1 {
-		t.Fatalf("hand-over with the replica up: got %+v, want slot 101 handed on, acknowledged by 1 replica", f)
+	f, _ := finish(r, a, "n1:c")
+	if f.Pending != now || f.Token == 0 || f.NotReplicated || f.Replicas != 1 {
+		t.Fatalf("hand-over with the replica up: got %+v, want slot %d handed on, acknowledged by 1 replica", f, now)
 	}
-	if c := claim(102, "n2:d"); c.Outcome != actors.Queued {
+	if c, _ := claim(now+1, "n2"); c.Outcome != actors.Queued {
 		t.Fatalf("third claim: got %+v, want queued", c)
 	}
 	replica.Kill()
 	f, took := finish(short, "n1:c", "n1:e")
-	if f.Pending != 102 || f.Fence == 0 || !f.NotReplicated || f.Replicas != 0 {
-		t.Fatalf("hand-over with the replica stopped: got %+v, want slot 102 handed on but not replicated", f)
+	if f.Pending != now+1 || f.Token == 0 || !f.NotReplicated || f.Replicas != 0 {
+		t.Fatalf("hand-over with the replica stopped: got %+v, want slot %d handed on but not replicated", f, now+1)
 	}
 	if took < ackTimeout {
 		t.Errorf("hand-over with the replica stopped took %v, want at least the ack timeout %v (WAIT)", took, ackTimeout)

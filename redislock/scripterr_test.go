@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -17,7 +16,7 @@ func TestClaim_ACLDeniedScriptCommandIsNamed(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Do("ACL", "SETUSER", "cl", "on", ">pw", "~*", "+@all", "-hincrby")
 	r := newRedis(t, srv.Addr(), Options{Username: "cl", Password: "pw"})
-	_, err := r.Claim(ctxT(t), actors.ClaimRequest{Job: "j", Slot: 1, Owner: "n:r", TTL: time.Second, Lease: true})
+	_, err := r.Claim(ctxT(t), leaseReq("j", time.Second))
 	var acl *ScriptACLError
 	if !errors.As(err, &acl) || acl.Command != "HINCRBY" {
 		t.Fatalf("claim without +hincrby: got %v, want a ScriptACLError naming HINCRBY", err)
