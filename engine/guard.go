@@ -388,16 +388,15 @@ func decidePersistence(infos []redislock.ServerInfo, save string, saveErr error)
 			unknown = true
 		default:
 			return 0, zapcore.WarnLevel, "redis persists nothing (appendonly no, save \"\"): a Redis restart loses the " +
-				"claimed-slot record (state:JOB), so a slot already run can run again and fencing tokens start again " +
-				"at 1; enable AOF (appendonly yes) for exactly-once across Redis restarts"
+				"ledger; the nodes that saw it detect the loss and skip the slots around it (state_lost), and no node " +
+				"that saw nothing can tell; enable AOF (appendonly yes) for exactly-once across Redis restarts"
 		}
 	}
 	if unknown {
 		return math.NaN(), zapcore.WarnLevel, "redis persistence unknown: AOF is off and the RDB save points cannot " +
-			"be read (CONFIG GET save failed); unless RDB snapshots are on, a Redis restart loses the claimed-slot " +
-			"record (state:JOB)"
+			"be read (CONFIG GET save failed); unless RDB snapshots are on, a Redis restart loses the ledger"
 	}
-	return 1, zapcore.InfoLevel, "redis persists the claimed-slot record (AOF or RDB snapshots)"
+	return 1, zapcore.InfoLevel, "redis persists the ledger (AOF or RDB snapshots)"
 }
 
 func allAOF(infos []redislock.ServerInfo) bool {

@@ -93,7 +93,7 @@ func TestDecidePersistence(t *testing.T) {
 			if !(got == tc.want || math.IsNaN(got) && math.IsNaN(tc.want)) || level != tc.level {
 				t.Errorf("got %v at %v (%q), want %v at %v", got, level, msg, tc.want, tc.level)
 			}
-			if got != 1 && !strings.Contains(msg, "a Redis restart loses the claimed-slot record") {
+			if got != 1 && !strings.Contains(msg, "a Redis restart loses the ledger") {
 				t.Errorf("message %q does not say what a restart loses", msg)
 			}
 		})

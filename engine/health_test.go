@@ -207,7 +207,7 @@ func TestHealth_PersistenceReported(t *testing.T) {
 			if tc.want == 0 {
 				wantWarn = 1
 			}
-			if n := hh.count(zapcore.WarnLevel, "a Redis restart loses the claimed-slot record"); n != wantWarn {
+			if n := hh.count(zapcore.WarnLevel, "a Redis restart loses the ledger"); n != wantWarn {
 				t.Errorf("warnings: got %d, want %d", n, wantWarn)
 			}
 		})
