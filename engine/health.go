@@ -182,6 +182,9 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	err := h.b.checks.Probe(pctx, *h.jobs.Load())
 	cancel()
+	if ctx.Err() != nil {
+		return false // the daemon stops: a probe it cut short says nothing about Redis
+	}
 	var base string
 	var shardErr *redislock.ShardError
 	timedOut := err != nil && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &shardErr) && ctx.Err() == nil
