@@ -96,20 +96,19 @@ func unquote(s string) (string, int, error) {
 
 // Kinds of top-level commands, as Classify names them.
 const (
-	CallClaim  = "claim"  // the claim script, one job or a batch (keys job, state, paused, pending, backfill per job)
-	CallFinish = "finish" // release + history record (keys job, history, state, pending)
+	CallClaim  = "claim"  // the claim script (keys job, state, occ, occidx, paused, pending)
+	CallFinish = "finish" // the finish script (keys job, state, occ, occidx, pending)
 	CallLease  = "renew or release"
 	// Not per slot:
 	CallProbe     = "health check"       // readiness probe, INFO script (keys: one job key, no ARGV)
-	CallMissed    = "missed-slot report" // key state:J
+	CallMissed    = "missed-occurrence audit" // keys job, state, occ, occidx
 	CallHeartbeat = "node heartbeat"     // keys node:ID, node-jobs:ID
 )
 
-// Claim and finish scripts' key and argument counts per job
-// (redislock/scripts.go).
+// Claim and finish scripts' key counts (redislock/scripts.go).
 const (
-	claimKeys, claimArgs = 5, 12
-	finishKeys           = 4
+	claimKeys  = 6
+	finishKeys = 5
 )
 
 // Classify names a top-level command of cronlock's: one of the Call
@@ -128,28 +127,19 @@ func Classify(c MonitorCommand, prefix string) (kind string, slots []int64) {
 	}
 	keys, argv := c.Args[3:3+nkeys], c.Args[3+nkeys:]
 	switch {
-	case nkeys > 0 && nkeys%claimKeys == 0 && strings.HasPrefix(keys[2], prefix+"paused:") &&
-		len(argv) == nkeys/claimKeys*claimArgs:
-		for i := 0; i < len(argv); i += claimArgs {
-			slot, _ := strconv.ParseInt(argv[i], 10, 64)
-			slots = append(slots, slot)
-		}
-		return CallClaim, slots
-	case nkeys == finishKeys && strings.HasPrefix(keys[1], prefix+"history:"):
-		var slot int64
-		for i := 6; i+1 < len(argv); i += 2 {
-			if argv[i] == "slot" {
-				slot, _ = strconv.ParseInt(argv[i+1], 10, 64)
-			}
-		}
+	case nkeys == claimKeys && strings.HasPrefix(keys[4], prefix+"paused:") && len(argv) > 0:
+		slot, _ := strconv.ParseInt(argv[0], 10, 64)
+		return CallClaim, []int64{slot}
+	case nkeys == finishKeys && strings.HasPrefix(keys[4], prefix+"pending:") && len(argv) > 5:
+		slot, _ := strconv.ParseInt(argv[5], 10, 64) // the index score: the slot (a manual run's claim time)
 		return CallFinish, []int64{slot}
+	case nkeys == 4 && strings.HasPrefix(keys[2], prefix+"occ:"):
+		return CallMissed, nil
 	case nkeys == 2 && strings.HasPrefix(keys[1], prefix+"pending:"), // renew
 		nkeys == 1 && strings.HasPrefix(keys[0], prefix+"job:") && len(argv) > 0: // release
 		return CallLease, nil
 	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"job:"):
 		return CallProbe, nil // the readiness probe and the INFO script: a job key, no ARGV
-	case nkeys == 1 && strings.HasPrefix(keys[0], prefix+"state:"):
-		return CallMissed, nil
 	case nkeys >= 1 && strings.HasPrefix(keys[0], prefix+"node:"):
 		return CallHeartbeat, nil // keys node:ID and node-jobs:ID (one key before the job hashes key)
 	}

@@ -29,11 +29,12 @@ func TestParseMonitorLine(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	p := "cronlock:"
-	claim := func(job string) []string {
-		return []string{p + "job:" + job, p + "state:" + job, p + "paused:" + job, p + "pending:" + job, p + "backfill:" + job}
+	ledger := func(job string) []string {
+		return []string{p + "job:" + job, p + "state:" + job, p + "occ:" + job, p + "occidx:" + job}
 	}
+	claim := func(job string) []string { return append(ledger(job), p+"paused:"+job, p+"pending:"+job) }
 	claimArgv := func(slot string) []string {
-		return []string{slot, "n1:r", "90000", "1", "0", "0", "0", "0", "0", "0", "0", "0"}
+		return []string{slot, "schedule", "n1", "r", "90000", "1", "0", "0", "0", "0", "0", "2000", "2000", "0", "604800000", "100"}
 	}
 	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
 	for _, tc := range []struct {
@@ -41,18 +42,16 @@ func TestClassify(t *testing.T) {
 		kind  string
 		slots []int64
 	}{
-		{cat([]string{"EVALSHA", "sha", "5"}, claim("j"), claimArgv("1700000000")), CallClaim, []int64{1700000000}},
-		{cat([]string{"EVALSHA", "sha", "10"}, claim("a"), claim("b"), claimArgv("1700000000"), claimArgv("1700000002")),
-			CallClaim, []int64{1700000000, 1700000002}},
-		{cat([]string{"EVALSHA", "sha", "10"}, claim("a"), claim("b"), claimArgv("1700000000")), "EVALSHA (script)", nil},
-		{[]string{"EVAL", "script", "4", p + "job:j", p + "history:j", p + "state:j", p + "pending:j", "100", "n1:r", "", "0", "0", "0",
-			"run_id", "r", "slot", "1700000001", "trigger", "schedule"}, CallFinish, []int64{1700000001}},
+		{cat([]string{"EVALSHA", "sha", "6"}, claim("j"), claimArgv("1700000000")), CallClaim, []int64{1700000000}},
+		{cat([]string{"EVAL", "script", "5"}, ledger("j"), []string{p + "pending:j", "n1:r", "", "0", "0", "1700000001", "1700000001",
+			"{}", "1", "1", "r", "", ""}), CallFinish, []int64{1700000001}},
+		{cat([]string{"EVALSHA", "audit", "4"}, ledger("j"), []string{"1700000000", "4000", "n1", "not_claimed", "604800000", "100"}),
+			CallMissed, nil},
 		{[]string{"evalsha", "sha", "2", p + "job:j", p + "pending:j", "n1:r", "90000"}, CallLease, nil},
 		{[]string{"evalsha", "sha", "1", p + "job:j", "n1:r"}, CallLease, nil},
 		{[]string{"EVALSHA", "sha", "1", p + "node:n1", "{}"}, CallHeartbeat, nil},
 		{[]string{"EVALSHA", "sha", "2", p + "node:n1", p + "node-jobs:n1", "{}", "30000", ""}, CallHeartbeat, nil},
 		{[]string{"EVALSHA", "probe", "1", p + "job:j"}, CallProbe, nil},
-		{[]string{"EVALSHA", "missed", "1", p + "state:j", "1700000000"}, CallMissed, nil},
 		{[]string{"EVALSHA", "sha", "2", p + "x:j", p + "y:j"}, "EVALSHA (script)", nil},
 		{[]string{"info", "memory"}, "INFO", nil},
 	} {
