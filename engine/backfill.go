@@ -12,7 +12,7 @@ import (
 // BackfillOptions are the inputs of Backfill besides the config, the job
 // and the slots.
 type BackfillOptions struct {
-	ManualOptions // Force is not used: a paused job's slots are skipped paused
+	ManualOptions // Force: also a paused job's slots, and slots before a detected loss of the ledger (state_lost)
 	// Allow runs all slots at once without the lease (-overlap allow);
 	// otherwise they run one after the other, each holding the job's lease.
 	Allow bool
@@ -31,9 +31,10 @@ type BackfillResult struct {
 
 // Backfill runs job for each of slots (past slots of its schedule, in
 // order) in this process, through the daemon's run path with trigger
-// backfill: each slot is claimed once in the cluster (ClaimRequest.Backfill,
-// docs/protocol.md, "Backfill"), so a slot that an earlier or a concurrent
-// backfill ran is not run again. Without Allow the slots run one at a
+// backfill: each slot is claimed through its ledger record
+// (docs/protocol.md, R1), so a slot that ran by any path (the schedule,
+// catch-up, an earlier or a concurrent backfill) is not run again; a slot
+// recorded missed or skipped runs. Without Allow the slots run one at a
 // time: while the lease is held the claim is retried every Poll. It blocks
 // until every slot has run or been skipped and the hooks have ended, and
 // returns one result per slot, in order. Cancelling ctx terminates the run
@@ -56,14 +57,14 @@ func Backfill(ctx context.Context, cfg *config.Config, job config.Job, slots []t
 	}
 	withJobActor(ctx, cfg, job, o.ManualOptions, func(a *actors.Job, kill chan<- struct{}) {
 		if o.Allow {
-			backfillAll(ctx, a, kill, out)
+			backfillAll(ctx, a, kill, out, o.Force)
 			return
 		}
 		for i := range out {
 			if ctx.Err() != nil {
 				return
 			}
-			out[i].Ran = backfillOne(ctx, o.Log, a, kill, out[i].Slot, o.Poll)
+			out[i].Ran = backfillOne(ctx, o.Log, a, kill, out[i].Slot, o.Poll, o.Force)
 		}
 	})
 	return out
@@ -71,10 +72,10 @@ func Backfill(ctx context.Context, cfg *config.Config, job config.Job, slots []t
 
 // backfillOne runs one slot, claiming it again every poll while the lease
 // is held.
-func backfillOne(ctx context.Context, log *zap.Logger, a *actors.Job, kill chan<- struct{}, slot time.Time, poll time.Duration) actors.Ran {
+func backfillOne(ctx context.Context, log *zap.Logger, a *actors.Job, kill chan<- struct{}, slot time.Time, poll time.Duration, force bool) actors.Ran {
 	waiting := false
 	for {
-		ran := sendRunNow(ctx, a, kill, actors.RunNow{Backfill: true, Slot: slot})
+		ran := sendRunNow(ctx, a, kill, actors.RunNow{Backfill: true, Slot: slot, Force: force})
 		if ran.Skip != actors.SkipOverlap || ctx.Err() != nil {
 			return ran
 		}
@@ -94,11 +95,11 @@ func backfillOne(ctx context.Context, log *zap.Logger, a *actors.Job, kill chan<
 
 // backfillAll starts every slot at once (overlap allow: no lease) and
 // waits for all of them; when ctx ends it closes kill once.
-func backfillAll(ctx context.Context, a *actors.Job, kill chan<- struct{}, out []BackfillResult) {
+func backfillAll(ctx context.Context, a *actors.Job, kill chan<- struct{}, out []BackfillResult, force bool) {
 	replies := make([]chan actors.Ran, len(out))
 	for i := range out {
 		replies[i] = make(chan actors.Ran, 1)
-		if err := a.Send(ctx, actors.RunNow{Backfill: true, Slot: out[i].Slot, Reply: replies[i]}); err != nil {
+		if err := a.Send(ctx, actors.RunNow{Backfill: true, Slot: out[i].Slot, Force: force, Reply: replies[i]}); err != nil {
 			replies[i] = nil // not sent: stays shutting_down
 		}
 	}

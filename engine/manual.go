@@ -54,7 +54,8 @@ func withJobActor(ctx context.Context, cfg *config.Config, job config.Job, o Man
 	kill := make(chan struct{})
 	a := actors.NewJob(job, actors.JobDeps{Log: o.Log, Metrics: metrics, Locker: o.Locker, NodeID: cfg.Node.ID,
 		Environ: environ, Results: hooks.Inbox(), Phantoms: janitor.Inbox(), Finishes: janitor.Finishes(), Kill: kill,
-		GracePeriod: cfg.Node.GracePeriod, Start: o.Start, ClaimTimeout: claimTimeout(cfg)})
+		GracePeriod: cfg.Node.GracePeriod, Start: o.Start, ClaimTimeout: claimTimeout(cfg),
+		MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg)})
 
 	actx, stopActor := context.WithCancel(context.WithoutCancel(ctx))
 	jctx, stopJanitor := context.WithCancel(context.WithoutCancel(ctx))

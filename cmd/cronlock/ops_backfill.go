@@ -18,13 +18,14 @@ const backfillUsage = `[-config FILE] JOB -from T -to T [-overlap queue|allow] [
 Runs JOB, in this process, for every slot of its schedule from -from to
 -to (RFC 3339, both included; -to not after now), through the same run
 path as a scheduled run (lease, retries, hooks, history) with trigger
-backfill. Each slot runs once in the cluster: a slot that an earlier or a
-concurrent backfill ran is not run again and is listed as already run.
+backfill. Each slot runs once in the cluster, by any path: a slot that the
+schedule, a catch-up or an earlier or concurrent backfill ran is not run
+again and is listed as already run; a slot recorded missed or skipped runs.
 With -overlap queue (the default) the slots run one after the other, each
 holding the job's lease (while a scheduled run holds it, the backfill
 waits); with -overlap allow they all run at once, without the lease.
--dry-run lists the slots and which of them were already backfilled, and
-runs nothing. A paused job's slots are skipped (paused). At most 10000
+-dry-run lists the slots and which of them already ran (and where), and
+runs nothing. A paused job's slots are skipped (paused) unless -force. At most 10000
 slots. Exit code 0 when every slot ran with success or had already run,
 1 otherwise.`
 
@@ -38,6 +39,7 @@ func runBackfill(ctx context.Context, args []string, env *runEnv) int {
 	toS := f.fs.String("to", "", "last instant of the range, RFC 3339, not after now (required)")
 	overlap := f.fs.String("overlap", "queue", "queue: one slot after the other, under the lease; allow: all at once")
 	dry := f.fs.Bool("dry-run", false, "list the slots; run nothing")
+	force := f.fs.Bool("force", false, "run the slots of a paused job too, and slots before a detected loss of the ledger (state_lost: they may have run)")
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
@@ -76,7 +78,7 @@ func runBackfill(ctx context.Context, args []string, env *runEnv) int {
 		log.Warn(s.note)
 	}
 	res := engine.Backfill(ctx, s.cfg, *job, slots, engine.BackfillOptions{Allow: *overlap == config.OverlapAllow,
-		ManualOptions: engine.ManualOptions{Log: log, Environ: env.environ, Locker: s.backend}})
+		ManualOptions: engine.ManualOptions{Log: log, Environ: env.environ, Locker: s.backend, Force: *force}})
 	return printBackfill(env, job.Name, res)
 }
 
