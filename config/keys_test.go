@@ -34,6 +34,8 @@ var scalarKeys = []struct {
 	{"node.tags", "role=db,zone=a", map[string]any{"role": "db", "zone": "a"}, func(c *Config) any { return c.Node.Tags }, map[string]string{"role": "db", "zone": "a"}, false},
 	{"node.max_parallel", "7", 7, func(c *Config) any { return c.Node.MaxParallel }, 7, false},
 	{"lock.backend", "redis", "redis", func(c *Config) any { return c.Lock.Backend }, "redis", false},
+	{"ledger.retention", "72h", "72h", func(c *Config) any { return c.Ledger.Retention }, 72 * time.Hour, false},
+	{"ledger.max_occurrences", "50", 50, func(c *Config) any { return c.Ledger.MaxOccurrences }, 50, false},
 	{"redis.address", "single:1", "single:1", func(c *Config) any { return c.Redis.Address }, "single:1", true},
 	{"redis.addresses", "s1:26379, s2:26379", []any{"s1:26379", "s2:26379"}, func(c *Config) any { return c.Redis.Addresses }, []string{"s1:26379", "s2:26379"}, false},
 	{"redis.username", "env-user", "env-user", func(c *Config) any { return c.Redis.Username }, "env-user", false},
@@ -74,11 +76,12 @@ func TestKeys_DerivedFromStructTags(t *testing.T) {
 	if !slices.Equal(fromFields, want) {
 		t.Errorf("fields() keys = %q, want %q", fromFields, want)
 	}
-	if want := []string{"node", "lock", "redis", "redis.tls", "log", "http"}; !slices.Equal(sections, want) {
+	if want := []string{"node", "lock", "ledger", "redis", "redis.tls", "log", "http"}; !slices.Equal(sections, want) {
 		t.Errorf("sections = %q, want %q", sections, want)
 	}
 	children := map[string][]string{
-		"":           {"node", "lock", "redis", "log", "http", "defaults", "jobs"},
+		"":           {"node", "lock", "ledger", "redis", "log", "http", "defaults", "jobs"},
+		"ledger.":    {"retention", "max_occurrences"},
 		"node.":      {"id", "grace_period", "timezone", "shutdown_timeout", "max_clock_skew", "heartbeat_interval", "state_dir", "tags", "max_parallel"},
 		"lock.":      {"backend"},
 		"redis.":     {"address", "addresses", "username", "password", "db", "key_prefix", "sentinel_master", "tls", "dial_timeout", "allow_eviction", "mode", "min_replicas_acked", "replica_ack_timeout"},

@@ -27,6 +27,12 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 		p.err(path("node.state_dir"), "%q is not an absolute path; e.g. /var/lib/cronlock", cfg.Node.StateDir)
 	}
 	resolveNodeID(&cfg.Node, p, opts, path)
+	if cfg.Ledger.MaxOccurrences < 1 {
+		p.err(path("ledger.max_occurrences"), "%d: want at least 1 (the records kept per job; default 100)", cfg.Ledger.MaxOccurrences)
+	}
+	if cfg.Ledger.Retention < time.Minute {
+		p.err(path("ledger.retention"), "%s: want at least 1m (how long records are kept; default 168h, 7 days)", cfg.Ledger.Retention)
+	}
 	if cfg.Node.MaxParallel < 0 {
 		p.err(path("node.max_parallel"), "%d is negative; use 0 for no limit, or the most runs this node may have in progress at once", cfg.Node.MaxParallel)
 	}

@@ -150,7 +150,7 @@ func (c *checker) fields(prefix string, f JobFields) {
 		c.hostProblem(prefix+"shell", c.host.shell(*f.Shell))
 	}
 	if f.Timeout != nil {
-		minOneSecond(p, prefix+"timeout", *f.Timeout)
+		minDuration(p, prefix+"timeout", *f.Timeout, minTimeout, "300ms")
 	}
 	if f.LockTTL != nil {
 		minOneSecond(p, prefix+"lock_ttl", *f.LockTTL)
@@ -331,9 +331,17 @@ func (c schedCache) parse(expr string, loc *time.Location) (*schedule.Schedule, 
 }
 
 // minOneSecond reports a duration that is set (non-zero) but under 1s.
-func minOneSecond(p *problems, path string, d time.Duration) {
-	if d > 0 && d < time.Second {
-		p.err(path, "%s is under 1s; write e.g. 30s", d)
+func minOneSecond(p *problems, path string, d time.Duration) { minDuration(p, path, d, time.Second, "30s") }
+
+// minTimeout is the shortest timeout: a run's process is started, timed
+// and killed on the daemon's own timers, which keep to a few
+// milliseconds; below this a unit was probably forgotten (100 for 100s).
+const minTimeout = 100 * time.Millisecond
+
+// minDuration reports a duration that is set (non-zero) but under least.
+func minDuration(p *problems, path string, d, least time.Duration, example string) {
+	if d > 0 && d < least {
+		p.err(path, "%s is under %s; write e.g. %s", d, least, example)
 	}
 }
 

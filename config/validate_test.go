@@ -47,7 +47,7 @@ func TestValidate_Rules(t *testing.T) {
 		{"unitless env", "", "", Options{Environ: []string{"CRONLOCK_REDIS_DIAL_TIMEOUT=5"}}, `redis.dial_timeout (from CRONLOCK_REDIS_DIAL_TIMEOUT): "5" needs a unit, e.g. 5s`},
 		{"not a duration", job("  jitter: soon\n"), "", Options{}, `jitter: "soon" is not a duration`},
 		{"negative duration", job("  catchup_window: -5m\n"), "", Options{}, `catchup_window: -5m0s is negative`},
-		{"timeout under 1s", job("  timeout: 500ms\n"), "", Options{}, `timeout: 500ms is under 1s`},
+		{"timeout under 100ms", job("  timeout: 50ms\n"), "", Options{}, `timeout: 50ms is under 100ms`},
 		{"lock_ttl under 1s", job("  lock_ttl: 10ms\n"), "", Options{}, `lock_ttl: 10ms is under 1s`},
 		{"redis.db 16", "redis: {db: 16}\n", "", Options{}, `redis.db: 16 is out of range; Redis databases are 0..15`},
 		{"redis.db -1", "redis: {db: -1}\n", "", Options{}, `redis.db: -1 is out of range`},
