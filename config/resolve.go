@@ -27,6 +27,10 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 		p.err(path("node.state_dir"), "%q is not an absolute path; e.g. /var/lib/cronlock", cfg.Node.StateDir)
 	}
 	resolveNodeID(&cfg.Node, p, opts, path)
+	if cfg.Node.IDSource == IDConfigured {
+		// src is " (from CRONLOCK_NODE_ID)" or " (from flag)"; "" for the file.
+		cfg.Node.IDSetBy = strings.TrimSuffix(strings.TrimPrefix(src["node.id"], " (from "), ")")
+	}
 	if cfg.Node.MaxParallel < 0 {
 		p.err(path("node.max_parallel"), "%d is negative; use 0 for no limit, or the most runs this node may have in progress at once", cfg.Node.MaxParallel)
 	}

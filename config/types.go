@@ -69,6 +69,10 @@ type Node struct {
 	// IDSource is where ID came from: IDConfigured, IDMachine,
 	// IDStateDir or IDNew.
 	IDSource string `mapstructure:"-"`
+	// IDSetBy, for IDConfigured, is what set node.id: "" for the config
+	// file, the environment variable's name (CRONLOCK_NODE_ID), or
+	// "flag".
+	IDSetBy string `mapstructure:"-"`
 
 	// Location is Timezone resolved; when empty, the host zone under its
 	// IANA name if it can be found (TZ, /etc/localtime), else time.Local.
