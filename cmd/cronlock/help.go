@@ -32,7 +32,8 @@ func printOverview(w io.Writer, daemonFlags func(io.Writer)) {
 	fmt.Fprint(w, `cronlock runs shell commands on cron schedules, each slot exactly once in the cluster.
 
 Usage:
-  cronlock [-config FILE] [-validate [-strict] [-json]] [-version [-json]] [-log-level L] [-log-format F]
+  cronlock [-config FILE] [-validate [-strict] [-json] [-all-notices]] [-version [-json]] [-log-level L] [-log-format F]
+  cronlock -validate FILE    (the same as -validate -config FILE)
   cronlock COMMAND [flags] [args]
 
 Commands:

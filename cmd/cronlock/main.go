@@ -202,6 +202,7 @@ type mainFlags struct {
 	fs                                    *flag.FlagSet
 	path                                  *string
 	validate, strict, showVersion, asJSON *bool
+	allNotices                            *bool
 }
 
 // newMainFlags returns the daemon form's flag set, printing to w. Its
@@ -215,6 +216,7 @@ func newMainFlags(w io.Writer) *mainFlags {
 	f.path = fs.String("config", "cronlock.yaml", "path to the configuration file (.yaml, .yml, .toml or .json)")
 	f.validate = fs.Bool("validate", false, "validate the configuration and exit (0 valid, 1 invalid)")
 	f.strict = fs.Bool("strict", false, "with -validate: warnings fail validation too (exit 1)")
+	f.allNotices = fs.Bool("all-notices", false, fmt.Sprintf("with -validate: list every DST notice (more than %d are summarised by zone and transition)", dstListMax))
 	f.showVersion = fs.Bool("version", false, "print the version and exit")
 	f.asJSON = fs.Bool("json", false, "with -version: print {\"version\", \"commit\", \"go_version\"} as JSON;\n"+
 		"with -validate: print {\"valid\", \"config\", \"problems\"} as JSON on stdout, also when invalid")
@@ -258,6 +260,10 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 		fmt.Fprintln(env.stderr, "cronlock: -strict goes with -validate (e.g. cronlock -validate -strict)")
 		return 2
 	}
+	if *mf.allNotices && !*validate {
+		fmt.Fprintln(env.stderr, "cronlock: -all-notices goes with -validate (e.g. cronlock -validate -all-notices -config FILE)")
+		return 2
+	}
 	if *mf.showVersion {
 		return printVersion(env.stdout, *mf.asJSON)
 	}
@@ -271,7 +277,7 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 		}
 	})
 	if *validate {
-		return runValidate(*path, flags, validateMode{strict: *mf.strict, asJSON: *mf.asJSON}, env)
+		return runValidate(*path, flags, validateMode{strict: *mf.strict, asJSON: *mf.asJSON, allNotices: *mf.allNotices}, env)
 	}
 	cfg, code := loadConfig(*path, config.ForStart, flags, env)
 	if cfg == nil {
