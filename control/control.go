@@ -2,8 +2,9 @@
 // `cronlock status`, `nodes`, `history`, `pause` and `resume` and the HTTP
 // API (package api) read and write, so that the commands and the API
 // answer alike (docs/architecture.md, "Control plane"). It holds no state:
-// every call reads or writes Redis through a *redislock.Redis and blocks
-// until Redis answers or ctx ends.
+// every call reads or writes a Store (Redis through a *redislock.Redis,
+// or a memory-backend daemon's own state) and blocks until it answers or
+// ctx ends.
 package control
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/drift"
 	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/registry"
 )
 
 // NextTimes is how many next fire times a JobStatus lists.
@@ -122,9 +124,23 @@ func NewRun(r actors.RunRecord, tail bool) *Run {
 	return h
 }
 
+// Store is what the reads of this package need: *redislock.Redis (the
+// cluster's state in Redis), or the state of one daemon on the memory
+// backend (package engine), whose node list is that daemon alone.
+type Store interface {
+	State(ctx context.Context, job string) (redislock.JobState, error)
+	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
+	Events(ctx context.Context, job string, n int) ([]redislock.Event, error)
+	// Nodes returns the heartbeat records (registry.Record as JSON).
+	Nodes(ctx context.Context) ([][]byte, error)
+	registry.JobsReader
+}
+
+var _ Store = (*redislock.Redis)(nil)
+
 // Jobs returns the status of each of jobs (one round trip each, plus two
 // for the node list), in order.
-func Jobs(ctx context.Context, r *redislock.Redis, jobs []config.Job, now time.Time) ([]JobStatus, error) {
+func Jobs(ctx context.Context, r Store, jobs []config.Job, now time.Time) ([]JobStatus, error) {
 	cluster, err := Nodes(ctx, r, now)
 	if err != nil {
 		return nil, err
@@ -192,7 +208,7 @@ func WindowState(j *config.Job, now time.Time) string {
 
 // Runs returns job's last n runs, newest first, with their output tails
 // when tail.
-func Runs(ctx context.Context, r *redislock.Redis, job string, n int, tail bool) ([]*Run, error) {
+func Runs(ctx context.Context, r Store, job string, n int, tail bool) ([]*Run, error) {
 	recs, err := r.History(ctx, job, n)
 	if err != nil {
 		return nil, err
