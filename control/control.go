@@ -9,6 +9,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 	"unicode"
@@ -83,6 +84,25 @@ func (s JobStatus) Location() *time.Location { return s.loc }
 // NextTime is the next fire time in the job's zone; zero when none.
 func (s JobStatus) NextTime() time.Time { return s.next }
 
+// UnmarshalJSON reads a JobStatus as the API writes it, with its zone and
+// next fire time (Location, NextTime) from Timezone and Next (UTC when
+// the zone is unknown here).
+func (s *JobStatus) UnmarshalJSON(b []byte) error {
+	type plain JobStatus
+	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+		return err
+	}
+	s.loc = time.UTC
+	if loc, err := time.LoadLocation(s.Timezone); err == nil {
+		s.loc = loc
+	}
+	s.next = time.Time{}
+	if t, err := time.Parse(time.RFC3339, s.Next); err == nil {
+		s.next = t.In(s.loc)
+	}
+	return nil
+}
+
 // Run is one finished run (history, and the last run in JobStatus).
 // Instants are RFC 3339 in UTC; Slot is "" for a manual run.
 type Run struct {
@@ -108,6 +128,18 @@ func (r *Run) StartTime() time.Time { return r.start }
 
 // EndTime is when the run ended.
 func (r *Run) EndTime() time.Time { return r.end }
+
+// UnmarshalJSON reads a Run as the API writes it, with its instants
+// (StartTime, EndTime) from Start and End.
+func (r *Run) UnmarshalJSON(b []byte) error {
+	type plain Run
+	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+		return err
+	}
+	r.start, _ = time.Parse(time.RFC3339Nano, r.Start)
+	r.end, _ = time.Parse(time.RFC3339Nano, r.End)
+	return nil
+}
 
 // NewRun converts a record; the output tail is kept only when tail.
 func NewRun(r actors.RunRecord, tail bool) *Run {

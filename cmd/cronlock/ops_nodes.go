@@ -16,7 +16,8 @@ import (
 
 // runNodes implements `cronlock nodes [-config FILE] [-json]`: every
 // daemon whose heartbeat record is in Redis, live or gone, with the
-// config drift between the live ones. Errors print one line and return 1.
+// config drift between the live ones (on the memory backend: the running
+// daemon). Errors print one line and return 1.
 func runNodes(ctx context.Context, args []string, env *runEnv) int {
 	f := newOpsFlags("nodes", "[-config FILE] [-json]", env)
 	asJSON := f.fs.Bool("json", false, "print a JSON object {nodes, drift} instead of a table")
@@ -26,20 +27,21 @@ func runNodes(ctx context.Context, args []string, env *runEnv) int {
 	if len(f.args) > 0 {
 		return opsFail(env, "nodes", 2, fmt.Errorf("unexpected argument %q: nodes takes no arguments", f.args[0]))
 	}
-	s, code, err := openOps("nodes", f.config, false, env)
+	s, code, err := openOps("nodes", f.config, memoryDaemon, env)
 	if s == nil {
 		return opsFail(env, "nodes", code, err)
 	}
 	defer s.close()
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	v, err := control.Nodes(cctx, s.redis, time.Now())
+	v, err := s.nodes(cctx)
 	if err != nil {
-		return opsFail(env, "nodes", 1, s.redisHint(err))
+		return opsFail(env, "nodes", 1, err)
 	}
 	if *asJSON {
 		return printJSON(env, v)
 	}
+	fmt.Fprintln(env.stdout, s.header(v))
 	printNodes(env, v)
 	return 0
 }

@@ -166,6 +166,9 @@ func backendSummary(cfg *config.Config) string {
 	if len(r.Addresses) > 0 {
 		addrs = strings.Join(r.Addresses, ", ")
 	}
+	if r.AddressDefaulted {
+		addrs += " (the default address: lock.backend is redis and no redis.address is set)"
+	}
 	tls := "TLS off"
 	if r.TLS.Enabled {
 		tls = "TLS on"
