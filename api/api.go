@@ -104,9 +104,9 @@ func WithPeer(ctx context.Context, p Peer) context.Context {
 	return context.WithValue(ctx, peerKey{}, p)
 }
 
-// peerOf returns the request's trusted peer, if it came over the control
+// PeerOf returns the request's trusted peer, if it came over the control
 // socket.
-func peerOf(r *http.Request) (Peer, bool) {
+func PeerOf(r *http.Request) (Peer, bool) {
 	p, ok := r.Context().Value(peerKey{}).(Peer)
 	return p, ok
 }
@@ -182,7 +182,7 @@ func dispatch(methods map[string]http.HandlerFunc) http.HandlerFunc {
 // read wraps a read: with http.auth "all" it needs the token.
 func (s *server) read(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, trusted := peerOf(r); !trusted && s.o.Auth == config.AuthAll && !s.authorized(w, r) {
+		if _, trusted := PeerOf(r); !trusted && s.o.Auth == config.AuthAll && !s.authorized(w, r) {
 			return
 		}
 		h(w, r)
@@ -193,7 +193,7 @@ func (s *server) read(h http.HandlerFunc) http.HandlerFunc {
 // without the right one.
 func (s *server) write(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, trusted := peerOf(r); trusted {
+		if _, trusted := PeerOf(r); trusted {
 			h(w, r)
 			return
 		}
@@ -281,7 +281,7 @@ func limit(w http.ResponseWriter, r *http.Request) (int, bool) {
 // requester names the caller of a mutating request: user@host for a peer
 // of the control socket, else api(ADDR)@NODE.
 func (s *server) requester(r *http.Request) string {
-	if p, ok := peerOf(r); ok {
+	if p, ok := PeerOf(r); ok {
 		return p.Name
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,6 +189,44 @@ func TestHandler_UnknownPathIsJSON(t *testing.T) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &m); rec.Code != http.StatusNotFound || err != nil || m["error"] == "" || m["hint"] == "" ||
 			rec.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("GET %s: %d %q; want 404 with a JSON {error, hint}", path, rec.Code, rec.Body.String())
+		}
+	}
+}
+
+// The control socket admits the daemon's own user and root as trusted
+// peers (named user@host), and refuses any other uid, or a connection
+// whose credentials could not be read, with a JSON 403 and a hint.
+func TestPeerGate(t *testing.T) {
+	euid := uint32(os.Geteuid())
+	for _, c := range []struct {
+		cred *syscall.Ucred
+		want int
+	}{
+		{&syscall.Ucred{Uid: euid}, 200},
+		{&syscall.Ucred{Uid: 0}, 200},
+		{&syscall.Ucred{Uid: 54321}, 403},
+		{nil, 403},
+	} {
+		if c.cred != nil && c.cred.Uid == 54321 && euid == 54321 {
+			continue
+		}
+		req := httptest.NewRequest("GET", "/api/v1/jobs", nil)
+		if c.cred != nil {
+			req = req.WithContext(context.WithValue(req.Context(), credKey{}, c.cred))
+		}
+		rec := httptest.NewRecorder()
+		var peer api.Peer
+		var trusted bool
+		peerGate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			peer, trusted = api.PeerOf(r)
+		})).ServeHTTP(rec, req)
+		switch {
+		case rec.Code != c.want:
+			t.Errorf("cred %+v: got %d %s, want %d", c.cred, rec.Code, rec.Body.String(), c.want)
+		case c.want == 200 && (!trusted || int(c.cred.Uid) != peer.UID || !strings.Contains(peer.Name, "@")):
+			t.Errorf("cred %+v: peer %+v (trusted %v), want its uid, named user@host", c.cred, peer, trusted)
+		case c.want == 403 && !strings.Contains(rec.Body.String(), `"hint"`):
+			t.Errorf("cred %+v: body %s, want a JSON error with a hint", c.cred, rec.Body.String())
 		}
 	}
 }
