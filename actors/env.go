@@ -1,9 +1,12 @@
 package actors
 
 import (
+	"os"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -103,11 +106,13 @@ func hookEnv(environ []string, t *hookTask, tail, file string) []string {
 
 // baseEnv is the start of a run's environment, with room for extra more
 // entries: environ (already filtered by jobEnviron), or cron's minimal
-// environment when inherit_env is false (PATH=/usr/bin:/bin, HOME, USER,
-// LOGNAME, SHELL, and LANG and TZ when the daemon has them, as cron(8)
-// sets them); then, for a job with a user, that user's HOME, USER,
-// LOGNAME and SHELL (the job's shell, as cron sets SHELL to the shell it
-// runs); then the job's env.
+// environment when inherit_env is false (PATH=/usr/bin:/bin, SHELL, and
+// HOME, USER, LOGNAME, LANG and TZ when the daemon has them); then the run
+// user's HOME, USER, LOGNAME and SHELL (the job's shell, as cron sets
+// SHELL to the shell it runs) from its passwd entry: the job's user, or
+// without one and with inherit_env false the daemon's own user, as cron(8)
+// sets LOGNAME, USER and HOME from the crontab owner's passwd entry
+// (crontab(5)); then the job's env.
 func baseEnv(environ []string, job envSpec, extra int) []string {
 	env := make([]string, 0, len(environ)+len(job.env)+6+extra)
 	if job.inherit {
@@ -122,8 +127,11 @@ func baseEnv(environ []string, job envSpec, extra int) []string {
 			}
 		}
 	}
-	if job.user != "" {
+	switch {
+	case job.user != "":
 		env = append(env, userVars(job.user, job.shell)...)
+	case !job.inherit:
+		env = append(env, daemonUserVars()...)
 	}
 	for k, v := range job.env {
 		env = append(env, k+"="+v)
@@ -141,6 +149,18 @@ func userVars(name, shell string) []string {
 	}
 	return []string{"HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username, "SHELL=" + shell}
 }
+
+// daemonUserVars are HOME, USER and LOGNAME from the passwd entry of the
+// daemon's own user (its effective uid), looked up once; none when it has
+// no entry (a container's arbitrary uid): the daemon's own HOME, USER and
+// LOGNAME, when it has them, then stand.
+var daemonUserVars = sync.OnceValue(func() []string {
+	u, err := user.LookupId(strconv.Itoa(os.Geteuid()))
+	if err != nil {
+		return nil
+	}
+	return []string{"HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username}
+})
 
 // appendRunVars appends the CRONLOCK_* run variables. A manual run has no
 // slot: its CRONLOCK_SCHEDULED_TIME is empty.

@@ -66,6 +66,37 @@ func TestCommandEnv_MinimalWithoutInherit(t *testing.T) {
 	}
 }
 
+// inherit_env: false without a user: LOGNAME, USER and HOME come from the
+// passwd entry of the daemon's own user, as cron sets them from the
+// crontab owner's (crontab(5)), whether or not the daemon's environment
+// has them; the job's env still wins.
+func TestCommandEnv_MinimalHasOwnerIdentity(t *testing.T) {
+	u, err := user.Current()
+	if err != nil {
+		t.Skipf("no passwd entry for this process's user: %v", err)
+	}
+	for _, daemon := range [][]string{
+		{"PATH=/opt/bin"}, // no identity at all (a container, a bare systemd unit)
+		{"HOME=/elsewhere", "USER=someone", "LOGNAME=someone"},
+	} {
+		job := config.Job{Name: "j", Shell: "/bin/sh"}
+		m := envMap(commandEnv(JobEnviron(daemon), job, RunInfo{Job: "j"}, 1))
+		if m["LOGNAME"] != u.Username || m["USER"] != u.Username || m["HOME"] != u.HomeDir || m["SHELL"] != "/bin/sh" {
+			t.Errorf("daemon env %v: got LOGNAME %q USER %q HOME %q SHELL %q, want %s %s %s /bin/sh",
+				daemon, m["LOGNAME"], m["USER"], m["HOME"], m["SHELL"], u.Username, u.Username, u.HomeDir)
+		}
+		job.Env = map[string]string{"HOME": "/srv"}
+		if m := envMap(commandEnv(JobEnviron(daemon), job, RunInfo{Job: "j"}, 1)); m["HOME"] != "/srv" {
+			t.Errorf("job env HOME: got %q, want /srv (env wins)", m["HOME"])
+		}
+	}
+	// inherit_env: true passes the daemon's environment as it is.
+	m := envMap(commandEnv(JobEnviron([]string{"PATH=/opt/bin"}), config.Job{Name: "j", Shell: "/bin/sh", InheritEnv: true}, RunInfo{Job: "j"}, 1))
+	if _, ok := m["LOGNAME"]; ok {
+		t.Errorf("inherit_env true: LOGNAME %q added, want the daemon's environment unchanged", m["LOGNAME"])
+	}
+}
+
 // A job with a user gets that user's HOME, USER and LOGNAME (not the
 // daemon's); the job's env still wins.
 func TestCommandEnv_UserIdentity(t *testing.T) {

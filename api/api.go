@@ -8,8 +8,11 @@
 // Mutating requests need the bearer token of http.token_file, compared in
 // constant time (crypto/subtle): without a configured token they are
 // refused with 403 and the reason, with a missing or wrong token with 401.
-// With http.auth "all" reads need it too. Every error is a JSON object
-// {"error": message}.
+// With http.auth "all" reads need it too. On the memory backend the
+// daemon also serves the API on its control socket (package engine), whose
+// peers are trusted (Peer): they need no token. Every error, an unknown
+// path included, is a JSON object {"error": message, "hint": what to do}
+// (hint left out when there is nothing to add).
 package api
 
 import (
@@ -27,6 +30,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
@@ -51,8 +55,15 @@ type Options struct {
 	// not be modified.
 	Jobs func() []config.Job
 	// Redis returns the Redis backend, or an error while it cannot be
-	// reached (then requests answer 503).
+	// reached (then requests answer 503). Nil on the memory backend.
 	Redis func() (*redislock.Redis, error)
+	// Memory is the state of a daemon on the memory backend (package
+	// engine), read and changed instead of Redis; nil on the Redis
+	// backend. Run requests (POST …/run) need Redis: they answer 501.
+	Memory Store
+	// Where names the state the API reads for error hints, e.g. `redis
+	// 10.0.0.5:6379 (db 0, key prefix "cronlock:")`; never credentials.
+	Where string
 	// Token returns the bearer token, read at each authenticated request
 	// (so a token rotated at reload applies at once); it must be safe for
 	// concurrent use. A nil func, or a nil result, means none configured:
@@ -65,6 +76,39 @@ type Options struct {
 	NodeID string
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
+}
+
+// Store is the state the API reads and changes: *redislock.Redis, or a
+// memory-backend daemon's (Options.Memory).
+type Store interface {
+	control.Store
+	PauseFor(ctx context.Context, job string, p redislock.Pause) error
+	ResumeBy(ctx context.Context, job, by string, at time.Time) (*redislock.Pause, error)
+}
+
+var _ Store = (*redislock.Redis)(nil)
+
+// Peer is the operator at the other end of a memory-backend daemon's
+// control socket, which admits only the daemon's own user and root
+// (package engine): trusted, so mutating requests need no token. Name is
+// the requester recorded for a pause or resume, user@host.
+type Peer struct {
+	UID  int
+	Name string
+}
+
+type peerKey struct{}
+
+// WithPeer returns ctx carrying the request's trusted peer.
+func WithPeer(ctx context.Context, p Peer) context.Context {
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// PeerOf returns the request's trusted peer, if it came over the control
+// socket.
+func PeerOf(r *http.Request) (Peer, bool) {
+	p, ok := r.Context().Value(peerKey{}).(Peer)
+	return p, ok
 }
 
 // server holds the handlers' dependencies.
@@ -107,10 +151,16 @@ func New(o Options) http.Handler {
 	for _, rt := range routes {
 		mux.HandleFunc(rt.pattern, dispatch(rt.methods))
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; see %sopenapi.json", r.URL.Path, Prefix))
-	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { NotFound(w, r) })
 	return mux
+}
+
+// NotFound answers a path that is no endpoint: 404 with the endpoints'
+// description named.
+func NotFound(w http.ResponseWriter, r *http.Request) {
+	writeHint(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s", r.Method, r.URL.Path),
+		"the API's endpoints are under "+Prefix+", described by GET "+Prefix+"openapi.json; "+
+			"/metrics, /healthz and /readyz are served beside it")
 }
 
 // dispatch routes by method, answering 405 (JSON, with Allow) otherwise.
@@ -132,7 +182,7 @@ func dispatch(methods map[string]http.HandlerFunc) http.HandlerFunc {
 // read wraps a read: with http.auth "all" it needs the token.
 func (s *server) read(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.o.Auth == config.AuthAll && !s.authorized(w, r) {
+		if _, trusted := PeerOf(r); !trusted && s.o.Auth == config.AuthAll && !s.authorized(w, r) {
 			return
 		}
 		h(w, r)
@@ -143,9 +193,17 @@ func (s *server) read(h http.HandlerFunc) http.HandlerFunc {
 // without the right one.
 func (s *server) write(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if _, trusted := PeerOf(r); trusted {
+			h(w, r)
+			return
+		}
 		if s.token() == nil {
-			writeError(w, http.StatusForbidden, "mutating endpoints are disabled: this daemon has no API token; "+
-				"set http.token_file in its configuration and restart it")
+			hint := "set http.token_file in its configuration and restart it"
+			if s.o.Memory != nil {
+				hint += "; or use the cronlock command on the daemon's machine, as its user or root " +
+					"(it reaches the daemon on its control socket, which needs no token)"
+			}
+			writeHint(w, http.StatusForbidden, "mutating endpoints are disabled: this daemon has no API token", hint)
 			return
 		}
 		if s.authorized(w, r) {
@@ -161,7 +219,7 @@ func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cronlock"`)
-		writeError(w, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <the token of http.token_file>")
+		writeHint(w, http.StatusUnauthorized, "missing bearer token", "send Authorization: Bearer <the token of http.token_file>")
 		return false
 	}
 	// SHA-256 of both: compared in constant time whatever the lengths.
@@ -169,22 +227,27 @@ func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	sum, want := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256(token)
 	if token == nil || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cronlock", error="invalid_token"`)
-		writeError(w, http.StatusUnauthorized, "wrong bearer token")
+		writeHint(w, http.StatusUnauthorized, "wrong bearer token", "send the token in the daemon's http.token_file "+
+			"(read again at each reload: a rotated token replaces the old one)")
 		return false
 	}
 	return true
 }
 
-// redis returns the backend and a context for the request's calls, or
-// answers 503.
-func (s *server) redis(w http.ResponseWriter, r *http.Request) (*redislock.Redis, context.Context, context.CancelFunc, bool) {
-	rd, err := s.o.Redis()
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "redis not reachable: "+err.Error())
-		return nil, nil, nil, false
+// store returns the state to read (the memory backend's, else Redis) and
+// a context for the request's calls, or answers 503.
+func (s *server) store(w http.ResponseWriter, r *http.Request) (Store, context.Context, context.CancelFunc, bool) {
+	var st Store = s.o.Memory
+	if st == nil {
+		rd, err := s.o.Redis()
+		if err != nil {
+			s.redisError(w, fmt.Errorf("not reachable: %w", err))
+			return nil, nil, nil, false
+		}
+		st = rd
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	return rd, ctx, cancel, true
+	return st, ctx, cancel, true
 }
 
 // findJob returns the configured job of the request's {job}, or answers
@@ -196,7 +259,8 @@ func (s *server) findJob(w http.ResponseWriter, r *http.Request) (config.Job, bo
 			return j, true
 		}
 	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("unknown job %q: not in this daemon's configuration", name))
+	writeHint(w, http.StatusNotFound, fmt.Sprintf("unknown job %q: not in this daemon's configuration", name),
+		"GET "+Prefix+"jobs lists the jobs it runs (a job added to the file is known after a reload: systemctl reload cronlock, or SIGHUP)")
 	return config.Job{}, false
 }
 
@@ -214,8 +278,12 @@ func limit(w http.ResponseWriter, r *http.Request) (int, bool) {
 	return n, true
 }
 
-// requester names the caller of a mutating request: api(ADDR)@NODE.
+// requester names the caller of a mutating request: user@host for a peer
+// of the control socket, else api(ADDR)@NODE.
 func (s *server) requester(r *http.Request) string {
+	if p, ok := PeerOf(r); ok {
+		return p.Name
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -232,14 +300,40 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v) // the client went away: nothing to do
 }
 
-// writeError answers code with {"error": msg}.
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]string{"error": msg})
+// Error is the body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+	// Hint says what to do about it; "" when there is nothing to add.
+	Hint string `json:"hint,omitempty"`
 }
 
-// redisError answers a failed Redis call with 503.
-func redisError(w http.ResponseWriter, err error) {
-	writeError(w, http.StatusServiceUnavailable, "redis: "+err.Error())
+// writeError answers code with {"error": msg}.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, Error{Error: msg})
+}
+
+// writeHint answers code with {"error": msg, "hint": hint}.
+func writeHint(w http.ResponseWriter, code int, msg, hint string) {
+	writeJSON(w, code, Error{Error: msg, Hint: hint})
+}
+
+// WriteError answers code with the JSON error body (for the handlers the
+// engine serves beside the API).
+func WriteError(w http.ResponseWriter, code int, msg, hint string) { writeHint(w, code, msg, hint) }
+
+// redisError answers a failed call with 503: on the Redis backend one to
+// Redis, named in the hint.
+func (s *server) redisError(w http.ResponseWriter, err error) {
+	if s.o.Memory != nil {
+		writeHint(w, http.StatusServiceUnavailable, "memory backend: "+err.Error(), "the daemon's log says more")
+		return
+	}
+	where := "redis"
+	if s.o.Where != "" {
+		where = s.o.Where
+	}
+	writeHint(w, http.StatusServiceUnavailable, "redis: "+err.Error(),
+		"is "+where+" reachable, and are redis.username/password right? GET /readyz and the daemon's log say more")
 }
 
 // errBody is returned for a request body that is not the expected JSON.

@@ -131,13 +131,22 @@ func (f *fixture) do(method, path, token, body string) (int, []byte) {
 	return res.StatusCode, data
 }
 
-// checkError checks that an error answer is {"error": message}.
+// checkError checks that an error answer is {"error": message} or
+// {"error": message, "hint": what to do}.
 func (f *fixture) checkError(method, path string, res *http.Response, data []byte) {
 	f.t.Helper()
+	checkError(f.t, method+" "+path, res, data)
+}
+
+// checkError checks that an error answer is {"error": message} or
+// {"error": message, "hint": what to do}, as JSON.
+func checkError(t *testing.T, what string, res *http.Response, data []byte) {
+	t.Helper()
 	var e map[string]string
-	if err := json.Unmarshal(data, &e); err != nil || len(e) != 1 || e["error"] == "" ||
+	err := json.Unmarshal(data, &e)
+	if err != nil || e["error"] == "" || !(len(e) == 1 || len(e) == 2 && e["hint"] != "") ||
 		res.Header.Get("Content-Type") != "application/json" {
-		f.t.Errorf("%s %s → %d: body %s, want a JSON object {\"error\": message}", method, path, res.StatusCode, data)
+		t.Errorf("%s → %d: body %s, want a JSON object {\"error\": message, \"hint\": …}", what, res.StatusCode, data)
 	}
 }
 

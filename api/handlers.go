@@ -17,14 +17,14 @@ import (
 
 // jobs answers GET /api/v1/jobs: control.Jobs of every configured job.
 func (s *server) jobs(w http.ResponseWriter, r *http.Request) {
-	rd, ctx, cancel, ok := s.redis(w, r)
+	rd, ctx, cancel, ok := s.store(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
 	rows, err := control.Jobs(ctx, rd, s.o.Jobs(), s.o.Now())
 	if err != nil {
-		redisError(w, err)
+		s.redisError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, rows)
@@ -36,14 +36,14 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rd, ctx, cancel, ok := s.redis(w, r)
+	rd, ctx, cancel, ok := s.store(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
 	rows, err := control.Jobs(ctx, rd, []config.Job{j}, s.o.Now())
 	if err != nil {
-		redisError(w, err)
+		s.redisError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, rows[0])
@@ -51,14 +51,14 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 
 // runs answers GET /api/v1/jobs/{job}/runs?limit=N, with output tails.
 func (s *server) runs(w http.ResponseWriter, r *http.Request) {
-	s.jobList(w, r, func(ctx context.Context, rd *redislock.Redis, job string, n int) (any, error) {
+	s.jobList(w, r, func(ctx context.Context, rd Store, job string, n int) (any, error) {
 		return control.Runs(ctx, rd, job, n, true)
 	})
 }
 
 // events answers GET /api/v1/jobs/{job}/events?limit=N.
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
-	s.jobList(w, r, func(ctx context.Context, rd *redislock.Redis, job string, n int) (any, error) {
+	s.jobList(w, r, func(ctx context.Context, rd Store, job string, n int) (any, error) {
 		return control.Events(ctx, rd, job, n, s.o.Now())
 	})
 }
@@ -67,7 +67,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 // the path, limit=N from the query, then read's rows as JSON, or the error
 // response of the step that failed.
 func (s *server) jobList(w http.ResponseWriter, r *http.Request,
-	read func(ctx context.Context, rd *redislock.Redis, job string, n int) (any, error)) {
+	read func(ctx context.Context, rd Store, job string, n int) (any, error)) {
 	j, ok := s.findJob(w, r)
 	if !ok {
 		return
@@ -76,14 +76,14 @@ func (s *server) jobList(w http.ResponseWriter, r *http.Request,
 	if !ok {
 		return
 	}
-	rd, ctx, cancel, ok := s.redis(w, r)
+	rd, ctx, cancel, ok := s.store(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
 	rows, err := read(ctx, rd, j.Name, n)
 	if err != nil {
-		redisError(w, err)
+		s.redisError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, rows)
@@ -91,14 +91,14 @@ func (s *server) jobList(w http.ResponseWriter, r *http.Request,
 
 // nodes answers GET /api/v1/nodes.
 func (s *server) nodes(w http.ResponseWriter, r *http.Request) {
-	rd, ctx, cancel, ok := s.redis(w, r)
+	rd, ctx, cancel, ok := s.store(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
 	v, err := control.Nodes(ctx, rd, s.o.Now())
 	if err != nil {
-		redisError(w, err)
+		s.redisError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -155,13 +155,13 @@ func (s *server) pause(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rd, ctx, cancel, ok := s.redis(w, r)
+	rd, ctx, cancel, ok := s.store(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
 	if err := rd.PauseFor(ctx, j.Name, p); err != nil {
-		redisError(w, err)
+		s.redisError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"job": j.Name, "paused": true, "pause": p})
@@ -173,14 +173,14 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rd, ctx, cancel, ok := s.redis(w, r)
+	rd, ctx, cancel, ok := s.store(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
 	old, err := rd.ResumeBy(ctx, j.Name, s.requester(r), s.o.Now().UTC())
 	if err != nil {
-		redisError(w, err)
+		s.redisError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"job": j.Name, "paused": false, "lifted": old})
@@ -245,20 +245,27 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = d
 	}
+	if s.o.Memory != nil {
+		writeHint(w, http.StatusNotImplemented, "run requests need the redis backend; this daemon uses the memory backend "+
+			"(its config has no redis.address)", "run the job on the daemon's machine: cronlock run "+j.Name+
+			" -config FILE (it runs there and then, outside the daemon); or give the daemons a Redis (redis.address) "+
+			"to request runs through the API")
+		return
+	}
 	rd, err := s.o.Redis()
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "redis not reachable: "+err.Error())
+		s.redisError(w, fmt.Errorf("not reachable: %w", err))
 		return
 	}
 	rr := control.NewRunRequest(j.Name, s.requester(r), req.Reason, req.Force, s.o.Now())
 	st, err := control.RequestRun(r.Context(), rd, rr, timeout)
 	switch {
 	case errors.Is(err, control.ErrNotTaken):
-		writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("no daemon took the run request of %s within %v; it was withdrawn and will not run "+
-			"(is the job configured and enabled on a live daemon?)", j.Name, timeout))
+		writeHint(w, http.StatusGatewayTimeout, fmt.Sprintf("no daemon took the run request of %s within %v; it was withdrawn and will not run",
+			j.Name, timeout), "is the job configured and enabled on a live daemon? GET "+Prefix+"nodes lists the live daemons and their config drift")
 		return
 	case err != nil:
-		redisError(w, err)
+		s.redisError(w, err)
 		return
 	}
 	if req.Wait {
@@ -268,7 +275,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err != nil {
-			redisError(w, err)
+			s.redisError(w, err)
 			return
 		}
 	}

@@ -159,3 +159,21 @@ func TestKeys_EverySourceSetsEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// Redis.Where names the addresses, topology, db and key prefix (never the
+// password), and marks the built-in default address (issue 33: the CLI
+// read localhost:6379 without saying so).
+func TestRedis_Where(t *testing.T) {
+	job := "jobs:\n- {name: a, schedule: '@daily', command: 'true'}\n"
+	for _, c := range []struct{ yaml, want string }{
+		{"redis: {address: 10.0.0.5:6379, password: hunter2, db: 3, key_prefix: 'x:'}\n", `redis 10.0.0.5:6379, db 3, key prefix "x:"`},
+		{"lock: {backend: redis}\n", `redis localhost:6379 (the default address: lock.backend is redis and no redis.address is set), db 0, key prefix "cronlock:"`},
+		{"redis: {addresses: [a:7000, b:7000]}\n", `redis cluster a:7000, b:7000, key prefix "cronlock:"`},
+		{"redis: {addresses: [s1:26379], sentinel_master: m, db: 1}\n", `redis sentinel master "m" via s1:26379, db 1, key prefix "cronlock:"`},
+	} {
+		cfg := mustParse(t, c.yaml+job, "yaml", Options{Environ: []string{"CRONLOCK_NODE_STATE_DIR=/tmp/x", "CRONLOCK_NODE_ID=n"}})
+		if got := cfg.Redis.Where(); got != c.want || strings.Contains(got, "hunter2") {
+			t.Errorf("%s: got %s, want %s", c.yaml, got, c.want)
+		}
+	}
+}

@@ -302,7 +302,7 @@ func resolveBackend(cfg *Config) string {
 		backend = "memory"
 	}
 	if backend == "redis" && !addressGiven {
-		cfg.Redis.Address = DefaultRedisAddress
+		cfg.Redis.Address, cfg.Redis.AddressDefaulted = DefaultRedisAddress, true
 	}
 	return backend
 }

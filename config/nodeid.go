@@ -42,7 +42,13 @@ const maxNodeIDLen = 256
 func (n Node) IDOrigin() string {
 	switch n.IDSource {
 	case IDConfigured:
-		return "set by node.id"
+		switch {
+		case n.IDSetBy == "flag":
+			return "set by a command-line flag (node.id)"
+		case n.IDSetBy != "":
+			return "set by the environment variable " + n.IDSetBy
+		}
+		return "set by node.id in the config file"
 	case IDMachine:
 		return "default: hostname + hash of /etc/machine-id and node.state_dir"
 	case IDStateDir:

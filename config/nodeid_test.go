@@ -82,11 +82,27 @@ func TestNodeID_StateDirSpellings(t *testing.T) {
 	}
 }
 
-// A configured node.id always wins.
+// A configured node.id always wins, and its origin names what set it:
+// the environment variable, or node.id in the file (issue 33: the start-up
+// line said "set by node.id" for an id from CRONLOCK_NODE_ID).
 func TestNodeID_ConfiguredWins(t *testing.T) {
 	n := nodeOf(t, "/var/lib/cronlock", testMachineID, "CRONLOCK_NODE_ID=db-primary")
-	if n.ID != "db-primary" || n.IDSource != IDConfigured || n.IDOrigin() != "set by node.id" {
-		t.Errorf("got %q (%s, %q), want db-primary, configured", n.ID, n.IDSource, n.IDOrigin())
+	if n.ID != "db-primary" || n.IDSource != IDConfigured ||
+		n.IDOrigin() != "set by the environment variable CRONLOCK_NODE_ID" {
+		t.Errorf("got %q (%s, %q), want db-primary, configured by CRONLOCK_NODE_ID", n.ID, n.IDSource, n.IDOrigin())
+	}
+	env := []string{"CRONLOCK_NODE_STATE_DIR=/var/lib/cronlock"}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{env, "set by node.id in the config file"},
+		{append(env, "CRONLOCK_NODE_ID=from-env"), "set by the environment variable CRONLOCK_NODE_ID"},
+	} {
+		f := mustParse(t, "node: {id: from-file}\n"+oneJob, "yaml", Options{Hostname: "web1", MachineID: testMachineID, Environ: c.env, Purpose: ForStart}).Node
+		if f.IDOrigin() != c.want {
+			t.Errorf("env %v: origin %q, want %q", c.env, f.IDOrigin(), c.want)
+		}
 	}
 }
 

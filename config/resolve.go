@@ -33,6 +33,10 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 	if cfg.Ledger.Retention < time.Minute {
 		p.err(path("ledger.retention"), "%s: want at least 1m (how long records are kept; default 168h, 7 days)", cfg.Ledger.Retention)
 	}
+	if cfg.Node.IDSource == IDConfigured {
+		// src is " (from CRONLOCK_NODE_ID)" or " (from flag)"; "" for the file.
+		cfg.Node.IDSetBy = strings.TrimSuffix(strings.TrimPrefix(src["node.id"], " (from "), ")")
+	}
 	if cfg.Node.MaxParallel < 0 {
 		p.err(path("node.max_parallel"), "%d is negative; use 0 for no limit, or the most runs this node may have in progress at once", cfg.Node.MaxParallel)
 	}

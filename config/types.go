@@ -3,6 +3,8 @@
 package config
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/schedule"
@@ -70,6 +72,10 @@ type Node struct {
 	// IDSource is where ID came from: IDConfigured, IDMachine,
 	// IDStateDir or IDNew.
 	IDSource string `mapstructure:"-"`
+	// IDSetBy, for IDConfigured, is what set node.id: "" for the config
+	// file, the environment variable's name (CRONLOCK_NODE_ID), or
+	// "flag".
+	IDSetBy string `mapstructure:"-"`
 
 	// Location is Timezone resolved; when empty, the host zone under its
 	// IANA name if it can be found (TZ, /etc/localtime), else time.Local.
@@ -128,6 +134,38 @@ type Redis struct {
 	MinReplicasAcked int `mapstructure:"min_replicas_acked"`
 	// ReplicaAckTimeout bounds that WAIT (default 500ms; at least 1ms).
 	ReplicaAckTimeout time.Duration `mapstructure:"replica_ack_timeout"`
+
+	// AddressDefaulted is true when Address is DefaultRedisAddress because
+	// lock.backend is redis and no address was configured (Where says so).
+	AddressDefaulted bool `mapstructure:"-"`
+}
+
+// Where names the Redis the configuration reads and writes, for output
+// headers and errors: its addresses (never credentials), topology, db and
+// key prefix, e.g. `redis 10.0.0.5:6379, db 0, key prefix "cronlock:"`.
+// The built-in default address is marked as such.
+func (r Redis) Where() string {
+	addrs := r.Address
+	if len(r.Addresses) > 0 {
+		addrs = strings.Join(r.Addresses, ", ")
+	}
+	if r.AddressDefaulted {
+		addrs += " (the default address: lock.backend is redis and no redis.address is set)"
+	}
+	var s string
+	switch r.EffectiveMode() {
+	case "sentinel":
+		s = fmt.Sprintf("redis sentinel master %q via %s, db %d", r.SentinelMaster, addrs, r.DB)
+	case "cluster":
+		s = "redis cluster " + addrs // a Redis Cluster has db 0 only
+	default:
+		s = fmt.Sprintf("redis %s, db %d", addrs, r.DB)
+	}
+	s += fmt.Sprintf(", key prefix %q", r.KeyPrefix)
+	if r.TLS.Enabled {
+		s += ", TLS"
+	}
+	return s
 }
 
 // EffectiveMode is Mode, or when Mode is "" the topology the addresses

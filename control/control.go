@@ -2,12 +2,14 @@
 // `cronlock status`, `nodes`, `history`, `pause` and `resume` and the HTTP
 // API (package api) read and write, so that the commands and the API
 // answer alike (docs/architecture.md, "Control plane"). It holds no state:
-// every call reads or writes Redis through a *redislock.Redis and blocks
-// until Redis answers or ctx ends.
+// every call reads or writes a Store (Redis through a *redislock.Redis,
+// or a memory-backend daemon's own state) and blocks until it answers or
+// ctx ends.
 package control
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 	"unicode"
@@ -17,6 +19,7 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/drift"
 	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/registry"
 )
 
 // NextTimes is how many next fire times a JobStatus lists.
@@ -81,6 +84,25 @@ func (s JobStatus) Location() *time.Location { return s.loc }
 // NextTime is the next fire time in the job's zone; zero when none.
 func (s JobStatus) NextTime() time.Time { return s.next }
 
+// UnmarshalJSON reads a JobStatus as the API writes it, with its zone and
+// next fire time (Location, NextTime) from Timezone and Next (UTC when
+// the zone is unknown here).
+func (s *JobStatus) UnmarshalJSON(b []byte) error {
+	type plain JobStatus
+	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+		return err
+	}
+	s.loc = time.UTC
+	if loc, err := time.LoadLocation(s.Timezone); err == nil {
+		s.loc = loc
+	}
+	s.next = time.Time{}
+	if t, err := time.Parse(time.RFC3339, s.Next); err == nil {
+		s.next = t.In(s.loc)
+	}
+	return nil
+}
+
 // Run is one finished run (history, and the last run in JobStatus).
 // Instants are RFC 3339 in UTC; Slot is "" for a manual run.
 type Run struct {
@@ -107,6 +129,18 @@ func (r *Run) StartTime() time.Time { return r.start }
 // EndTime is when the run ended.
 func (r *Run) EndTime() time.Time { return r.end }
 
+// UnmarshalJSON reads a Run as the API writes it, with its instants
+// (StartTime, EndTime) from Start and End.
+func (r *Run) UnmarshalJSON(b []byte) error {
+	type plain Run
+	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+		return err
+	}
+	r.start, _ = time.Parse(time.RFC3339Nano, r.Start)
+	r.end, _ = time.Parse(time.RFC3339Nano, r.End)
+	return nil
+}
+
 // NewRun converts a record; the output tail is kept only when tail.
 func NewRun(r actors.RunRecord, tail bool) *Run {
 	h := &Run{RunID: r.RunID, Start: r.Start.UTC().Format(time.RFC3339Nano),
@@ -122,9 +156,23 @@ func NewRun(r actors.RunRecord, tail bool) *Run {
 	return h
 }
 
+// Store is what the reads of this package need: *redislock.Redis (the
+// cluster's state in Redis), or the state of one daemon on the memory
+// backend (package engine), whose node list is that daemon alone.
+type Store interface {
+	State(ctx context.Context, job string) (redislock.JobState, error)
+	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
+	Events(ctx context.Context, job string, n int) ([]redislock.Event, error)
+	// Nodes returns the heartbeat records (registry.Record as JSON).
+	Nodes(ctx context.Context) ([][]byte, error)
+	registry.JobsReader
+}
+
+var _ Store = (*redislock.Redis)(nil)
+
 // Jobs returns the status of each of jobs (one round trip each, plus two
 // for the node list), in order.
-func Jobs(ctx context.Context, r *redislock.Redis, jobs []config.Job, now time.Time) ([]JobStatus, error) {
+func Jobs(ctx context.Context, r Store, jobs []config.Job, now time.Time) ([]JobStatus, error) {
 	cluster, err := Nodes(ctx, r, now)
 	if err != nil {
 		return nil, err
@@ -192,7 +240,7 @@ func WindowState(j *config.Job, now time.Time) string {
 
 // Runs returns job's last n runs, newest first, with their output tails
 // when tail.
-func Runs(ctx context.Context, r *redislock.Redis, job string, n int, tail bool) ([]*Run, error) {
+func Runs(ctx context.Context, r Store, job string, n int, tail bool) ([]*Run, error) {
 	recs, err := r.History(ctx, job, n)
 	if err != nil {
 		return nil, err

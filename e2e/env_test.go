@@ -107,4 +107,8 @@ func TestEnv_DaemonKeepsItsOwnVariablesFromJobsAndHooks(t *testing.T) {
 		t.Errorf("inherit_env false: got PATH=%q EXTRA=%q KEEP_ME=%q, want cron's minimal PATH, env's EXTRA, nothing inherited",
 			got["PATH"], got["EXTRA"], got["KEEP_ME"])
 	}
+	if got["LOGNAME"] != "root" || got["USER"] != "root" || got["HOME"] != "/root" {
+		t.Errorf("inherit_env false: got LOGNAME=%q USER=%q HOME=%q, want the daemon's user's passwd entry (root, root, /root), as cron sets them",
+			got["LOGNAME"], got["USER"], got["HOME"])
+	}
 }

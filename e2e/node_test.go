@@ -160,6 +160,17 @@ func TestNode_DuplicateNodeIDDetected(t *testing.T) {
 			t.Errorf("%s: /metrics has no line \"cronlock_node_id_conflict 1\"", n.name)
 		}
 	}
+	// cronlock nodes flags it: the record's writer names the other daemon
+	// from its next beat on (issue 33).
+	var out string
+	waitFor(t, 8*time.Second, "cronlock nodes flagging the duplicate id", func() bool {
+		out, _, _ = cli(t, cfg, "nodes")
+		return strings.Contains(out, "live, DUPLICATE ID")
+	})
+	if !strings.Contains(out, "duplicate node id dup: 2 live daemons write its heartbeat record: host "+host) ||
+		!strings.Contains(out, stateDir(t, "dup-a")) || !strings.Contains(out, stateDir(t, "dup-b")) {
+		t.Errorf("cronlock nodes:\n%s\nwant a line naming both daemons (host %s, their state dirs)", out, host)
+	}
 	stopAll(t, 15*time.Second, nodes...)
 }
 

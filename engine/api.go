@@ -4,21 +4,24 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"os"
 	"sync/atomic"
 
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/registry"
 	"go.uber.org/zap"
 )
 
-// apiHandler builds the HTTP API (package api) for http.listen; nil for
-// the memory backend, whose state other processes cannot see. The token
-// file was checked by config validation; reading it again here fails the
-// start if it changed since.
+// apiHandler returns the HTTP API (package api) for http.listen and the
+// control socket, built at the first call (from the Run goroutine only):
+// on the Redis backend over Redis, on the memory backend over this
+// daemon's own state (memControl). The token file was checked by config
+// validation; reading it again here fails the start if it changed since.
 func (e *Engine) apiHandler() (http.Handler, error) {
-	if e.backend.kind != "redis" {
-		return nil, nil
+	if e.apiH != nil {
+		return e.apiH, nil
 	}
 	var token []byte
 	if e.cfg.HTTP.TokenFile != "" {
@@ -29,9 +32,55 @@ func (e *Engine) apiHandler() (http.Handler, error) {
 		token = t
 	}
 	e.apiToken.Store(&token)
-	return api.New(api.Options{Log: e.log, Jobs: e.runningJobs, Redis: e.redisClient,
-		Token: func() []byte { return *e.apiToken.Load() },
-		Auth:  e.cfg.HTTP.Auth, NodeID: e.cfg.Node.ID, Now: e.opts.Now}), nil
+	o := api.Options{Log: e.log, Jobs: e.runningJobs, Token: func() []byte { return *e.apiToken.Load() },
+		Auth: e.cfg.HTTP.Auth, NodeID: e.cfg.Node.ID, Now: e.opts.Now}
+	if e.mem != nil {
+		o.Memory, o.Where = e.mem, "memory backend of node "+e.cfg.Node.ID
+	} else {
+		o.Redis, o.Where = e.redisClient, e.cfg.Redis.Where()
+	}
+	e.apiH = api.New(o)
+	return e.apiH, nil
+}
+
+// jobHashCache is config.JobHashes of one job configuration (jobsNow).
+type jobHashCache struct {
+	jobs   *[]config.Job
+	hashes map[string]string
+	hash   string
+}
+
+// runningHashes returns the job hashes and config hash of the running
+// job configuration, computed once per configuration; safe from any
+// goroutine.
+func (e *Engine) runningHashes() (map[string]string, string) {
+	jobs := e.jobsNow.Load()
+	if c := e.hashCache.Load(); c != nil && c.jobs == jobs {
+		return c.hashes, c.hash
+	}
+	h := config.JobHashes(*jobs)
+	c := &jobHashCache{jobs: jobs, hashes: h, hash: config.ConfigHash(h)}
+	e.hashCache.Store(c)
+	return c.hashes, c.hash
+}
+
+// selfRecord is this daemon's node record as the memory backend's node
+// list shows it (the Redis backend's heartbeat writes the same fields),
+// written now; safe from any goroutine.
+func (e *Engine) selfRecord() registry.Record {
+	host, _ := os.Hostname()
+	every := e.cfg.Node.HeartbeatInterval
+	if every <= 0 {
+		every = registry.DefaultEvery
+	}
+	jobs, hash := e.runningHashes()
+	r := registry.Record{NodeID: e.cfg.Node.ID, Instance: e.instance, Hostname: host, PID: os.Getpid(), Version: e.opts.Version,
+		Started: e.started, Heartbeat: e.opts.Now().UTC(), EveryMs: every.Milliseconds(), TTLMs: 3 * every.Milliseconds(),
+		ConfigHash: hash, Jobs: jobs, Running: e.metrics.Running(), Tags: e.cfg.Node.Tags}
+	if e.opts.State != nil {
+		r.StateDir = e.opts.State.Path()
+	}
+	return r
 }
 
 // reloadToken re-reads file (the unchanged http.token_file of a reload)

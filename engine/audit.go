@@ -11,7 +11,7 @@ import (
 
 // eventWriter appends to the jobs' event streams (docs/protocol.md,
 // "Audited pauses and the event stream"); implemented by the Redis
-// backends.
+// backends, and by memControl for the memory backend.
 type eventWriter interface {
 	AddEvents(ctx context.Context, events map[string][]redislock.Event) error
 }
@@ -30,8 +30,11 @@ const recordTimeout = 2 * time.Second
 // itself stands.
 func (e *Engine) recordReload(ctx context.Context, before, after map[string]string) {
 	w, ok := e.backend.Backend.(eventWriter)
+	if e.mem != nil {
+		w, ok = e.mem, true // the memory backend's trails, in this process
+	}
 	if !ok {
-		return // memory backend: no event streams
+		return
 	}
 	now := e.opts.Now().UTC()
 	events := map[string][]redislock.Event{}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
@@ -15,11 +16,13 @@ import (
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/nodeload"
+	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/runrequests"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/cronlock/cronlock/targeting"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -96,6 +99,19 @@ type Engine struct {
 	// wrapRecords is Options.WrapRecords.
 	wrapRecords func(actors.RunRecords) actors.RunRecords
 
+	// mem is the memory backend's control state (pause records, events,
+	// the node's own record) for the API and the control socket; nil on
+	// the Redis backend.
+	mem *memControl
+	// apiH is the HTTP API, built once (apiHandler); hashCache the job
+	// hashes of the running configuration (runningHashes).
+	apiH      http.Handler
+	hashCache atomic.Pointer[jobHashCache]
+	// instance identifies this process (a random UUID) in the memory
+	// backend's node record; started is when New ran.
+	instance string
+	started  time.Time
+
 	// Supervisor state, owned by the Run goroutine.
 	shutdownCause string           // "" until the shutdown begins
 	killAfter     <-chan time.Time // fires shutdown_timeout after it began
@@ -120,7 +136,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		opts.Now = time.Now
 	}
 	e := &Engine{opts: opts, cfg: cfg, log: opts.Log, reg: opts.Registry, kill: make(chan struct{}),
-		killNow: make(chan struct{}), failed: make(chan error, 1)}
+		killNow: make(chan struct{}), failed: make(chan error, 1), instance: uuid.NewString(), started: time.Now().UTC()}
 	e.noteKillGrace(cfg.Jobs)
 	jobs := cfg.Jobs
 	e.jobsNow.Store(&jobs)
@@ -135,6 +151,11 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.backend = b
+	if m, ok := b.Backend.(*redislock.Memory); ok {
+		if e.mem, err = newMemControl(m, opts.State, opts.Log, opts.Now, e.selfRecord); err != nil {
+			return nil, err
+		}
+	}
 	e.metrics = actors.NewMetrics(e.reg)
 	e.load = nodeload.New(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
 	load := e.load
@@ -192,8 +213,15 @@ var errShutdownBound = errors.New("engine: shutdown not finished within its boun
 // errShutdownBound.
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.backend.close()
+	if e.mem != nil {
+		defer e.mem.close()
+	}
 	e.logStart()
 	srv, err := e.bindHTTP()
+	if err != nil {
+		return err
+	}
+	sock, err := e.bindControlSocket()
 	if err != nil {
 		return err
 	}
@@ -203,7 +231,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer stopServing()
 	claimCtx, stopClaiming := context.WithCancel(ctx)
 	defer stopClaiming()
-	servers := e.startServers(serveCtx, srv)
+	servers := e.startServers(serveCtx, srv, sock)
 	// Before the job set and catch-up exist: the ticker has no entries yet.
 	e.clearLeftovers(ctx)
 	defer e.closeRecords()
@@ -239,7 +267,7 @@ func (e *Engine) bindHTTP() (*httpServer, error) {
 // have ended: the ticker (the watchdog's and /healthz's probes need it;
 // the job set clears its entries when the shutdown begins; a run waiting
 // for an early fire's Due needs it), the janitor, HTTP and the watchdog.
-func (e *Engine) startServers(ctx context.Context, srv *httpServer) *errgroup.Group {
+func (e *Engine) startServers(ctx context.Context, srv, sock *httpServer) *errgroup.Group {
 	g := &errgroup.Group{}
 	e.goActor(g, ctx, "ticker", e.ticker.Run)
 	// The janitor lives as long as the runs: a run that ends during the
@@ -250,6 +278,9 @@ func (e *Engine) startServers(ctx context.Context, srv *httpServer) *errgroup.Gr
 	}
 	if srv != nil {
 		e.goActor(g, ctx, "http server", srv.Run)
+	}
+	if sock != nil {
+		e.goActor(g, ctx, "control socket", sock.Run)
 	}
 	if wd := watchdogInterval(e.opts.Environ); wd > 0 {
 		e.goActor(g, ctx, "watchdog", func(ctx context.Context) error { return e.watchdog(ctx, wd) })

@@ -24,6 +24,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -86,6 +88,20 @@ type Record struct {
 	// Tags are the node's node.tags; other nodes read them to tell whether
 	// a job's nodes: matches a live node (package targeting).
 	Tags map[string]string `json:"tags,omitempty"`
+	// Duplicates are the other live daemons found writing this record
+	// within the last TTL: the node id is used twice (node.id is not
+	// unique). Readers (`cronlock nodes`) flag the node; absent when none.
+	Duplicates []Duplicate `json:"duplicates,omitempty"`
+}
+
+// Duplicate is another live daemon that wrote a node's heartbeat record:
+// what its record said, and when the writer last found it there.
+type Duplicate struct {
+	Instance string    `json:"instance"`
+	Hostname string    `json:"hostname"`
+	PID      int       `json:"pid"`
+	StateDir string    `json:"state_dir,omitempty"`
+	Seen     time.Time `json:"seen"` // UTC, by the writer's clock
 }
 
 // Live reports whether the record was written within its TTL before now.
@@ -169,7 +185,7 @@ type Heartbeat struct {
 	// applied (the last maxUnsure).
 	unsure   [][]byte
 	reported map[string]bool      // other instances already logged
-	seen     map[string]time.Time // other live instances → when last found
+	seen     map[string]Duplicate // other live instances → their record, when last found
 	// jobsValue is self's JobHashes, encoded once per change; jobsDirty
 	// says the next beat writes it (at the start, after SetJobs, after a
 	// failed beat that should have, after another instance wrote the
@@ -203,7 +219,7 @@ func New(o Options) *Heartbeat {
 	o.Self.EveryMs, o.Self.TTLMs = o.Every.Milliseconds(), o.TTL.Milliseconds()
 	log := o.Log.With(zap.String("node_id", o.Self.NodeID))
 	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, peers: o.Peers, drift: drift.NewDetector(log, o.Registry),
-		jobs: make(chan jobsUpdate), every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]time.Time{},
+		jobs: make(chan jobsUpdate), every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]Duplicate{},
 		cache: NewJobsCache(), inline: true, watch: &nodeWatch{heard: make(chan struct{}, 1)},
 		conflict: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_node_id_conflict",
 			Help: "1 while another live daemon writes this node's heartbeat record (node.id is not unique), else 0."})}
@@ -334,6 +350,7 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	rec := h.self
 	rec.Heartbeat = h.now().UTC()
 	rec.Running = h.running()
+	rec.Duplicates = h.duplicates()
 	if !h.inline {
 		rec.Jobs = nil // in P node-jobs:ID
 	}
@@ -418,7 +435,7 @@ func (h *Heartbeat) check(old []byte, first bool) {
 // conflictWith records a live other instance o; it is logged the first
 // time.
 func (h *Heartbeat) conflictWith(o Record) {
-	h.seen[o.Instance] = h.now()
+	h.seen[o.Instance] = Duplicate{Instance: o.Instance, Hostname: o.Hostname, PID: o.PID, StateDir: o.StateDir, Seen: h.now().UTC()}
 	h.conflict.Set(1)
 	if h.reported[o.Instance] {
 		return
@@ -438,8 +455,8 @@ func (h *Heartbeat) age() {
 	if len(h.seen) == 0 {
 		return
 	}
-	for inst, at := range h.seen {
-		if h.now().Sub(at) > h.ttl {
+	for inst, d := range h.seen {
+		if h.now().Sub(d.Seen) > h.ttl {
 			delete(h.seen, inst)
 			delete(h.reported, inst) // a later conflict with it is a new one
 			h.log.Info("duplicate node id: the other instance has not written the heartbeat record for a TTL; "+
@@ -449,6 +466,20 @@ func (h *Heartbeat) age() {
 	if len(h.seen) == 0 {
 		h.conflict.Set(0)
 	}
+}
+
+// duplicates lists the other live instances found writing the record
+// within a TTL (h.seen), by instance; nil when none.
+func (h *Heartbeat) duplicates() []Duplicate {
+	if len(h.seen) == 0 {
+		return nil
+	}
+	out := make([]Duplicate, 0, len(h.seen))
+	for _, d := range h.seen {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b Duplicate) int { return strings.Compare(a.Instance, b.Instance) })
+	return out
 }
 
 // drop deletes our record at shutdown if it still holds our last

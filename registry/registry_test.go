@@ -85,6 +85,20 @@ func TestHeartbeat_DuplicateDetected(t *testing.T) {
 	if _, ok := e.ContextMap()["other_started"]; !ok {
 		t.Errorf("a's conflict line lacks other_started: %v", e.ContextMap())
 	}
+	// The record says so, for readers (cronlock nodes): whichever daemon
+	// wrote it last names the other.
+	values, err := r.Nodes(ctx)
+	if err != nil || len(values) != 1 {
+		t.Fatalf("node records: %d, %v; want 1", len(values), err)
+	}
+	var rec Record
+	if err := json.Unmarshal(values[0], &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Instance != "bbbb" || len(rec.Duplicates) != 1 || rec.Duplicates[0].Instance != "aaaa" ||
+		rec.Duplicates[0].Hostname != "host-aaaa" || rec.Duplicates[0].PID != 4242 || rec.Duplicates[0].Seen.IsZero() {
+		t.Errorf("record after the conflict: %s; want b's, with duplicates [a (host-aaaa, pid 4242)]", values[0])
+	}
 }
 
 // A daemon restarted after a crash finds its previous incarnation's
@@ -310,8 +324,14 @@ func TestHeartbeat_ConflictEndsAfterTTL(t *testing.T) {
 				t.Fatalf("gauge within the TTL of b's last write: %v, want 1", a.gauge(t))
 			}
 		}
+		if d := a.h.duplicates(); len(d) != 1 || d[0].Instance != "bbbb" {
+			t.Fatalf("duplicates within the TTL: %+v, want b", d)
+		}
 		time.Sleep(5 * time.Second)
 		a.h.beat(ctx)
+		if d := a.h.duplicates(); d != nil {
+			t.Errorf("duplicates a TTL after b's last write: %+v, want none (the record no longer names b)", d)
+		}
 		if a.gauge(t) != 0 || a.logs.FilterMessageSnippet("conflict over").Len() != 1 {
 			t.Fatalf("a TTL after b's last write: gauge %v, %d 'conflict over' lines; want 0, 1",
 				a.gauge(t), a.logs.FilterMessageSnippet("conflict over").Len())

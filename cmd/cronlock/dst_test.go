@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +112,57 @@ func TestRun_NextDSTNotices(t *testing.T) {
 	}
 	if len(res) != 2 || !strings.Contains(res[0].DSTNotice, "2027-03-14") || res[1].DSTNotice != "" {
 		t.Errorf("got %+v, want a notice for ny only", res)
+	}
+}
+
+// Many DST notices (issue 33: 417 for a 10,000-job config) are summarised
+// as one line per zone and transition, naming the first 3 jobs and
+// counting the rest, plus a line saying how to list them all; with
+// -all-notices (and in -json) every job has its own.
+func TestRun_ValidateDSTNoticesSummarised(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("lock: {backend: memory}\nnode: {id: n1, state_dir: /tmp/cronlock-dst-test}\njobs:\n")
+	for i := range 400 {
+		fmt.Fprintf(&b, "- {name: ny%d, schedule: \"30 2 * * *\", timezone: America/New_York, command: \"true\"}\n", i)
+	}
+	for i := range 17 {
+		fmt.Fprintf(&b, "- {name: ldn%d, schedule: \"0 1 * * *\", timezone: Europe/London, command: \"true\"}\n", i)
+	}
+	b.WriteString("- {name: utc, schedule: \"30 2 * * *\", timezone: UTC, command: \"true\"}\n")
+	path := writeConfigFile(t, t.TempDir(), "many.yaml", b.String())
+	now, _ := time.Parse(time.RFC3339, "2027-01-01T00:00:00Z")
+	validate := func(mode validateMode) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := runValidate(path, nil, mode, &runEnv{stdout: &out, stderr: &errb, now: func() time.Time { return now }})
+		return code, out.String(), errb.String()
+	}
+	code, out, errOut := validate(validateMode{})
+	want := []string{
+		`notice: DST America/New_York: on Sun 2027-03-14 clocks in America/New_York go forward from 02:00 EST to 03:00 EDT: ` +
+			`400 jobs fire at local times that do not exist that day (jobs[0] "ny0", jobs[1] "ny1", jobs[2] "ny2" and 397 more); ` +
+			`cronlock runs each of them once instead, at the first instant after the gap (cronie's rule)`,
+		`notice: DST Europe/London: on Sun 2027-03-28 clocks in Europe/London go forward from 01:00 GMT to 02:00 BST: ` +
+			`17 jobs fire at local times that do not exist that day (jobs[400] "ldn0", jobs[401] "ldn1", jobs[402] "ldn2" and 14 more); ` +
+			`cronlock runs each of them once instead, at the first instant after the gap (cronie's rule)`,
+		`notice: DST: 417 jobs have a fire time that a DST transition changes, summarised above by zone and transition; ` +
+			`cronlock -validate -all-notices lists each with its times (-validate -json always does)`,
+	}
+	if got := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n"); code != 0 || !slices.Equal(got, want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant 0 and:\n%s", code, errOut, strings.Join(want, "\n"))
+	}
+	if !strings.Contains(out, "Jobs: 418") {
+		t.Errorf("stdout %q, want the summary", out)
+	}
+	if _, _, errOut := validate(validateMode{allNotices: true}); strings.Count(errOut, "\n") != 417 ||
+		!strings.Contains(errOut, `notice: jobs[416] "ldn16": schedule: DST: on Sun 2027-03-28`) {
+		t.Errorf("-all-notices: %d lines, want 417, one per job:\n%.500s", strings.Count(errOut, "\n"), errOut)
+	}
+	_, out, _ = validate(validateMode{asJSON: true})
+	var res validateResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Problems) != 417 {
+		t.Errorf("-json: %v, %d problems, want every one of the 417 notices", err, len(res.Problems))
+	}
+	if code, _, errOut := runCLI(t, nil, "-all-notices", "-config", path); code != 2 || !strings.Contains(errOut, "-all-notices goes with -validate") {
+		t.Errorf("-all-notices without -validate: exit %d %q, want a usage error", code, errOut)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 // commandSummaries is the one-line description of every subcommand, in the
@@ -31,7 +32,8 @@ func printOverview(w io.Writer, daemonFlags func(io.Writer)) {
 	fmt.Fprint(w, `cronlock runs shell commands on cron schedules, each slot exactly once in the cluster.
 
 Usage:
-  cronlock [-config FILE] [-validate [-strict] [-json]] [-version [-json]] [-log-level L] [-log-format F]
+  cronlock [-config FILE] [-validate [-strict] [-json] [-all-notices]] [-version [-json]] [-log-level L] [-log-format F]
+  cronlock -validate FILE    (the same as -validate -config FILE)
   cronlock COMMAND [flags] [args]
 
 Commands:
@@ -71,11 +73,27 @@ func runHelp(ctx context.Context, args []string, env *runEnv) int {
 // unknownCommand prints the error for an unknown subcommand name, with the
 // nearest known name when one is close enough to be a typo.
 func unknownCommand(w io.Writer, name string) {
+	if looksLikeConfig(name) {
+		fmt.Fprintf(w, "cronlock: unknown command %q: give the config file with -config "+
+			"(cronlock -config %s to run the daemon, cronlock -validate %s to check it)\n", name, name, name)
+		return
+	}
 	if near := nearestCommand(name); near != "" {
 		fmt.Fprintf(w, "cronlock: unknown command %q; did you mean %q? (cronlock help lists the commands)\n", name, near)
 		return
 	}
 	fmt.Fprintf(w, "cronlock: unknown command %q (cronlock help lists the commands)\n", name)
+}
+
+// looksLikeConfig reports whether a command-line word names a config file:
+// a path with a config file's extension, or one with a slash.
+func looksLikeConfig(name string) bool {
+	for _, ext := range []string{".yaml", ".yml", ".toml", ".json"} {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	return strings.Contains(name, "/")
 }
 
 // nearestCommand returns the subcommand name closest to name by edit

@@ -197,6 +197,7 @@ type mainFlags struct {
 	fs                                    *flag.FlagSet
 	path                                  *string
 	validate, strict, showVersion, asJSON *bool
+	allNotices                            *bool
 }
 
 // newMainFlags returns the daemon form's flag set, printing to w. Its
@@ -210,6 +211,7 @@ func newMainFlags(w io.Writer) *mainFlags {
 	f.path = fs.String("config", "cronlock.yaml", "path to the configuration file (.yaml, .yml, .toml or .json)")
 	f.validate = fs.Bool("validate", false, "validate the configuration and exit (0 valid, 1 invalid)")
 	f.strict = fs.Bool("strict", false, "with -validate: warnings fail validation too (exit 1)")
+	f.allNotices = fs.Bool("all-notices", false, fmt.Sprintf("with -validate: list every DST notice (more than %d are summarised by zone and transition)", dstListMax))
 	f.showVersion = fs.Bool("version", false, "print the version and exit")
 	f.asJSON = fs.Bool("json", false, "with -version: print {\"version\", \"commit\", \"go_version\"} as JSON;\n"+
 		"with -validate: print {\"valid\", \"config\", \"problems\"} as JSON on stdout, also when invalid")
@@ -224,17 +226,26 @@ func newMainFlags(w io.Writer) *mainFlags {
 func runMain(ctx context.Context, args []string, env *runEnv) int {
 	mf := newMainFlags(env.stderr)
 	fs, path, validate := mf.fs, mf.path, mf.validate
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printOverview(env.stdout, func(w io.Writer) { newMainFlags(w).fs.PrintDefaults() })
-			return 0
+	// Flags may follow a positional argument (cronlock -validate FILE
+	// -strict): parse what is left after each one.
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				printOverview(env.stdout, func(w io.Writer) { newMainFlags(w).fs.PrintDefaults() })
+				return 0
+			}
+			fmt.Fprintln(env.stderr, "Run 'cronlock -h' for the flags and commands.")
+			return 2
 		}
-		fmt.Fprintln(env.stderr, "Run 'cronlock -h' for the flags and commands.")
-		return 2
+		if fs.NArg() == 0 {
+			break
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.stderr, "cronlock: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code := mainArgs(mf, rest, env); code >= 0 {
+		return code
 	}
 	if *mf.asJSON && !*mf.showVersion && !*validate {
 		fmt.Fprintln(env.stderr, "cronlock: -json goes with -version or -validate (e.g. cronlock -validate -json)")
@@ -242,6 +253,10 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 	}
 	if *mf.strict && !*validate {
 		fmt.Fprintln(env.stderr, "cronlock: -strict goes with -validate (e.g. cronlock -validate -strict)")
+		return 2
+	}
+	if *mf.allNotices && !*validate {
+		fmt.Fprintln(env.stderr, "cronlock: -all-notices goes with -validate (e.g. cronlock -validate -all-notices -config FILE)")
 		return 2
 	}
 	if *mf.showVersion {
@@ -257,7 +272,7 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 		}
 	})
 	if *validate {
-		return runValidate(*path, flags, validateMode{strict: *mf.strict, asJSON: *mf.asJSON}, env)
+		return runValidate(*path, flags, validateMode{strict: *mf.strict, asJSON: *mf.asJSON, allNotices: *mf.allNotices}, env)
 	}
 	cfg, code := loadConfig(*path, config.ForStart, flags, env)
 	if cfg == nil {
@@ -266,6 +281,33 @@ func runMain(ctx context.Context, args []string, env *runEnv) int {
 	reload := func() (*config.Config, error) { return config.Load(*path, env.loadOptions(config.ForStart, flags)) }
 	return runDaemon(ctx, cfg, daemonOptions{Environ: env.environ, Stdout: env.stdout, Stderr: env.stderr,
 		Version: versionString(currentBuild().Version, currentBuild().Commit), Reload: reload, Signals: env.signals})
+}
+
+// mainArgs handles the daemon form's positional arguments: -validate FILE
+// is -validate -config FILE (sets mf.path); anything else is a usage error
+// that says where the file goes. It returns the exit code when the command
+// must stop, else -1.
+func mainArgs(mf *mainFlags, rest []string, env *runEnv) int {
+	if len(rest) == 0 {
+		return -1
+	}
+	configSet := false
+	mf.fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
+	switch {
+	case *mf.validate && len(rest) == 1 && !configSet:
+		*mf.path = rest[0]
+		return -1
+	case *mf.validate && configSet:
+		fmt.Fprintf(env.stderr, "cronlock: unexpected argument %q: -config already names the file to validate "+
+			"(cronlock -validate -config FILE, or cronlock -validate FILE)\n", rest[0])
+	case *mf.validate:
+		fmt.Fprintf(env.stderr, "cronlock: %d arguments %q: -validate checks one file (cronlock -validate -config FILE)\n",
+			len(rest), rest)
+	default:
+		fmt.Fprintf(env.stderr, "cronlock: unexpected argument %q: give the config file with -config "+
+			"(cronlock -config FILE to run the daemon, cronlock -validate -config FILE to check it)\n", rest[0])
+	}
+	return 2
 }
 
 // usageExit maps a flag parse error to an exit code: 0 for -h, else 2 (the

@@ -46,11 +46,6 @@ var (
 	_ opsBackend = (*redislock.Memory)(nil)
 )
 
-// errNeedsRedis is returned by openOps for the memory backend: a memory
-// backend lives inside one daemon process, so another process cannot see
-// its state.
-var errNeedsRedis = errors.New("needs the redis backend")
-
 // opsFlags are the flags shared by the operator commands; args are the
 // positional arguments (job names), which may come before or after flags.
 type opsFlags struct {
@@ -102,27 +97,41 @@ func (f *opsFlags) oneJob() int {
 // opsSession is a loaded config plus an open backend.
 type opsSession struct {
 	cfg     *config.Config
-	backend opsBackend
+	backend opsBackend       // nil when daemon is set
 	kind    string           // "redis" | "memory"
 	state   *statedir.Dir    // the memory backend's state directory, when used
 	note    string           // why the memory backend is not the daemon's, "" when it is
 	redis   *redislock.Redis // the backend when kind is "redis"
+	daemon  *daemonClient    // the running daemon, for memoryDaemon sessions on the memory backend
 }
+
+// memoryUse is how a command uses a config of the memory backend.
+type memoryUse int
+
+const (
+	// memoryLocal: the command works on the backend itself, in this
+	// process (run, backfill; openManualMemory).
+	memoryLocal memoryUse = iota
+	// memoryDaemon: the command reads or changes the running daemon's
+	// state through its control socket (status, history, pause, resume,
+	// nodes; daemonClient).
+	memoryDaemon
+)
 
 // openOps loads path with -validate leniency (as `next` does), printing
 // config problems itself (then it returns nil and code 1), and opens the
-// configured backend; op names the command in errors. With the memory backend it returns errNeedsRedis
-// unless allowMemory, in which case openManualMemory chooses the backend.
+// configured backend; op names the command in errors. With the memory
+// backend, memory says what the session uses: the daemon's control socket
+// (nothing is contacted yet), or a backend openManualMemory chooses.
 // Creating a Redis client does not contact Redis; the first call does.
-func openOps(op, path string, allowMemory bool, env *runEnv) (*opsSession, int, error) {
+func openOps(op, path string, memory memoryUse, env *runEnv) (*opsSession, int, error) {
 	cfg, code := loadConfig(path, config.ForValidate, nil, env)
 	if cfg == nil {
 		return nil, code, nil
 	}
 	if cfg.Lock.Backend != "redis" {
-		if !allowMemory {
-			return nil, 1, fmt.Errorf("%s %w, but %s uses the memory backend, whose state lives inside the daemon process: "+
-				"set redis.address in the config (status, history, pause and resume all need Redis)", op, errNeedsRedis, cfg.Path)
+		if memory == memoryDaemon {
+			return &opsSession{cfg: cfg, kind: "memory", daemon: newDaemonClient(cfg)}, 0, nil
 		}
 		m, dir, note, err := openManualMemory(cfg)
 		if err != nil {
@@ -164,19 +173,79 @@ func (s *opsSession) call(ctx context.Context) (context.Context, context.CancelF
 
 // close closes the backend's connections and the state directory.
 func (s *opsSession) close() {
-	s.backend.Close()
+	if s.backend != nil {
+		s.backend.Close()
+	}
 	if s.state != nil {
 		s.state.Close()
 	}
 }
 
-// redisHint appends a hint to an error from a Redis call: the usual cause
-// is an unreachable server or wrong credentials.
+// redisHint names the Redis read in an error from a Redis call, with the
+// usual causes of an error reaching it: an unreachable server or wrong
+// credentials. Other errors (the daemon's, on the memory backend) are
+// returned as they are.
 func (s *opsSession) redisHint(err error) error {
-	if s.kind != "redis" || !fromReachingRedis(err) {
+	if s.kind != "redis" || err == nil {
 		return err
 	}
-	return fmt.Errorf("%w (is Redis at %s reachable, and are redis.username/password right?)", err, redisAddrs(s.cfg))
+	if !fromReachingRedis(err) {
+		return fmt.Errorf("%w (reading %s)", err, s.cfg.Redis.Where())
+	}
+	return fmt.Errorf("%w (reading %s: is it reachable, and are redis.username/password right?)", err, s.cfg.Redis.Where())
+}
+
+// header is the first line of a table: where the command read it, the
+// Redis (addresses, db, key prefix) or the memory-backend daemon
+// (cluster: its node list, when the command read it).
+func (s *opsSession) header(cluster *control.Cluster) string {
+	if s.daemon != nil {
+		return s.daemon.describe(cluster)
+	}
+	return s.cfg.Redis.Where() + " (from " + s.cfg.Path + ")"
+}
+
+// jobStatus returns the status of jobs (the named ones, in order).
+func (s *opsSession) jobStatus(ctx context.Context, jobs []config.Job, named bool) ([]control.JobStatus, error) {
+	if s.daemon != nil {
+		var names []string
+		if named {
+			for _, j := range jobs {
+				names = append(names, j.Name)
+			}
+		}
+		return s.daemon.jobs(ctx, names)
+	}
+	rows, err := control.Jobs(ctx, s.redis, jobs, time.Now())
+	return rows, s.redisHint(err)
+}
+
+// runs returns job's last n runs, newest first (output tails when tail;
+// always from a daemon).
+func (s *opsSession) runs(ctx context.Context, job string, n int, tail bool) ([]*control.Run, error) {
+	if s.daemon != nil {
+		return s.daemon.runs(ctx, job, n)
+	}
+	rows, err := control.Runs(ctx, s.redis, job, n, tail)
+	return rows, s.redisHint(err)
+}
+
+// events returns job's last n events, newest first.
+func (s *opsSession) events(ctx context.Context, job string, n int) ([]control.Event, error) {
+	if s.daemon != nil {
+		return s.daemon.events(ctx, job, n)
+	}
+	rows, err := control.Events(ctx, s.redis, job, n, time.Now())
+	return rows, s.redisHint(err)
+}
+
+// nodes returns the node list.
+func (s *opsSession) nodes(ctx context.Context) (*control.Cluster, error) {
+	if s.daemon != nil {
+		return s.daemon.nodes(ctx)
+	}
+	v, err := control.Nodes(ctx, s.redis, time.Now())
+	return v, s.redisHint(err)
 }
 
 // fromReachingRedis reports whether err may come from reaching Redis or
@@ -187,14 +256,6 @@ func fromReachingRedis(err error) bool {
 	var re *rueidis.RedisError
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, rueidis.ErrClosing) ||
 		errors.As(err, &ne) || errors.As(err, &re)
-}
-
-// redisAddrs lists the configured Redis addresses (never credentials).
-func redisAddrs(cfg *config.Config) string {
-	if len(cfg.Redis.Addresses) > 0 {
-		return strings.Join(cfg.Redis.Addresses, ", ")
-	}
-	return cfg.Redis.Address
 }
 
 // runPause implements `cronlock pause [-config FILE] [-for D | -until
@@ -230,7 +291,7 @@ func runPause(ctx context.Context, args []string, env *runEnv) int {
 	if err != nil {
 		return opsFail(env, "pause", 2, fmt.Errorf("-%w", err))
 	}
-	s, code, err := openOps("pause", f.config, false, env)
+	s, code, err := openOps("pause", f.config, memoryDaemon, env)
 	if s == nil {
 		return opsFail(env, "pause", code, err)
 	}
@@ -240,8 +301,13 @@ func runPause(ctx context.Context, args []string, env *runEnv) int {
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	if err := s.redis.PauseFor(cctx, f.args[0], p); err != nil {
-		return opsFail(env, "pause", 1, s.redisHint(err))
+	if s.daemon != nil {
+		p, err = s.daemon.pause(cctx, f.args[0], spec) // the daemon's record: its clock, its name for the requester
+	} else {
+		err = s.redisHint(s.redis.PauseFor(cctx, f.args[0], p))
+	}
+	if err != nil {
+		return opsFail(env, "pause", 1, err)
 	}
 	fmt.Fprintf(env.stdout, "paused %s%s\n", f.args[0], pauseText(&p))
 	return 0
@@ -257,7 +323,7 @@ func runResume(ctx context.Context, args []string, env *runEnv) int {
 	if code := f.oneJob(); code >= 0 {
 		return code
 	}
-	s, code, err := openOps("resume", f.config, false, env)
+	s, code, err := openOps("resume", f.config, memoryDaemon, env)
 	if s == nil {
 		return opsFail(env, "resume", code, err)
 	}
@@ -267,9 +333,15 @@ func runResume(ctx context.Context, args []string, env *runEnv) int {
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	old, err := s.redis.ResumeBy(cctx, f.args[0], requester(env), time.Now().UTC())
+	var old *redislock.Pause
+	if s.daemon != nil {
+		old, err = s.daemon.resume(cctx, f.args[0])
+	} else {
+		old, err = s.redis.ResumeBy(cctx, f.args[0], requester(env), time.Now().UTC())
+		err = s.redisHint(err)
+	}
 	if err != nil {
-		return opsFail(env, "resume", 1, s.redisHint(err))
+		return opsFail(env, "resume", 1, err)
 	}
 	if old == nil {
 		fmt.Fprintf(env.stdout, "resumed %s (it was not paused)\n", f.args[0])

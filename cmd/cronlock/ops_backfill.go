@@ -54,7 +54,7 @@ func runBackfill(ctx context.Context, args []string, env *runEnv) int {
 	out := zapcore.Lock(zapcore.AddSync(env.stdout))
 	errw := zapcore.Lock(zapcore.AddSync(env.stderr))
 	env = &runEnv{environ: env.environ, stdout: out, stderr: errw}
-	s, code, err := openOps("backfill", f.config, true, env)
+	s, code, err := openOps("backfill", f.config, memoryLocal, env)
 	if s == nil {
 		return opsFail(env, "backfill", code, err)
 	}

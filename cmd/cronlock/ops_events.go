@@ -12,13 +12,14 @@ import (
 
 // printEvents prints job's last n events, newest first.
 func (s *opsSession) printEvents(ctx context.Context, env *runEnv, job string, n int, asJSON bool) int {
-	rows, err := control.Events(ctx, s.redis, job, n, time.Now())
+	rows, err := s.events(ctx, job, n)
 	if err != nil {
-		return opsFail(env, "history", 1, s.redisHint(err))
+		return opsFail(env, "history", 1, err)
 	}
 	if asJSON {
 		return printJSON(env, rows)
 	}
+	fmt.Fprintln(env.stdout, s.header(s.daemonNodes(ctx)))
 	if len(rows) == 0 {
 		fmt.Fprintf(env.stdout, "no events recorded for %s\n", job)
 		return 0

@@ -84,7 +84,7 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 	out := zapcore.Lock(zapcore.AddSync(env.stdout))
 	errw := zapcore.Lock(zapcore.AddSync(env.stderr))
 	env = &runEnv{environ: env.environ, stdout: out, stderr: errw}
-	s, code, err := openOps("run", f.config, true, env)
+	s, code, err := openOps("run", f.config, memoryLocal, env)
 	if s == nil {
 		return opsFail(env, "run", code, err)
 	}

@@ -19,15 +19,16 @@ const tableTime = "2006-01-02 15:04:05 -07:00"
 
 // runStatus implements `cronlock status [-config FILE] [-json] [JOB...]`:
 // one row per configured job (or per named job) with its next fire time,
-// last run, lease holder, pause flag and fencing token, read from Redis.
-// Errors print one line and return 1.
+// last run, lease holder, pause flag and fencing token, read from Redis
+// (or, on the memory backend, from the running daemon), named in the
+// table's first line. Errors print one line and return 1.
 func runStatus(ctx context.Context, args []string, env *runEnv) int {
 	f := newOpsFlags("status", "[-config FILE] [-json] [JOB...]", env)
 	asJSON := f.fs.Bool("json", false, "print a JSON array instead of a table")
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
-	s, code, err := openOps("status", f.config, false, env)
+	s, code, err := openOps("status", f.config, memoryDaemon, env)
 	if s == nil {
 		return opsFail(env, "status", code, err)
 	}
@@ -38,15 +39,50 @@ func runStatus(ctx context.Context, args []string, env *runEnv) int {
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	rows, err := control.Jobs(cctx, s.redis, jobs, time.Now())
+	rows, err := s.jobStatus(cctx, jobs, len(f.args) > 0)
 	if err != nil {
-		return opsFail(env, "status", 1, s.redisHint(err))
+		return opsFail(env, "status", 1, err)
 	}
 	if *asJSON {
 		return printJSON(env, rows)
 	}
+	var cluster *control.Cluster
+	if s.daemon != nil {
+		cluster, _ = s.nodes(cctx) // for the header only
+	}
+	fmt.Fprintln(env.stdout, s.header(cluster))
 	printStatusTable(env, rows)
+	if s.kind == "redis" && nothingThere(rows) {
+		fmt.Fprintf(env.stderr, "cronlock status: note: %s holds no state of these jobs and no live daemon's heartbeat: "+
+			"if daemons run them, check redis.address, redis.db and redis.key_prefix against theirs\n", s.cfg.Redis.Where())
+	}
 	return 0
+}
+
+// nothingThere reports whether rows show no trace of any daemon: no job
+// ever claimed or ran, none paused, and no live node (a job without
+// nodes: lists every live node as a runner). Then the command most
+// likely reads another Redis, db or key prefix than the daemons.
+func nothingThere(rows []control.JobStatus) bool {
+	for _, r := range rows {
+		if r.Last != nil || r.Fence != 0 || r.Slot != 0 || r.Paused || r.LeaseHolder != "" || len(r.Runners) > 0 {
+			return false
+		}
+	}
+	return len(rows) > 0
+}
+
+// daemonNodes is the memory-backend daemon's node list for a header; nil
+// on Redis, or when it cannot be read.
+func (s *opsSession) daemonNodes(ctx context.Context) *control.Cluster {
+	if s.daemon == nil {
+		return nil
+	}
+	v, err := s.daemon.nodes(ctx)
+	if err != nil {
+		return nil
+	}
+	return v
 }
 
 // selectJobs returns the named jobs (all when names is empty).
@@ -143,7 +179,7 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 	if *n < 1 || *n > 1000 {
 		return opsFail(env, "history", 2, fmt.Errorf("-n %d: want 1..1000", *n))
 	}
-	s, code, err := openOps("history", f.config, false, env)
+	s, code, err := openOps("history", f.config, memoryDaemon, env)
 	if s == nil {
 		return opsFail(env, "history", code, err)
 	}
@@ -156,13 +192,14 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 	if *events {
 		return s.printEvents(cctx, env, f.args[0], *n, *asJSON)
 	}
-	rows, err := control.Runs(cctx, s.redis, f.args[0], *n, *asJSON)
+	rows, err := s.runs(cctx, f.args[0], *n, *asJSON)
 	if err != nil {
-		return opsFail(env, "history", 1, s.redisHint(err))
+		return opsFail(env, "history", 1, err)
 	}
 	if *asJSON {
 		return printJSON(env, rows)
 	}
+	fmt.Fprintln(env.stdout, s.header(s.daemonNodes(cctx)))
 	if len(rows) == 0 {
 		fmt.Fprintf(env.stdout, "no runs recorded for %s\n", f.args[0])
 		return 0

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
@@ -191,14 +192,59 @@ func TestOps_UnknownJob(t *testing.T) {
 	}
 }
 
-func TestOps_MemoryBackendNeedsRedis(t *testing.T) {
+// On the memory backend the commands talk to the running daemon; without
+// one they say so in one line, naming the config file, its control socket
+// and what to do (the e2e test TestMemoryMode_CLIAndAPI runs them against
+// a daemon).
+func TestOps_MemoryBackendWithoutDaemon(t *testing.T) {
 	cfg := opsConfig(t, "", "true")
-	for _, args := range [][]string{{"status"}, {"history", "backup"}, {"pause", "backup"}, {"resume", "backup"}} {
+	for _, args := range [][]string{{"status"}, {"history", "backup"}, {"history", "-events", "backup"}, {"pause", "backup"},
+		{"resume", "backup"}, {"nodes"}} {
 		code, out, errs := runCLI(t, nil, append([]string{args[0], "-config", cfg}, args[1:]...)...)
-		if code != 1 || out != "" || !strings.Contains(errs, args[0]+" needs the redis backend") ||
-			!strings.Contains(errs, "redis.address") || strings.Count(errs, "\n") != 1 {
-			t.Errorf("%v on memory: got exit %d, out %q, stderr %q; want 1 and one line saying it needs redis", args, code, out, errs)
+		if code != 1 || out != "" || !strings.Contains(errs, "cronlock "+args[0]+": no cronlock daemon is running with "+cfg) ||
+			!strings.Contains(errs, api.SocketName(cfg)) || !strings.Contains(errs, "start the daemon with this file (cronlock -config "+cfg+")") ||
+			strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v on memory: got exit %d, out %q, stderr %q; want 1 and one line saying no daemon runs with the file", args, code, out, errs)
 		}
+	}
+}
+
+// The tables say which Redis they read (address, db, key prefix) in their
+// first line; errors name it too; and a status that finds no trace of
+// any daemon there says to check the address, db and prefix (issue 33:
+// the command read a Redis silently and showed every job as never run).
+func TestOps_NamesTheRedisItReads(t *testing.T) {
+	cfg, r, addr := opsRedis(t, "true")
+	where := "redis " + addr + `, db 0, key prefix "cronlock:" (from ` + cfg + ")"
+	code, out, errs := runCLI(t, nil, "status", "-config", cfg)
+	if code != 0 || !strings.HasPrefix(out, where+"\n") || !strings.Contains(errs, "holds no state of these jobs and no live daemon's heartbeat") {
+		t.Errorf("status on an empty Redis: exit %d\n%s%s\nwant a first line %q and a note on stderr", code, out, errs, where)
+	}
+	record(t, r, "backup", "node-2", time.Now().Add(-time.Hour), 0)
+	for _, args := range [][]string{{"status"}, {"history", "backup"}, {"history", "-events", "backup"}, {"nodes"}} {
+		code, out, errs := runCLI(t, nil, append([]string{args[0], "-config", cfg}, args[1:]...)...)
+		if code != 0 || !strings.HasPrefix(out, where+"\n") || errs != "" {
+			t.Errorf("%v: exit %d\n%s%s\nwant the first line %q, nothing on stderr", args, code, out, errs, where)
+		}
+	}
+	// Nothing listens here: the error names the Redis it tried.
+	dead := opsConfig(t, "127.0.0.1:1", "true")
+	code, _, errs = runCLI(t, nil, "status", "-config", dead)
+	if code != 1 || !strings.Contains(errs, `reading redis 127.0.0.1:1, db 0, key prefix "cronlock:": is it reachable`) {
+		t.Errorf("status with Redis down: exit %d, stderr %q; want it named", code, errs)
+	}
+	// lock.backend redis without an address: the default is named as such.
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("lock: {backend: redis}\nredis: {key_prefix: 'cronlock-test-never-used:'}\n"+
+		"node: {id: n}\njobs:\n- {name: a, schedule: '@daily', command: 'true'}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, out, errs = runCLI(t, nil, "status", "-config", path)
+	if !strings.Contains(out+errs, "redis localhost:6379 (the default address: lock.backend is redis and no redis.address is set)") {
+		t.Errorf("status with the default address: %s%s; want the default named as such", out, errs)
+	}
+	if _, out, _ := runCLI(t, nil, "-validate", path); !strings.Contains(out, "Redis: localhost:6379 (the default address: ") {
+		t.Errorf("-validate with the default address: %s; want the default named as such", out)
 	}
 }
 

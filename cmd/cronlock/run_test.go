@@ -57,7 +57,7 @@ func TestRun_ValidateExample(t *testing.T) {
 	} {
 		args, path := tt.args, tt.path
 		code, out, errOut := runCLI(t, nil, args...)
-		want := "Configuration valid: " + path + "\nLock backend: memory (single node)\nNode id: example-node (set by node.id)\nJobs: 7\n"
+		want := "Configuration valid: " + path + "\nLock backend: memory (single node)\nNode id: example-node (set by node.id in the config file)\nJobs: 7\n"
 		// The nightly job at 02:30 Europe/Berlin meets a DST gap every
 		// spring: one notice (dst_test.go checks its text).
 		const notice = `notice: jobs[6] "nightly": schedule: DST: on `
@@ -76,7 +76,7 @@ func TestRun_ValidateNeverPrintsPassword(t *testing.T) {
 	}
 	for _, env := range [][]string{{"CRONLOCK_NODE_ID=n1"}, {"CRONLOCK_NODE_ID=n1", "CRONLOCK_REDIS_PASSWORD=env-secret-2"}} {
 		code, out, errOut := runCLI(t, env, "-validate", "-config", path)
-		want := "Configuration valid: " + path + "\nRedis: 10.0.0.5:6379 (standalone, TLS off)\nNode id: n1 (set by node.id)\nJobs: 1\n"
+		want := "Configuration valid: " + path + "\nRedis: 10.0.0.5:6379 (standalone, TLS off)\nNode id: n1 (set by the environment variable CRONLOCK_NODE_ID)\nJobs: 1\n"
 		if code != 0 || out != want {
 			t.Errorf("code %d stdout %q, want %q", code, out, want)
 		}

@@ -50,22 +50,27 @@ func reportLoad(path string, cfg *config.Config, err error, env *runEnv) (*confi
 }
 
 // validateMode is how -validate reports: strict fails on warnings too
-// (-strict), asJSON prints one JSON object on stdout (-json).
-type validateMode struct{ strict, asJSON bool }
+// (-strict), asJSON prints one JSON object on stdout (-json), allNotices
+// lists every DST notice as text (-all-notices; else dstSummary).
+type validateMode struct{ strict, asJSON, allNotices bool }
 
 // runValidate implements -validate: load for validation and print the
 // seed's summary, or with -json the validateResult. -strict makes a
 // config with warnings invalid (exit 1). A valid config also gets one DST
 // notice per fixed-time job that the next DST transition within a year of
 // env.clockNow() affects (dstNotices): printed as `notice: PATH: MSG` on
-// stderr after the warnings, severity "notice" in -json; notices describe
+// stderr after the warnings (more than dstListMax summarised per zone and
+// transition unless mode.allNotices: dstSummary), severity "notice" in
+// -json (every one); notices describe
 // designed behaviour, so they never fail validation, not even with
 // -strict. The Redis password is never printed.
 func runValidate(path string, flags map[string]string, mode validateMode, env *runEnv) int {
 	cfg, err := config.Load(path, env.loadOptions(config.ForValidate, flags))
 	var notices []config.Problem
-	if err == nil {
+	if err == nil && mode.asJSON {
 		notices = dstNotices(cfg, env.clockNow())
+	} else if err == nil {
+		notices = dstSummary(cfg, env.clockNow(), mode.allNotices)
 	}
 	if mode.asJSON {
 		return printValidateJSON(env.stdout, path, cfg, err, notices, mode.strict)
@@ -160,6 +165,9 @@ func backendSummary(cfg *config.Config) string {
 	addrs := r.Address
 	if len(r.Addresses) > 0 {
 		addrs = strings.Join(r.Addresses, ", ")
+	}
+	if r.AddressDefaulted {
+		addrs += " (the default address: lock.backend is redis and no redis.address is set)"
 	}
 	tls := "TLS off"
 	if r.TLS.Enabled {

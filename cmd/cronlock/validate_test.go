@@ -287,13 +287,34 @@ func TestRun_ValidateJSONUsageErrors(t *testing.T) {
 		{[]string{"-version", "-strict"}, "-strict goes with -validate"},
 		{[]string{"-validate", "-json", "-nope"}, "flag provided but not defined: -nope"},
 		{[]string{"-validate", "-json", "-strict=maybe"}, `invalid boolean value "maybe" for -strict`},
-		{[]string{"-validate", "-json", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-validate", "-json", "-config", "../../testdata/example.yaml", "extra"}, `unexpected argument "extra": -config already names the file`},
+		{[]string{"-validate", "a.yaml", "b.yaml"}, `-validate checks one file (cronlock -validate -config FILE)`},
+		{[]string{"-log-level", "debug", "x.yaml"}, `unexpected argument "x.yaml": give the config file with -config`},
+		{[]string{"../../testdata/example.yaml"}, `unknown command "../../testdata/example.yaml": give the config file with -config (cronlock -config ../../testdata/example.yaml to run the daemon, cronlock -validate ../../testdata/example.yaml to check it)`},
+		{[]string{"-validate", "../../testdata/example.yaml", "-nope"}, "flag provided but not defined: -nope"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, nil, tt.args...)
 		if code != 2 || out != "" || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%v: exit %d stdout %q stderr %q; want 2, no stdout and %q", tt.args, code, out, errOut, tt.want)
 		}
+	}
+}
+
+// -validate FILE is -validate -config FILE, with flags before or after
+// the file (issue 33: it was "unexpected argument" without a hint).
+func TestRun_ValidateFileArgument(t *testing.T) {
+	const path = "../../testdata/example.yaml"
+	for _, args := range [][]string{{"-validate", path}, {"-validate", path, "-strict"}, {"-strict", "-validate", path}} {
+		code, out, errOut := runCLI(t, nil, args...)
+		if code != 0 || !strings.HasPrefix(out, "Configuration valid: "+path+"\n") {
+			t.Errorf("%v: exit %d stdout %q stderr %q; want 0 and the file validated", args, code, out, errOut)
+		}
+	}
+	code, res, out := validateJSON(t, nil, "no-such-file.yaml")
+	if code != 1 || res.Valid || res.Config != "no-such-file.yaml" || len(res.Problems) != 1 ||
+		!strings.Contains(res.Problems[0].Message, "no-such-file.yaml") {
+		t.Errorf("-validate -json no-such-file.yaml: exit %d %s; want 1, the file named", code, out)
 	}
 }
 
