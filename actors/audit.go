@@ -6,6 +6,7 @@ import (
 
 	"github.com/cronlock/cronlock/config"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // maxMissedCount bounds the walks over a schedule: the ticker's over the
@@ -46,6 +47,9 @@ type Auditor struct {
 type auditState struct {
 	from int64
 	due  time.Time
+	// streak: the last audit that looked at slots recorded some missed;
+	// later ones in a row are logged at info (one warning an outage).
+	streak bool
 }
 
 // Audit records the missed occurrences of job cfg. It returns the slots
@@ -70,7 +74,8 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job) ([]int64, error) {
 		return nil, nil // no slot became certain since the last audit
 	}
 	window := AnswerWindow(a.MaxSkew, cfg.LockTTL, cfg.Jitter)
-	req := AuditRequest{Job: cfg.Name, Window: window, Grace: AuditGrace, Node: a.NodeID, Retention: a.Retention}
+	req := AuditRequest{Job: cfg.Name, Window: window, Grace: AuditGrace, Node: a.NodeID, Retention: a.Retention,
+		MaxRuns: int64(cfg.MaxRuns)}
 	if st.from == 0 {
 		read, err := a.Locker.Audit(ctx, req)
 		if err != nil {
@@ -98,11 +103,16 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job) ([]int64, error) {
 	}
 	st.from, st.due = got.To, a.dueAfter(cfg, got.To, window)
 	if len(got.Missed) == 0 {
+		st.streak = false
 		return nil, nil
 	}
 	a.Metrics.OccurrencesMissed(cfg.Name, len(got.Missed))
-	a.Log.Warn("occurrences missed: due, and no node claimed or decided them within their answer window",
-		zap.String("job", cfg.Name), zap.Int("missed", len(got.Missed)), zap.Int64("first_slot", got.Missed[0]),
+	msg, level := "occurrences missed: due, and no node claimed or decided them within their answer window", zapcore.WarnLevel
+	if st.streak {
+		msg, level = "more occurrences missed (the outage goes on)", zapcore.InfoLevel
+	}
+	st.streak = true
+	a.Log.Log(level, msg, zap.String("job", cfg.Name), zap.Int("missed", len(got.Missed)), zap.Int64("first_slot", got.Missed[0]),
 		zap.Int64("last_slot", got.Missed[len(got.Missed)-1]), zap.String("reason", req.Reason))
 	return got.Missed, nil
 }

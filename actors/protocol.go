@@ -334,6 +334,9 @@ type AuditRequest struct {
 	Window, Grace time.Duration
 	// Node and Reason go into each missed record.
 	Node, Reason string
+	// MaxRuns (> 0): once the job's runs reach it, a slot without a
+	// record is recorded skipped max_runs, not missed (the job is done).
+	MaxRuns int64
 	// Retention bounds the job's ledger (rule R9).
 	Retention Retention
 }

@@ -142,6 +142,7 @@ func New(o Options) http.Handler {
 		{"/api/v1/jobs/{job}", map[string]http.HandlerFunc{"GET": s.read(s.job)}},
 		{"/api/v1/jobs/{job}/runs", map[string]http.HandlerFunc{"GET": s.read(s.runs)}},
 		{"/api/v1/jobs/{job}/events", map[string]http.HandlerFunc{"GET": s.read(s.events)}},
+		{"/api/v1/jobs/{job}/occurrences", map[string]http.HandlerFunc{"GET": s.read(s.occurrences)}},
 		{"/api/v1/jobs/{job}/pause", map[string]http.HandlerFunc{"POST": s.write(s.pause)}},
 		{"/api/v1/jobs/{job}/resume", map[string]http.HandlerFunc{"POST": s.write(s.resume)}},
 		{"/api/v1/jobs/{job}/run", map[string]http.HandlerFunc{"POST": s.write(s.run)}},

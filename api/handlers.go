@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -54,6 +55,42 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 	s.jobList(w, r, func(ctx context.Context, rd Store, job string, n int) (any, error) {
 		return control.Runs(ctx, rd, job, n, true)
 	})
+}
+
+// occurrences answers GET
+// /api/v1/jobs/{job}/occurrences?from=&to=&status=&limit=N: the job's
+// ledger records, newest first (from and to in Unix seconds; status ran,
+// skipped, missed, claimed, queued or notrun).
+func (s *server) occurrences(w http.ResponseWriter, r *http.Request) {
+	q, ok := occurrenceQuery(w, r, s.o.Now().Unix())
+	if !ok {
+		return
+	}
+	s.jobList(w, r, func(ctx context.Context, rd Store, job string, n int) (any, error) {
+		q.Limit = n
+		return control.Occurrences(ctx, rd, job, q)
+	})
+}
+
+// occurrenceQuery reads from, to and status (limit is jobList's); from
+// defaults to 0, to to now.
+func occurrenceQuery(w http.ResponseWriter, r *http.Request, now int64) (control.OccurrenceQuery, bool) {
+	q := control.OccurrenceQuery{To: now, Status: r.URL.Query().Get("status"), Limit: 1}
+	for name, dst := range map[string]*int64{"from": &q.From, "to": &q.To} {
+		if v := r.URL.Query().Get(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("%s %q: want Unix seconds", name, v))
+				return q, false
+			}
+			*dst = n
+		}
+	}
+	if err := q.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return q, false
+	}
+	return q, true
 }
 
 // events answers GET /api/v1/jobs/{job}/events?limit=N.

@@ -162,6 +162,9 @@ func NewRun(r actors.RunRecord, tail bool) *Run {
 type Store interface {
 	State(ctx context.Context, job string) (redislock.JobState, error)
 	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
+	// Occurrences returns the job's ledger records with slots in [from,
+	// to], oldest first (docs/protocol.md).
+	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
 	Events(ctx context.Context, job string, n int) ([]redislock.Event, error)
 	// Nodes returns the heartbeat records (registry.Record as JSON).
 	Nodes(ctx context.Context) ([][]byte, error)

@@ -185,6 +185,11 @@ func (c *memControl) State(ctx context.Context, job string) (redislock.JobState,
 	return st, nil
 }
 
+// Occurrences returns the backend's ledger records of job.
+func (c *memControl) Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
+	return c.m.Occurrences(ctx, job, from, to)
+}
+
 // History returns the backend's run records of job.
 func (c *memControl) History(ctx context.Context, job string, n int) ([]actors.RunRecord, error) {
 	return c.m.History(ctx, job, n)

@@ -294,6 +294,19 @@ func testMaxRuns(t *testing.T, s store) {
 	if f.Runs != 1 {
 		t.Errorf("runs after a success: %d, want 1", f.Runs)
 	}
+	read, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPast(t, a, read.From+1)
+	got, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job, From: read.From, Slots: []int64{read.From + 1}, MaxRuns: 1,
+		Node: "a", Reason: "not_claimed"})
+	if err != nil || len(got.Missed) != 0 {
+		t.Errorf("audit of a done job: %+v, %v; want nothing missed", got, err)
+	}
+	if o, _ := occurrence(t, a, job, read.From+1); o.Status != "skipped" || o.Reason != actors.SkipMaxRuns {
+		t.Errorf("a done job's unclaimed slot: %+v, want skipped max_runs", o)
+	}
 	s.loseState(t, job)
 	after := sched(job, now, "b")
 	after.MaxRuns, after.SeenRuns, after.Lease = 1, 1, false

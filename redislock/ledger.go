@@ -184,7 +184,8 @@ func (r *Redis) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audi
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	age, max := retention(req.Retention)
-	args := []string{strconv.FormatInt(req.From, 10), ms(req.Window + req.Grace), req.Node, req.Reason, ms(age), strconv.Itoa(max)}
+	args := []string{strconv.FormatInt(req.From, 10), ms(req.Window + req.Grace), req.Node, req.Reason, ms(age), strconv.Itoa(max),
+		strconv.FormatInt(req.MaxRuns, 10)}
 	for _, s := range req.Slots {
 		args = append(args, strconv.FormatInt(s, 10))
 	}

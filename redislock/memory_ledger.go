@@ -316,7 +316,10 @@ func (m *Memory) Audit(ctx context.Context, req actors.AuditRequest) (actors.Aud
 			continue
 		}
 		id := strconv.FormatInt(s, 10)
-		if _, ok := j.occ[id]; !ok && s > j.floor {
+		if _, ok := j.occ[id]; !ok && s > j.floor && req.MaxRuns > 0 && j.runs >= req.MaxRuns {
+			j.put(actors.Occurrence{ID: id, Slot: s, Status: "skipped", Reason: actors.SkipMaxRuns, Node: req.Node,
+				Trigger: string(actors.TriggerSchedule), Claimed: now.UnixMilli()})
+		} else if _, ok := j.occ[id]; !ok && s > j.floor {
 			j.put(actors.Occurrence{ID: id, Slot: s, Status: "missed", Reason: req.Reason, Node: req.Node,
 				Trigger: string(actors.TriggerSchedule), Claimed: now.UnixMilli()})
 			a.Missed = append(a.Missed, s)

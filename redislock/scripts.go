@@ -258,7 +258,9 @@ var finishScript = newScript(finishSrc, false)
 //
 //	KEYS: 2 state, 3 ledger, 4 ledger index (KEYS[1] unused: the lease)
 //	ARGV: 1 audited_to read, 2 window + grace ms, 3 node, 4 reason,
-//	      5 retention ms, 6 retention records, 7.. slots, ascending
+//	      5 retention ms, 6 retention records, 7 max runs (0 = none),
+//	      8.. slots, ascending
+//	A job whose runs reached max runs records its slots skipped max_runs.
 //	returns {audited_to before, stale (0|1), audited_to after, now ms,
 //	         {missed slots}}
 var auditScript = newScript(`local K, A = KEYS, ARGV
@@ -270,14 +272,17 @@ if not h[1] then
   redis.call("HSET", K[2], "audited_to", n(at))
   if not h[2] then redis.call("HSET", K[2], "since", n(now)) end
 end
-if #A < 7 then return {at, 0, at, now, {}} end
+if #A < 8 then return {at, 0, at, now, {}} end
 if tonumber(A[1]) ~= at then return {at, 1, at, now, {}} end
+local done = tonumber(A[7]) > 0 and tonumber(redis.call("HGET", K[2], "runs") or "0") >= tonumber(A[7])
 local missed, to = {}, at
-for i = 7, #A do
+for i = 8, #A do
   local s = tonumber(A[i])
   if s * 1000 + tonumber(A[2]) >= now then break end
   if s > to then
-    if redis.call("HEXISTS", K[3], A[i]) == 0 then
+    if redis.call("HEXISTS", K[3], A[i]) == 0 and done then
+      put(A[i], s, record(A[i], s, "skipped", "max_runs", A[3], 0, "schedule", ""))
+    elseif redis.call("HEXISTS", K[3], A[i]) == 0 then
       put(A[i], s, record(A[i], s, "missed", A[4], A[3], 0, "schedule", ""))
       missed[#missed + 1] = s
     end

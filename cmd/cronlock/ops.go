@@ -230,6 +230,15 @@ func (s *opsSession) runs(ctx context.Context, job string, n int, tail bool) ([]
 	return rows, s.redisHint(err)
 }
 
+// occurrences returns job's ledger records that q selects, newest first.
+func (s *opsSession) occurrences(ctx context.Context, job string, q control.OccurrenceQuery) ([]actors.Occurrence, error) {
+	if s.daemon != nil {
+		return s.daemon.occurrences(ctx, job, q)
+	}
+	rows, err := control.Occurrences(ctx, s.redis, job, q)
+	return rows, s.redisHint(err)
+}
+
 // events returns job's last n events, newest first.
 func (s *opsSession) events(ctx context.Context, job string, n int) ([]control.Event, error) {
 	if s.daemon != nil {

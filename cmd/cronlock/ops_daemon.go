@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/control"
@@ -129,6 +130,15 @@ func (c *daemonClient) jobs(ctx context.Context, names []string) ([]control.JobS
 func (c *daemonClient) runs(ctx context.Context, job string, n int) ([]*control.Run, error) {
 	var rows []*control.Run
 	err := c.call(ctx, "GET", jobPath(job, "/runs?limit="+strconv.Itoa(n)), nil, &rows)
+	return rows, err
+}
+
+// occurrences returns job's ledger records that q selects, newest first.
+func (c *daemonClient) occurrences(ctx context.Context, job string, q control.OccurrenceQuery) ([]actors.Occurrence, error) {
+	var rows []actors.Occurrence
+	v := url.Values{"from": {strconv.FormatInt(q.From, 10)}, "to": {strconv.FormatInt(q.To, 10)},
+		"status": {q.Status}, "limit": {strconv.Itoa(q.Limit)}}
+	err := c.call(ctx, "GET", jobPath(job, "/occurrences?"+v.Encode()), nil, &rows)
 	return rows, err
 }
 

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/control"
 )
@@ -163,13 +165,21 @@ func ownerNode(owner string) string {
 }
 
 // runHistory implements `cronlock history [-config FILE] [-n 20] [-json]
-// JOB`: the job's most recent runs, newest first. -json includes each run's
-// output tail. Errors print one line and return 1.
+// [-missed | -status S] [-from T] [-to T] [-runs | -events] JOB`: the
+// job's occurrences from the ledger (docs/protocol.md), newest first — ran,
+// skipped with the reason, missed — or, with -runs, its finished runs with
+// their output tails, or with -events its audit trail. Errors print one
+// line and return 1.
 func runHistory(ctx context.Context, args []string, env *runEnv) int {
-	f := newOpsFlags("history", "[-config FILE] [-n 20] [-json] [-events] JOB", env)
-	n := f.fs.Int("n", 20, "number of runs (or events) to show (1..1000)")
-	events := f.fs.Bool("events", false, "show the job's audit trail (pauses, resumes, run requests, reloads) instead of its runs")
-	asJSON := f.fs.Bool("json", false, "print a JSON array (with output tails) instead of a table")
+	f := newOpsFlags("history", "[-config FILE] [-n 20] [-json] [-missed | -status S] [-from T] [-to T] [-runs | -events] JOB", env)
+	n := f.fs.Int("n", 20, "number of occurrences (or runs, or events) to show (1..1000)")
+	events := f.fs.Bool("events", false, "show the job's audit trail (pauses, resumes, run requests, reloads) instead")
+	runsOnly := f.fs.Bool("runs", false, "show the job's finished runs (with -json: their output tails) instead")
+	missed := f.fs.Bool("missed", false, "only occurrences that did not run: skipped (with the reason) and missed")
+	status := f.fs.String("status", "", "only occurrences of this status: ran, skipped, missed, claimed, queued")
+	fromS := f.fs.String("from", "", "oldest slot: RFC 3339, or a duration ago (e.g. 24h)")
+	toS := f.fs.String("to", "", "newest slot: RFC 3339, or a duration ago (default now)")
+	asJSON := f.fs.Bool("json", false, "print a JSON array instead of a table")
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
@@ -178,6 +188,10 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 	}
 	if *n < 1 || *n > 1000 {
 		return opsFail(env, "history", 2, fmt.Errorf("-n %d: want 1..1000", *n))
+	}
+	q, err := historyQuery(*fromS, *toS, *status, *missed, *n, time.Now())
+	if err != nil {
+		return opsFail(env, "history", 2, err)
 	}
 	s, code, err := openOps("history", f.config, memoryDaemon, env)
 	if s == nil {
@@ -189,10 +203,13 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	if *events {
+	switch {
+	case *events:
 		return s.printEvents(cctx, env, f.args[0], *n, *asJSON)
+	case *runsOnly:
+		return s.printRuns(cctx, env, f.args[0], *n, *asJSON)
 	}
-	rows, err := s.runs(cctx, f.args[0], *n, *asJSON)
+	rows, err := s.occurrences(cctx, f.args[0], q)
 	if err != nil {
 		return opsFail(env, "history", 1, err)
 	}
@@ -201,7 +218,85 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 	}
 	fmt.Fprintln(env.stdout, s.header(s.daemonNodes(cctx)))
 	if len(rows) == 0 {
-		fmt.Fprintf(env.stdout, "no runs recorded for %s\n", f.args[0])
+		fmt.Fprintf(env.stdout, "no occurrences recorded for %s in that range\n", f.args[0])
+		return 0
+	}
+	printOccurrences(env, rows)
+	return 0
+}
+
+// historyQuery reads history's range and status flags.
+func historyQuery(fromS, toS, status string, missed bool, n int, now time.Time) (control.OccurrenceQuery, error) {
+	q := control.OccurrenceQuery{To: now.Unix(), Status: status, Limit: n}
+	if missed {
+		if status != "" {
+			return q, errors.New("-missed and -status: give one")
+		}
+		q.Status = control.StatusNotRun
+	}
+	for _, f := range []struct {
+		name, v string
+		dst     *int64
+	}{{"-from", fromS, &q.From}, {"-to", toS, &q.To}} {
+		if f.v == "" {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339, f.v); err == nil {
+			*f.dst = t.Unix()
+		} else if d, err := time.ParseDuration(f.v); err == nil && d >= 0 {
+			*f.dst = now.Add(-d).Unix()
+		} else {
+			return q, fmt.Errorf("%s %q: want an RFC 3339 time (2026-12-01T00:00:00Z) or a duration ago (24h)", f.name, f.v)
+		}
+	}
+	return q, q.Validate()
+}
+
+// printOccurrences prints ledger records as an aligned table; instants in
+// UTC.
+func printOccurrences(env *runEnv, rows []actors.Occurrence) {
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLOT\tSTATUS\tRESULT OR REASON\tNODE\tTRIGGER\tSTARTED\tDURATION\tTOKEN\t")
+	for _, o := range rows {
+		slot := "manual"
+		if o.Slot > 0 {
+			slot = time.Unix(o.Slot, 0).UTC().Format(time.RFC3339)
+		}
+		what, started, took := o.Reason, "-", "-"
+		if o.Status == "ran" {
+			what = fmt.Sprintf("%s (exit %d)", o.Result, o.ExitCode)
+		}
+		if o.Started > 0 {
+			started = time.UnixMilli(o.Started).UTC().Format(time.RFC3339)
+			if o.Finished >= o.Started {
+				took = (time.Duration(o.Finished-o.Started) * time.Millisecond).String()
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", slot, o.Status, dash(what), dash(o.Node), dash(o.Trigger),
+			started, took, o.Token)
+	}
+	_ = tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printRuns prints the job's last n finished runs (history -runs).
+func (s *opsSession) printRuns(ctx context.Context, env *runEnv, job string, n int, asJSON bool) int {
+	rows, err := s.runs(ctx, job, n, asJSON)
+	if err != nil {
+		return opsFail(env, "history", 1, err)
+	}
+	if asJSON {
+		return printJSON(env, rows)
+	}
+	fmt.Fprintln(env.stdout, s.header(s.daemonNodes(ctx)))
+	if len(rows) == 0 {
+		fmt.Fprintf(env.stdout, "no runs recorded for %s\n", job)
 		return 0
 	}
 	printHistoryTable(env, rows)
