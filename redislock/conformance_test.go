@@ -308,7 +308,7 @@ func testMaxRuns(t *testing.T, s store) {
 		t.Errorf("a done job's unclaimed slot: %+v, want skipped max_runs", o)
 	}
 	s.loseState(t, job)
-	after := sched(job, now, "b")
+	after := sched(job, nowSlot(t, a), "b")
 	after.MaxRuns, after.SeenRuns, after.Lease = 1, 1, false
 	mustClaim(t, a, after, actors.MaxRunsReached)
 }
