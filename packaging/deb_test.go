@@ -156,8 +156,16 @@ func TestDeb_InstallIntoScratchRoot(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil {
 		t.Fatalf("-version -json: exit %d, %v\n%s", code, err, out)
 	}
-	if want := debField(t, deb, "Version"); v.Version != want || v.Commit == "" {
-		t.Errorf("-version -json = %+v; want version %q (the package's) and a commit", v, want)
+	if want := binaryVersionOf(debField(t, deb, "Version")); !slices.Contains(want, v.Version) || v.Commit == "" {
+		t.Errorf("-version -json = %+v; want version %q (of the package's version) and a commit", v, want)
+	}
+	// The third-party licenses, generated for this binary, and the drop-ins.
+	checkThirdPartyLicenses(t, bin, filepath.Join(root, "usr/share/doc/cronlock/THIRD_PARTY_LICENSES"))
+	for _, d := range shippedDropins(t) {
+		shipped, _ := os.ReadFile(repoFile("packaging/dropins/" + d))
+		if b, err := os.ReadFile(filepath.Join(root, "usr/share/cronlock/dropins", d)); err != nil || string(b) != string(shipped) {
+			t.Errorf("/usr/share/cronlock/dropins/%s differs from packaging/dropins/%s (%v)", d, d, err)
+		}
 	}
 	if man, err := os.Stat("/usr/bin/man"); err == nil && !man.IsDir() {
 		for _, page := range []string{"usr/share/man/man1/cronlock.1.gz", "usr/share/man/man5/cronlock.yaml.5.gz"} {
@@ -173,4 +181,14 @@ func TestDeb_InstallIntoScratchRoot(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "_cronlock") {
 		t.Errorf("the installed bash completion: exit %d\n%s", code, out)
 	}
+}
+
+// binaryVersionOf returns the versions the binary of a package with Debian
+// version debVersion may print (Makefile): 0.0.0~git<time>.<commit> is
+// 0.0.0-dev+<commit>; a release's is its tag, with or without the "v".
+func binaryVersionOf(debVersion string) []string {
+	if m := regexp.MustCompile(`^0\.0\.0~git\d{14}\.([0-9a-f]+)$`).FindStringSubmatch(debVersion); m != nil {
+		return []string{"0.0.0-dev+" + m[1]}
+	}
+	return []string{debVersion, "v" + debVersion}
 }

@@ -86,6 +86,13 @@ func TestDockerfile(t *testing.T) {
 	if !slices.Contains(env, "CGO_ENABLED=0") {
 		t.Errorf("build stage ENV %q: want CGO_ENABLED=0 (a static binary)", env)
 	}
+	// The documented docker run needs only the image and a config: no
+	// file that only the .deb creates (/etc/default/cronlock), the Redis
+	// password from the environment.
+	run := documentedDockerRun(t)
+	if strings.Contains(run, "/etc/default/") || !strings.Contains(run, "-e CRONLOCK_REDIS_PASSWORD") {
+		t.Errorf("the Dockerfile's docker run %q: want -e CRONLOCK_REDIS_PASSWORD and no file of the .deb (/etc/default/cronlock)", run)
+	}
 
 	t.Run("image", func(t *testing.T) {
 		docker, err := exec.LookPath("docker")
@@ -135,10 +142,51 @@ func TestDockerfile(t *testing.T) {
 		if code, log := runCmd(t, "", []string{"CRONLOCK_NODE_STATE_DIR=" + t.TempDir()}, nil, bin, "-validate", "-config", repoFile("packaging/cronlock.yaml")); code != 0 {
 			t.Errorf("-validate the image's config: exit %d\n%s", code, log)
 		}
+		code, log := runCmd(t, "", nil, nil, bin, "-version", "-json")
+		if code != 0 || !strings.Contains(log, `"version":"test"`) {
+			t.Errorf("-version -json of a build with VERSION=test: exit %d %s", code, log)
+		}
+		// As the documented docker run starts it: the user's config with a
+		// Redis address, the password in the environment only.
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "cronlock.yaml")
+		if err := os.WriteFile(cfg, []byte("redis: {address: 'redis.internal:6379'}\njobs:\n- {name: hello, schedule: '@hourly', command: 'echo hello'}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dockerEnv := []string{"CRONLOCK_NODE_STATE_DIR=" + dir, "ZONEINFO=", "CRONLOCK_NODE_ID=host1", "CRONLOCK_REDIS_PASSWORD=s3cret-pw"}
+		code, log = runCmd(t, "", dockerEnv, nil, bin, "-validate", "-config", cfg)
+		if code != 0 || !strings.Contains(log, "Redis: redis.internal:6379") || strings.Contains(log, "s3cret-pw") {
+			t.Errorf("-validate as the documented docker run: exit %d\n%s", code, log)
+		}
 	})
 }
 
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// documentedDockerRun returns the `docker run -d …` command of the
+// Dockerfile's header comment, its continuation lines joined.
+func documentedDockerRun(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(repoFile("Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmd strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		text := strings.TrimSpace(strings.TrimPrefix(line, "#"))
+		if cmd.Len() == 0 && !strings.HasPrefix(text, "docker run -d ") {
+			continue
+		}
+		cmd.WriteString(strings.TrimSuffix(text, "\\") + " ")
+		if !strings.HasSuffix(text, "\\") {
+			break
+		}
+	}
+	if cmd.Len() == 0 {
+		t.Fatal("no `docker run -d` example in the Dockerfile's comments")
+	}
+	return strings.Join(strings.Fields(cmd.String()), " ")
 }

@@ -9,8 +9,10 @@
 # Options:
 #   --prefix DIR  binary, man pages, completions and docs under DIR (default /usr/local);
 #                 the unit goes to /etc/systemd/system, the config to /etc/cronlock
-#   --from DIR    take DIR/cronlock, DIR/man/*.gz and DIR/completion/* instead of
-#                 building them (`make build man completion`), e.g. when root has no Go
+#   --from DIR    take DIR/cronlock, DIR/man/*.gz, DIR/completion/* and, if there,
+#                 DIR/THIRD_PARTY_LICENSES instead of building them (`make build man
+#                 completion`), e.g. when root has no Go; a release tarball, unpacked,
+#                 is such a directory
 #
 # Idempotent: a second run changes nothing (files are written only when their
 # content differs). An existing /etc/cronlock/cronlock.yaml or
@@ -70,6 +72,9 @@ MAN5="$prefix/share/man/man5/cronlock.yaml.5.gz"
 BASH_COMP="$prefix/share/bash-completion/completions/cronlock"
 ZSH_COMP="$prefix/share/zsh/site-functions/_cronlock"       # /usr/share/zsh/vendor-completions/_cronlock
 DOC="$prefix/share/doc/cronlock/copyright"
+LICENSES="$prefix/share/doc/cronlock/THIRD_PARTY_LICENSES"
+DROPINS="$prefix/share/cronlock/dropins"                     # ready drop-ins for the unit (docs/systemd.md)
+DROPIN_FILES=(write-paths.conf run-as-root.conf no-sandbox.conf)
 STATE_DIR=/var/lib/cronlock
 
 # step prints a command and, unless --dry-run, runs it.
@@ -129,14 +134,16 @@ if [[ $uninstall -eq 1 ]]; then
 	if systemd_running; then
 		step systemctl disable --now cronlock.service
 	fi
-	for f in "$BIN" "$UNIT" "$MAN1" "$MAN5" "$BASH_COMP" "$ZSH_COMP" "$DOC"; do
+	for f in "$BIN" "$UNIT" "$MAN1" "$MAN5" "$BASH_COMP" "$ZSH_COMP" "$DOC" "$LICENSES" "${DROPIN_FILES[@]/#/$DROPINS/}"; do
 		if [[ -e $destdir$f ]]; then
 			step rm -f "$destdir$f"
 		fi
 	done
-	if [[ -d $destdir$prefix/share/doc/cronlock ]]; then
-		step rmdir --ignore-fail-on-non-empty "$destdir$prefix/share/doc/cronlock"
-	fi
+	for d in "$prefix/share/doc/cronlock" "$DROPINS" "$prefix/share/cronlock"; do
+		if [[ -d $destdir$d ]]; then
+			step rmdir --ignore-fail-on-non-empty "$destdir$d"
+		fi
+	done
 	if systemd_running; then
 		step systemctl daemon-reload
 	fi
@@ -152,8 +159,8 @@ fi
 
 # 1. Build (or take the files from --from).
 if [[ -n $from ]]; then
-	note "--from: using $from/cronlock, $from/man and $from/completion"
-	bin_src="$from/cronlock" man_src="$from/man" comp_src="$from/completion"
+	note "--from: using $from/cronlock, $from/man, $from/completion and $from/THIRD_PARTY_LICENSES"
+	bin_src="$from/cronlock" man_src="$from/man" comp_src="$from/completion" licenses_src="$from/THIRD_PARTY_LICENSES"
 else
 	if [[ $dry_run -eq 0 ]] && ! command -v "${GO:-go}" >/dev/null 2>&1; then
 		echo "install.sh: 'go' not found on PATH: run 'make build man completion' as yourself, then '$0 --from $src/dist/build' with dist/build/cronlock copied from bin/cronlock" >&2
@@ -161,6 +168,11 @@ else
 	fi
 	step make -C "$src" build man completion
 	bin_src="$src/bin/cronlock" man_src="$src/dist/build/man" comp_src="$src/dist/build/completion"
+	licenses_src="$src/dist/build/THIRD_PARTY_LICENSES"
+	echo "+ $src/scripts/third-party-licenses.sh $bin_src > $licenses_src"
+	if [[ $dry_run -eq 0 ]]; then
+		GO="${GO:-go}" bash "$src/scripts/third-party-licenses.sh" "$bin_src" >"$licenses_src"
+	fi
 fi
 if [[ $dry_run -eq 0 ]]; then
 	for f in "$bin_src" "$man_src/cronlock.1.gz" "$man_src/cronlock.yaml.5.gz" "$comp_src/cronlock.bash" "$comp_src/_cronlock"; do
@@ -177,7 +189,8 @@ if [[ $dry_run -eq 1 ]]; then
 else
 	unit_tmp="$(mktemp)"
 	trap 'rm -f "$unit_tmp"' EXIT
-	sed "s#^ExecStart=/usr/bin/cronlock #ExecStart=$BIN #" "$src/packaging/cronlock.service" >"$unit_tmp"
+	# ExecStart= and ExecReload= (its -validate) name the installed binary.
+	sed "s#^\(Exec[A-Za-z]*\)=/usr/bin/cronlock #\1=$BIN #" "$src/packaging/cronlock.service" >"$unit_tmp"
 	put "$bin_src" 0755 "$BIN"
 	put "$unit_tmp" 0644 "$UNIT"
 	put "$man_src/cronlock.1.gz" 0644 "$MAN1"
@@ -185,6 +198,14 @@ else
 	put "$comp_src/cronlock.bash" 0644 "$BASH_COMP"
 	put "$comp_src/_cronlock" 0644 "$ZSH_COMP"
 	put "$src/packaging/copyright" 0644 "$DOC"
+	if [[ -f $licenses_src ]]; then
+		put "$licenses_src" 0644 "$LICENSES"
+	else
+		note "$licenses_src is missing: not installing $LICENSES (make licenses generates it; go version -m $BIN lists the modules)"
+	fi
+	for f in "${DROPIN_FILES[@]}"; do
+		put "$src/packaging/dropins/$f" 0644 "$DROPINS/$f"
+	done
 	put_conffile "$src/packaging/cronlock.yaml" 0644 "$CONF"
 	put_conffile "$src/packaging/default" 0600 "$DEFAULTS"
 fi

@@ -86,8 +86,9 @@ func TestInstallScript_SameFilesAsThePackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(unit), "\nExecStart=/usr/local/bin/cronlock -config /etc/cronlock/cronlock.yaml\n") {
-		t.Error("the installed unit's ExecStart does not name /usr/local/bin/cronlock")
+	if !strings.Contains(string(unit), "\nExecStart=/usr/local/bin/cronlock -config /etc/cronlock/cronlock.yaml\n") ||
+		!strings.Contains(string(unit), "\nExecReload=/usr/local/bin/cronlock -validate -config /etc/cronlock/cronlock.yaml\n") {
+		t.Error("the installed unit's ExecStart and ExecReload do not name /usr/local/bin/cronlock")
 	}
 	if info, err := os.Stat(filepath.Join(root, "etc/default/cronlock")); err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("/etc/default/cronlock: %v %v; want mode 0600 (it holds secrets)", info.Mode(), err)

@@ -2,10 +2,12 @@ package packaging
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,7 +35,6 @@ func TestUnit_Settings(t *testing.T) {
 		"Unit.Wants":                 "network-online.target",
 		"Service.Type":               "notify",
 		"Service.ExecStart":          "/usr/bin/cronlock -config /etc/cronlock/cronlock.yaml",
-		"Service.ExecReload":         "/bin/kill -HUP $MAINPID",
 		"Service.EnvironmentFile":    "-/etc/default/cronlock",
 		"Service.KillMode":           "mixed",
 		"Service.User":               "cronlock",
@@ -51,6 +52,12 @@ func TestUnit_Settings(t *testing.T) {
 		if got := keys[k]; len(got) != 1 || got[0] != v {
 			t.Errorf("%s: got %q, want exactly %q", k, got, v)
 		}
+	}
+	// Reload validates the file before the signal, so that an invalid one
+	// fails `systemctl reload` (TestUnit_ExecReloadRejectsABrokenConfig).
+	if got := keys["Service.ExecReload"]; !slices.Equal(got, []string{
+		"/usr/bin/cronlock -validate -config /etc/cronlock/cronlock.yaml", "/bin/kill -HUP $MAINPID"}) {
+		t.Errorf("ExecReload: got %q; want -validate of the ExecStart's config, then kill -HUP $MAINPID", got)
 	}
 	// sd_notify comes from the main process only: the default
 	// NotifyAccess=main is what cronlock needs; anything else widens it.
@@ -101,29 +108,68 @@ func TestUnit_TimeoutsCoverTheShutdownPath(t *testing.T) {
 	}
 }
 
-// testUnit writes a copy of the unit whose ExecStart names the built
-// binary (verify wants an existing executable) and returns its path.
-func testUnit(t *testing.T) string {
+// testUnit writes a copy of the unit whose ExecStart= and ExecReload= name
+// the built binary (verify wants an existing executable), with the given
+// drop-ins of packaging/dropins in its cronlock.service.d, and returns its
+// path.
+func testUnit(t *testing.T, dropins ...string) string {
 	t.Helper()
 	unit, err := os.ReadFile(repoFile("packaging/cronlock.service"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(buildDir(t), "cronlock")
-	text := strings.Replace(string(unit), "ExecStart=/usr/bin/cronlock ", "ExecStart="+bin+" ", 1)
-	if text == string(unit) {
-		t.Fatal("ExecStart=/usr/bin/cronlock not found in the unit")
+	text := strings.ReplaceAll(string(unit), "=/usr/bin/cronlock ", "="+bin+" ")
+	if strings.Count(text, bin) != 2 {
+		t.Fatal("want ExecStart=/usr/bin/cronlock and ExecReload=/usr/bin/cronlock in the unit")
 	}
-	path := filepath.Join(t.TempDir(), "cronlock.service")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cronlock.service")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for _, d := range dropins {
+		b, err := os.ReadFile(repoFile("packaging/dropins/" + d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "cronlock.service.d"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cronlock.service.d", d), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return path
 }
 
+// shippedDropins are the files of packaging/dropins, which the package
+// installs in /usr/share/cronlock/dropins.
+func shippedDropins(t *testing.T) []string {
+	t.Helper()
+	m, err := filepath.Glob(repoFile("packaging/dropins/*.conf"))
+	if err != nil || len(m) < 3 {
+		t.Fatalf("packaging/dropins: %v %v; want write-paths.conf, run-as-root.conf and no-sandbox.conf", m, err)
+	}
+	var names []string
+	for _, p := range m {
+		names = append(names, filepath.Base(p))
+	}
+	return names
+}
+
+// TestUnit_SystemdAnalyzeVerify verifies the unit alone and with each
+// shipped drop-in (systemd-analyze verify reads the drop-ins in
+// cronlock.service.d beside the unit file).
 func TestUnit_SystemdAnalyzeVerify(t *testing.T) {
+	t.Run("unit", func(t *testing.T) { verifyUnit(t, testUnit(t)) })
+	for _, d := range shippedDropins(t) {
+		t.Run(d, func(t *testing.T) { verifyUnit(t, testUnit(t, d)) })
+	}
+}
+
+func verifyUnit(t *testing.T, unit string) {
 	tool := lookTool(t, "systemd-analyze", "systemd")
-	unit := testUnit(t)
 	// Documentation=man:… is checked with man(1): point MANPATH at the
 	// pages built from docs/man, in man's SECTION directories.
 	manpath := t.TempDir()
@@ -321,5 +367,155 @@ wait:
 		if strings.Contains(l, `"level":"error"`) || strings.Contains(l, `"level":"warn"`) {
 			t.Errorf("the starter config logs a problem: %s", l)
 		}
+	}
+}
+
+// TestUnit_DropInsDoWhatTheySay reads the unit with each shipped drop-in
+// through systemd-analyze security --offline, which shows the effective
+// settings: run-as-root.conf runs as root with the capabilities and
+// privileges that `user:` and sudo need and the host's /tmp;
+// no-sandbox.conf lifts the file-system and system-call sandbox too;
+// write-paths.conf changes no protection score (it only adds paths).
+func TestUnit_DropInsDoWhatTheySay(t *testing.T) {
+	tool := lookTool(t, "systemd-analyze", "systemd")
+	security := func(t *testing.T, dropins ...string) (string, float64) {
+		code, out := runCmd(t, "", nil, nil, tool, "security", "--offline=yes", "--no-pager", testUnit(t, dropins...))
+		m := regexp.MustCompile(`Overall exposure level for cronlock\.service: ([0-9.]+)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("systemd-analyze security: exit %d, no overall exposure level in\n%s", code, out)
+		}
+		score, _ := strconv.ParseFloat(m[1], 64)
+		return out, score
+	}
+	// lines returns the ✗ (exposed) or ✓ (protected) lines of out.
+	has := func(out, mark, setting string) bool {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == mark && f[1] == setting {
+				return true
+			}
+		}
+		return false
+	}
+	_, base := security(t)
+	wantExposed := map[string][]string{
+		"write-paths.conf": nil,
+		"run-as-root.conf": {"User=/DynamicUser=", "NoNewPrivileges=", "PrivateTmp=", "ProtectHome=",
+			"CapabilityBoundingSet=~CAP_SET(UID|GID|PCAP)", "CapabilityBoundingSet=~CAP_KILL"},
+		"no-sandbox.conf": {"User=/DynamicUser=", "NoNewPrivileges=", "PrivateTmp=", "ProtectHome=", "ProtectSystem=",
+			"PrivateDevices=", "SystemCallFilter=~@mount", "RestrictNamespaces=~user", "ProtectKernelModules=", "ProtectClock="},
+	}
+	wantProtected := map[string][]string{
+		"write-paths.conf": {"User=/DynamicUser=", "ProtectSystem=", "PrivateTmp=", "NoNewPrivileges="},
+		"run-as-root.conf": {"ProtectSystem=", "PrivateDevices=", "SystemCallFilter=~@mount", "ProtectKernelModules="},
+	}
+	for _, d := range shippedDropins(t) {
+		t.Run(d, func(t *testing.T) {
+			out, score := security(t, d)
+			t.Logf("systemd-analyze security --offline=yes with %s: exposure %.1f (the unit alone: %.1f)", d, score, base)
+			if _, known := wantExposed[d]; !known {
+				t.Fatalf("%s: a drop-in this test does not know; add what it must change", d)
+			}
+			for _, s := range wantExposed[d] {
+				if !has(out, "✗", s) {
+					t.Errorf("%s: want %s lifted (✗)", d, s)
+				}
+			}
+			for _, s := range wantProtected[d] {
+				if !has(out, "✓", s) {
+					t.Errorf("%s: want %s kept (✓)", d, s)
+				}
+			}
+			if d == "write-paths.conf" && score != base {
+				t.Errorf("write-paths.conf changes the exposure %.1f -> %.1f; it should only add writable paths", base, score)
+			}
+			if t.Failed() {
+				t.Log(out)
+			}
+		})
+	}
+}
+
+// TestUnit_ExecReloadRejectsABrokenConfig runs the unit's ExecReload=
+// command lines as systemd does (in order, stopping at the first that
+// fails, $MAINPID the main process) against a stand-in main process: with
+// a broken config the reload exits non-zero and the main process gets no
+// SIGHUP; with a valid one it exits 0 and the SIGHUP arrives.
+func TestUnit_ExecReloadRejectsABrokenConfig(t *testing.T) {
+	keys := unitKeys(t, repoFile("packaging/cronlock.service"))
+	bin := filepath.Join(buildDir(t), "cronlock")
+	const unitConfig = "/etc/cronlock/cronlock.yaml"
+	if got := keys["Service.ExecStart"]; len(got) != 1 || !strings.HasSuffix(got[0], " -config "+unitConfig) {
+		t.Fatalf("ExecStart %q: want it to run %s", got, unitConfig)
+	}
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	starter, err := os.ReadFile(repoFile("packaging/cronlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, config string
+		ok           bool
+	}{
+		{"the starter config", string(starter), true},
+		{"a YAML syntax error", "jobs:\n- {name: a, schedule: '@daily'\n", false},
+		{"an invalid schedule", "jobs:\n- {name: a, schedule: 'every tuesday', command: 'true'}\n", false},
+		{"a duplicate job", "jobs:\n- {name: a, schedule: '@daily', command: 'true'}\n- {name: a, schedule: '@hourly', command: 'true'}\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := write(strings.ReplaceAll(tt.name, " ", "-")+".yaml", tt.config)
+			main := exec.Command("sleep", "60") // the stand-in daemon: SIGHUP ends it
+			if err := main.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- main.Wait() }()
+			defer func() { _ = main.Process.Kill(); <-exited }()
+
+			var failed bool
+			var log strings.Builder
+			for _, line := range keys["Service.ExecReload"] {
+				line = strings.ReplaceAll(line, "$MAINPID", strconv.Itoa(main.Process.Pid))
+				line = strings.ReplaceAll(line, unitConfig, cfg)
+				args := strings.Fields(line)
+				if args[0] == "/usr/bin/cronlock" {
+					args[0] = bin
+				}
+				// As the unit runs it: StateDirectory= sets $STATE_DIRECTORY.
+				code, out := runCmd(t, "", []string{"STATE_DIRECTORY=" + dir}, nil, args[0], args[1:]...)
+				fmt.Fprintf(&log, "$ %s\nexit %d\n%s", strings.Join(args, " "), code, out)
+				if code != 0 {
+					failed = true
+					break
+				}
+			}
+			if failed == tt.ok {
+				t.Fatalf("reload failed %v; want %v\n%s", failed, !tt.ok, log.String())
+			}
+			wait := 200 * time.Millisecond // no signal was sent: nothing to wait for
+			if tt.ok {
+				wait = 5 * time.Second
+			}
+			select {
+			case err := <-exited:
+				exited <- err
+				if tt.ok != strings.Contains(fmt.Sprint(err), "hangup") {
+					t.Errorf("main process: %v; want a SIGHUP only for a valid config\n%s", err, log.String())
+				}
+			case <-time.After(wait):
+				if tt.ok {
+					t.Errorf("no SIGHUP within %v after a successful reload\n%s", wait, log.String())
+				}
+			}
+			if !tt.ok && !strings.Contains(log.String(), "Configuration invalid") {
+				t.Errorf("want the validation's problems in the output (the journal)\n%s", log.String())
+			}
+		})
 	}
 }

@@ -64,9 +64,25 @@ type validateMode struct{ strict, asJSON, allNotices bool }
 // -json (every one); notices describe
 // designed behaviour, so they never fail validation, not even with
 // -strict. The Redis password is never printed.
+//
+// On a host with systemd (validate_unit.go): run inside a cronlock service,
+// as the shipped unit's ExecReload= runs it before signalling the daemon,
+// the file is checked as the daemon loads it at start and reload (a host
+// problem is an error, not a warning), so that `systemctl reload` fails
+// when the daemon would reject the file; and when the unit's ExecStart=
+// names this file, jobs whose work_dir or user cannot work under the
+// unit's settings get warnings.
 func runValidate(path string, flags map[string]string, mode validateMode, env *runEnv) int {
-	cfg, err := config.Load(path, env.loadOptions(config.ForValidate, flags))
+	uc := probeUnit(path, env.environ)
+	purpose := config.ForValidate
+	if uc.inside != "" {
+		purpose = config.ForStart
+	}
+	cfg, err := config.Load(path, env.loadOptions(purpose, flags))
 	var notices []config.Problem
+	if err == nil {
+		cfg.Warnings = append(cfg.Warnings, unitWarnings(cfg, uc)...)
+	}
 	if err == nil && mode.asJSON {
 		notices = dstNotices(cfg, env.clockNow())
 	} else if err == nil {
