@@ -52,6 +52,13 @@ const (
 	lossBefore = 15 * time.Second
 	lossAfter  = 5 * time.Second
 	ledgerPoll = 3 * time.Second
+	// lockTTL is every job's lock_ttl: 5 s outlasts the longest pause
+	// (3 s) after a renewal (every TTL/3), so a paused daemon's run cannot
+	// outlive its lease.
+	lockTTL = 5 * time.Second
+	// earlyStart is how early a start line may be: the node's estimate of
+	// Redis time may be off by about a round trip.
+	earlyStart = 100 * time.Millisecond
 )
 
 func TestChaos(t *testing.T) {
@@ -115,7 +122,9 @@ func TestChaos(t *testing.T) {
 	var jobNames []string
 	var specs []JobSpec
 	for _, j := range chaosJobs {
-		jobNames, specs = append(jobNames, j.spec.Name), append(specs, j.spec)
+		spec := j.spec
+		spec.Late = lockTTL + time.Second
+		jobNames, specs = append(jobNames, spec.Name), append(specs, spec)
 	}
 
 	var probMu sync.Mutex
@@ -275,7 +284,7 @@ func TestChaos(t *testing.T) {
 	<-readsDone
 
 	in := Input{Jobs: specs, From: up.Add(checkLead).Truncate(time.Second).Add(time.Second),
-		To: stopAt.Add(-checkTail), End: end, LossBefore: lossBefore, LossAfter: lossAfter}
+		To: stopAt.Add(-checkTail), End: end, LossBefore: lossBefore, LossAfter: lossAfter, Early: earlyStart}
 	for _, j := range jobNames {
 		name := filepath.Join(outDir, j+".out")
 		data, err := os.ReadFile(name)
@@ -303,8 +312,11 @@ func TestChaos(t *testing.T) {
 	}
 	out.say("chaos: verdict (seed %d, %d s, %d nodes, %d faults, %d empty restarts, %d node kills):\n%s",
 		seed, plan.Seconds, len(order), len(plan.Faults), len(in.Losses), len(in.Kills), v.Format(25))
+	if err := os.WriteFile(filepath.Join(dir, "verdict.txt"), []byte(v.Format(1<<30)), 0o644); err != nil {
+		t.Logf("verdict.txt: %v", err)
+	}
 	if v.Failed() {
-		t.Fatalf("chaos: violations (see the table above); replay with:\n  %s\noutput kept in %s", replay, dir)
+		t.Fatalf("chaos: violations (see the table above); replay with:\n  %s\noutput kept in %s (verdict.txt lists every violation)", replay, dir)
 	}
 	out.say("chaos: clean; seed %d, %d s", seed, plan.Seconds)
 }
@@ -331,12 +343,10 @@ func writeChaosConfig(t *testing.T, dir, outDir, redisAddr string) string {
 		jobs = append(jobs, job)
 	}
 	cfg := map[string]any{
-		"node":  map[string]any{"shutdown_timeout": "5s"},
-		"redis": map[string]any{"address": redisAddr},
-		"log":   map[string]any{"level": "info", "format": "json"},
-		// lock_ttl 5s outlasts the longest pause (3 s) after a renewal
-		// (every TTL/3): a paused daemon's run cannot outlive its lease.
-		"defaults": map[string]any{"timezone": "UTC", "timeout": "20s", "kill_grace": "2s", "lock_ttl": "5s"},
+		"node":     map[string]any{"shutdown_timeout": "5s"},
+		"redis":    map[string]any{"address": redisAddr},
+		"log":      map[string]any{"level": "info", "format": "json"},
+		"defaults": map[string]any{"timezone": "UTC", "timeout": "20s", "kill_grace": "2s", "lock_ttl": lockTTL.String()},
 		"jobs":     jobs,
 	}
 	data, err := json.MarshalIndent(cfg, "", "  ")

@@ -40,7 +40,8 @@ func everySecond() []Run {
 
 func baseInput(runs []Run) Input {
 	return Input{
-		Jobs:   []JobSpec{{Name: "a", Schedule: "* * * * * *"}},
+		Jobs:   []JobSpec{{Name: "a", Schedule: "* * * * * *", Late: 2 * time.Second}},
+		Early:  50 * time.Millisecond,
 		Runs:   runs,
 		Ledger: Ledger{Found: true, Reads: 1},
 		From:   t0, To: at(9), End: at(20),
@@ -191,6 +192,18 @@ func TestCheck(t *testing.T) {
 			in.To = at(1)
 			return in
 		}},
+		{name: "a slot run early (a fast clock)", in: func() Input {
+			rs := everySecond()
+			rs[9] = run("a", 9, "n1", "10", 8.5, 8.6) // after slot 8's run, before slot 9
+			return baseInput(rs)
+		}, fail: map[string]int{CheckOnTime: 1}},
+		{name: "a slot run late (a slow clock)", in: func() Input {
+			rs := everySecond()[:6]
+			rs[5] = run("a", 5, "n1", "6", 7.5, 7.6)
+			in := baseInput(rs)
+			in.To = at(5)
+			return in
+		}, fail: map[string]int{CheckOnTime: 1}},
 		{name: "bad output lines and daemon problems are violations", in: func() Input {
 			in := baseInput(everySecond())
 			in.Bad = []string{"a:3: garbage"}

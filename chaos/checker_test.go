@@ -26,6 +26,11 @@ type JobSpec struct {
 	Schedule string // 6 fields, seconds first, UTC
 	Overlap  string // skip (""), queue, replace or allow
 	MaxRuns  int
+	// Late is how long after its slot a run may start at the latest (0:
+	// not checked). Protocol v2 forks a slot no later than its answer
+	// window W after it (R3); queue and replace runs start before the next
+	// slot comes due (R7); the test gives lock_ttl + 1 s.
+	Late time.Duration
 }
 
 // Run is one run seen in a job's output file: a start line and, unless the
@@ -120,6 +125,11 @@ type Input struct {
 	LossBefore, LossAfter time.Duration
 	// DaemonProblems are daemons that exited on their own or not cleanly.
 	DaemonProblems []string
+	// Early is how far before its slot a run's start line may be written
+	// (the node waits until Redis time has reached the slot, R2; Redis and
+	// the runs share the host's clock here): a margin for the node's
+	// estimate of Redis time.
+	Early time.Duration
 }
 
 // Check names of the verdict table.
@@ -132,6 +142,7 @@ const (
 	CheckLedger    = "5 ledger agrees with runs"
 	CheckMaxRuns   = "6 max_runs respected"
 	CheckDaemons   = "7 daemons up, clean exit"
+	CheckOnTime    = "8 runs start in their window"
 )
 
 // Row is one line of the verdict table.
@@ -222,6 +233,7 @@ func Check(in Input) Verdict {
 		checkLedger(in, byJob),
 		checkMaxRuns(in, byJob),
 		Row{Check: CheckDaemons, Count: len(in.DaemonProblems), Violations: in.DaemonProblems},
+		checkOnTime(in, byJob),
 	)
 	return v
 }
@@ -520,6 +532,39 @@ func checkMaxRuns(in Input, byJob map[string][]Run) Row {
 		}
 	}
 	row.Detail = strings.Join(parts, "; ")
+	return row
+}
+
+// checkOnTime: no run starts before its slot (less in.Early), nor later
+// than its job's Late after it. A node whose clock is fast must not run a
+// slot early, one whose clock is slow must not run it late.
+func checkOnTime(in Input, byJob map[string][]Run) Row {
+	row := Row{Check: CheckOnTime}
+	var earliest, latest time.Duration
+	first := true
+	for _, spec := range in.Jobs {
+		for _, r := range byJob[spec.Name] {
+			row.Count++
+			d := r.Start.Sub(time.Unix(r.Slot, 0))
+			if first || d < earliest {
+				earliest = d
+			}
+			if first || d > latest {
+				latest = d
+			}
+			first = false
+			switch {
+			case d < -in.Early:
+				row.Violations = append(row.Violations, fmt.Sprintf("job %s: slot %s started %v early on %s:\n%s",
+					spec.Name, slotText(r.Slot), (-d).Round(time.Millisecond), r.Node, runLines(r)))
+			case spec.Late > 0 && d > spec.Late:
+				row.Violations = append(row.Violations, fmt.Sprintf("job %s: slot %s started %v after it on %s (at most %v):\n%s",
+					spec.Name, slotText(r.Slot), d.Round(time.Millisecond), r.Node, spec.Late, runLines(r)))
+			}
+		}
+	}
+	row.Detail = fmt.Sprintf("start − slot from %v to %v; allowed from −%v to each job's late bound",
+		earliest.Round(time.Millisecond), latest.Round(time.Millisecond), in.Early)
 	return row
 }
 

@@ -86,6 +86,9 @@ func (d *daemon) start(offset time.Duration) error {
 	fmt.Fprintf(logf, `{"chaos":"start","offset":%q,"at":%q}`+"\n", offset, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command(d.bin, "-config", d.cfg, "-log-format", "json")
 	cmd.Env, cmd.Stderr = d.env(offset), logf
+	// Should the test process die (a go test -timeout panic skips the
+	// cleanups), its daemons die with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: start: %w", d.id, err)
 	}
