@@ -50,7 +50,13 @@
 //     its token, never skipped or missed);
 //  6. a max_runs job succeeded at most max_runs times, and nothing started
 //     after that;
-//  7. no daemon exited on its own, and each exited 0 on the final SIGTERM.
+//  7. no daemon exited on its own, and each exited 0 on the final SIGTERM;
+//  8. no run started before its slot (100 ms margin) nor more than
+//     lock_ttl + 1 s after it (a fast or slow clock must not move runs).
+//
+// Until protocol v2 lands the daemon writes no ledger: checks 4 and 5 then
+// say so, and every due slot that did not run counts against check 4 (no
+// record accounts for it).
 //
 // It prints the seed, the plan, what was done when, and a verdict table;
 // any violation fails the test with the command that replays the seed.
