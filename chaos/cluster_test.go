@@ -87,8 +87,11 @@ func (d *daemon) start(offset time.Duration) error {
 	cmd := exec.Command(d.bin, "-config", d.cfg, "-log-format", "json")
 	cmd.Env, cmd.Stderr = d.env(offset), logf
 	// Should the test process die (a go test -timeout panic skips the
-	// cleanups), its daemons die with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// cleanups), its daemons die with it. Each daemon leads a process group
+	// of its own, as under systemd: a signal it sends to its own group
+	// (kill(0, …)) must not reach the test, and shows as a daemon that
+	// exited on its own.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: start: %w", d.id, err)
 	}
