@@ -158,6 +158,9 @@ func (d *daemon) kill() (time.Time, error) {
 	pid := cmd.Process.Pid
 	_ = syscall.Kill(pid, syscall.SIGSTOP)
 	kids := children(pid)
+	// The daemon's group: the daemon and a child forked but not yet in its
+	// own group.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	for _, k := range kids {
 		_ = syscall.Kill(-k, syscall.SIGKILL)
