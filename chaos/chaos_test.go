@@ -51,7 +51,7 @@ func TestLedgerRead(t *testing.T) {
 	rb := &redisBox{srv: srv, dir: dir[len("dir\n"):]}
 	jobs := []string{"a", "b"}
 	rb.read(jobs)
-	if l, _, _ := rb.snapshot(); l.Found || l.Reads != 1 {
+	if l, _, _, _ := rb.snapshot(); l.Found || l.Reads != 1 {
 		t.Fatalf("empty Redis: found %v after %d reads, want false after 1", l.Found, l.Reads)
 	}
 	srv.Do("HSET", "cronlock:occ:a", "1893553445", `{"slot":1893553445,"status":"ran","node":"n1","token":1893553444123456}`,
@@ -70,9 +70,9 @@ func TestLedgerRead(t *testing.T) {
 		t.Fatalf("after the empty restart: EXISTS %s, want 0", got)
 	}
 	rb.read(jobs)
-	l, losses, bad := rb.snapshot()
-	if !l.Found || len(losses) != 1 || len(bad) != 0 {
-		t.Fatalf("found %v, %d losses, bad %q; want true, 1, none", l.Found, len(losses), bad)
+	l, losses, bad, notes := rb.snapshot()
+	if !l.Found || len(losses) != 1 || len(bad) != 0 || len(notes) != 0 {
+		t.Fatalf("found %v, %d losses, bad %q, notes %q; want true, 1, none, none", l.Found, len(losses), bad, notes)
 	}
 	if r, ok := l.last("a", 1893553445); !ok || r.Status != "ran" || r.Token != "1893553444123456" {
 		t.Errorf("a/1893553445: %+v %v", r, ok)
@@ -338,8 +338,8 @@ func TestChaos(t *testing.T) {
 		runs, bad := ParseOutput(filepath.Base(name), data)
 		in.Runs, in.Bad = append(in.Runs, runs...), append(in.Bad, bad...)
 	}
-	var ledgerBad []string
-	in.Ledger, in.Losses, ledgerBad = rb.snapshot()
+	var ledgerBad, redisNotes []string
+	in.Ledger, in.Losses, ledgerBad, redisNotes = rb.snapshot()
 	for _, b := range ledgerBad {
 		in.Bad = append(in.Bad, "ledger: "+b)
 	}
@@ -350,6 +350,7 @@ func TestChaos(t *testing.T) {
 	dumpLedger(t, filepath.Join(dir, "ledger.json"), in.Ledger)
 
 	v := Check(in)
+	v.Notes = append(redisNotes, v.Notes...)
 	if !in.Ledger.Found {
 		v.Notes = append([]string{fmt.Sprintf("no occurrence ledger: no cronlock:occ:* key in %d reads of Redis "+
 			"(the daemon does not write protocol v2's ledger); checks 4 and 5 cannot account for slots that did not run", in.Ledger.Reads)}, v.Notes...)

@@ -281,6 +281,7 @@ type redisBox struct {
 	ledger Ledger
 	bad    []string
 	reads  int
+	notes  []string // what a restart from the AOF lost (nothing, with fsync always)
 }
 
 // restart kills Redis (SIGKILL: a crash), erases its directory when empty
@@ -290,6 +291,7 @@ func (r *redisBox) restart(jobs []string, empty bool, down time.Duration) (kille
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.readLocked(jobs)
+	before := r.countLocked(jobs)
 	r.srv.Kill()
 	killed = time.Now()
 	if empty {
@@ -308,8 +310,30 @@ func (r *redisBox) restart(jobs []string, empty bool, down time.Duration) (kille
 	up = time.Now()
 	if empty {
 		r.losses = append(r.losses, Loss{From: killed, To: up})
+		return killed, up, nil
+	}
+	after := r.countLocked(jobs)
+	for _, job := range jobs {
+		if after[job] < before[job] {
+			r.notes = append(r.notes, fmt.Sprintf("the restart of Redis from its AOF at %s lost %d of job %s's occurrence records (%d before, %d after)",
+				clock(killed), before[job]-after[job], job, before[job], after[job]))
+		}
 	}
 	return killed, up, nil
+}
+
+// countLocked counts each job's occurrence records (HLEN).
+func (r *redisBox) countLocked(jobs []string) map[string]int {
+	n := map[string]int{}
+	for _, job := range jobs {
+		for _, key := range []string{"cronlock:occ:" + job, "cronlock:occ:{" + job + "}"} {
+			v, err := redistest.Do(r.srv.Addr(), 2*time.Second, "HLEN", key)
+			if c, _ := strconv.Atoi(v); err == nil {
+				n[job] += c
+			}
+		}
+	}
+	return n
 }
 
 // read merges one read of every job's ledger.
@@ -345,9 +369,10 @@ func (r *redisBox) readLocked(jobs []string) {
 	}
 }
 
-// snapshot returns what was read so far.
-func (r *redisBox) snapshot() (Ledger, []Loss, []string) {
+// snapshot returns what was read so far, the losses, the records that
+// could not be read, and notes.
+func (r *redisBox) snapshot() (Ledger, []Loss, []string, []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.ledger, append([]Loss(nil), r.losses...), append([]string(nil), r.bad...)
+	return r.ledger, append([]Loss(nil), r.losses...), append([]string(nil), r.bad...), append([]string(nil), r.notes...)
 }
