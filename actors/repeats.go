@@ -19,10 +19,6 @@ const repeatClaimFailed = "claim failed"
 // (every won claim while a replica is down).
 const repeatNotReplicated = "claim not replicated"
 
-// repeatLateAnswer is the key of "claim answered after the claim timeout"
-// (every claim of a job while Redis or the node is overloaded).
-const repeatLateAnswer = "claim answered late"
-
 // repeatLog summarises repeated identical warnings, such as a claim failing
 // on every slot of a Redis outage or overlap_local on every slot of a long
 // run: the first occurrence of a key is written; after that, at most one

@@ -251,14 +251,6 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 	s.applied = true
 }
 
-// now reads the wall clock slots are computed on (JobDeps.Now).
-func (s *jobSet) now() time.Time {
-	if s.deps.Now != nil {
-		return s.deps.Now()
-	}
-	return time.Now()
-}
-
 func (s *jobSet) startJob(ctx context.Context, j *config.Job) *jobHandle {
 	s.deps.Metrics.InitJob(j.Name)
 	a := actors.NewJobOf(j, s.shared)
