@@ -193,6 +193,12 @@ func TestMemoryMode_CLIAndAPI(t *testing.T) {
 		t.Errorf("cronlock run -force of a paused job: exit %d %q %q; want it run", code, out, errs)
 	}
 
+	// backfill cannot work from outside while the daemon holds the state.
+	if _, errs, code := cli(t, cfgFile, "backfill", "yearly", "-from", "2024-12-30T00:00:00Z", "-to", "2025-01-03T00:00:00Z"); code != 1 ||
+		!strings.Contains(errs, "backfill on the memory backend needs the daemon stopped") {
+		t.Errorf("cronlock backfill with the daemon running: exit %d %q; want 1, saying to stop the daemon", code, errs)
+	}
+
 	// A pause without end survives a restart, with its record.
 	if _, errs, code := cli(t, cfgFile, "pause", "yearly", "-note", "kept"); code != 0 {
 		t.Fatalf("cronlock pause yearly: exit %d %s", code, errs)
