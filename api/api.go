@@ -59,8 +59,11 @@ type Options struct {
 	Redis func() (*redislock.Redis, error)
 	// Memory is the state of a daemon on the memory backend (package
 	// engine), read and changed instead of Redis; nil on the Redis
-	// backend. Run requests (POST …/run) need Redis: they answer 501.
+	// backend.
 	Memory Store
+	// Run runs a job in this daemon, for POST …/run on the memory backend
+	// (nil: such requests answer 501).
+	Run RunFunc
 	// Where names the state the API reads for error hints, e.g. `redis
 	// 10.0.0.5:6379 (db 0, key prefix "cronlock:")`; never credentials.
 	Where string
@@ -87,6 +90,18 @@ type Store interface {
 }
 
 var _ Store = (*redislock.Redis)(nil)
+
+// RunFunc runs job in the daemon now, as a run request taken by it would
+// (package engine, memory backend): it returns the request's status once
+// the run ended or was refused when wait, else once it was refused or,
+// after a moment, is running (RunTaken). An error means ctx ended first.
+type RunFunc func(ctx context.Context, job string, req RunRequest) (redislock.RunStatus, error)
+
+// RunRequest is what a run request asks (the body of POST …/run, and who).
+type RunRequest struct {
+	Requester, Reason string
+	Force, Wait       bool
+}
 
 // Peer is the operator at the other end of a memory-backend daemon's
 // control socket, which admits only the daemon's own user and root

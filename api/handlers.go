@@ -258,7 +258,8 @@ type runRequest struct {
 // run answers POST /api/v1/jobs/{job}/run: as `cronlock run` (on the
 // cluster): 200 with the request's status once a daemon took it (with
 // "wait": once it finished or was refused), 504 when none took it within
-// the timeout (default 30s; the request is withdrawn).
+// the timeout (default 30s; the request is withdrawn). On the memory
+// backend this daemon runs it (Options.Run).
 func (s *server) run(w http.ResponseWriter, r *http.Request) {
 	j, ok := s.findJob(w, r)
 	if !ok {
@@ -281,6 +282,16 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		timeout = d
+	}
+	if s.o.Memory != nil && s.o.Run != nil {
+		st, err := s.o.Run(r.Context(), j.Name, RunRequest{Requester: s.requester(r), Reason: req.Reason, Force: req.Force, Wait: req.Wait})
+		if err != nil {
+			writeHint(w, http.StatusGatewayTimeout, fmt.Sprintf("run of %s: %v", j.Name, err), "the run goes on in the daemon; "+
+				"GET "+Prefix+"jobs/"+j.Name+"/runs shows it once it ended")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"job": j.Name, "request": st.ID, "status": st})
+		return
 	}
 	if s.o.Memory != nil {
 		writeHint(w, http.StatusNotImplemented, "run requests need the redis backend; this daemon uses the memory backend "+

@@ -64,10 +64,12 @@ func statusOf(t *testing.T, cfgFile, job string) memStatus {
 
 // TestMemoryMode_CLIAndAPI is issue 33, "What it must show" 5: with a
 // daemon running on the memory backend, `cronlock status`, `history JOB`,
-// `pause JOB -for 10s`, `resume JOB` and `nodes`, and GET /api/v1/jobs,
-// report and change that daemon's state: history lists the runs it made,
-// the paused job is reported paused (and the daemon skips its slots), the
-// resumed one runs again, the tables name the daemon they read. A pause
+// `pause JOB -for 10s`, `resume JOB`, `nodes` and `run JOB`, and GET
+// /api/v1/jobs, report and change that daemon's state: history lists the
+// runs it made, the paused job is reported paused (and the daemon skips
+// its slots), the resumed one runs again, a run is made by the daemon
+// (refused while paused without -force), the tables name the daemon they
+// read. A pause
 // survives a restart of the daemon; once it is stopped the command says no
 // daemon runs with the file. The command runs with a state directory of
 // its own (cli): it finds the daemon by the config file alone.
@@ -76,7 +78,8 @@ func TestMemoryMode_CLIAndAPI(t *testing.T) {
 	listen := freeAddr(t)
 	cfg := memoryConfig(
 		map[string]any{"name": "tick", "schedule": "* * * * * *", "command": `echo "tick $CRONLOCK_FENCING_TOKEN"`},
-		map[string]any{"name": "yearly", "schedule": "0 0 1 1 *", "command": "true"})
+		map[string]any{"name": "yearly", "schedule": "0 0 1 1 *", "command": "true"},
+		map[string]any{"name": "hello", "schedule": "0 0 1 1 *", "command": `echo "hello, $CRONLOCK_TRIGGER"`})
 	cfg["http"] = map[string]any{"listen": listen}
 	cfgFile := writeConfig(t, cfg)
 	n := startNode(t, cfgFile)
@@ -128,7 +131,7 @@ func TestMemoryMode_CLIAndAPI(t *testing.T) {
 	})
 	code, body := httpGet(t, "http://"+listen+"/api/v1/jobs")
 	var rows []memStatus
-	if err := json.Unmarshal([]byte(body), &rows); code != 200 || err != nil || len(rows) != 2 {
+	if err := json.Unmarshal([]byte(body), &rows); code != 200 || err != nil || len(rows) != 3 {
 		t.Fatalf("GET /api/v1/jobs: %d %v\n%s", code, err, body)
 	}
 	for _, r := range rows {
@@ -164,6 +167,36 @@ func TestMemoryMode_CLIAndAPI(t *testing.T) {
 	out, _, code = cli(t, cfgFile, "nodes")
 	if code != 0 || !strings.HasPrefix(out, header) || !strings.Contains(out, "\nsolo ") || !strings.Contains(out, " live ") {
 		t.Errorf("cronlock nodes: exit %d\n%s\nwant this daemon, live", code, out)
+	}
+
+	// run: the daemon runs the job (its output and exit code come back),
+	// and refuses a paused one unless -force.
+	out, errs, code = cli(t, cfgFile, "run", "hello", "-wait", "-reason", "e2e")
+	if code != 0 || out != "hello, manual\n" || !strings.Contains(errs, "hello on solo: success, exit code 0") {
+		t.Errorf("cronlock run hello: exit %d %q %q; want the daemon's run, its output and exit code 0", code, out, errs)
+	}
+	cliJSON(t, cfgFile, &runs, "history", "hello")
+	if len(runs) != 1 || runs[0].Node != "solo" {
+		t.Errorf("history hello after cronlock run: %+v; want the daemon's run", runs)
+	}
+	out, _, _ = cli(t, cfgFile, "history", "-events", "hello")
+	if !strings.Contains(out, " run_request ") || !strings.Contains(out, "e2e") {
+		t.Errorf("history -events hello:\n%s\nwant the run request and its reason", out)
+	}
+	if _, errs, code := cli(t, cfgFile, "pause", "hello"); code != 0 {
+		t.Fatalf("pause hello: exit %d %s", code, errs)
+	}
+	if _, errs, code := cli(t, cfgFile, "run", "hello", "-wait"); code != 1 || !strings.Contains(errs, "job hello is paused") {
+		t.Errorf("cronlock run of a paused job: exit %d %q; want 1, refused paused", code, errs)
+	}
+	if out, errs, code := cli(t, cfgFile, "run", "hello", "-wait", "-force"); code != 0 || out != "hello, manual\n" {
+		t.Errorf("cronlock run -force of a paused job: exit %d %q %q; want it run", code, out, errs)
+	}
+
+	// backfill cannot work from outside while the daemon holds the state.
+	if _, errs, code := cli(t, cfgFile, "backfill", "yearly", "-from", "2024-12-30T00:00:00Z", "-to", "2025-01-03T00:00:00Z"); code != 1 ||
+		!strings.Contains(errs, "backfill on the memory backend needs the daemon stopped") {
+		t.Errorf("cronlock backfill with the daemon running: exit %d %q; want 1, saying to stop the daemon", code, errs)
 	}
 
 	// A pause without end survives a restart, with its record.

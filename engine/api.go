@@ -35,7 +35,7 @@ func (e *Engine) apiHandler() (http.Handler, error) {
 	o := api.Options{Log: e.log, Jobs: e.runningJobs, Token: func() []byte { return *e.apiToken.Load() },
 		Auth: e.cfg.HTTP.Auth, NodeID: e.cfg.Node.ID, Now: e.opts.Now}
 	if e.mem != nil {
-		o.Memory, o.Where = e.mem, "memory backend of node "+e.cfg.Node.ID
+		o.Memory, o.Run, o.Where = e.mem, e.runHere, "memory backend of node "+e.cfg.Node.ID
 	} else {
 		o.Redis, o.Where = e.redisClient, e.cfg.Redis.Where()
 	}

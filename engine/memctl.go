@@ -111,6 +111,20 @@ func newMemControl(m *redislock.Memory, state *statedir.Dir, log *zap.Logger, no
 	return c, nil
 }
 
+// ApplyMemoryPauses brings m, a memory backend opened on state by another
+// process than the daemon (`cronlock run` while no daemon runs), up to
+// date with the pause records the daemon keeps there: a pause whose end
+// passed while the daemon was stopped is lifted, as the daemon would at
+// its start.
+func ApplyMemoryPauses(m *redislock.Memory, state *statedir.Dir) error {
+	c, err := newMemControl(m, state, zap.NewNop(), time.Now, func() registry.Record { return registry.Record{} })
+	if err != nil {
+		return err
+	}
+	c.close()
+	return nil
+}
+
 // close stops the pause timers.
 func (c *memControl) close() {
 	c.mu.Lock()

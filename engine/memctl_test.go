@@ -230,3 +230,40 @@ func TestPeerGate(t *testing.T) {
 		}
 	}
 }
+
+// ApplyMemoryPauses (cronlock run on the daemon's state file while no
+// daemon runs) lifts a pause whose end passed while the daemon was
+// stopped, and keeps the others.
+func TestApplyMemoryPauses(t *testing.T) {
+	dir := t.TempDir()
+	c, st := openMemControl(t, dir)
+	now := time.Now().UTC()
+	for job, until := range map[string]time.Time{"ended": now.Add(100 * time.Millisecond), "on": now.Add(time.Hour)} {
+		if err := c.PauseFor(t.Context(), job, redislock.Pause{By: "ops@web1", At: now, Until: until}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.close()
+	st.Close()
+	time.Sleep(200 * time.Millisecond)
+	st, err := statedir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := redislock.OpenMemory(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := m.State(t.Context(), "ended"); !s.Paused {
+		t.Fatalf("before ApplyMemoryPauses the state file has ended paused: %+v (the test shows nothing)", s)
+	}
+	if err := ApplyMemoryPauses(m, st); err != nil {
+		t.Fatal(err)
+	}
+	for job, want := range map[string]bool{"ended": false, "on": true} {
+		if s, _ := m.State(t.Context(), job); s.Paused != want {
+			t.Errorf("%s: paused %v, want %v", job, s.Paused, want)
+		}
+	}
+}

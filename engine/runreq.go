@@ -5,9 +5,12 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/runrequests"
 	"github.com/cronlock/cronlock/targeting"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
 )
 
 var (
@@ -25,6 +28,51 @@ func (e *Engine) newTaker() *runrequests.Taker {
 	return runrequests.New(runrequests.Options{Log: e.log, Store: store, Node: e.cfg.Node.ID, Held: e.holds,
 		Start: func(ctx context.Context, job string, m actors.RunNow) error { return e.jobs.RunNow(ctx, job, m) },
 		Now:   e.opts.Now})
+}
+
+// runHere runs job in this daemon now, for a run requested through the
+// API on the memory backend (api.RunFunc): the same path as a run request
+// a daemon takes from Redis (the job actor's RunNow: the lease, retries,
+// hooks, a history record with trigger manual and the requester), with a
+// run_request event in the job's trail. Without wait it answers once the
+// run was refused or, after the claim's time bound, is running.
+func (e *Engine) runHere(ctx context.Context, job string, req api.RunRequest) (redislock.RunStatus, error) {
+	st := redislock.RunStatus{ID: uuid.NewString(), Node: e.cfg.Node.ID}
+	if e.mem != nil {
+		_ = e.mem.AddEvents(ctx, map[string][]redislock.Event{job: {{Type: redislock.EventRunRequest, At: e.opts.Now().UTC(),
+			By: req.Requester, Note: req.Reason, Request: st.ID}}})
+	}
+	e.log.Info("run requested through the API", zap.String("job", job), zap.String("request", st.ID),
+		zap.String("requester", req.Requester), zap.String("reason", req.Reason), zap.Bool("force", req.Force))
+	reply := make(chan actors.Ran, 1) // the actor answers every RunNow it took, without blocking
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := e.jobs.RunNow(hctx, job, actors.RunNow{Force: req.Force, Requester: req.Requester, Reply: reply})
+	cancel()
+	if err != nil {
+		st.State, st.Skip, st.Error, st.At = redislock.RunRefused, runrequests.SkipNotHeld, err.Error(), e.opts.Now().UTC()
+		return st, nil
+	}
+	var answer <-chan time.Time // nil: wait for the end
+	if !req.Wait {
+		answer = time.After(claimTimeout(e.cfg) + time.Second)
+	}
+	select {
+	case ran := <-reply:
+		if ran.Skip != "" {
+			st.State, st.Skip = redislock.RunRefused, ran.Skip
+			if ran.Err != nil {
+				st.Error = ran.Err.Error()
+			}
+		} else {
+			st.State, st.RunID, st.Result, st.ExitCode = redislock.RunFinished, ran.Finished.RunID, ran.Finished.Result, ran.Finished.ExitCode
+		}
+	case <-answer:
+		st.State = redislock.RunTaken
+	case <-ctx.Done():
+		return st, ctx.Err()
+	}
+	st.At = e.opts.Now().UTC()
+	return st, nil
 }
 
 // holds reports whether job is configured and enabled on this node, and

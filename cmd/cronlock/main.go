@@ -20,6 +20,9 @@ import (
 	"github.com/google/uuid"
 )
 
+// defaultConfig is -config's default.
+const defaultConfig = "cronlock.yaml"
+
 // Set at link time: go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234".
 var (
 	version string
@@ -208,7 +211,7 @@ func newMainFlags(w io.Writer) *mainFlags {
 	fs.SetOutput(w)
 	fs.Usage = func() {}
 	f := &mainFlags{fs: fs}
-	f.path = fs.String("config", "cronlock.yaml", "path to the configuration file (.yaml, .yml, .toml or .json)")
+	f.path = fs.String("config", defaultConfig, "path to the configuration file (.yaml, .yml, .toml or .json)")
 	f.validate = fs.Bool("validate", false, "validate the configuration and exit (0 valid, 1 invalid)")
 	f.strict = fs.Bool("strict", false, "with -validate: warnings fail validation too (exit 1)")
 	f.allNotices = fs.Bool("all-notices", false, fmt.Sprintf("with -validate: list every DST notice (more than %d are summarised by zone and transition)", dstListMax))

@@ -45,7 +45,7 @@ func parseNextFlags(args []string, env *runEnv) (*nextFlags, int) {
 	f := &nextFlags{}
 	fs := flag.NewFlagSet("cronlock next", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	fs.StringVar(&f.config, "config", "cronlock.yaml", "configuration file")
+	fs.StringVar(&f.config, "config", defaultConfig, "configuration file")
 	fs.IntVar(&f.n, "n", 5, "fire times per job (1..1000)")
 	fs.StringVar(&f.from, "from", "", "list times strictly after this RFC 3339 instant (default now)")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")

@@ -59,7 +59,7 @@ type opsFlags struct {
 func newOpsFlags(name, usage string, env *runEnv) *opsFlags {
 	f := &opsFlags{fs: flag.NewFlagSet("cronlock "+name, flag.ContinueOnError)}
 	f.fs.SetOutput(env.stderr)
-	f.fs.StringVar(&f.config, "config", "cronlock.yaml", "configuration file")
+	f.fs.StringVar(&f.config, "config", defaultConfig, "configuration file")
 	f.fs.Usage = func() {
 		fmt.Fprintf(env.stderr, "usage: cronlock %s %s\n", name, usage)
 		f.fs.PrintDefaults()

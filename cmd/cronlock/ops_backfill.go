@@ -67,6 +67,11 @@ func runBackfill(ctx context.Context, args []string, env *runEnv) int {
 	if err != nil {
 		return opsFail(env, "backfill", 1, err)
 	}
+	if s.kind == "memory" {
+		if err := memoryDaemonRunning(ctx, s.cfg); err != nil {
+			return opsFail(env, "backfill", 1, err)
+		}
+	}
 	if *dry {
 		return s.backfillDryRun(ctx, env, job.Name, slots)
 	}
@@ -179,4 +184,21 @@ func printBackfill(env *runEnv, job string, res []engine.BackfillResult) int {
 		return 1
 	}
 	return 0
+}
+
+// memoryDaemonRunning returns an error when a daemon runs with cfg's file
+// on the memory backend: its state (which slots ran) is in its process, so
+// a backfill from here could run slots again; nil when none answers on
+// its control socket.
+func memoryDaemonRunning(ctx context.Context, cfg *config.Config) error {
+	c := newDaemonClient(cfg)
+	cctx, cancel := context.WithTimeout(ctx, opsCallTimeout)
+	defer cancel()
+	v, err := c.nodes(cctx)
+	if errors.Is(err, errNoDaemon) {
+		return nil
+	}
+	return fmt.Errorf("backfill on the memory backend needs the daemon stopped: %s holds which slots ran, in its "+
+		"process, and a backfill from here could run them again; stop it, backfill, then start it again "+
+		"(or give the daemons a Redis: redis.address)", c.describe(v))
 }

@@ -59,6 +59,26 @@ func (s *opsSession) runOnCluster(ctx context.Context, env *runEnv, j config.Job
 	return s.reportRemote(ctx, env, job, end), true
 }
 
+// runOnDaemon asks the memory-backend daemon started with the config file
+// to run job (`cronlock run` without -local): asked is false when no
+// daemon runs with the file, and the caller then runs it here. Otherwise
+// code is as runOnCluster's.
+func (s *opsSession) runOnDaemon(ctx context.Context, env *runEnv, j config.Job, rf runFlags) (code int, asked bool) {
+	st, err := s.daemon.run(ctx, j.Name, rf)
+	switch {
+	case errors.Is(err, errNoDaemon):
+		fmt.Fprintf(env.stderr, "cronlock run: no daemon runs with %s; running %s here (as with -local)\n", s.daemon.config, j.Name)
+		return 0, false
+	case err != nil:
+		return opsFail(env, "run", 1, err), true
+	}
+	if st.State == redislock.RunTaken {
+		fmt.Fprintf(env.stderr, "cronlock run: %s running on the daemon %s (cronlock history %s shows it once it ended)\n", j.Name, st.Node, j.Name)
+		return 0, true
+	}
+	return s.reportRemote(ctx, env, j.Name, &st), true
+}
+
 // reportRemote prints the end of a run on the cluster and returns its
 // exit code.
 func (s *opsSession) reportRemote(ctx context.Context, env *runEnv, job string, st *redislock.RunStatus) int {
@@ -71,7 +91,7 @@ func (s *opsSession) reportRemote(ctx context.Context, env *runEnv, job string, 
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	if recs, err := s.redis.History(cctx, job, 20); err == nil {
+	if recs, err := s.runs(cctx, job, 20, true); err == nil {
 		for _, r := range recs {
 			if r.RunID == st.RunID {
 				fmt.Fprint(env.stdout, r.OutputTail)

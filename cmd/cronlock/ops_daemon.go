@@ -183,6 +183,16 @@ func (c *daemonClient) resume(ctx context.Context, job string) (*redislock.Pause
 	return res.Lifted, err
 }
 
+// run asks the daemon to run job now (POST …/run); with wait the answer
+// comes once the run ended or was refused.
+func (c *daemonClient) run(ctx context.Context, job string, rf runFlags) (redislock.RunStatus, error) {
+	var res struct {
+		Status redislock.RunStatus `json:"status"`
+	}
+	err := c.call(ctx, "POST", jobPath(job, "/run"), map[string]any{"force": rf.force, "wait": rf.wait, "reason": rf.reason}, &res)
+	return res.Status, err
+}
+
 // describe names the daemon for an output header: its node id, pid and
 // host from its node record, the socket and the config file.
 func (c *daemonClient) describe(v *control.Cluster) string {

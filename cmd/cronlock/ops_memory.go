@@ -8,13 +8,15 @@ import (
 	"syscall"
 
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/engine"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/statedir"
 )
 
 // openManualMemory returns the memory backend of `cronlock run`. When no
 // daemon holds the node's state directory and it belongs to this user, the
-// run uses the daemon's state file (redislock.OpenMemory): its fencing
+// run uses the daemon's state file (redislock.OpenMemory, with the pause
+// records applied: engine.ApplyMemoryPauses): its fencing
 // token continues the daemon's and the daemon's next start continues
 // after it. Otherwise (a daemon is running, and its state lives in its
 // process; the directory does not exist yet or belongs to another user)
@@ -41,7 +43,10 @@ func openManualMemory(cfg *config.Config) (m *redislock.Memory, dir *statedir.Di
 		return redislock.NewMemory(), nil, fmt.Sprintf("%s; a running daemon is not consulted, and the token may "+
 			"repeat one of the daemon's (%v)", local, err), nil
 	}
-	if m, err = redislock.OpenMemory(dir); err != nil {
+	if m, err = redislock.OpenMemory(dir); err == nil {
+		err = engine.ApplyMemoryPauses(m, dir)
+	}
+	if err != nil {
 		dir.Close()
 		return nil, nil, "", err
 	}

@@ -35,8 +35,12 @@ terminal) the command follows the run and exits with its exit code,
 printing the end of its output; otherwise it exits 0 once a daemon took
 the request. Interrupting a wait leaves the run going on the cluster.
 
+With the memory backend the daemon started with the config file runs it
+(reached on its control socket, as its user or root), the same way; when
+no daemon runs with the file the command runs JOB here, as with -local.
+
 -local runs JOB in this process instead (as when no live daemon has the
-job, or with the memory backend): the same run path, the command's output
+job): the same run path, the command's output
 copied to this terminal, the exit code the command's (128+N when killed
 by signal N; 1 when it could not start); SIGINT/SIGTERM terminates it and
 releases the lease. With the memory backend the run is local to this
@@ -84,7 +88,11 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 	out := zapcore.Lock(zapcore.AddSync(env.stdout))
 	errw := zapcore.Lock(zapcore.AddSync(env.stderr))
 	env = &runEnv{environ: env.environ, stdout: out, stderr: errw}
-	s, code, err := openOps("run", f.config, memoryLocal, env)
+	use := memoryDaemon
+	if rf.local {
+		use = memoryLocal
+	}
+	s, code, err := openOps("run", f.config, use, env)
 	if s == nil {
 		return opsFail(env, "run", code, err)
 	}
@@ -97,6 +105,17 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 		if code, asked := s.runOnCluster(ctx, env, *job, rf); asked {
 			return code
 		}
+	}
+	if s.daemon != nil {
+		if code, asked := s.runOnDaemon(ctx, env, *job, rf); asked {
+			return code
+		}
+		// No daemon runs with the file: run here, on its state file.
+		m, dir, note, err := openManualMemory(s.cfg)
+		if err != nil {
+			return opsFail(env, "run", 1, err)
+		}
+		s.daemon, s.backend, s.state, s.note = nil, m, dir, note
 	}
 	if !rf.force && !targeting.Matches(job.Nodes, s.cfg.Node.Tags) {
 		return opsFail(env, "run", 1, fmt.Errorf("job %q runs only on nodes whose node.tags have %s, and this host's are %v: "+
@@ -151,6 +170,12 @@ func (s *opsSession) refusal(ctx context.Context, job string, ran actors.Ran) er
 func (s *opsSession) holder(ctx context.Context, job string) string {
 	cctx, cancel := s.call(ctx)
 	defer cancel()
+	if s.daemon != nil {
+		if rows, err := s.daemon.jobs(cctx, []string{job}); err == nil && len(rows) == 1 && rows[0].LeaseHolder != "" {
+			return ownerNode(rows[0].LeaseHolder)
+		}
+		return "another node"
+	}
 	st, err := s.backend.State(cctx, job)
 	if err != nil || st.LeaseHolder == "" {
 		return "another node"

@@ -248,6 +248,16 @@ func TestOps_NamesTheRedisItReads(t *testing.T) {
 	}
 }
 
+// Without -config and without cronlock.yaml in the working directory, the
+// error says where the file goes.
+func TestOps_NoConfigFileSaysWhere(t *testing.T) {
+	t.Chdir(t.TempDir())
+	code, _, errs := runCLI(t, nil, "status")
+	if code != 1 || !strings.Contains(errs, "open cronlock.yaml: no such file or directory; give the config file with -config FILE") {
+		t.Errorf("status without a config file: exit %d %q", code, errs)
+	}
+}
+
 func TestOps_Usage(t *testing.T) {
 	cfg := opsConfig(t, "", "true")
 	for _, args := range [][]string{{"pause"}, {"history", "a", "b"}, {"run"}, {"status", "-bogus"}} {

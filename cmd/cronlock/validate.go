@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/cronlock/cronlock/config"
@@ -38,6 +39,9 @@ func reportLoad(path string, cfg *config.Config, err error, env *runEnv) (*confi
 		for _, p := range ve.Problems {
 			fmt.Fprintln(env.stderr, p.String())
 		}
+		return nil, 1
+	case err != nil && errors.Is(err, fs.ErrNotExist) && path == defaultConfig:
+		fmt.Fprintf(env.stderr, "cronlock: %v; give the config file with -config FILE (default: cronlock.yaml in the working directory)\n", err)
 		return nil, 1
 	case err != nil:
 		fmt.Fprintf(env.stderr, "cronlock: %v\n", err)
