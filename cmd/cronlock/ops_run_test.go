@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,9 +28,15 @@ func history(t *testing.T, r *redislock.Redis, job string) []actors.RunRecord {
 	return recs
 }
 
+// A manual run passes its output through, exits with the command's
+// status, and records its run; its fencing token is minted by rule R4
+// (docs/protocol-v2.md): max(fence + 1, Redis time in µs), here Redis
+// time (the server runs on this host's clock) as the claim ran.
 func TestRun_ExitCodeOutputAndHistory(t *testing.T) {
 	cfg, r, addr := opsRedis(t, "echo hi; echo oops >&2; exit 3")
+	before := time.Now()
 	code, out, errs := runCLI(t, []string{"PATH=/usr/bin:/bin"}, "run", "-config", cfg, "backup")
+	after := time.Now()
 	if code != 3 {
 		t.Fatalf("got exit %d, want 3; stderr %q", code, errs)
 	}
@@ -40,20 +48,40 @@ func TestRun_ExitCodeOutputAndHistory(t *testing.T) {
 		t.Fatalf("got %d history records, want 1", len(recs))
 	}
 	rec := recs[0]
-	if rec.Result != "failure" || rec.ExitCode != 3 || rec.Slot != 0 || rec.Node != "node-1" || rec.Fence != 1 ||
+	if rec.Result != "failure" || rec.ExitCode != 3 || rec.Slot != 0 || rec.Node != "node-1" ||
 		rec.Attempts != 1 || !strings.Contains(rec.OutputTail, "hi\n") {
-		t.Errorf("got record %+v, want failure, exit 3, slot 0, node-1, fence 1, 1 attempt, tail with hi", rec)
+		t.Errorf("got record %+v, want failure, exit 3, slot 0, node-1, 1 attempt, tail with hi", rec)
+	}
+	if lo, hi := before.UnixMicro(), after.UnixMicro(); rec.Fence < lo || rec.Fence > hi {
+		t.Errorf("fence %d, want Redis time in µs during the run, in [%d, %d] (rule R4)", rec.Fence, lo, hi)
 	}
 	if leaseExists(t, addr, "backup") {
 		t.Errorf("lease key cronlock:job:backup still exists after the run, want it released")
 	}
 }
 
+// The run's environment names the job, the node, its fencing token (the
+// one its record carries), the attempt, and no scheduled time (a manual
+// run has no slot); a second run's token is greater.
 func TestRun_SetsRunEnvironment(t *testing.T) {
-	cfg, _, _ := opsRedis(t, `echo "$CRONLOCK_JOB $CRONLOCK_NODE_ID $CRONLOCK_FENCING_TOKEN $CRONLOCK_ATTEMPT [$CRONLOCK_SCHEDULED_TIME]"`)
-	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
-	if code != 0 || out != "backup node-1 1 1 []\n" {
-		t.Errorf("got exit %d, out %q, stderr %q; want 0, %q", code, out, errs, "backup node-1 1 1 []\n")
+	cfg, r, _ := opsRedis(t, `echo "$CRONLOCK_JOB $CRONLOCK_NODE_ID $CRONLOCK_FENCING_TOKEN $CRONLOCK_ATTEMPT [$CRONLOCK_SCHEDULED_TIME]"`)
+	var tokens []int64
+	for range 2 {
+		code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
+		var job, node, sched string
+		var token int64
+		var attempt int
+		if n, err := fmt.Sscanf(out, "%s %s %d %d %s\n", &job, &node, &token, &attempt, &sched); code != 0 || err != nil || n != 5 ||
+			job != "backup" || node != "node-1" || attempt != 1 || sched != "[]" || token <= 0 {
+			t.Fatalf("got exit %d, out %q (%v), stderr %q; want 0 and \"backup node-1 <token> 1 []\"", code, out, err, errs)
+		}
+		tokens = append(tokens, token)
+	}
+	if tokens[1] <= tokens[0] {
+		t.Errorf("tokens of two runs in order: %v, want strictly increasing", tokens)
+	}
+	if recs := history(t, r, "backup"); len(recs) != 2 || recs[0].Fence != tokens[1] || recs[1].Fence != tokens[0] {
+		t.Errorf("history %+v, want the two runs with fences %v (newest first)", recs, tokens)
 	}
 }
 
@@ -61,7 +89,8 @@ func TestRun_LeaseHeldElsewhere(t *testing.T) {
 	cfg, r, addr := opsRedis(t, "echo should-not-run")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := r.Claim(ctx, actors.ClaimRequest{Job: "backup", Slot: 100, Owner: "node-2:abc", TTL: time.Minute, Lease: true})
+	c, err := r.Claim(ctx, actors.ClaimRequest{Job: "backup", Trigger: actors.TriggerManual, Node: "node-2", RunID: "abc",
+		TTL: time.Minute, Lease: true})
 	if err != nil || c.Outcome != actors.Claimed {
 		t.Fatalf("claim: %v %v", c, err)
 	}
@@ -148,25 +177,31 @@ func TestRun_MemoryBackendRunsLocally(t *testing.T) {
 }
 
 // With no daemon holding the state directory, a manual run on the memory
-// backend continues the daemon's fencing tokens and records its own.
+// backend continues the daemon's fencing tokens (kept in its state file)
+// and records its own: a token the daemon minted ahead of this clock
+// (its fence is far in the future in µs) is followed by fence + 1, then
+// fence + 2 (rule R4: max(fence + 1, time in µs)).
 func TestRun_MemoryBackendContinuesTheDaemonsFence(t *testing.T) {
 	cfg := opsConfig(t, "", "echo $CRONLOCK_FENCING_TOKEN")
 	dir := t.TempDir()
-	daemonState(t, dir, 41)
+	const fence = int64(1) << 60 // µs: year 38,000
+	daemonState(t, dir, fence)
 	env := []string{"CRONLOCK_NODE_STATE_DIR=" + dir}
-	for _, want := range []string{"42\n", "43\n"} {
+	for i := int64(1); i <= 2; i++ {
+		want := strconv.FormatInt(fence+i, 10) + "\n"
 		code, out, errs := runCLI(t, env, "run", "-config", cfg, "backup")
 		if code != 0 || out != want || strings.Contains(errs, "memory backend") {
 			t.Errorf("got exit %d, out %q, stderr %q; want 0, %q, no warning", code, out, errs, want)
 		}
 	}
-	if st := daemonState(t, dir, 0); st.Fence != 43 || st.Slot != 1767225600 {
-		t.Errorf("state file after two manual runs: got fence %d slot %d, want 43, 1767225600", st.Fence, st.Slot)
+	if st := readState(t, dir); st.Fence != fence+2 {
+		t.Errorf("state file after two manual runs: got fence %d, want %d", st.Fence, fence+2)
 	}
 }
 
 // While a daemon holds the state directory, the manual run is local and
-// says that its token may repeat one of the daemon's.
+// says that its token may repeat one of the daemon's; its token is this
+// clock in µs (rule R4 on a fresh backend), not the daemon's fence + 1.
 func TestRun_MemoryBackendWhileTheDaemonRuns(t *testing.T) {
 	cfg := opsConfig(t, "", "echo $CRONLOCK_FENCING_TOKEN")
 	dir := t.TempDir()
@@ -176,9 +211,12 @@ func TestRun_MemoryBackendWhileTheDaemonRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
+	before := time.Now().UnixMicro()
 	code, out, errs := runCLI(t, []string{"CRONLOCK_NODE_STATE_DIR=" + dir}, "run", "-config", cfg, "backup")
-	if code != 0 || out != "1\n" || !strings.Contains(errs, "may repeat one of the daemon's") {
-		t.Errorf("got exit %d, out %q, stderr %q; want 0, 1, a warning that the token may repeat", code, out, errs)
+	token, perr := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if code != 0 || perr != nil || token < before || token > time.Now().UnixMicro() ||
+		!strings.Contains(errs, "may repeat one of the daemon's") {
+		t.Errorf("got exit %d, out %q, stderr %q; want 0, the time in µs, a warning that the token may repeat", code, out, errs)
 	}
 }
 
@@ -194,9 +232,18 @@ func TestRun_MemoryBackendCorruptStateFile(t *testing.T) {
 	}
 }
 
-// daemonState opens the state directory dir as a daemon would, claims
-// job backup with fence up to fence (none when 0), and returns its state.
-func daemonState(t *testing.T, dir string, fence int64) redislock.JobState {
+// daemonState writes the state file a daemon on the memory backend leaves
+// in dir: job backup with its last fencing token fence and its highest
+// claimed slot 1767225600.
+func daemonState(t *testing.T, dir string, fence int64) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, redislock.MemoryStateFile), fmt.Sprintf(
+		`{"format":"cronlock memory backend state","version":1,"jobs":{"backup":{"slot":1767225600,"fence":%d}}}`, fence))
+}
+
+// readState opens the state directory dir as a daemon would and returns
+// job backup's state.
+func readState(t *testing.T, dir string) redislock.JobState {
 	t.Helper()
 	d, err := statedir.Open(dir)
 	if err != nil {
@@ -207,13 +254,7 @@ func daemonState(t *testing.T, dir string, fence int64) redislock.JobState {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	for i := int64(1); i <= fence; i++ {
-		if _, err := m.Claim(ctx, actors.ClaimRequest{Job: "backup", Slot: 1767225600 - fence + i}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, err := m.State(ctx, "backup")
+	st, err := m.State(context.Background(), "backup")
 	if err != nil {
 		t.Fatal(err)
 	}
