@@ -333,7 +333,10 @@ func TestEngine_WatchdogPingsWhileSchedulerAlive(t *testing.T) {
 // While the ticker loop is stuck, the watchdog's probes go unanswered: no
 // WATCHDOG=1 is sent (each miss is logged), so systemd would restart the
 // daemon. Once the loop runs again, the pings resume. The loop is stuck
-// through Options.Now, which only the ticker reads here (stuckClock).
+// through Options.Now (stuckClock), which the ticker reads, and so does
+// the job set's audit of missed occurrences (actors.Auditor.Now, every
+// second): the probe answers from the ticker loop only, so the stuck
+// audit changes nothing the watchdog sees.
 func TestEngine_WatchdogWithholdsPingWhileTickerStuck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const withheld = "scheduler loop did not answer the liveness probe; withholding watchdog ping"
@@ -351,8 +354,8 @@ func TestEngine_WatchdogWithholdsPingWhileTickerStuck(t *testing.T) {
 
 		clock.stick()
 		advance(time.Second) // 2.5s: the ticker woke for the slot at 2s and hangs reading the clock
-		if got := clock.blocked(); got != 1 {
-			t.Fatalf("callers blocked on the stuck clock at 2.5s: got %d, want 1 (the ticker loop)", got)
+		if got := clock.blocked(); got != 2 {
+			t.Fatalf("callers blocked on the stuck clock at 2.5s: got %d, want 2 (the ticker loop and the job set's audit)", got)
 		}
 		advance(3900 * time.Millisecond) // 6.4s: probes at 2.6s, 3.9s and 5.2s timed out
 		if got := te.notes.count("WATCHDOG=1"); got != 1 {

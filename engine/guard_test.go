@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
@@ -135,7 +136,8 @@ func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 	g := newGuard(zap.NewNop(), false)
 	mem := redislock.NewMemory()
 	l := guardedLocker{claimer: mem, g: g}
-	req := actors.ClaimRequest{Job: "j", Slot: 100, Owner: "n:1", TTL: time.Second, Lease: true}
+	req := actors.ClaimRequest{Job: "j", Slot: time.Now().Unix(), Trigger: actors.TriggerSchedule, Node: "n", RunID: "1",
+		TTL: time.Minute, Lease: true, Windows: actors.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}}
 	reason := func(err error) string {
 		var r *actors.ClaimRefusedError
 		if !errors.As(err, &r) {
@@ -154,34 +156,48 @@ func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 	if _, err := l.Claim(context.Background(), req); reason(err) != actors.SkipRedisUnsafe {
 		t.Fatalf("evicting policy: got %s, want %s", reason(err), actors.SkipRedisUnsafe)
 	}
+	occ, err := mem.Occurrences(context.Background(), "j", 0, 1<<53)
+	if err != nil || len(occ) != 0 {
+		t.Fatalf("ledger after two refused claims: %+v, %v; want no record", occ, err)
+	}
 	g.observe([]redislock.ServerInfo{shard("noeviction", 1)}, nil)
 	c, err := l.Claim(context.Background(), req)
-	if err != nil || c.Outcome != actors.Claimed || c.Fence != 1 {
-		t.Fatalf("allowed: got %+v, %v; want the slot claimed with fence 1 (nothing sent before)", c, err)
+	if err != nil || c.Outcome != actors.Claimed || c.Token <= 0 {
+		t.Fatalf("allowed: got %+v, %v; want the slot claimed with a token (nothing sent before)", c, err)
 	}
 }
 
-// The missed-slot report writes to Redis (missed_to): while the guard
-// refuses claims it is refused too, and nothing is recorded, so the slots
-// are reported once claims are allowed again.
-func TestGuardedLocker_RefusesMissedReport(t *testing.T) {
-	g := newGuard(zap.NewNop(), false)
-	mem := redislock.NewMemory()
-	l := guardedLocker{claimer: mem, g: g}
-	g.markChecked()
-	g.observe([]redislock.ServerInfo{shard("allkeys-lru", 1)}, nil)
-	allow := actors.ClaimRequest{Job: "j", Slot: 100, Owner: "n:1", TTL: time.Second}
-	if _, err := mem.Claim(context.Background(), allow); err != nil { // a record, so a later slot can be missed
-		t.Fatal(err)
-	}
-	checks := []actors.MissedCheck{{Job: "j", Certain: 105, Latest: 105}}
-	var refused *actors.ClaimRefusedError
-	if _, err := l.ReportMissed(context.Background(), checks); !errors.As(err, &refused) || refused.Reason != actors.SkipRedisUnsafe {
-		t.Fatalf("while refusing: got %v, want a redis_unsafe refusal", err)
-	}
-	g.observe([]redislock.ServerInfo{shard("noeviction", 1)}, nil)
-	reps, err := l.ReportMissed(context.Background(), checks)
-	if err != nil || len(reps) != 1 || !reps[0].Reported || reps[0].After != 100 {
-		t.Fatalf("allowed: got %+v, %v; want slots 101..105 reported (nothing recorded while refused)", reps, err)
-	}
+// The audit of missed occurrences writes to Redis (rule R8): while the
+// guard refuses claims an audit that would record slots is refused too
+// and nothing is recorded, so the slots are recorded once claims are
+// allowed again; an audit that only reads audited_to goes through.
+func TestGuardedLocker_RefusesAudit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGuard(zap.NewNop(), false)
+		mem := redislock.NewMemory()
+		l := guardedLocker{claimer: mem, g: g}
+		g.markChecked()
+		g.observe([]redislock.ServerInfo{shard("allkeys-lru", 1)}, nil)
+		read, err := l.Audit(t.Context(), actors.AuditRequest{Job: "j"}) // starts the ledger's audited_to at now
+		if err != nil || read.From != time.Now().Unix() {
+			t.Fatalf("audit read while refusing: got %+v, %v; want audited_to now", read, err)
+		}
+		time.Sleep(10 * time.Second)
+		req := actors.AuditRequest{Job: "j", From: read.From, Window: time.Second, Grace: time.Second, Node: "n1", Reason: "test"}
+		for s := read.From + 1; s <= read.From+5; s++ {
+			req.Slots = append(req.Slots, s)
+		}
+		var refused *actors.ClaimRefusedError
+		if _, err := l.Audit(t.Context(), req); !errors.As(err, &refused) || refused.Reason != actors.SkipRedisUnsafe {
+			t.Fatalf("while refusing: got %v, want a redis_unsafe refusal", err)
+		}
+		if occ, _ := mem.Occurrences(t.Context(), "j", 0, 1<<53); len(occ) != 0 {
+			t.Fatalf("ledger after a refused audit: %+v, want no record", occ)
+		}
+		g.observe([]redislock.ServerInfo{shard("noeviction", 1)}, nil)
+		got, err := l.Audit(t.Context(), req)
+		if err != nil || got.Stale || len(got.Missed) != 5 || got.To != read.From+5 {
+			t.Fatalf("allowed: got %+v, %v; want the 5 slots recorded missed (nothing recorded while refused)", got, err)
+		}
+	})
 }

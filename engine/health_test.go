@@ -76,13 +76,15 @@ func (hh *healthHarness) expect(t *testing.T, when string, ready bool, state str
 	}
 }
 
-// claimReason claims through the backend's Locker and returns the skip
-// reason of a refusal, or "claimed".
-func (hh *healthHarness) claimReason(t *testing.T, slot int64) string {
+// claimReason sends a claim (a manual run's, without a lease: each is a
+// new occurrence, claimed whenever Redis takes the write) through the
+// backend's Locker and returns the skip reason of a refusal, or "claimed".
+func (hh *healthHarness) claimReason(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := hh.b.locker().Claim(ctx, actors.ClaimRequest{Job: "backup", Slot: slot, Owner: "n:1", TTL: time.Second, Lease: true})
+	c, err := hh.b.locker().Claim(ctx, actors.ClaimRequest{Job: "backup", Trigger: actors.TriggerManual, Node: "n", RunID: "1",
+		TTL: time.Second})
 	var refused *actors.ClaimRefusedError
 	switch {
 	case errors.As(err, &refused):
@@ -112,7 +114,7 @@ func TestHealth_EvictingPolicyRefusedUntilFixed(t *testing.T) {
 	hh.check(t, true)
 	hh.check(t, false)
 	hh.expect(t, "allkeys-lru", false, "unsafe: maxmemory-policy allkeys-lru")
-	if got := hh.claimReason(t, 100); got != actors.SkipRedisUnsafe {
+	if got := hh.claimReason(t); got != actors.SkipRedisUnsafe {
 		t.Errorf("claim under allkeys-lru: got %s, want %s", got, actors.SkipRedisUnsafe)
 	}
 	if n := hh.count(zapcore.ErrorLevel, "CONFIG SET maxmemory-policy noeviction"); n != 1 {
@@ -127,7 +129,7 @@ func TestHealth_EvictingPolicyRefusedUntilFixed(t *testing.T) {
 	if hh.backs != 1 {
 		t.Errorf("onBack calls once claims are allowed again: got %d, want 1", hh.backs)
 	}
-	if got := hh.claimReason(t, 100); got != "claimed" {
+	if got := hh.claimReason(t); got != "claimed" {
 		t.Errorf("claim under noeviction: got %s, want claimed", got)
 	}
 }
@@ -229,7 +231,7 @@ func TestHealth_Cluster(t *testing.T) {
 			if n := hh.count(zapcore.ErrorLevel, "redis.addresses: [host:port, ...]"); n != 1 {
 				t.Errorf("error lines naming redis.addresses: got %d, want 1", n)
 			}
-			if got := hh.claimReason(t, 100); got != actors.SkipRedisUnsafe {
+			if got := hh.claimReason(t); got != actors.SkipRedisUnsafe {
 				t.Errorf("claim: got %s, want %s", got, actors.SkipRedisUnsafe)
 			}
 		})
@@ -251,7 +253,7 @@ func TestHealth_ClaimAtStartWaitsForTheFirstCheck(t *testing.T) {
 	srv := redistest.Start(t)
 	hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
 	got := make(chan string, 1)
-	go func() { got <- hh.claimReason(t, 100) }()
+	go func() { got <- hh.claimReason(t) }()
 	select {
 	case r := <-got:
 		t.Fatalf("claim returned %q before the first check, want it to wait", r)
@@ -316,7 +318,7 @@ func TestHealth_ModeConfirmedAtConnect(t *testing.T) {
 		if n := hh.count(zapcore.ErrorLevel, "redis.mode does not match the redis server"); n != 1 {
 			t.Errorf("error lines about redis.mode: got %d, want 1", n)
 		}
-		if got := hh.claimReason(t, 100); got != actors.SkipRedisError {
+		if got := hh.claimReason(t); got != actors.SkipRedisError {
 			t.Errorf("claim: got %s, want %s", got, actors.SkipRedisError)
 		}
 	})
@@ -325,7 +327,7 @@ func TestHealth_ModeConfirmedAtConnect(t *testing.T) {
 		hh := newHealthHarness(t, fmt.Sprintf("{address: %q, mode: cluster}", c.Addrs()[1]))
 		hh.check(t, true)
 		hh.expect(t, "seed address", true, "up")
-		if got := hh.claimReason(t, 100); got != "claimed" {
+		if got := hh.claimReason(t); got != "claimed" {
 			t.Errorf("claim: got %s, want claimed", got)
 		}
 	})

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,111 +16,130 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// The job set's first catch-up reports the slots no node claimed while the
-// daemon was down (issue 8): one warning with the count and range, counted;
-// a later catch-up (Redis back) does not report them again.
-func TestJobSet_CatchupReportsMissedSlotsOnce(t *testing.T) {
+// testMaxSkew is node.max_clock_skew as the config defaults it: the early
+// edge and the answer window of a scheduled claim (docs/protocol-v2.md, R2).
+const testMaxSkew = 2 * time.Second
+
+// The job set audits its jobs every second (docs/protocol-v2.md, R8):
+// every node was stopped across 3 slots of a */5 job; once this node has
+// started and the slots' answer window and grace have passed, the 3 are
+// recorded missed in the ledger, in one warning naming the range and that
+// this node was not running, counted in cronlock_occurrences_missed_total,
+// and never again at the audits after; the slots the node ran are not
+// missed.
+func TestJobSet_AuditsMissedOccurrencesOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := parseConfig(t, `
 jobs:
-  - {name: tick, schedule: "* * * * * *", command: "exit 0"}
+  - {name: tick, schedule: "*/5 * * * * *", command: "exit 0"}
 `)
 		mem := redislock.NewMemory()
-		t0 := time.Now() // a whole second in a bubble
-		if _, err := mem.Claim(t.Context(), actors.ClaimRequest{Job: "tick", Slot: t0.Add(time.Second).Unix()}); err != nil {
-			t.Fatal(err)
+		t0 := time.Now() // 2000-01-01T00:00:00Z in a bubble: a slot of the job
+		// A node audited the job up to t0, then every node stopped.
+		if a, err := mem.Audit(t.Context(), actors.AuditRequest{Job: "tick"}); err != nil || a.From != t0.Unix() {
+			t.Fatalf("first audit: %+v, %v; want audited_to %d", a, err, t0.Unix())
 		}
-		time.Sleep(5500 * time.Millisecond) // slots t0+2 … t0+5 pass unclaimed
+		time.Sleep(19500 * time.Millisecond) // t0+5, +10, +15 pass; each answer window + grace (4 s) has too
 
 		core, logs := observer.New(zapcore.InfoLevel)
 		log := zap.New(core)
 		m := actors.NewMetrics(nil)
 		results := make(chan actors.RunFinished, 100)
-		s, ctx := runJobSet(t, log, m, mem, results)
-
+		audit := &actors.Auditor{Log: log, Metrics: m, Locker: mem, NodeID: "n1", MaxSkew: testMaxSkew,
+			Now: time.Now, Started: time.Now()}
+		s, ctx := runJobSet(t, log, m, mem, results, audit)
 		if err := s.Apply(ctx, cfg.Jobs); err != nil {
 			t.Fatal(err)
 		}
-		s.Catchup(ctx)
+		time.Sleep(time.Until(t0.Add(31 * time.Second))) // t0+20, +25, +30 run; audits every second
 		synctest.Wait()
-		warned := logs.FilterMessageSnippet("slots missed").All()
-		if len(warned) != 1 {
-			t.Fatalf("missed-slot warnings: got %v, want 1", warned)
+
+		warned := logs.FilterMessageSnippet("occurrences missed").All()
+		if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel {
+			t.Fatalf("missed-occurrence warnings: got %v, want one warning", warned)
 		}
 		f := warned[0].ContextMap()
-		if f["missed"] != int64(4) || f["first_slot"] != t0.Unix()+2 || f["last_slot"] != t0.Unix()+5 {
-			t.Errorf("warning fields: got %v, want missed 4 from %d to %d", f, t0.Unix()+2, t0.Unix()+5)
+		if f["job"] != "tick" || f["missed"] != int64(3) || f["first_slot"] != t0.Unix()+5 || f["last_slot"] != t0.Unix()+15 ||
+			!strings.Contains(f["reason"].(string), "this node was not running") {
+			t.Errorf("warning fields: got %v, want job tick, missed 3 from %d to %d, this node not running", f, t0.Unix()+5, t0.Unix()+15)
 		}
-		time.Sleep(time.Second) // t0+6 runs
-		s.Catchup(ctx)          // as when Redis answers again
-		synctest.Wait()
-		if n := logs.FilterMessageSnippet("slots missed").Len(); n != 1 {
-			t.Errorf("after a second catch-up: got %d warnings, want still 1", n)
+		if got := promtest.Value(t, m, "cronlock_occurrences_missed_total", "job", "tick"); got != 3 {
+			t.Errorf("cronlock_occurrences_missed_total: got %v, want 3", got)
 		}
-		if got := promtest.Value(t, m, "cronlock_missed_slots_total", "job", "tick"); got != 4 {
-			t.Errorf("cronlock_missed_slots_total: got %v, want 4", got)
+		occ, err := mem.Occurrences(t.Context(), "tick", t0.Unix(), t0.Unix()+30)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if fin := <-results; fin.Slot.Unix() != t0.Unix()+6 {
-			t.Errorf("first run: got slot %d, want %d", fin.Slot.Unix(), t0.Unix()+6)
+		var got []string
+		for _, o := range occ {
+			got = append(got, o.ID+" "+o.Status)
+		}
+		want := []string{"946684805 missed", "946684810 missed", "946684815 missed", "946684820 ran", "946684825 ran", "946684830 ran"}
+		if strings.Join(got, ", ") != strings.Join(want, ", ") {
+			t.Errorf("ledger: got %v, want %v", got, want)
+		}
+		for i := range 3 {
+			if fin := <-results; fin.Slot.Unix() != t0.Unix()+20+5*int64(i) || fin.Trigger != actors.TriggerSchedule {
+				t.Errorf("run %d: slot %d trigger %s, want %d schedule", i, fin.Slot.Unix(), fin.Trigger, t0.Unix()+20+5*int64(i))
+			}
 		}
 	})
 }
 
-// countingReporter counts the missed-slot checks the job set sends.
-type countingReporter struct {
-	*redislock.Memory
-	checks chan []actors.MissedCheck
-}
-
-func (c countingReporter) ReportMissed(ctx context.Context, checks []actors.MissedCheck) ([]actors.MissedReport, error) {
-	c.checks <- checks
-	return c.Memory.ReportMissed(ctx, checks)
-}
-
-// When Redis answers again, a job whose slots this node has seen decided
-// since the certain slot is not checked (the report could only answer
-// "nothing missed"); a job this node has seen nothing of still is.
-func TestJobSet_CatchupSkipsJobsSeenDecided(t *testing.T) {
+// A job with a catch-up window whose slot passed while the daemon was
+// down runs it at the job set's catch-up (trigger catchup); the audit
+// then finds the slot decided and records nothing missed.
+func TestJobSet_CatchupRunsTheSlotTheAuditThenSkips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := parseConfig(t, `
 jobs:
-  - {name: tick, schedule: "* * * * * *", command: "exit 0"}
-  - {name: yearly, schedule: "0 0 1 1 *", command: "exit 0"}
+  - {name: tick, schedule: "*/10 * * * * *", command: "exit 0", catchup_window: 30s}
 `)
-		mem := countingReporter{redislock.NewMemory(), make(chan []actors.MissedCheck, 10)}
-		log := zap.NewNop()
+		mem := redislock.NewMemory()
+		t0 := time.Now()
+		if _, err := mem.Audit(t.Context(), actors.AuditRequest{Job: "tick"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(15 * time.Second) // t0+10 passes while the daemon is down
+
+		core, logs := observer.New(zapcore.InfoLevel)
+		log := zap.New(core)
 		m := actors.NewMetrics(nil)
 		results := make(chan actors.RunFinished, 100)
-		s, ctx := runJobSet(t, log, m, mem, results)
-
+		audit := &actors.Auditor{Log: log, Metrics: m, Locker: mem, NodeID: "n1", MaxSkew: testMaxSkew,
+			Now: time.Now, Started: time.Now()}
+		s, ctx := runJobSet(t, log, m, mem, results, audit)
 		if err := s.Apply(ctx, cfg.Jobs); err != nil {
 			t.Fatal(err)
 		}
-		s.Catchup(ctx) // at start: nothing seen yet, both jobs checked
-		synctest.Wait()
-		if got := <-mem.checks; len(got) != 2 {
-			t.Fatalf("at start: got checks %+v, want one per job", got)
+		s.Catchup(ctx)
+		if fin := <-results; fin.Slot.Unix() != t0.Unix()+10 || fin.Trigger != actors.TriggerCatchup || fin.Result != actors.ResultSuccess {
+			t.Errorf("catch-up run: slot %d trigger %s result %s, want %d catchup success", fin.Slot.Unix(), fin.Trigger,
+				fin.Result, t0.Unix()+10)
 		}
-		time.Sleep(4500 * time.Millisecond) // tick claims and runs 4 slots
+		time.Sleep(time.Until(t0.Add(25 * time.Second))) // t0+20 runs; the audits pass t0+10 and t0+20
 		synctest.Wait()
-		s.Catchup(ctx) // as when Redis answers again
-		synctest.Wait()
-		got := <-mem.checks
-		if len(got) != 1 || got[0].Job != "yearly" {
-			t.Errorf("Redis back: got checks %+v, want only yearly's (tick's slots were seen decided)", got)
+		if n := logs.FilterMessageSnippet("occurrences missed").Len(); n != 0 {
+			t.Errorf("missed-occurrence warnings: got %d, want none (the catch-up ran the slot)", n)
 		}
-		if len(results) < 4 {
-			t.Errorf("tick ran %d times, want at least 4", len(results))
+		if got := promtest.Value(t, m, "cronlock_occurrences_missed_total", "job", "tick"); got != 0 {
+			t.Errorf("cronlock_occurrences_missed_total: got %v, want 0", got)
+		}
+		if fin := <-results; fin.Slot.Unix() != t0.Unix()+20 || fin.Trigger != actors.TriggerSchedule {
+			t.Errorf("next run: slot %d trigger %s, want %d schedule", fin.Slot.Unix(), fin.Trigger, t0.Unix()+20)
 		}
 	})
 }
 
 // runJobSet starts a job set and its ticker on mem (fake processes, node
-// n1) until the test ends; ctx is the one they run under.
-func runJobSet(t *testing.T, log *zap.Logger, m *actors.Metrics, mem claimer, results chan actors.RunFinished) (*jobSet, context.Context) {
+// n1, max_clock_skew testMaxSkew) with audit (nil = none) until the test
+// ends; ctx is the one they run under.
+func runJobSet(t *testing.T, log *zap.Logger, m *actors.Metrics, mem claimer, results chan actors.RunFinished,
+	audit *actors.Auditor) (*jobSet, context.Context) {
 	ticker := actors.NewTicker(log, m, nil)
 	s := newJobSet(log, actors.JobDeps{Log: log, Metrics: m, Locker: mem, NodeID: "n1", Results: results,
-		Phantoms: make(chan actors.Phantom, 10), Kill: make(chan struct{}), Start: fakeproc.Start}, ticker, mem)
+		Phantoms: make(chan actors.Phantom, 10), Kill: make(chan struct{}), Start: fakeproc.Start, MaxSkew: testMaxSkew},
+		ticker, audit)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{}, 2)
 	go func() { _ = ticker.Run(ctx); done <- struct{}{} }()

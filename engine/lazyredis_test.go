@@ -48,7 +48,7 @@ func TestLazyRedis_ConnectsWhenReachable(t *testing.T) {
 	if err := l.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
-	c, err := l.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1, Owner: "n:1", TTL: time.Second, Lease: true})
+	c, err := l.Claim(ctx, actors.ClaimRequest{Job: "j", Trigger: actors.TriggerManual, Node: "n", RunID: "1", TTL: time.Second, Lease: true})
 	if err != nil || c.Outcome != actors.Claimed {
 		t.Fatalf("Claim: got %+v, %v; want claimed", c, err)
 	}

@@ -70,7 +70,8 @@ func leftoverSetup(t *testing.T, srv *redistest.Server, g process.Group) (*state
 		t.Fatal(err)
 	}
 	t.Cleanup(rl.Close)
-	c, err := rl.Claim(t.Context(), actors.ClaimRequest{Job: "a", Owner: "n1:old", TTL: 5 * time.Minute, Lease: true})
+	c, err := rl.Claim(t.Context(), actors.ClaimRequest{Job: "a", Trigger: actors.TriggerManual, Node: "n1", RunID: "old",
+		TTL: 5 * time.Minute, Lease: true})
 	if err != nil || c.Outcome != actors.Claimed {
 		t.Fatalf("take the old lease: %+v, %v", c, err)
 	}

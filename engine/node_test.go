@@ -45,14 +45,15 @@ func TestEngine_MemoryBackendLoadsTheStateFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Claim(t.Context(), actors.ClaimRequest{Job: "yearly", Slot: 1767225600}); err != nil {
-		t.Fatal(err)
+	c, err := m.Claim(t.Context(), actors.ClaimRequest{Job: "yearly", Trigger: actors.TriggerManual, Node: "n1", RunID: "r1"})
+	if err != nil || c.Outcome != actors.Claimed || c.Token <= 0 {
+		t.Fatalf("manual claim: %+v, %v; want claimed with a token", c, err)
 	}
 	cfg := parseConfig(t, oneYearlyJob)
 	for _, tt := range []struct {
 		state *statedir.Dir
 		fence int64
-	}{{dir, 1}, {nil, 0}} {
+	}{{dir, c.Token}, {nil, 0}} {
 		e, err := New(cfg, Options{Log: zaptest.NewLogger(t), Reload: func() (*config.Config, error) { return cfg, nil }, State: tt.state})
 		if err != nil {
 			t.Fatal(err)
@@ -140,8 +141,8 @@ func TestEngine_RedisBackendKeepsTheHeartbeatRecord(t *testing.T) {
 }
 
 // TestLoadPeers: a heartbeat record becomes a claim-order peer with its
-// id, tags, runs in progress of all jobs together and the record's write
-// time (the instant the load compares this node's own count at).
+// id and tags (which rank it for a job), its runs in progress of all jobs
+// together and the record's write time.
 func TestLoadPeers(t *testing.T) {
 	at := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
 	got := loadPeers([]registry.Record{{NodeID: "n2", Tags: map[string]string{"role": "db"}, Heartbeat: at,

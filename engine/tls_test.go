@@ -52,7 +52,7 @@ func TestHealth_TLS(t *testing.T) {
 			hh.check(t, false)
 			hh.expect(t, tc.name, tc.ready, tc.state)
 			if tc.ready {
-				if got := hh.claimReason(t, 100); got != "claimed" {
+				if got := hh.claimReason(t); got != "claimed" {
 					t.Errorf("claim: got %s, want claimed", got)
 				}
 				return
@@ -60,7 +60,7 @@ func TestHealth_TLS(t *testing.T) {
 			if n := hh.count(zapcore.ErrorLevel, tc.fix); n != 1 {
 				t.Errorf("error lines naming %q: got %d, want 1", tc.fix, n)
 			}
-			if got := hh.claimReason(t, 100); got != actors.SkipRedisError {
+			if got := hh.claimReason(t); got != actors.SkipRedisError {
 				t.Errorf("claim: got %s, want %s", got, actors.SkipRedisError)
 			}
 		})
