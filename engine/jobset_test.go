@@ -17,10 +17,10 @@ import (
 )
 
 // testMaxSkew is node.max_clock_skew as the config defaults it: the early
-// edge and the answer window of a scheduled claim (docs/protocol-v2.md, R2).
+// edge and the answer window of a scheduled claim (docs/protocol.md, R2).
 const testMaxSkew = 2 * time.Second
 
-// The job set audits its jobs every second (docs/protocol-v2.md, R8):
+// The job set audits its jobs every second (docs/protocol.md, R8):
 // every node was stopped across 3 slots of a */5 job; once this node has
 // started and the slots' answer window and grace have passed, the 3 are
 // recorded missed in the ledger, in one warning naming the range and that

@@ -61,7 +61,8 @@ func TestMemControl_PauseLiftsItselfAndResumes(t *testing.T) {
 	if err != nil || !s.Paused || s.Pause == nil || s.Pause.By != "ops@web1" || s.Pause.Note != "migration" || !s.Pause.Until.Equal(p.Until) {
 		t.Fatalf("state after the pause: %+v %v; want paused with its record", s, err)
 	}
-	claim, err := c.m.Claim(ctx, actors.ClaimRequest{Job: "backup", Owner: "n1:x", Slot: now.Unix(), TTL: time.Minute})
+	claim, err := c.m.Claim(ctx, actors.ClaimRequest{Job: "backup", Slot: now.Unix(), Trigger: actors.TriggerSchedule,
+		Node: "n1", RunID: "x", TTL: time.Minute, Windows: actors.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}})
 	if err != nil || claim.Outcome != actors.Paused {
 		t.Fatalf("claim while paused: %+v %v; want Paused", claim, err)
 	}

@@ -1,7 +1,7 @@
 // Package nodeload counts the runs in progress on this node, enforces
 // node.max_parallel, and orders the nodes' claims without coordination
-// (docs/protocol-v2.md: the one spreading rule). For every (job, slot)
-// each node ranks the live nodes that may run the job (Rank): every node
+// (the one spreading rule protocol v2 keeps, issue 32). For every (job,
+// slot) each node ranks the live nodes that may run the job (Rank): every node
 // computes the same ranking from the same view of the live nodes, and a
 // node of rank k waits k × RankStep, at most MaxDelay, before it sends
 // its claim (Enter). So each node wins about 1/N of the slots, and the
@@ -203,10 +203,9 @@ func (l *Load) SetPeers(self string, peers []Peer, validFor time.Duration) {
 // there is no order: then the delay is 0); selectors is the job's nodes:
 // (package targeting), which decides which peers rank. It never blocks.
 //
-// This is the one spreading rule (docs/protocol-v2.md): every node ranks the
-// live nodes that may run the job (Rank), the same ranking everywhere,
-// and waits RankStep per rank, at most
-// MaxDelay. So each node wins about 1/N of the slots while every node is
+// This is the one spreading rule (protocol v2, issue 32): every node
+// ranks the live nodes that may run the job (Rank), the same ranking
+// everywhere, and waits RankStep per rank, at most MaxDelay. So each node wins about 1/N of the slots while every node is
 // up, and a slot whose rank-0 node is down is claimed RankStep later. It
 // carries no guarantee: the claim decides (R1). Enter returns 0 and -1
 // without ordering (New), without a valid view of the peers (SetPeers) and

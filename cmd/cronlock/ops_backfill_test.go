@@ -43,7 +43,7 @@ func TestBackfill_BadFlagExits2(t *testing.T) {
 	}
 }
 
-// A backfill over slots the schedule already decided (docs/protocol-v2.md,
+// A backfill over slots the schedule already decided (docs/protocol.md,
 // R1: one record per slot): -dry-run lists a slot that ran as already run
 // and one skipped without running (lock_lost) as would run; the backfill
 // then runs only the slots that ran nothing, and a second backfill of the

@@ -30,7 +30,7 @@ func history(t *testing.T, r *redislock.Redis, job string) []actors.RunRecord {
 
 // A manual run passes its output through, exits with the command's
 // status, and records its run; its fencing token is minted by rule R4
-// (docs/protocol-v2.md): max(fence + 1, Redis time in µs), here Redis
+// (docs/protocol.md): max(fence + 1, Redis time in µs), here Redis
 // time (the server runs on this host's clock) as the claim ran.
 func TestRun_ExitCodeOutputAndHistory(t *testing.T) {
 	cfg, r, addr := opsRedis(t, "echo hi; echo oops >&2; exit 3")
