@@ -51,6 +51,9 @@ func (l *slowLocker) Renew(ctx context.Context, job, owner string, ttl time.Dura
 func (l *slowLocker) Release(ctx context.Context, job, owner string) (bool, error) {
 	return l.mem.Load().Release(ctx, job, owner)
 }
+func (l *slowLocker) Audit(ctx context.Context, req AuditRequest) (Audited, error) {
+	return l.mem.Load().Audit(ctx, req)
+}
 func (l *slowLocker) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
 	t := time.NewTimer(time.Duration(l.finishDelay.Load()))
 	defer t.Stop()
@@ -83,7 +86,7 @@ func startJobCfgOn(t *testing.T, cfg config.Job, l Locker) *logHarness {
 		kill: make(chan struct{}), done: make(chan error, 1)}
 	h.metrics.InitJob(name)
 	phantoms := make(chan Phantom, 10)
-	h.job = NewJob(cfg, JobDeps{Log: zap.New(core), Metrics: h.metrics, Locker: l,
+	h.job = NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.New(core), Metrics: h.metrics, Locker: l,
 		NodeID: "n1", Results: h.results, Phantoms: phantoms, Kill: h.kill, Start: fakeproc.Start})
 	ctx, cancel := context.WithCancel(t.Context())
 	h.cancel = cancel
@@ -193,16 +196,18 @@ func TestJob_FireDuringFailingReleaseIsRedisError(t *testing.T) {
 }
 
 // A fire held during a claim that is then won is skipped overlap_local: the
-// node now runs the job.
+// node now runs the job. (The claim's round trip, 900 ms, fits the slot's
+// answer window, testMaxSkew, twice: the run counts Redis time as the
+// claim answered plus the whole round trip, rule R3.)
 func TestJob_FireDuringWinningClaimIsOverlapLocal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newSlowLocker()
-		l.delay.Store(int64(1500 * time.Millisecond)) // slow, within the 2 s claim timeout
+		l.delay.Store(int64(900 * time.Millisecond)) // slow, within the 2 s claim timeout
 		h := startJobOn(t, "j", "sleep 10s", l)
 		s := time.Now().Truncate(time.Second)
 		h.job.Inbox() <- Fire{Job: "j", Slot: s}
-		time.Sleep(time.Second)
-		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)}
+		time.Sleep(500 * time.Millisecond)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)} // while the claim of s is pending
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := h.skipped(); len(got) != 1 || got[s.Unix()+1] != SkipOverlapLocal {
@@ -224,14 +229,16 @@ func TestJob_FireDuringLosingClaimIsClaimed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newSlowLocker()
 		s := time.Now().Truncate(time.Second)
-		if _, err := l.mem.Load().Claim(t.Context(), ClaimRequest{Job: "j", Slot: s.Unix()}); err != nil {
-			t.Fatal(err)
+		n2 := scheduleClaim("j", s, "n2", "x")
+		n2.Lease = false // n2's run holds no lease here: the next slot is free to claim
+		if c, err := l.mem.Load().Claim(t.Context(), n2); err != nil || c.Outcome != Claimed {
+			t.Fatalf("n2's claim: %+v, %v", c, err)
 		}
-		l.delay.Store(int64(1500 * time.Millisecond))
+		l.delay.Store(int64(600 * time.Millisecond)) // twice within the answer window (rule R3)
 		h := startJobOn(t, "j", "exit 0", l)
 		h.job.Inbox() <- Fire{Job: "j", Slot: s}
-		time.Sleep(time.Second)
-		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)}
+		time.Sleep(300 * time.Millisecond)
+		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)} // while the claim of s is pending
 		fin := <-h.results
 		if !fin.Slot.Equal(s.Add(time.Second)) || fin.Result != ResultSuccess {
 			t.Errorf("got run of slot %v result %q, want slot %v success", fin.Slot, fin.Result, s.Add(time.Second))
@@ -243,86 +250,62 @@ func TestJob_FireDuringLosingClaimIsClaimed(t *testing.T) {
 	})
 }
 
-// Redis restarted empty: the node's next claims carry the slot and fence it
-// saw, so the claimed slot does not run again (a catch-up of it is
-// claimed_elsewhere), the fence goes on from where it was, the repair is
-// logged as a warning naming the values and counted once.
+// Redis restarted empty (rule R5): the node's next claim carries the
+// ledger seq it saw, finds the ledger behind it and repairs it: the slots
+// up to max_clock_skew after the loss, which have no record, are not run
+// (skipped state_lost, each with a warning) — a slot whose record was lost
+// may have run already; the repair is logged once as a warning naming
+// what it found and counted once; the next slot runs, its fencing token
+// above every token before the loss (rule R4: tokens follow Redis time
+// in µs, not the lost counter).
 func TestJob_RepairsStateRedisLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newSlowLocker()
 		h := startJobOn(t, "j", "exit 0", l)
-		s := time.Now().Truncate(time.Second)
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		var last int64
 		for i := range 3 {
+			time.Sleep(time.Until(s.Add(time.Duration(i) * time.Second)))
 			h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Duration(i) * time.Second)}
-			if fin := <-h.results; fin.Fence != int64(i+1) {
-				t.Fatalf("run %d: got fence %d, want %d", i, fin.Fence, i+1)
+			fin := <-h.results
+			if fin.Fence <= last {
+				t.Fatalf("run %d: fence %d after %d, want strictly increasing", i, fin.Fence, last)
+			}
+			last = fin.Fence
+		}
+		l.mem.Store(redislock.NewMemory()) // restarted empty
+		for i := 3; i <= 6; i++ {
+			slot := s.Add(time.Duration(i) * time.Second)
+			time.Sleep(time.Until(slot))
+			h.job.Inbox() <- Fire{Job: "j", Slot: slot}
+			synctest.Wait()
+		}
+		fin := <-h.results
+		if want := s.Add(6 * time.Second); !fin.Slot.Equal(want) || fin.Result != ResultSuccess || fin.Fence <= last {
+			t.Errorf("after the loss: got run of slot %v result %s fence %d, want slot %v success with a fence above %d",
+				fin.Slot, fin.Result, fin.Fence, want, last)
+		}
+		got := h.skipped()
+		for i := int64(3); i <= 5; i++ {
+			if got[s.Unix()+i] != SkipStateLost {
+				t.Errorf("slot %d (within max_clock_skew of the loss): got skips %v, want state_lost", s.Unix()+i, got)
+			}
+			if o := occurrence(t, l.mem.Load(), "j", s.Add(time.Duration(i)*time.Second)); o.Status != "skipped" || o.Reason != SkipStateLost {
+				t.Errorf("slot %d's record: %+v, want skipped state_lost", s.Unix()+i, o)
 			}
 		}
-		l.mem.Store(redislock.NewMemory())                            // restarted empty
-		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(2 * time.Second)} // the last run slot, again (catch-up)
-		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(3 * time.Second)}
-		if fin := <-h.results; !fin.Slot.Equal(s.Add(3*time.Second)) || fin.Fence != 4 {
-			t.Errorf("after the loss: got run of slot %v fence %d, want slot %v fence 4", fin.Slot, fin.Fence, s.Add(3*time.Second))
+		if n := h.logs.FilterMessageSnippet("redis lost the job's ledger around it").FilterLevelExact(zapcore.WarnLevel).Len(); n != 3 {
+			t.Errorf("state_lost warnings: got %d, want 3", n)
 		}
-		synctest.Wait()
-		if got := h.skipped(); got[s.Unix()+2] != SkipClaimedElsewhere {
-			t.Errorf("slot %d again after the loss: got skips %v, want claimed_elsewhere", s.Unix()+2, got)
-		}
-		repairs := h.logs.FilterMessageSnippet("claim state repaired").All()
+		repairs := h.logs.FilterMessageSnippet("ledger state repaired").All()
 		if len(repairs) != 1 || repairs[0].Level != zapcore.WarnLevel {
 			t.Fatalf("repair logs: got %v, want one warning", repairs)
 		}
-		f := repairs[0].ContextMap()
-		if f["job"] != "j" || f["found_slot"] != int64(0) || f["state_slot"] != s.Unix()+2 || f["state_fence"] != int64(3) {
-			t.Errorf("repair log fields: got %v, want job j, found_slot 0, state_slot %d, state_fence 3", f, s.Unix()+2)
+		if f := repairs[0].ContextMap(); f["job"] != "j" || f["found_seq"] != int64(0) || f["seq"].(int64) < 5 {
+			t.Errorf("repair log fields: got %v, want job j, found_seq 0, seq raised to at least what the node had seen (5, its last claim's answer)", f)
 		}
 		if got := promtest.Value(t, h.metrics, "cronlock_state_repairs_total", "job", "j"); got != 1 {
 			t.Errorf("cronlock_state_repairs_total: got %v, want 1", got)
-		}
-		if got := h.job.SeenSlot(); got != s.Unix()+3 {
-			t.Errorf("SeenSlot: got %d, want %d", got, s.Unix()+3)
-		}
-		h.stop(t)
-	})
-}
-
-// A Catchup carrying a missed-slot report logs one warning with the count
-// and range, and counts the slots in cronlock_missed_slots_total.
-func TestJob_ReportsMissedSlots(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := startJobOn(t, "j", "exit 0", redislock.NewMemory())
-		s := time.Now().Truncate(time.Second).Unix()
-		h.job.Inbox() <- Catchup{Missed: &MissedSlots{After: s - 4, Last: s - 1}}
-		synctest.Wait()
-		logs := h.logs.FilterMessageSnippet("slots missed").All()
-		if len(logs) != 1 || logs[0].Level != zapcore.WarnLevel {
-			t.Fatalf("missed-slot logs: got %v, want one warning", logs)
-		}
-		f := logs[0].ContextMap()
-		if f["missed"] != int64(3) || f["first_slot"] != s-3 || f["last_slot"] != s-1 {
-			t.Errorf("fields: got %v, want missed 3, first_slot %d, last_slot %d", f, s-3, s-1)
-		}
-		if got := promtest.Value(t, h.metrics, "cronlock_missed_slots_total", "job", "j"); got != 3 {
-			t.Errorf("cronlock_missed_slots_total: got %v, want 3", got)
-		}
-		h.stop(t)
-	})
-}
-
-// A per-second job unclaimed for a day is counted up to the cap, and the
-// warning says "at least".
-func TestJob_MissedSlotsCapped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := startJobOn(t, "j", "exit 0", redislock.NewMemory())
-		s := time.Now().Truncate(time.Second).Unix()
-		h.job.Inbox() <- Catchup{Missed: &MissedSlots{After: s - 86400, Last: s}}
-		synctest.Wait()
-		logs := h.logs.FilterMessageSnippet("at least").All()
-		if len(logs) != 1 || logs[0].ContextMap()["missed"] != int64(10_000) {
-			t.Fatalf("got %v, want one \"at least\" warning with missed 10000", logs)
-		}
-		if got := promtest.Value(t, h.metrics, "cronlock_missed_slots_total", "job", "j"); got != 10_000 {
-			t.Errorf("cronlock_missed_slots_total: got %v, want 10000", got)
 		}
 		h.stop(t)
 	})

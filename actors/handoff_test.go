@@ -38,12 +38,12 @@ func (f *finishRecorder) Finish(ctx context.Context, req FinishRequest) (Finishe
 func TestJob_HandOverTakesReloadedSettings(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := testJob(t, "q", "sleep 2500ms")
-		cfg.Overlap = config.OverlapQueue
+		cfg.Overlap, cfg.CatchupWindow = config.OverlapQueue, 5*time.Second // the pending slots run after their next came due (R7)
 		locker := &finishRecorder{Memory: redislock.NewMemory()}
 		metrics := NewMetrics(nil)
 		metrics.InitJob(cfg.Name)
 		results, kill := make(chan RunFinished, 10), make(chan struct{})
-		job := NewJob(cfg, JobDeps{Log: zap.NewNop(), Metrics: metrics, Locker: locker, NodeID: "n1",
+		job := NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: metrics, Locker: locker, NodeID: "n1",
 			Results: results, Phantoms: make(chan Phantom, 10), Kill: kill, Start: fakeproc.Start})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)

@@ -22,10 +22,8 @@ import (
 func TestJanitor_SweepReleasesPhantomLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := &countingLocker{Memory: redislock.NewMemory()}
-		for _, owner := range []string{"n1:phantom"} {
-			if _, err := mem.Claim(t.Context(), ClaimRequest{Job: "j", Slot: 5, Owner: owner, TTL: time.Hour, Lease: true}); err != nil {
-				t.Fatal(err)
-			}
+		if c, err := mem.Claim(t.Context(), manualClaim("j", "n1", "phantom", time.Hour)); err != nil || c.Outcome != Claimed {
+			t.Fatalf("claim: %+v, %v", c, err)
 		}
 		jan := NewJanitor(zap.NewNop(), mem, 4)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -94,7 +92,7 @@ func TestJanitor_FailedFinishIsSentAgain(t *testing.T) {
 		metrics := NewMetrics(nil)
 		metrics.InitJob("j")
 		results, kill := make(chan RunFinished, 10), make(chan struct{})
-		job := NewJob(testJob(t, "j", "exit 0"), JobDeps{Log: zap.NewNop(), Metrics: metrics, Locker: mem, NodeID: "n1",
+		job := NewJob(testJob(t, "j", "exit 0"), JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: metrics, Locker: mem, NodeID: "n1",
 			Results: results, Phantoms: jan.Inbox(), Finishes: jan.Finishes(), Kill: kill, Start: fakeproc.Start})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -143,15 +141,16 @@ func (r refusingFinish) Finish(ctx context.Context, req FinishRequest) (Finished
 func TestJanitor_RefusedFinishHoldsNothingBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := refusingFinish{redislock.NewMemory()}
-		if _, err := mem.Claim(t.Context(), ClaimRequest{Job: "j", Slot: 5, Owner: "n1:phantom", TTL: time.Hour, Lease: true}); err != nil {
-			t.Fatal(err)
+		if c, err := mem.Claim(t.Context(), manualClaim("j", "n1", "phantom", time.Hour)); err != nil || c.Outcome != Claimed {
+			t.Fatalf("claim: %+v, %v", c, err)
 		}
 		jan := NewJanitor(zap.NewNop(), mem, 4)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- jan.Run(ctx) }()
-		jan.Finishes() <- FinishRequest{Job: "bad", Record: RunRecord{RunID: "r-bad", End: time.Now()}}
-		jan.Finishes() <- FinishRequest{Job: "good", Record: RunRecord{RunID: "r-good", End: time.Now()}}
+		slot := time.Now().Unix()
+		jan.Finishes() <- FinishRequest{Job: "bad", Record: RunRecord{RunID: "r-bad", Slot: slot, End: time.Now(), Result: ResultSuccess}}
+		jan.Finishes() <- FinishRequest{Job: "good", Record: RunRecord{RunID: "r-good", Slot: slot, End: time.Now(), Result: ResultSuccess}}
 		jan.Inbox() <- Phantom{Job: "j", Owner: "n1:phantom", Until: time.Now().Add(time.Hour)}
 		time.Sleep(time.Second) // four sweeps
 		synctest.Wait()
@@ -173,8 +172,8 @@ func TestJanitor_RefusedFinishHoldsNothingBack(t *testing.T) {
 func TestJanitor_HandedOnLeaseReleasedIsAnError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := redislock.NewMemory()
-		if _, err := mem.Claim(t.Context(), ClaimRequest{Job: "q", Slot: 5, Owner: "n1:next", TTL: time.Hour, Lease: true}); err != nil {
-			t.Fatal(err)
+		if c, err := mem.Claim(t.Context(), manualClaim("q", "n1", "next", time.Hour)); err != nil || c.Outcome != Claimed {
+			t.Fatalf("claim: %+v, %v", c, err)
 		}
 		logs := sweepHandedOn(t, mem, "q", "n1:next")
 		got := logs.FilterLevelExact(zap.ErrorLevel).FilterField(zap.String("job", "q")).All()
@@ -190,23 +189,29 @@ func TestJanitor_HandedOnLeaseReleasedIsAnError(t *testing.T) {
 func TestJanitor_HandedOnSlotPutBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := redislock.NewMemory()
-		for _, c := range []struct {
-			slot  int64
-			owner string
-		}{{1, "n1:a"}, {2, "n2:b"}} {
-			if _, err := mem.Claim(t.Context(), ClaimRequest{Job: "q", Slot: c.slot, Owner: c.owner, TTL: time.Hour, Lease: true, Queue: true}); err != nil {
-				t.Fatal(err)
+		s := time.Now()
+		var token int64
+		for i, c := range []struct {
+			node, run string
+			want      Outcome
+		}{{"n1", "a", Claimed}, {"n2", "b", Queued}} {
+			req := scheduleClaim("q", s.Add(time.Duration(i)*time.Second), c.node, c.run)
+			req.TTL, req.Queue = time.Hour, true
+			got, err := mem.Claim(t.Context(), req)
+			if err != nil || got.Outcome != c.want {
+				t.Fatalf("claim of %s:%s: %+v, %v; want %v", c.node, c.run, got, err, c.want)
 			}
+			token = max(token, got.Token)
 		}
 		if f, err := mem.Finish(t.Context(), FinishRequest{Job: "q", Owner: "n1:a", Next: "n1:next", TTL: time.Hour,
-			Record: RunRecord{RunID: "a"}}); err != nil || f.Fence == 0 {
-			t.Fatalf("finish handing on: %+v, %v", f, err)
+			Record: RunRecord{RunID: "a", Slot: s.Unix(), Fence: token}}); err != nil || f.Token == 0 || f.Pending != s.Unix()+1 {
+			t.Fatalf("finish handing on: %+v, %v; want slot %d handed on with a token", f, err, s.Unix()+1)
 		}
 		logs := sweepHandedOn(t, mem, "q", "n1:next")
-		if st, _ := mem.State(t.Context(), "q"); st.LeaseHolder != "" || st.Pending != 2 {
-			t.Errorf("state %+v; want no lease and slot 2 pending again", st)
+		if st, _ := mem.State(t.Context(), "q"); st.LeaseHolder != "" || st.Pending != s.Unix()+1 {
+			t.Errorf("state %+v; want no lease and slot %d pending again", st, s.Unix()+1)
 		}
-		if got := logs.FilterMessageSnippet("pending slot put back").FilterField(zap.Int64("pending_slot", 2)).All(); len(got) != 1 {
+		if got := logs.FilterMessageSnippet("pending slot put back").FilterField(zap.Int64("pending_slot", s.Unix()+1)).All(); len(got) != 1 {
 			t.Errorf("got %d put-back warnings, want 1", len(got))
 		}
 	})

@@ -16,6 +16,40 @@ import (
 	"go.uber.org/zap"
 )
 
+// testMaxSkew is node.max_clock_skew as the config defaults it: a
+// scheduled claim is accepted from testMaxSkew before its slot to
+// testMaxSkew after it (the answer window of testJob's jobs), in the
+// memory backend's time (the bubble's clock; docs/protocol.md, R2).
+const testMaxSkew = 2 * time.Second
+
+// scheduleClaim is a scheduled claim of job's slot by node:runID, with
+// testJob's lease and testMaxSkew's windows.
+func scheduleClaim(job string, slot time.Time, node, runID string) ClaimRequest {
+	return ClaimRequest{Job: job, Slot: slot.Unix(), Trigger: TriggerSchedule, Node: node, RunID: runID,
+		TTL: 30 * time.Second, Lease: true, Windows: Windows{Early: testMaxSkew, Answer: testMaxSkew}}
+}
+
+// manualClaim is a manual run's claim of job's lease by node:runID.
+func manualClaim(job, node, runID string, ttl time.Duration) ClaimRequest {
+	return ClaimRequest{Job: job, Trigger: TriggerManual, Node: node, RunID: runID, TTL: ttl, Lease: true}
+}
+
+// occurrence returns the ledger's record of job's slot in mem ("" status
+// when there is none).
+func occurrence(t *testing.T, mem *redislock.Memory, job string, slot time.Time) Occurrence {
+	t.Helper()
+	occ, err := mem.Occurrences(t.Context(), job, slot.Unix(), slot.Unix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range occ {
+		if o.Slot == slot.Unix() {
+			return o
+		}
+	}
+	return Occurrence{}
+}
+
 func testJob(t *testing.T, name, command string) config.Job {
 	return config.Job{Name: name, Schedule: "* * * * * *", Command: command, Shell: "/bin/sh",
 		KillGrace: 2 * time.Second, LockTTL: 30 * time.Second, Enabled: true, Overlap: config.OverlapSkip,
@@ -39,7 +73,7 @@ func startJob(t *testing.T, cfg config.Job) *jobHarness {
 	h := &jobHarness{name: cfg.Name, metrics: NewMetrics(nil), locker: redislock.NewMemory(),
 		results: make(chan RunFinished, 10), kill: make(chan struct{}), done: make(chan error, 1)}
 	h.metrics.InitJob(cfg.Name)
-	h.job = NewJob(cfg, JobDeps{Log: zap.NewNop(), Metrics: h.metrics, Locker: h.locker, NodeID: "n1",
+	h.job = NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: h.metrics, Locker: h.locker, NodeID: "n1",
 		Results: h.results, Phantoms: make(chan Phantom, 10), Kill: h.kill, Start: fakeproc.Start})
 	ctx, cancel := context.WithCancel(t.Context())
 	h.cancel = cancel
@@ -74,8 +108,9 @@ func TestJob_SkipsWhileRunning(t *testing.T) {
 			t.Fatalf("Run: got %v, want nil", err)
 		}
 		fin := <-h.results
-		if fin.Result != ResultFailure || fin.Fence != 1 {
-			t.Errorf("got result %q fence %d, want failure (killed at shutdown) fence 1", fin.Result, fin.Fence)
+		if o := occurrence(t, h.locker, "long", slot); fin.Result != ResultFailure || fin.Fence <= 0 || o.Token != fin.Fence ||
+			o.Status != "ran" || o.Result != ResultFailure {
+			t.Errorf("got result %q fence %d, record %+v; want failure (killed at shutdown) with the fence of the slot's record", fin.Result, fin.Fence, o)
 		}
 	})
 }
@@ -109,14 +144,14 @@ func TestJob_ShutdownWaitsThenKills(t *testing.T) {
 	})
 }
 
-// A slot already claimed (state.slot >= slot) is skipped claimed_elsewhere.
+// A slot another node claimed (it has a record, rule R1) is skipped
+// claimed_elsewhere.
 func TestJob_SkipsSlotClaimedElsewhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startJob(t, testJob(t, "j", "true"))
 		slot := time.Now()
-		if _, err := h.locker.Claim(t.Context(), ClaimRequest{Job: "j", Slot: slot.Unix(),
-			Owner: "other:1", TTL: time.Second, Lease: false}); err != nil {
-			t.Fatal(err)
+		if c, err := h.locker.Claim(t.Context(), scheduleClaim("j", slot, "other", "1")); err != nil || c.Outcome != Claimed {
+			t.Fatalf("other node's claim: %+v, %v", c, err)
 		}
 		h.job.Inbox() <- Fire{Job: "j", Slot: slot}
 		waitFor(t, func() bool { return h.skips(t, SkipClaimedElsewhere) == 1 })

@@ -36,7 +36,7 @@ func TestJob_StartHoldsNoGoroutineWhileIdle(t *testing.T) {
 	metrics := NewMetrics(nil)
 	metrics.InitJob("lazy")
 	results := make(chan RunFinished, 4)
-	job := NewJob(testJob(t, "lazy", "exit 0"), JobDeps{Log: zap.NewNop(), Metrics: metrics,
+	job := NewJob(testJob(t, "lazy", "exit 0"), JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: metrics,
 		Locker: redislock.NewMemory(), NodeID: "n1", Results: results, Phantoms: make(chan Phantom, 10),
 		Kill: make(chan struct{})})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -14,16 +14,17 @@ import (
 	"go.uber.org/zap"
 )
 
-// acquire claims slot 1 of job "j" for owner n1:x and returns the renewing
-// Lease; stop ends it (release and a history record).
+// acquire claims job "j" for a manual run of owner n1:x and returns the
+// renewing Lease; stop ends it (release and a history record).
 func acquire(t *testing.T, l Locker, ttl time.Duration) (*Lease, func()) {
 	t.Helper()
-	c, lease, err := Acquire(t.Context(), zap.NewNop(), l,
-		ClaimRequest{Job: "j", Slot: 1, Owner: "n1:x", TTL: ttl, Lease: true})
+	c, lease, err := Acquire(t.Context(), zap.NewNop(), l, manualClaim("j", "n1", "x", ttl))
 	if err != nil || c.Outcome != Claimed {
 		t.Fatalf("Acquire: got %v, %v, want claimed", c.Outcome, err)
 	}
-	return lease, func() { _, _, _ = lease.End(context.Background(), RunRecord{RunID: "x", Slot: 1}, "", nil) }
+	return lease, func() {
+		_, _, _ = lease.End(context.Background(), RunRecord{RunID: "x", Trigger: TriggerManual, Fence: c.Token}, "", nil)
+	}
 }
 
 // The lease is renewed every TTL/3 and outlives its TTL many times over.
@@ -93,8 +94,12 @@ func TestLease_LostWhenNotHeld(t *testing.T) {
 func TestLease_EndReleasesAndRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := redislock.NewMemory()
-		lease, _ := acquire(t, mem, 3*time.Second)
-		if _, _, err := lease.End(t.Context(), RunRecord{RunID: "r1", Slot: 1, Trigger: TriggerManual}, "", nil); err != nil {
+		c, lease, err := Acquire(t.Context(), zap.NewNop(), mem, manualClaim("j", "n1", "r1", 3*time.Second))
+		if err != nil || c.Outcome != Claimed {
+			t.Fatalf("Acquire: got %v, %v, want claimed", c.Outcome, err)
+		}
+		if _, _, err := lease.End(t.Context(), RunRecord{RunID: "r1", Trigger: TriggerManual, Fence: c.Token,
+			Result: ResultSuccess}, "", nil); err != nil {
 			t.Fatalf("End: %v", err)
 		}
 		st, _ := mem.State(t.Context(), "j")
@@ -123,8 +128,7 @@ func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 		}
 
 		f2 := &flakyLocker{Memory: redislock.NewMemory()}
-		c, lease, err := Acquire(t.Context(), zap.NewNop(), f2,
-			ClaimRequest{Job: "k", Slot: 1, Owner: "n1:y", TTL: 3 * time.Second, Lease: true})
+		c, lease, err := Acquire(t.Context(), zap.NewNop(), f2, manualClaim("k", "n1", "y", 3*time.Second))
 		if err != nil || c.Outcome != Claimed {
 			t.Fatalf("Acquire k: %v, %v", c.Outcome, err)
 		}
@@ -136,7 +140,7 @@ func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 		if got := f2.renewals.Load(); got != 1 {
 			t.Errorf("renewals 1.5 s into a 3 s lease: %d, want 1 (at 1 s)", got)
 		}
-		if _, _, err := lease.End(t.Context(), RunRecord{RunID: "y", Slot: 1}, "", nil); err != nil {
+		if _, _, err := lease.End(t.Context(), RunRecord{RunID: "y", Trigger: TriggerManual, Fence: c.Token}, "", nil); err != nil {
 			t.Fatalf("End: %v", err)
 		}
 		time.Sleep(5 * time.Second)

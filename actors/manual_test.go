@@ -34,8 +34,13 @@ func TestJob_RunNowIsARunWithTriggerManual(t *testing.T) {
 			t.Errorf("hook runner got run %s trigger %q, want %s manual", fin.RunID, fin.Trigger, ran.Finished.RunID)
 		}
 		st, _ := h.locker.State(t.Context(), "m")
-		if st.Slot != 0 || st.Fence != 1 || st.Last == nil || st.Last.Trigger != TriggerManual || st.LeaseHolder != "" {
-			t.Errorf("state: got %+v (last %+v), want slot 0, fence 1, last run manual, lease released", st, st.Last)
+		if fence := ran.Finished.Fence; fence <= 0 || st.Slot != 0 || st.Fence != fence || st.Last == nil ||
+			st.Last.Trigger != TriggerManual || st.Last.Fence != fence || st.LeaseHolder != "" {
+			t.Errorf("state: got %+v (last %+v), want slot 0, the run's fence %d, last run manual, lease released", st, st.Last, fence)
+		}
+		occ, _ := h.locker.Occurrences(t.Context(), "m", 0, 1<<53)
+		if len(occ) != 1 || occ[0].ID != OccurrenceID(0, ran.Finished.Fence) || occ[0].Status != "ran" {
+			t.Errorf("ledger: %+v, want the manual run's one record, keyed by its token", occ)
 		}
 		h.cancel()
 		<-h.done

@@ -20,21 +20,34 @@ func TestMetrics_ExportsSeries(t *testing.T) {
 	m.RunFinished("backup", ResultSuccess, 1500*time.Millisecond, time.Unix(1_800_000_000, 0))
 	m.ObserveFireDelay("backup", 3*time.Millisecond)
 	m.SetRedisUp(true)
+	m.OccurrencesMissed("backup", 3)
+	m.StateRepaired("backup")
 	want := `
 # HELP cronlock_skips_total Slots not run by this node, by skip reason.
 # TYPE cronlock_skips_total counter
 cronlock_skips_total{job="backup",reason="claimed_elsewhere"} 0
+cronlock_skips_total{job="backup",reason="clock_skew"} 0
 cronlock_skips_total{job="backup",reason="disabled"} 0
+cronlock_skips_total{job="backup",reason="expired"} 0
+cronlock_skips_total{job="backup",reason="lock_lost"} 0
 cronlock_skips_total{job="backup",reason="max_runs"} 0
-cronlock_skips_total{job="backup",reason="no_record"} 0
 cronlock_skips_total{job="backup",reason="node_busy"} 0
 cronlock_skips_total{job="backup",reason="not_replicated"} 0
+cronlock_skips_total{job="backup",reason="outside_claim_window"} 0
+cronlock_skips_total{job="backup",reason="outside_retention"} 0
 cronlock_skips_total{job="backup",reason="overlap"} 1
 cronlock_skips_total{job="backup",reason="overlap_local"} 0
 cronlock_skips_total{job="backup",reason="paused"} 0
 cronlock_skips_total{job="backup",reason="redis_error"} 0
 cronlock_skips_total{job="backup",reason="redis_unsafe"} 0
 cronlock_skips_total{job="backup",reason="shutting_down"} 0
+cronlock_skips_total{job="backup",reason="state_lost"} 0
+# HELP cronlock_occurrences_missed_total Occurrences this node recorded missed in the ledger: due, no record after their answer window (docs/protocol.md, R8). Summed over nodes, each missed occurrence counts once.
+# TYPE cronlock_occurrences_missed_total counter
+cronlock_occurrences_missed_total{job="backup"} 3
+# HELP cronlock_state_repairs_total Claims that found the job's ledger behind what this node had seen (Redis lost data) and repaired it (docs/protocol.md, R5).
+# TYPE cronlock_state_repairs_total counter
+cronlock_state_repairs_total{job="backup"} 1
 # HELP cronlock_last_success_timestamp_seconds Unix time of the last successful run on this node (0 = none).
 # TYPE cronlock_last_success_timestamp_seconds gauge
 cronlock_last_success_timestamp_seconds{job="backup"} 1.8e+09
@@ -43,6 +56,7 @@ cronlock_last_success_timestamp_seconds{job="backup"} 1.8e+09
 cronlock_redis_up 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "cronlock_skips_total",
+		"cronlock_occurrences_missed_total", "cronlock_state_repairs_total",
 		"cronlock_last_success_timestamp_seconds", "cronlock_redis_up"); err != nil {
 		t.Error(err)
 	}
@@ -107,29 +121,39 @@ func TestMetrics_IdleJobExportedAtZero(t *testing.T) {
 # HELP cronlock_skips_total Slots not run by this node, by skip reason.
 # TYPE cronlock_skips_total counter
 cronlock_skips_total{job="busy",reason="claimed_elsewhere"} 0
+cronlock_skips_total{job="busy",reason="clock_skew"} 0
 cronlock_skips_total{job="busy",reason="disabled"} 1
+cronlock_skips_total{job="busy",reason="expired"} 0
+cronlock_skips_total{job="busy",reason="lock_lost"} 0
 cronlock_skips_total{job="busy",reason="max_runs"} 0
-cronlock_skips_total{job="busy",reason="no_record"} 0
 cronlock_skips_total{job="busy",reason="node_busy"} 0
 cronlock_skips_total{job="busy",reason="not_replicated"} 0
+cronlock_skips_total{job="busy",reason="outside_claim_window"} 0
+cronlock_skips_total{job="busy",reason="outside_retention"} 0
 cronlock_skips_total{job="busy",reason="overlap"} 0
 cronlock_skips_total{job="busy",reason="overlap_local"} 0
 cronlock_skips_total{job="busy",reason="paused"} 0
 cronlock_skips_total{job="busy",reason="redis_error"} 0
 cronlock_skips_total{job="busy",reason="redis_unsafe"} 0
 cronlock_skips_total{job="busy",reason="shutting_down"} 0
+cronlock_skips_total{job="busy",reason="state_lost"} 0
 cronlock_skips_total{job="idle",reason="claimed_elsewhere"} 0
+cronlock_skips_total{job="idle",reason="clock_skew"} 0
 cronlock_skips_total{job="idle",reason="disabled"} 0
+cronlock_skips_total{job="idle",reason="expired"} 0
+cronlock_skips_total{job="idle",reason="lock_lost"} 0
 cronlock_skips_total{job="idle",reason="max_runs"} 0
-cronlock_skips_total{job="idle",reason="no_record"} 0
 cronlock_skips_total{job="idle",reason="node_busy"} 0
 cronlock_skips_total{job="idle",reason="not_replicated"} 0
+cronlock_skips_total{job="idle",reason="outside_claim_window"} 0
+cronlock_skips_total{job="idle",reason="outside_retention"} 0
 cronlock_skips_total{job="idle",reason="overlap"} 0
 cronlock_skips_total{job="idle",reason="overlap_local"} 0
 cronlock_skips_total{job="idle",reason="paused"} 0
 cronlock_skips_total{job="idle",reason="redis_error"} 0
 cronlock_skips_total{job="idle",reason="redis_unsafe"} 0
 cronlock_skips_total{job="idle",reason="shutting_down"} 0
+cronlock_skips_total{job="idle",reason="state_lost"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "cronlock_skips_total"); err != nil {
 		t.Error(err)

@@ -38,7 +38,7 @@ func TestJob_RefusedClaimSkipsWithItsReason(t *testing.T) {
 		m.InitJob("j")
 		phantoms := make(chan Phantom, 10)
 		results := make(chan RunFinished, 10)
-		job := NewJob(testJob(t, "j", "true"), JobDeps{Log: zap.New(core), Metrics: m,
+		job := NewJob(testJob(t, "j", "true"), JobDeps{MaxSkew: testMaxSkew, Log: zap.New(core), Metrics: m,
 			Locker: refusingLocker{redislock.NewMemory(), SkipRedisUnsafe}, NodeID: "n1", Results: results,
 			Phantoms: phantoms, Kill: make(chan struct{}), Start: fakeproc.Start})
 		ctx, cancel := context.WithCancel(t.Context())

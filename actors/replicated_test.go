@@ -48,8 +48,13 @@ func TestJob_NotReplicatedClaimIsNotRun(t *testing.T) {
 			t.Errorf("'claim not replicated' warnings with replicas_acked 0: got %d, want 1 (the second is summarised)", n)
 		}
 		st, err := mem.State(t.Context(), "j")
-		if err != nil || st.LeaseHolder != "" || st.Fence != 2 {
-			t.Errorf("state: got %+v, %v; want no lease held and fence 2", st, err)
+		if err != nil || st.LeaseHolder != "" || st.Fence <= 0 {
+			t.Errorf("state: got %+v, %v; want no lease held and the tokens minted", st, err)
+		}
+		for i := range 2 {
+			if o := occurrence(t, mem, "j", s.Add(time.Duration(i)*time.Second)); o.Status != "skipped" || o.Reason != SkipNotReplicated {
+				t.Errorf("slot %d's record: %+v, want skipped not_replicated (the won claim did not run)", s.Unix()+int64(i), o)
+			}
 		}
 		select {
 		case fin := <-h.results:
@@ -69,7 +74,7 @@ type unreplicatedHandOver struct{ *redislock.Memory }
 
 func (l unreplicatedHandOver) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
 	f, err := l.Memory.Finish(ctx, req)
-	if err == nil && f.Fence > 0 {
+	if err == nil && f.Token > 0 {
 		f.NotReplicated = true
 	}
 	return f, err

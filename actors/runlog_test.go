@@ -35,7 +35,7 @@ func startLoggedJob(t *testing.T, cfg config.Job, locker Locker) *loggedJob {
 	h := &jobHarness{name: cfg.Name, metrics: NewMetrics(nil), results: make(chan RunFinished, 10),
 		kill: make(chan struct{}), done: make(chan error, 1)}
 	h.metrics.InitJob(cfg.Name)
-	h.job = NewJob(cfg, JobDeps{Log: zap.New(core), Metrics: h.metrics, Locker: locker, NodeID: "n1",
+	h.job = NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.New(core), Metrics: h.metrics, Locker: locker, NodeID: "n1",
 		Results: h.results, Phantoms: make(chan Phantom, 1000), Kill: h.kill, Start: fakeproc.Start})
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
