@@ -113,7 +113,11 @@ func (r *run) startProcess(spec process.Spec) (Proc, error) {
 		p   Proc
 		err error
 	}
-	ch := make(chan started, 1)
+	// Unbuffered: a start that returns after it was abandoned can hand its
+	// process over only to a receiver; with no one receiving, the select
+	// below can only see abandoned and kill it (a buffered channel took it
+	// half the time, and the process ran on unsupervised).
+	ch := make(chan started)
 	abandoned := make(chan struct{})
 	go func() {
 		p, err := r.deps.Start(spec)
