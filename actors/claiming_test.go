@@ -80,14 +80,25 @@ func startJobOn(t *testing.T, name, command string, l Locker) *logHarness {
 // startJobCfgOn is startJobOn with a job configuration of the caller's.
 func startJobCfgOn(t *testing.T, cfg config.Job, l Locker) *logHarness {
 	t.Helper()
+	return startJobDeps(t, cfg, l, nil)
+}
+
+// startJobDeps is startJobCfgOn whose JobDeps set changes (nil: none)
+// before the actor is made.
+func startJobDeps(t *testing.T, cfg config.Job, l Locker, set func(*JobDeps)) *logHarness {
+	t.Helper()
 	name := cfg.Name
 	core, logs := observer.New(zapcore.DebugLevel)
 	h := &jobHarness{name: name, metrics: NewMetrics(nil), results: make(chan RunFinished, 10),
 		kill: make(chan struct{}), done: make(chan error, 1)}
 	h.metrics.InitJob(name)
 	phantoms := make(chan Phantom, 10)
-	h.job = NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.New(core), Metrics: h.metrics, Locker: l,
-		NodeID: "n1", Results: h.results, Phantoms: phantoms, Kill: h.kill, Start: fakeproc.Start})
+	deps := JobDeps{MaxSkew: testMaxSkew, Log: zap.New(core), Metrics: h.metrics, Locker: l,
+		NodeID: "n1", Results: h.results, Phantoms: phantoms, Kill: h.kill, Start: fakeproc.Start}
+	if set != nil {
+		set(&deps)
+	}
+	h.job = NewJob(cfg, deps)
 	ctx, cancel := context.WithCancel(t.Context())
 	h.cancel = cancel
 	go func() { h.done <- h.job.Run(ctx) }()

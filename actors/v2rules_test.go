@@ -1,0 +1,541 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/internal/fakeproc"
+	"github.com/cronlock/cronlock/internal/promtest"
+	"github.com/cronlock/cronlock/process"
+	"github.com/cronlock/cronlock/redislock"
+	"github.com/cronlock/cronlock/runrecords"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// One test per rule of protocol v2 (docs/protocol.md) that the actors
+// keep: R1 as the run path sees it, R2's early edge, R3's start check,
+// R7's expiry of a handed-on pending slot, R8's audit, and R3's bounds on
+// the state directory and the process start.
+
+// runStarted returns the "run started" lines of slot.
+func (h *logHarness) runStarted(slot time.Time) []observer.LoggedEntry {
+	var out []observer.LoggedEntry
+	for _, e := range h.logs.FilterMessage("run started").All() {
+		if e.ContextMap()["slot"] == slot.Unix() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// noResult fails when a run's result is waiting.
+func (h *logHarness) noResult(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case fin := <-h.results:
+		t.Errorf("%s: got a run of slot %v (%s), want none", why, fin.Slot, fin.Result)
+	default:
+	}
+}
+
+// R1: the claims of S+1 reach Redis before those of S (overlap allow, a
+// late fire of S): S is not lost, both slots run, each has its own record,
+// and the tokens follow the order of the claims, not of the slots.
+func TestRule1_LaterSlotClaimedFirstDoesNotLoseTheEarlierOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		cfg := testJob(t, "a", "exit 0")
+		cfg.Overlap = config.OverlapAllow
+		h := startJobCfgOn(t, cfg, mem)
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(s.Add(time.Second)))
+		h.job.Inbox() <- Fire{Job: "a", Slot: s.Add(time.Second)}
+		first := <-h.results
+		h.job.Inbox() <- Fire{Job: "a", Slot: s} // 1 s late: within its answer window
+		second := <-h.results
+		if !first.Slot.Equal(s.Add(time.Second)) || !second.Slot.Equal(s) || first.Result != ResultSuccess ||
+			second.Result != ResultSuccess {
+			t.Fatalf("runs: slot %v (%s) then slot %v (%s); want %v then %v, both success", first.Slot, first.Result,
+				second.Slot, second.Result, s.Add(time.Second), s)
+		}
+		if second.Fence <= first.Fence {
+			t.Errorf("fences: S+1 got %d, S (claimed after it) %d; want S's above", first.Fence, second.Fence)
+		}
+		for _, slot := range []time.Time{s, s.Add(time.Second)} {
+			if o := occurrence(t, mem, "a", slot); o.Status != "ran" || o.Node != "n1" {
+				t.Errorf("slot %d's record: %+v, want ran by n1", slot.Unix(), o)
+			}
+		}
+		if got := h.skipped(); len(got) != 0 {
+			t.Errorf("skips %v, want none", got)
+		}
+		h.stop(t)
+	})
+}
+
+// R2 and R3: a node whose clock is fast by less than max_clock_skew claims
+// its slot early (its ticker fired early) and the claim is accepted, but
+// the process starts only once Redis time has reached the slot: at the
+// slot, not before. A node fast by more than max_clock_skew is refused
+// (clock_skew, a warning with its offset from Redis time), nothing is
+// recorded for the slot, and nothing runs.
+func TestRule3_FastClockWaitsForTheSlotBeforeForking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		var skew atomic.Int64 // the node's clock minus the bubble's (Redis time)
+		h := startJobDeps(t, testJob(t, "j", "exit 0"), mem, func(d *JobDeps) {
+			d.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		})
+		s := time.Now().Truncate(time.Second).Add(5 * time.Second)
+
+		skew.Store(int64(1500 * time.Millisecond))
+		time.Sleep(time.Until(s.Add(-1500 * time.Millisecond))) // the node's clock says s: its ticker fires
+		h.job.Inbox() <- Fire{Job: "j", Slot: s}
+		fin := <-h.results
+		if !fin.Started.Equal(s) || fin.Result != ResultSuccess {
+			t.Errorf("run of slot %v: started %v (%s), want at the slot", s, fin.Started, fin.Result)
+		}
+		if got := h.runStarted(s); len(got) != 1 || got[0].ContextMap()["fire_delay_us"] != int64(0) {
+			t.Errorf("run started lines of slot %v: %v, want one with fire_delay_us 0", s, got)
+		}
+		if o := occurrence(t, mem, "j", s); o.Status != "ran" || o.Claimed != s.Add(-1500*time.Millisecond).UnixMilli() ||
+			o.Started != s.UnixMilli() {
+			t.Errorf("slot's record: %+v, want ran, claimed 1.5 s before the slot, started at it", o)
+		}
+
+		s2 := s.Add(5 * time.Second)
+		skew.Store(int64(3 * time.Second))
+		time.Sleep(time.Until(s2.Add(-3 * time.Second)))
+		h.job.Inbox() <- Fire{Job: "j", Slot: s2}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		h.noResult(t, "a node 3 s fast")
+		if got := h.skipped(); got[s2.Unix()] != "" {
+			t.Errorf("slot skipped lines %v: want none for slot %d (clock_skew is a warning of its own)", got, s2.Unix())
+		}
+		if n := h.skips(t, SkipClockSkew); n != 1 {
+			t.Errorf("clock_skew skips: got %v, want 1", n)
+		}
+		warned := h.logs.FilterMessageSnippet("redis time is outside the slot's claim window").All()
+		if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel ||
+			warned[0].ContextMap()["offset_from_redis"] != 3*time.Second {
+			t.Errorf("clock skew warnings: %v, want one warning with offset_from_redis 3s", warned)
+		}
+		if o := occurrence(t, mem, "j", s2); o.Status != "" {
+			t.Errorf("slot %d's record: %+v, want none (a refused clock writes nothing)", s2.Unix(), o)
+		}
+		h.stop(t)
+	})
+}
+
+// lateAnswerLocker decides each claim at once (in Redis time of the send)
+// and delivers its answer delay later: a node paused, or an answer held
+// by the network, right after the claim.
+type lateAnswerLocker struct {
+	*redislock.Memory
+	delay atomic.Int64 // time.Duration
+}
+
+func (l *lateAnswerLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+	c, err := l.Memory.Claim(ctx, req)
+	time.Sleep(time.Duration(l.delay.Load()))
+	return c, err
+}
+
+// R3: a won claim whose lease is no longer live when its answer arrives
+// (lock_ttl 3 s is live for 2.4 s from the send; the answer came after
+// 2.5 s), or whose slot's answer window has passed (2 s; the lease still
+// live), does not start: the slot is skipped lock_lost with a warning, its
+// record says skipped lock_lost (with the claim's token), the lease is
+// released, and the next slot runs. An answer within both runs.
+func TestRule3_WonClaimWithoutALiveLeaseIsNotStarted(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		lockTTL, skew   time.Duration // lock_ttl, node.max_clock_skew
+		delay           time.Duration // the answer's delay
+		wantSkip        string
+		wantRunStarted  bool
+		wantRecordState string
+	}{
+		{"lease no longer live", 3 * time.Second, 10 * time.Second, 2500 * time.Millisecond, SkipLockLost, false, "skipped"},
+		{"answer window passed", 30 * time.Second, 2 * time.Second, 2500 * time.Millisecond, SkipLockLost, false, "skipped"},
+		{"both within", 3 * time.Second, 10 * time.Second, 1500 * time.Millisecond, "", true, "ran"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := &lateAnswerLocker{Memory: redislock.NewMemory()}
+				l.delay.Store(int64(tc.delay))
+				cfg := testJob(t, "j", "exit 0")
+				cfg.LockTTL = tc.lockTTL
+				h := startJobDeps(t, cfg, l, func(d *JobDeps) { d.MaxSkew, d.ClaimTimeout = tc.skew, 5*time.Second })
+				s := time.Now().Truncate(time.Second).Add(time.Second)
+				time.Sleep(time.Until(s))
+				h.job.Inbox() <- Fire{Job: "j", Slot: s}
+				time.Sleep(5 * time.Second)
+				synctest.Wait()
+
+				o := occurrence(t, l.Memory, "j", s)
+				if o.Status != tc.wantRecordState || o.Reason != tc.wantSkip || o.Token <= 0 || o.Node != "n1" {
+					t.Errorf("slot's record: %+v, want %s %s with the claim's token", o, tc.wantRecordState, tc.wantSkip)
+				}
+				if got := len(h.runStarted(s)) == 1; got != tc.wantRunStarted {
+					t.Errorf("run started: %v, want %v", got, tc.wantRunStarted)
+				}
+				if st, _ := l.State(t.Context(), "j"); st.LeaseHolder != "" {
+					t.Errorf("lease held by %q after the slot, want released", st.LeaseHolder)
+				}
+				if tc.wantSkip == "" {
+					if fin := <-h.results; !fin.Slot.Equal(s) || fin.Result != ResultSuccess {
+						t.Errorf("run: slot %v result %s, want %v success", fin.Slot, fin.Result, s)
+					}
+					h.stop(t)
+					return
+				}
+				h.noResult(t, "a claim not started")
+				if n := h.skips(t, SkipLockLost); n != 1 {
+					t.Errorf("lock_lost skips: got %v, want 1", n)
+				}
+				warned := h.logs.FilterMessageSnippet("won claim not started").All()
+				if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel || warned[0].ContextMap()["reason"] != SkipLockLost {
+					t.Errorf("not-started warnings: %v, want one warning with reason lock_lost", warned)
+				}
+				if got := h.skipped(); got[s.Unix()] != SkipLockLost {
+					t.Errorf("skips %v, want slot %d lock_lost", got, s.Unix())
+				}
+
+				l.delay.Store(0)
+				next := s.Add(10 * time.Second)
+				time.Sleep(time.Until(next))
+				h.job.Inbox() <- Fire{Job: "j", Slot: next}
+				if fin := <-h.results; !fin.Slot.Equal(next) || fin.Result != ResultSuccess {
+					t.Errorf("next slot: run of %v (%s), want %v success", fin.Slot, fin.Result, next)
+				}
+				h.stop(t)
+			})
+		})
+	}
+}
+
+// R7: overlap queue without a catch-up window, a run (2.5 s) longer than
+// its interval: the slot that came due during it is pending, and its next
+// slot has come due by the time the run ends. The finish hands the lease
+// on to the pending slot, but the handed-on run does not start: the slot
+// is recorded skipped expired (info), the lease is released, no process
+// starts, and the job runs again at its next slot.
+func TestRule7_HandedOnPendingSlotExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		cfg := testJob(t, "q", "sleep 2500ms")
+		cfg.Overlap = config.OverlapQueue
+		h := startJobCfgOn(t, cfg, mem)
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		for i := range 3 { // s runs, s+1 is pending, s+2 finds it pending: overlap
+			time.Sleep(time.Until(s.Add(time.Duration(i) * time.Second)))
+			h.job.Inbox() <- Fire{Job: "q", Slot: s.Add(time.Duration(i) * time.Second)}
+		}
+		first := <-h.results
+		time.Sleep(time.Until(s.Add(4 * time.Second)))
+		synctest.Wait()
+		if !first.Slot.Equal(s) || first.Result != ResultSuccess {
+			t.Fatalf("first run: slot %v result %s, want %v success", first.Slot, first.Result, s)
+		}
+		h.noResult(t, "the expired pending slot")
+		pending := s.Add(time.Second)
+		if o := occurrence(t, mem, "q", pending); o.Status != "skipped" || o.Reason != SkipExpired ||
+			o.Trigger != string(TriggerQueued) || o.Token <= first.Fence {
+			t.Errorf("pending slot's record: %+v, want skipped expired, trigger queued, with the token the hand-on minted", o)
+		}
+		dropped := h.logs.FilterMessageSnippet("pending slot dropped").All()
+		if len(dropped) != 1 || dropped[0].Level != zapcore.InfoLevel || dropped[0].ContextMap()["slot"] != pending.Unix() {
+			t.Errorf("dropped lines: %v, want one at info for slot %d", dropped, pending.Unix())
+		}
+		if len(h.runStarted(pending)) != 0 {
+			t.Errorf("the expired pending slot started a process")
+		}
+		if n := h.skips(t, SkipExpired); n != 1 {
+			t.Errorf("expired skips: got %v, want 1", n)
+		}
+		if n := h.skips(t, SkipOverlap); n != 1 {
+			t.Errorf("overlap skips: got %v, want 1 (slot %d)", n, s.Unix()+2)
+		}
+		if st, _ := mem.State(t.Context(), "q"); st.LeaseHolder != "" || st.Pending != 0 {
+			t.Errorf("state after the expiry: lease %q, pending %d; want neither", st.LeaseHolder, st.Pending)
+		}
+		next := s.Add(5 * time.Second)
+		time.Sleep(time.Until(next))
+		h.job.Inbox() <- Fire{Job: "q", Slot: next}
+		if fin := <-h.results; !fin.Slot.Equal(next) || fin.Trigger != TriggerSchedule || fin.Result != ResultSuccess {
+			t.Errorf("next slot: run of %v (%s, %s), want %v schedule success", fin.Slot, fin.Trigger, fin.Result, next)
+		}
+		h.stop(t)
+	})
+}
+
+// countingAudits counts the audit calls that reach the backend.
+type countingAudits struct {
+	*redislock.Memory
+	calls atomic.Int32
+}
+
+func (c *countingAudits) Audit(ctx context.Context, req AuditRequest) (Audited, error) {
+	c.calls.Add(1)
+	return c.Memory.Audit(ctx, req)
+}
+
+// newAuditor is an Auditor of node on l with testMaxSkew, started at
+// started, logging to an observer; it returns its metrics too.
+func newAuditor(l Locker, node string, started time.Time) (*Auditor, *observer.ObservedLogs, *Metrics) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	m := NewMetrics(nil)
+	m.InitJob("tick")
+	return &Auditor{Log: zap.New(core), Metrics: m, Locker: l, NodeID: node, MaxSkew: testMaxSkew,
+		Now: time.Now, Started: started}, logs, m
+}
+
+// R8: two nodes audit a */5 job. Slots that come due with no record are
+// recorded missed once their answer window and grace have passed, once in
+// the cluster: by the node that audits first, with one warning naming the
+// range and a count in cronlock_occurrences_missed_total; the other
+// node's audit finds audited_to moved (stale) and records, counts and
+// warns nothing. A slot that ran is not missed. More misses of the same
+// outage are logged at info; after a slot that was decided, the next miss
+// warns again. A slot not yet certain sends nothing to the backend.
+func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &countingAudits{Memory: redislock.NewMemory()}
+		t0 := time.Now() // 2000-01-01T00:00:00Z: a slot of the job
+		cfg := testJob(t, "tick", "exit 0")
+		cfg.Schedule, cfg.Sched = "*/5 * * * * *", MustSchedule(t, "*/5 * * * * *")
+		a1, logs1, m1 := newAuditor(l, "n1", t0)
+		a2, logs2, m2 := newAuditor(l, "n2", t0)
+		for _, a := range []*Auditor{a1, a2} { // both read audited_to: t0
+			if got, err := a.Audit(t.Context(), &cfg); err != nil || len(got) != 0 {
+				t.Fatalf("first audit: %v, %v; want nothing", got, err)
+			}
+		}
+		time.Sleep(10 * time.Second)
+		ran := scheduleClaim("tick", t0.Add(10*time.Second), "n3", "r")
+		ran.Lease = false
+		if c, err := l.Claim(t.Context(), ran); err != nil || c.Outcome != Claimed { // slot t0+10 is claimed
+			t.Fatalf("claim of t0+10: %+v, %v", c, err)
+		}
+		time.Sleep(10 * time.Second) // t0+20: t0+5 and t0+15 are certain (window 2 s + grace 2 s), t0+20 not yet
+
+		got, err := a1.Audit(t.Context(), &cfg)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint([]int64{t0.Unix() + 5, t0.Unix() + 15}) {
+			t.Fatalf("n1's audit: %v, %v; want slots %d and %d", got, err, t0.Unix()+5, t0.Unix()+15)
+		}
+		if got, err := a2.Audit(t.Context(), &cfg); err != nil || len(got) != 0 {
+			t.Fatalf("n2's audit after n1's: %v, %v; want nothing (stale)", got, err)
+		}
+		if got, err := a2.Audit(t.Context(), &cfg); err != nil || len(got) != 0 {
+			t.Fatalf("n2's second audit: %v, %v; want nothing", got, err)
+		}
+		warned := logs1.FilterMessageSnippet("occurrences missed").All()
+		if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel {
+			t.Fatalf("n1's missed-occurrence lines: %v, want one warning", warned)
+		}
+		if f := warned[0].ContextMap(); f["job"] != "tick" || f["missed"] != int64(2) || f["first_slot"] != t0.Unix()+5 ||
+			f["last_slot"] != t0.Unix()+15 {
+			t.Errorf("warning fields: %v, want job tick, missed 2, slots %d to %d", f, t0.Unix()+5, t0.Unix()+15)
+		}
+		if n := logs2.FilterMessageSnippet("missed").Len(); n != 0 {
+			t.Errorf("n2 logged %d missed-occurrence lines, want 0", n)
+		}
+		for _, c := range []struct {
+			m    *Metrics
+			want float64
+		}{{m1, 2}, {m2, 0}} {
+			if got := promtest.Value(t, c.m, "cronlock_occurrences_missed_total", "job", "tick"); got != c.want {
+				t.Errorf("cronlock_occurrences_missed_total: got %v, want %v", got, c.want)
+			}
+		}
+		for i, want := range []string{"missed", "claimed", "missed"} {
+			slot := t0.Add(time.Duration(5*(i+1)) * time.Second)
+			if o := occurrence(t, l.Memory, "tick", slot); o.Status != want {
+				t.Errorf("slot %d's record: %+v, want %s", slot.Unix(), o, want)
+			}
+		}
+
+		calls := l.calls.Load()
+		for range 3 { // t0+20 is not certain until t0+24: nothing to ask
+			if got, err := a1.Audit(t.Context(), &cfg); err != nil || len(got) != 0 {
+				t.Fatalf("audit before the next slot is certain: %v, %v", got, err)
+			}
+		}
+		if n := l.calls.Load() - calls; n != 0 {
+			t.Errorf("audits before the next slot was certain sent %d calls, want 0", n)
+		}
+
+		time.Sleep(5 * time.Second) // t0+25: t0+20 is missed too, the outage goes on
+		if got, err := a1.Audit(t.Context(), &cfg); err != nil || fmt.Sprint(got) != fmt.Sprint([]int64{t0.Unix() + 20}) {
+			t.Fatalf("n1's audit at t0+25: %v, %v; want slot %d", got, err, t0.Unix()+20)
+		}
+		if more := logs1.FilterMessageSnippet("more occurrences missed").All(); len(more) != 1 || more[0].Level != zapcore.InfoLevel {
+			t.Errorf("the outage going on: %v, want one line at info", more)
+		}
+		if n := logs1.FilterLevelExact(zapcore.WarnLevel).Len(); n != 1 {
+			t.Errorf("n1's warnings: %d, want still 1", n)
+		}
+
+		ran = scheduleClaim("tick", t0.Add(25*time.Second), "n3", "r2")
+		ran.Lease = false
+		c, err := l.Claim(t.Context(), ran) // t0+25 is claimed
+		if err != nil || c.Outcome != Claimed {
+			t.Fatalf("claim of t0+25: %+v, %v", c, err)
+		}
+		time.Sleep(5 * time.Second) // t0+30: t0+25 is certain, and decided: the outage is over
+		if got, err := a1.Audit(t.Context(), &cfg); err != nil || len(got) != 0 {
+			t.Fatalf("n1's audit at t0+30: %v, %v; want nothing missed", got, err)
+		}
+		time.Sleep(5 * time.Second) // t0+35: t0+30 is missed: a new outage
+		if got, err := a1.Audit(t.Context(), &cfg); err != nil || fmt.Sprint(got) != fmt.Sprint([]int64{t0.Unix() + 30}) {
+			t.Fatalf("n1's audit at t0+35: %v, %v; want slot %d", got, err, t0.Unix()+30)
+		}
+		if n := logs1.FilterLevelExact(zapcore.WarnLevel).Len(); n != 2 {
+			t.Errorf("n1's warnings after a slot was decided and the next missed: %d, want 2", n)
+		}
+		if got := promtest.Value(t, m1, "cronlock_occurrences_missed_total", "job", "tick"); got != 4 {
+			t.Errorf("cronlock_occurrences_missed_total of n1: got %v, want 4", got)
+		}
+	})
+}
+
+// blockingRecords is a state directory whose writes hang until release
+// is closed (a frozen file system).
+type blockingRecords struct {
+	release chan struct{}
+	writes  atomic.Int32 // writes begun
+}
+
+func (b *blockingRecords) Put(runrecords.Record) error {
+	b.writes.Add(1)
+	<-b.release
+	return nil
+}
+
+func (b *blockingRecords) Replace(int, runrecords.Record) error {
+	b.writes.Add(1)
+	<-b.release
+	return nil
+}
+
+func (b *blockingRecords) Remove(string, int) error { return nil }
+
+// R3: the job's timeout is armed before the run record's write, which
+// runs beside it: with the write blocked, a timeout: 300ms run is killed
+// 300 ms after its start (the run ends once the wait for the record,
+// recordWait, gives up: an error line), and another job on the node
+// starts on time meanwhile.
+func TestRule3_BlockedRunRecordDelaysNoTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		store := &blockingRecords{release: make(chan struct{})}
+		withStore := func(d *JobDeps) { d.Records = store }
+		cfg := testJob(t, "slow", "sleep 10s")
+		cfg.Timeout = 300 * time.Millisecond
+		slow := startJobDeps(t, cfg, mem, withStore)
+		other := startJobDeps(t, testJob(t, "other", "exit 0"), mem, withStore)
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(s))
+		slow.job.Inbox() <- Fire{Job: "slow", Slot: s}
+		time.Sleep(time.Second)
+		other.job.Inbox() <- Fire{Job: "other", Slot: s.Add(time.Second)}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+
+		fin := <-slow.results
+		if fin.Result != ResultTimeout || !fin.Started.Equal(s) || fin.Finished.Sub(fin.Started) != cfg.Timeout {
+			t.Errorf("slow run: %s, started %v, lasted %v; want timeout, started %v, killed after %v",
+				fin.Result, fin.Started, fin.Finished.Sub(fin.Started), s, cfg.Timeout)
+		}
+		timedOut := slow.logs.FilterMessageSnippet("run timed out").All()
+		if len(timedOut) != 1 || !timedOut[0].Time.Equal(s.Add(cfg.Timeout)) {
+			t.Errorf("timed-out lines: %v, want one at %v", timedOut, s.Add(cfg.Timeout))
+		}
+		if n := slow.logs.FilterMessageSnippet("run record write blocked").FilterLevelExact(zapcore.ErrorLevel).Len(); n != 1 {
+			t.Errorf("blocked-write error lines: %d, want 1", n)
+		}
+		if o := occurrence(t, mem, "slow", s); o.Status != "ran" || o.Result != ResultTimeout {
+			t.Errorf("slow slot's record: %+v, want ran with result timeout", o)
+		}
+		if st, _ := mem.State(t.Context(), "slow"); st.LeaseHolder != "" {
+			t.Errorf("slow job's lease held by %q, want released", st.LeaseHolder)
+		}
+		if got := other.runStarted(s.Add(time.Second)); len(got) != 1 || got[0].ContextMap()["fire_delay_us"] != int64(0) {
+			t.Errorf("other job's run started lines: %v, want one at its slot (fire_delay_us 0)", got)
+		}
+		if fin := <-other.results; fin.Result != ResultSuccess {
+			t.Errorf("other job's run: %s, want success", fin.Result)
+		}
+		if n := store.writes.Load(); n != 2 {
+			t.Errorf("record writes begun: %d, want 2 (one per run, both still blocked)", n)
+		}
+		close(store.release) // the file system thaws: the writes return
+		synctest.Wait()
+		slow.stop(t)
+		other.stop(t)
+	})
+}
+
+// hungStart is a Starter whose starts hang until release is closed, then
+// start a fake process; it keeps the last one started.
+type hungStart struct {
+	release chan struct{}
+	started atomic.Pointer[Proc]
+}
+
+func (h *hungStart) start(s process.Spec) (Proc, error) {
+	<-h.release
+	p, err := fakeproc.Start(s)
+	if err == nil {
+		h.started.Store(&p)
+	}
+	return p, err
+}
+
+// R3: a process start that has not returned after StartTimeout (a hung
+// user lookup, a work_dir on a hung mount) is abandoned: the run ends
+// with result error and its lease is released. When the start returns
+// later, the process it started is killed at once.
+func TestRule3_HungStartIsAbandoned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := redislock.NewMemory()
+		hs := &hungStart{release: make(chan struct{})}
+		h := startJobDeps(t, testJob(t, "j", "sleep 1h"), mem, func(d *JobDeps) { d.Start = hs.start })
+		s := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(s))
+		h.job.Inbox() <- Fire{Job: "j", Slot: s}
+		fin := <-h.results
+		if fin.Result != ResultError || !fin.Finished.Equal(s.Add(StartTimeout)) {
+			t.Errorf("run: %s, ended %v; want error, ended %v (StartTimeout after the slot)", fin.Result, fin.Finished, s.Add(StartTimeout))
+		}
+		synctest.Wait()
+		if n := h.logs.FilterMessage("run could not start").Len(); n != 1 {
+			t.Errorf("could-not-start lines: %d, want 1", n)
+		}
+		if st, _ := mem.State(t.Context(), "j"); st.LeaseHolder != "" {
+			t.Errorf("lease held by %q after the abandoned start, want released", st.LeaseHolder)
+		}
+		close(hs.release) // the start returns, an hour-long process with it
+		synctest.Wait()
+		p := hs.started.Load()
+		if p == nil {
+			t.Fatal("the hung start never returned a process")
+		}
+		select {
+		case <-(*p).Done():
+		default:
+			t.Error("the process of the abandoned start is still running, want it killed at once")
+		}
+		h.stop(t)
+	})
+}
