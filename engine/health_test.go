@@ -267,9 +267,9 @@ func TestHealth_ClaimAtStartWaitsForTheFirstCheck(t *testing.T) {
 
 // A probe that times out while claims are answered (the guard saw one
 // answered after the probe began) is a slow Redis or node, not an outage:
-// the node stays ready, nothing of a return runs (onBack: sweep, catch-up,
-// the missed-slot report of every job, which at a herd added 3 scripts per
-// slot), one warning says so and the state says "slow". The same probe
+// the node stays ready, nothing of a return runs (onBack: the janitor's
+// sweep and the catch-up of every job), one warning says so and the state
+// says "slow". The same probe
 // timeout with no claim answered meanwhile is "unreachable", as before.
 func TestHealth_SlowProbeWhileClaimsAnsweredStaysReady(t *testing.T) {
 	srv, hh := newUpHealthHarness(t)
