@@ -137,11 +137,11 @@ func TestEngine_KillsLeftoversAndReleasesTheirLeaseBeforeClaiming(t *testing.T) 
 	}
 }
 
-// A claim record (the run won its claim, early or held by the winners'
-// gate, and the daemon died before its process started) has its lease
-// released before the first claim, like a run's: the job is not blocked
-// for lock_ttl (a daemon SIGKILLed in the claim lead left all its jobs
-// blocked for 5 minutes).
+// A claim record (attempt 0: a won claim whose process had not started
+// when the daemon died; a daemon before protocol v2 wrote one for its
+// early and gated claims, v2 writes none, but the state directory of an
+// upgraded node may hold one) has its lease released before the first
+// claim, like a run's: the job is not blocked for lock_ttl.
 func TestEngine_ReleasesTheLeaseOfAClaimRecord(t *testing.T) {
 	srv := redistest.Start(t)
 	dir, rl := leftoverSetup(t, srv, process.Group{})
