@@ -152,32 +152,64 @@ func TestPauseResume_ShownInStatus(t *testing.T) {
 	}
 }
 
+// history lists the job's ledger newest first: each occurrence with its
+// status (ran with its result, skipped with its reason); -missed keeps
+// those that did not run; -runs lists the finished runs as before; -n
+// bounds the table.
 func TestHistory_NewestFirstJSON(t *testing.T) {
 	cfg, r, _ := opsRedis(t, "true")
 	t0 := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
 	record(t, r, "backup", "node-1", t0, 0)
 	record(t, r, "backup", "node-2", t0.Add(time.Hour), 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lost := actors.RunRecord{RunID: "node-3", Slot: t0.Add(2 * time.Hour).Unix(), Trigger: actors.TriggerSchedule,
+		Node: "node-3", Fence: 8, Skip: actors.SkipLockLost}
+	if _, err := r.Finish(ctx, actors.FinishRequest{Job: "backup", Record: lost}); err != nil {
+		t.Fatal(err)
+	}
 
 	code, out, errs := runCLI(t, nil, "history", "-config", cfg, "-json", "backup")
 	if code != 0 {
 		t.Fatalf("history: exit %d, stderr %q", code, errs)
 	}
-	var rows []control.Run
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+	var occ []actors.Occurrence
+	if err := json.Unmarshal([]byte(out), &occ); err != nil {
 		t.Fatalf("history -json: %v in %q", err, out)
 	}
-	if len(rows) != 2 || rows[0].Node != "node-2" || rows[1].Node != "node-1" {
-		t.Fatalf("got %+v, want node-2 then node-1", rows)
+	if len(occ) != 3 || occ[0].Node != "node-3" || occ[1].Node != "node-2" || occ[2].Node != "node-1" {
+		t.Fatalf("got %+v, want node-3, node-2, node-1", occ)
 	}
-	h := rows[0]
-	if h.Result != "failure" || h.ExitCode != 4 || h.Slot != "2026-03-01T03:00:00Z" || h.DurationMs != 1500 ||
+	if o := occ[0]; o.Status != "skipped" || o.Reason != actors.SkipLockLost || o.Slot != t0.Add(2*time.Hour).Unix() {
+		t.Errorf("got newest %+v, want skipped lock_lost at 04:00Z", o)
+	}
+	if o := occ[1]; o.Status != "ran" || o.Result != "failure" || o.ExitCode != 4 || o.Slot != t0.Add(time.Hour).Unix() ||
+		o.Finished-o.Started != 1500 || o.Token != 7 || o.Attempts != 1 || o.Output != "out of node-2" {
+		t.Errorf("got %+v, want ran: failure, exit 4, slot 03:00Z, 1500ms, token 7, tail", o)
+	}
+
+	code, out, _ = runCLI(t, nil, "history", "-config", cfg, "-missed", "-json", "backup")
+	occ = nil
+	if err := json.Unmarshal([]byte(out), &occ); code != 0 || err != nil || len(occ) != 1 || occ[0].Node != "node-3" {
+		t.Errorf("history -missed: exit %d, %v, %+v; want only the skipped slot", code, err, occ)
+	}
+
+	code, out, errs = runCLI(t, nil, "history", "-config", cfg, "-runs", "-json", "backup")
+	var rows []control.Run
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil {
+		t.Fatalf("history -runs -json: exit %d, %v in %q (stderr %q)", code, err, out, errs)
+	}
+	if len(rows) != 2 || rows[0].Node != "node-2" || rows[1].Node != "node-1" {
+		t.Fatalf("runs: got %+v, want node-2 then node-1", rows)
+	}
+	if h := rows[0]; h.Result != "failure" || h.ExitCode != 4 || h.Slot != "2026-03-01T03:00:00Z" || h.DurationMs != 1500 ||
 		h.Fence != 7 || h.Attempts != 1 || h.OutputTail != "out of node-2" {
-		t.Errorf("got newest %+v, want failure, exit 4, slot 03:00Z, 1500ms, fence 7, tail", h)
+		t.Errorf("got newest run %+v, want failure, exit 4, slot 03:00Z, 1500ms, fence 7, tail", h)
 	}
 
 	code, out, _ = runCLI(t, nil, "history", "-config", cfg, "-n", "1", "backup")
-	if code != 0 || !strings.Contains(out, "node-2") || strings.Contains(out, "node-1") {
-		t.Errorf("history -n 1 table: exit %d, out %q; want only node-2", code, out)
+	if code != 0 || !strings.Contains(out, "node-3") || strings.Contains(out, "node-2") || !strings.Contains(out, "lock_lost") {
+		t.Errorf("history -n 1 table: exit %d, out %q; want only node-3's skipped slot", code, out)
 	}
 }
 
