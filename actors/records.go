@@ -42,6 +42,8 @@ func (r *run) recordGroupAsync(attempt int, p Proc) <-chan groupRecorded {
 	if r.deps.Records == nil {
 		return nil
 	}
+	r.recordGiveUp = make(chan struct{})
+	giveUp := r.recordGiveUp
 	rec := runrecords.Record{RunID: r.info.RunID, Attempt: attempt, Job: r.job.Name, Owner: r.lease.Owner(),
 		LockTTL: r.job.LockTTL, KillGrace: r.job.KillGrace, Group: p.Group()}
 	old, replace := r.lastRecord()
@@ -55,6 +57,13 @@ func (r *run) recordGroupAsync(attempt int, p Proc) <-chan groupRecorded {
 			err = store.Put(rec)
 		}
 		ch <- groupRecorded{attempt: attempt, err: err}
+		select {
+		case <-giveUp: // awaitRecord gave up on it: nobody removes it but this goroutine
+			if err == nil {
+				_ = store.Remove(rec.RunID, attempt)
+			}
+		default:
+		}
 	}()
 	return ch
 }
@@ -82,6 +91,7 @@ func (r *run) awaitRecord(ch <-chan groupRecorded) {
 	case g := <-ch:
 		r.recordedGroup(g)
 	case <-t.C:
+		close(r.recordGiveUp) // the write, when it ends, removes its own record
 		r.logger().Error("run record write blocked (state directory hung?); the run ends without it",
 			zap.Duration("waited", recordWait))
 	}

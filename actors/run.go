@@ -57,9 +57,12 @@ type run struct {
 	// job actor to start (nil = nothing).
 	next *handoff
 
-	recorded   int  // attempt whose run record exists (records.go); 0 = none
-	reserved   bool // holds a place in deps.Load (capacity.go)
-	inProgress bool // the place counts as a run in progress (Load.Won)
+	recorded int // attempt whose run record exists (records.go); 0 = none
+	// recordGiveUp is closed when awaitRecord stops waiting for the
+	// current attempt's record write (records.go).
+	recordGiveUp chan struct{}
+	reserved     bool // holds a place in deps.Load (capacity.go)
+	inProgress   bool // the place counts as a run in progress (Load.Won)
 	// queueClaim: this node's run of the job holds the lease (overlap
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).

@@ -174,21 +174,29 @@ func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
 // became certain (docs/protocol.md, R8); a job is audited only then.
 const auditEvery = time.Second
 
-// auditTimeout bounds one audit call.
-const auditTimeout = time.Second
+// auditTimeout bounds one audit call, and auditPass one pass over the
+// jobs: the job set's goroutine also applies reloads and answers run
+// requests, which a slow Redis must not hold up for long. Jobs not reached
+// in a pass are reached in a later one (map order varies from pass to
+// pass), their audit then covering every slot since.
+const (
+	auditTimeout = time.Second
+	auditPass    = auditEvery / 2
+)
 
-// auditAll audits every job whose next slot became certain. A failed
-// audit is logged at debug and retried at the next pass: audited_to has
-// not moved, so no slot is passed over.
+// auditAll audits the jobs whose next slot became certain, for at most
+// auditPass. A failed audit is logged at debug and retried at a later
+// pass: audited_to has not moved, so no slot is passed over.
 func (s *jobSet) auditAll(ctx context.Context) {
 	if s.audit == nil {
 		return
 	}
+	end := time.Now().Add(auditPass)
 	for name, h := range s.jobs {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || time.Now().After(end) {
 			return
 		}
-		actx, cancel := context.WithTimeout(ctx, auditTimeout)
+		actx, cancel := context.WithTimeout(ctx, min(auditTimeout, time.Until(end)))
 		_, err := s.audit.Audit(actx, h.cfg)
 		cancel()
 		if err != nil {

@@ -12,11 +12,10 @@ import (
 const schedLatencies = "/sched/latencies:seconds"
 
 // stallMeter tells whether this process's own goroutines waited for a CPU
-// between two readings: the daemon runs on one P on small machines
-// (cmd/cronlock/daemon.go, procsPerP), and each fork holds that P until
-// the child has exec'd (vfork), so a herd of thousands of run starts keeps
-// every other goroutine (the Redis client's reader, the health check)
-// waiting for up to seconds. A probe timeout in such a window says
+// between two readings: each fork holds its P until the child has exec'd
+// (vfork), so on a small machine (one or two Ps) a herd of thousands of
+// run starts keeps every other goroutine (the Redis client's reader, the
+// health check) waiting for up to seconds. A probe timeout in such a window says
 // nothing about Redis. Not safe for concurrent use (the health actor owns
 // it).
 type stallMeter struct {
