@@ -25,18 +25,6 @@ const (
 	exampleMarker = "<!-- example-config -->"
 )
 
-// pendingFiles are link targets written on other branches of issue 33. A
-// link to one is accepted while the file is missing here (the test logs it)
-// and checked like any other once it exists.
-var pendingFiles = map[string]string{
-	"docs/systemd.md": "the unit's drop-in for jobs, written with the release artifacts",
-}
-
-// anchorsUnchecked are Markdown files whose own in-page anchors this test
-// does not check: docs/protocol.md is being rewritten elsewhere. Links from
-// it to other files are still checked, and links into it are.
-var anchorsUnchecked = map[string]bool{"docs/protocol.md": true}
-
 func readRepoFile(t *testing.T, rel string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, filepath.FromSlash(rel)))
@@ -206,22 +194,11 @@ func TestReadme_RelativeLinksResolve(t *testing.T) {
 						continue
 					}
 					if _, err := os.Stat(filepath.Join(repoRoot, rel)); err != nil {
-						if why, ok := pendingFiles[rel]; ok {
-							t.Logf("%s: link %q: %s does not exist yet (%s)", where, target, rel, why)
-							continue
-						}
 						t.Errorf("%s: link %q: %s does not exist", where, target, rel)
 						continue
 					}
 				}
 				if anchor == "" || !strings.HasSuffix(rel, ".md") {
-					continue
-				}
-				if anchorsUnchecked[rel] {
-					if rel == src {
-						continue // its own in-page anchors
-					}
-					t.Errorf("%s: link %q: link the file without an anchor (%s is being rewritten; name the section in the text)", where, target, rel)
 					continue
 				}
 				if !anchors(rel)[anchor] {
