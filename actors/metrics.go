@@ -130,7 +130,7 @@ var (
 	descDropped = prometheus.NewDesc("cronlock_fires_dropped_total",
 		"Fire messages the ticker dropped because a job actor's inbox was full.", []string{"job"}, nil)
 	descMissed = prometheus.NewDesc("cronlock_missed_slots_total",
-		"Slots not run that no skip reason covers: passed over by a ticker that woke late, or found unclaimed in the cluster at start or when Redis returned.",
+		"Slots this node's ticker passed over because it woke late (the process was paused or starved); the ledger records them missed if no node ran them (cronlock_occurrences_missed_total).",
 		[]string{"job"}, nil)
 	descOccMissed = prometheus.NewDesc("cronlock_occurrences_missed_total",
 		"Occurrences this node recorded missed in the ledger: due, no record after their answer window (docs/protocol.md, R8). Summed over nodes, each missed occurrence counts once.",

@@ -231,7 +231,12 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 		return r.skip(SkipNotReplicated, nil, zap.Int("replicas_acked", c.Replicas)), false
 	}
 	if r.info.Trigger == TriggerBackfill {
-		return Ran{Skip: SkipAlreadyRun}, false // the caller lists it: not a skip of the schedule
+		// The caller lists it: not a skip of the schedule. A record that
+		// ran nothing (state_lost without -force) says why instead.
+		if c.Status == "skipped" || c.Status == "missed" {
+			return Ran{Skip: c.Reason}, false
+		}
+		return Ran{Skip: SkipAlreadyRun}, false
 	}
 	return r.skip(SkipClaimedElsewhere, nil, zap.String("record", c.Status), zap.String("record_reason", c.Reason)), false
 }

@@ -431,8 +431,8 @@ func (h *health) checkSkew(ctx context.Context) {
 	skew := local.Sub(rt)
 	h.metrics.SetClockSkew(skew)
 	if math.Abs(float64(skew)) > float64(h.maxSkew) {
-		h.log.Warn("clock skew against redis exceeds node.max_clock_skew; slot claims keep runs exactly-once, "+
-			"but this node fires late or early: fix NTP", zap.Duration("skew", skew), zap.Duration("max_clock_skew", h.maxSkew))
+		h.log.Warn("clock skew against redis exceeds node.max_clock_skew: this node's scheduled claims fall outside "+
+			"their claim window in redis time and it runs nothing (skip reason clock_skew); the other nodes run the slots: fix NTP", zap.Duration("skew", skew), zap.Duration("max_clock_skew", h.maxSkew))
 		return
 	}
 	h.log.Debug("clock skew", zap.Duration("skew", skew))

@@ -151,7 +151,8 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 				c.Outcome, c.Status, c.Reason = actors.ClaimedElsewhere, cur.Status, cur.Reason
 				return c
 			}
-		} else if slot <= j.floor && req.Trigger != actors.TriggerBackfill {
+		} else if slot <= j.floor && (req.Trigger != actors.TriggerBackfill || !req.IgnorePause) {
+			// Claimed before the last restart: whether it ran is not kept.
 			c.Outcome, c.Status, c.Reason = actors.ClaimedElsewhere, "claimed", "before the last restart"
 			return c
 		} else if j.lostAt > 0 && ms <= j.lostAt+w.Early.Milliseconds() {

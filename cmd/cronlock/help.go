@@ -16,7 +16,7 @@ import (
 var commandSummaries = []struct{ name, summary string }{
 	{"next", "print the next fire times of the configured jobs or of an ad-hoc -schedule"},
 	{"status", "per job: next fire time, last run, lease holder, pause, drift (reads Redis, or the memory-backend daemon)"},
-	{"history", "the recent runs of one job, newest first (reads Redis, or the memory-backend daemon)"},
+	{"history", "the occurrences of one job from the ledger, newest first: ran, skipped (why), missed (reads Redis, or the memory-backend daemon)"},
 	{"nodes", "the daemons of the cluster: live or gone, age, version, config hash, drift (reads Redis, or the memory-backend daemon)"},
 	{"run", "run one job now on one daemon of the cluster (or -local here), with its hooks and history"},
 	{"backfill", "run one job for every past slot in a range, once each in the cluster"},

@@ -139,9 +139,18 @@ func (s *opsSession) backfillDryRun(ctx context.Context, env *runEnv, job string
 	for _, o := range occ {
 		rec[o.Slot] = o
 	}
+	done := false // a job with max_runs that has made them: the claims refuse every slot
+	if cfg, err := s.job(job); err == nil && cfg.MaxRuns > 0 && s.backend != nil {
+		if st, err := s.backend.State(cctx, job); err == nil && st.Runs >= int64(cfg.MaxRuns) {
+			done = true
+		}
+	}
 	fmt.Fprintf(env.stdout, "backfill %s: %d slots (dry run, nothing is run)\n", job, len(slots))
 	for _, t := range slots {
 		what, note := "would run", ""
+		if done {
+			what, note = "not run", "max_runs: the job has made its max_runs successful runs"
+		}
 		if o, ok := rec[t.Unix()]; ok {
 			switch {
 			case o.Status == "skipped" && o.Reason == actors.SkipStateLost:
