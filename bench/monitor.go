@@ -100,9 +100,9 @@ const (
 	CallFinish = "finish" // the finish script (keys job, state, occ, occidx, pending)
 	CallLease  = "renew or release"
 	// Not per slot:
-	CallProbe     = "health check"       // readiness probe, INFO script (keys: one job key, no ARGV)
+	CallProbe     = "health check"            // readiness probe, INFO script (keys: one job key, no ARGV)
 	CallMissed    = "missed-occurrence audit" // keys job, state, occ, occidx
-	CallHeartbeat = "node heartbeat"     // keys node:ID, node-jobs:ID
+	CallHeartbeat = "node heartbeat"          // keys node:ID, node-jobs:ID
 )
 
 // Claim and finish scripts' key counts (redislock/scripts.go).

@@ -172,12 +172,11 @@ func (nd *node) rssMiB(t *testing.T) float64 {
 
 // logLine is the part of a JSON log line the driver reads.
 type logLine struct {
-	Msg          string `json:"msg"`
-	TS           string `json:"ts"`
-	Slot         int64  `json:"slot"`
-	FireDelayUs  *int64 `json:"fire_delay_us"`
-	ClaimDelayUs *int64 `json:"claim_delay_us"` // the claim order's wait; absent in builds before it
-	ClaimedUs    *int64 `json:"claimed_us"`     // slot → won claim answered; absent in builds before it
+	Msg         string `json:"msg"`
+	TS          string `json:"ts"`
+	Slot        int64  `json:"slot"`
+	FireDelayUs *int64 `json:"fire_delay_us"`
+	ClaimedUs   *int64 `json:"claimed_us"` // slot → won claim answered; absent in builds before it
 }
 
 // zapTime is the layout of zapcore.ISO8601TimeEncoder, the daemon's "ts".
@@ -222,13 +221,6 @@ func startedMs(t *testing.T, nodes []*node, from, to int64, field func(logLine) 
 // started" for slots in [from, to].
 func fireDelaysMs(t *testing.T, nodes []*node, from, to int64) []float64 {
 	return startedMs(t, nodes, from, to, func(l logLine) *int64 { return l.FireDelayUs })
-}
-
-// claimDelaysMs returns the claim order's waits (ms) of the won claims
-// whose runs the nodes logged with "run started" (claim_delay_us) for
-// slots in [from, to]; none from a build that does not log them.
-func claimDelaysMs(t *testing.T, nodes []*node, from, to int64) []float64 {
-	return startedMs(t, nodes, from, to, func(l logLine) *int64 { return l.ClaimDelayUs })
 }
 
 // claimedMs returns, for the won claims whose runs the nodes logged with

@@ -33,6 +33,7 @@ func runRedisCalls(t *testing.T, s settings, wl *Workload) {
 	stopNodes(t, started)
 	cmds := mon.stop(t)
 	wall := time.Since(t0).Seconds()
+	ledgerBytes := ledgerMemory(t, srv.Addr(), jobs)
 	srv.Stop()
 	wl.Runs = append(wl.Runs, Run{Kind: KindDaemon, Load: Between(a, take(t))})
 	// The first slot is counted apart: its claims find the script not yet
@@ -41,29 +42,24 @@ func runRedisCalls(t *testing.T, s settings, wl *Workload) {
 	slots := float64(jobs) * float64(hi-lo+1)
 	count := map[string]float64{}
 	var firstClaims float64
-	var claimCalls float64 // script calls carrying the counted claims (batched: several per call)
 	for _, c := range cmds {
 		kind, slots := Classify(c, "cronlock:")
 		if slots == nil {
 			count[kind]++
 			continue
 		}
-		in := 0.0
 		for _, slot := range slots {
 			if kind == CallClaim && slot == first {
 				firstClaims++
 			}
 			if slot >= lo && slot <= hi {
 				count[kind]++
-				in++
 			}
-		}
-		if kind == CallClaim && in > 0 {
-			claimCalls++
 		}
 	}
 	add(wl, "claims per slot", "", &Target{Of: OfDaemon, Max: nodes, Exact: true}, count[CallClaim]/slots)
-	add(wl, "claim script calls per slot (batched claims)", "", nil, claimCalls/slots)
+	add(wl, "Redis memory of a job's ledger after the run (MEMORY USAGE of state, occ, occidx; at most ledger.max_occurrences records)", "KiB",
+		nil, ledgerBytes/1024)
 	add(wl, "finishes per slot", "", &Target{Of: OfDaemon, Max: 1, Exact: true}, count[CallFinish]/slots)
 	add(wl, "renewals and releases per slot", "", zero, count[CallLease]/slots)
 	add(wl, "claim calls per slot, first slot after start", "", nil, firstClaims/jobs)
@@ -77,4 +73,23 @@ func runRedisCalls(t *testing.T, s settings, wl *Workload) {
 	for _, k := range others {
 		add(wl, fmt.Sprintf("other: %s, per node over the %.0f s run", k, wall), "", nil, count[k]/nodes)
 	}
+}
+
+// ledgerMemory is the mean Redis memory of the jobs' ledger keys (bytes:
+// MEMORY USAGE of state, occ and occidx of job0000 …, as jobsConfig
+// names them).
+func ledgerMemory(t *testing.T, addr string, jobs int) float64 {
+	var total float64
+	for i := range jobs {
+		for _, kind := range []string{"state", "occ", "occidx"} {
+			v, err := redistest.Do(addr, 5*time.Second, "MEMORY", "USAGE", fmt.Sprintf("cronlock:%s:job%04d", kind, i))
+			if err != nil {
+				t.Fatalf("MEMORY USAGE: %v", err)
+			}
+			var n float64
+			fmt.Sscan(v, &n)
+			total += n
+		}
+	}
+	return total / float64(jobs)
 }
