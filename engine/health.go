@@ -428,8 +428,9 @@ func (h *health) checkSkew(ctx context.Context) {
 	skew := local.Sub(rt)
 	h.metrics.SetClockSkew(skew)
 	if math.Abs(float64(skew)) > float64(h.maxSkew) {
-		h.log.Warn("clock skew against redis exceeds node.max_clock_skew; slot claims keep runs exactly-once, "+
-			"but this node fires late or early: fix NTP", zap.Duration("skew", skew), zap.Duration("max_clock_skew", h.maxSkew))
+		h.log.Warn("clock skew against redis exceeds node.max_clock_skew; the claim script refuses this node's "+
+			"claims (clock_skew, docs/protocol.md R2), so it runs no slot: fix NTP", zap.Duration("skew", skew),
+			zap.Duration("max_clock_skew", h.maxSkew))
 		return
 	}
 	h.log.Debug("clock skew", zap.Duration("skew", skew))
