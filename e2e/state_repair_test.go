@@ -199,12 +199,13 @@ func scrapeSeries(t *testing.T, listen, series string) float64 {
 	return -1
 }
 
-// TestStateRepair_NodeJoinsAfterRedisLostState: two nodes run a per-second
-// job with catchup_window; Redis loses its state (FLUSHALL) and a third
+// TestStateRepair_NodeJoinsAfterRedisLostState: two nodes run a job every
+// 5 s with catchup_window; Redis loses its state (FLUSHALL) and a third
 // node starts at once. Its catch-up of the latest slot has nothing to
-// compare against (it remembers nothing, Redis holds no record), so it is
-// refused no_record instead of running that slot a second time — what a
-// hostile test saw on every try before the claim needed a record.
+// compare against (it remembers nothing, Redis holds no record, and the
+// other nodes have not claimed since), so it is refused
+// (outside_claim_window: the ledger began after that slot,
+// docs/protocol-v2.md R2) instead of running that slot a second time.
 func TestStateRepair_NodeJoinsAfterRedisLostState(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -225,8 +226,8 @@ func TestStateRepair_NodeJoinsAfterRedisLostState(t *testing.T) {
 	srv.Do("FLUSHALL")
 	joined, _ := startNodes(t, cfg, nodeSpec{id: "n3"})
 	n3 := joined[0]
-	skip := n3.WaitLog(10*time.Second, "a no_record skip on n3", func(e logEntry) bool {
-		return e.Msg() == "slot skipped" && e.Str("reason") == "no_record"
+	caught := n3.WaitLog(10*time.Second, "n3's catch-up claim", func(e logEntry) bool {
+		return e.Msg() == "catch-up: claiming the latest missed slot"
 	})
 	sleepUntil(time.Now().Add(2 * time.Second))
 	all := append(nodes, n3)
@@ -234,7 +235,14 @@ func TestStateRepair_NodeJoinsAfterRedisLostState(t *testing.T) {
 
 	ran := slotsByJob(readLedger(t, ledger))["tick"]
 	checkOncePerSlot(t, all, "tick", ran, nil)
-	if by := ran[skip.Slot()]; len(by) != 1 {
-		t.Errorf("slot %d (refused no_record on n3): got runs on %v, want exactly one (before the flush)", skip.Slot(), by)
+	if by := ran[caught.Slot()]; len(by) != 1 {
+		t.Errorf("slot %d (caught up by n3 after the flush): got runs on %v, want exactly one (before the flush)", caught.Slot(), by)
+	}
+	refused := false
+	for _, e := range logsOf(n3, "slot skipped", "tick") {
+		refused = refused || e.Slot() == caught.Slot() && e.Str("reason") == "outside_claim_window"
+	}
+	if !refused {
+		t.Errorf("n3: no outside_claim_window skip of the caught-up slot %d%s", caught.Slot(), describeSlot(all, "tick", caught.Slot()))
 	}
 }
