@@ -128,6 +128,21 @@ func readState(t *testing.T, c rueidis.Client, job string) map[string]string {
 	return m
 }
 
+// hget returns field of the hash key, "" when absent.
+func hget(t *testing.T, c rueidis.Client, key, field string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := c.Do(ctx, c.B().Hget().Key(key).Field(field).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("HGET %s %s: %v", key, field, err)
+	}
+	return v
+}
+
 // slotRecord returns the record of slot in occ.
 func slotRecord(occ map[string]occurrence, slot int64) (occurrence, bool) {
 	o, ok := occ[strconv.FormatInt(slot, 10)]
