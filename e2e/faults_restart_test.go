@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -44,14 +43,7 @@ func TestOutage_RedisRestartedEmptyUnderLoad(t *testing.T) {
 	// The last repair of each job (every node that saw more of the ledger
 	// than Redis holds repairs it again, a few ms apart).
 	const maxSkew = 2 * time.Second // node.max_clock_skew's default
-	repaired := map[string]time.Time{}
-	for _, n := range nodes {
-		for _, e := range n.Logs() {
-			if strings.HasPrefix(e.Msg(), repairWarning) && e.Time().After(repaired[e.Str("job")]) {
-				repaired[e.Str("job")] = e.Time()
-			}
-		}
-	}
+	repaired := lastRepairs(nodes)
 	before := slotsBetween(ceilSecond(allReady)+1, restartAt.Unix()-1, 1)
 	byJob := slotsByJob(readLedger(t, ledger))
 	around := map[int64]int{} // slot → runs, over all jobs, for the log
