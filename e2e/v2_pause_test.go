@@ -40,7 +40,7 @@ import (
 // and does not run.
 //
 // By default the 16 offsets are taken once each, the nodes in turn (about
-// 45 s); with CRONLOCK_E2E_PAUSE_ALL=1 each node is paused at all 16
+// 45 s); with TEST_PAUSE_ALL=1 each node is paused at all 16
 // (about 90 s, too long for make test's budget).
 func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 	t.Parallel()
@@ -66,7 +66,7 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 	for k := range 16 {
 		offsets = append(offsets, -250*time.Millisecond+time.Duration(k)*125*time.Millisecond)
 	}
-	all := os.Getenv("CRONLOCK_E2E_PAUSE_ALL") != ""
+	all := os.Getenv("TEST_PAUSE_ALL") != ""
 	type round struct {
 		node string
 		slot int64
