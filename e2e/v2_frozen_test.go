@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,17 +25,21 @@ import (
 //
 // Asserted from the outside: the timed-out run's process group is gone
 // (polled every 20 ms) within 1 s + kill_grace + 150 ms of slack after
-// its "run started"; its "run timed out" comes 1 s (+ 150 ms) after
-// "run started"; the per-second job's own output has a line for every
-// slot while the file exists.
+// the run's command started (its own line: the daemon's "run started"
+// comes after the timeout is armed, so it would move with a delay before
+// it); its "run timed out" comes 1 s (+ 150 ms) after that start; the
+// per-second job's own output has a line for every slot while the file
+// exists.
 func TestV2_FrozenStateDir_TimeoutStillKills(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	out := newLedger(t)
 	block := filepath.Join(t.TempDir(), "block")
+	starts := filepath.Join(t.TempDir(), "starts")
 	const timeout, grace = time.Second, 500 * time.Millisecond
+	slow := fmt.Sprintf(`trap '' TERM; echo "$CRONLOCK_RUN_ID $$ $(date +%%s%%N)" >> %s; sleep 5`, shellQuote(starts))
 	jobs := []map[string]any{
-		{"name": "slow", "schedule": "*/2 * * * * *", "command": "trap '' TERM; sleep 5", "timeout": timeout.String(),
+		{"name": "slow", "schedule": "*/2 * * * * *", "command": slow, "timeout": timeout.String(),
 			"kill_grace": grace.String()},
 		{"name": "tick", "schedule": "* * * * * *", "command": tokenCommand(out, ""), "overlap": "allow"},
 	}
@@ -45,10 +51,23 @@ func TestV2_FrozenStateDir_TimeoutStillKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocked := time.Now()
-	started := n.WaitLog(5*time.Second, `"run started" of slow after the block`, func(e logEntry) bool {
-		return e.is("run started", "slow") && e.Time().After(blocked)
+	var runID string
+	var pgid int
+	var started time.Time
+	waitFor(t, 5*time.Second, "a run of slow after the block", func() bool {
+		for _, f := range ledgerLines(t, starts) {
+			ns, err1 := strconv.ParseInt(f[2], 10, 64)
+			pid, err2 := strconv.Atoi(f[1])
+			if len(f) != 3 || err1 != nil || err2 != nil {
+				t.Fatalf("start line %q", f)
+			}
+			if at := time.Unix(0, ns); at.After(blocked) {
+				runID, pgid, started = f[0], pid, at
+				return true
+			}
+		}
+		return false
 	})
-	pgid := int(started.Int("pid"))
 	var gone time.Time
 	waitFor(t, 10*time.Second, "the timed-out run's process group to be gone", func() bool {
 		if len(liveGroupMembers(t, pgid)) == 0 {
@@ -58,7 +77,7 @@ func TestV2_FrozenStateDir_TimeoutStillKills(t *testing.T) {
 		return false
 	})
 	timedOut := n.WaitLog(2*time.Second, `"run timed out" of slow`, func(e logEntry) bool {
-		return e.is("run timed out; terminating its process group", "slow") && e.Str("run_id") == started.Str("run_id")
+		return e.is("run timed out; terminating its process group", "slow") && e.Str("run_id") == runID
 	})
 	sleepUntil(blocked.Add(5 * time.Second)) // the writes stay blocked this long: that is the test
 	unblocked := time.Now()
@@ -68,12 +87,12 @@ func TestV2_FrozenStateDir_TimeoutStillKills(t *testing.T) {
 	time.Sleep(3 * time.Second) // the blocked writes return, the runs end
 	stopAll(t, 10*time.Second, n)
 
-	if d := gone.Sub(started.Time()); d > timeout+grace+150*time.Millisecond {
+	if d := gone.Sub(started); d > timeout+grace+150*time.Millisecond {
 		t.Errorf("the timed-out run's process group was gone %v after its start, want within timeout %v + kill_grace %v",
 			d, timeout, grace)
 	}
-	if d := timedOut.Time().Sub(started.Time()); d < timeout-5*time.Millisecond || d > timeout+150*time.Millisecond {
-		t.Errorf(`"run timed out" %v after "run started", want %v`, d, timeout)
+	if d := timedOut.Time().Sub(started); d < timeout-100*time.Millisecond || d > timeout+150*time.Millisecond {
+		t.Errorf(`"run timed out" %v after the run's command started, want %v`, d, timeout)
 	}
 	ran := map[int64]bool{}
 	for _, r := range readTokenRuns(t, out) {
@@ -86,5 +105,5 @@ func TestV2_FrozenStateDir_TimeoutStillKills(t *testing.T) {
 		}
 	}
 	t.Logf("slow started %s, timed out +%v, its group gone +%v; tick ran %d slots while blocked",
-		started.Time().Format("15:04:05.000"), timedOut.Time().Sub(started.Time()), gone.Sub(started.Time()).Round(time.Millisecond), len(want))
+		started.Format("15:04:05.000"), timedOut.Time().Sub(started).Round(time.Millisecond), gone.Sub(started).Round(time.Millisecond), len(want))
 }
