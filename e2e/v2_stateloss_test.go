@@ -51,7 +51,10 @@ func TestV2_StateLoss_RedisRestartedEmpty(t *testing.T) {
 	}
 	jobs = append(jobs, map[string]any{"name": "once", "schedule": "* * * * * *", "command": tokenCommand(out, ""), "max_runs": 1})
 	cfg := redisConfig(srv.Addr(), jobs...)
-	cfg["node"] = map[string]any{"shutdown_timeout": "10s", "max_clock_skew": "1s"}
+	// Heartbeats every 500 ms: `cronlock run` hands the run to a live
+	// daemon (it runs it itself when it sees none, as right after Redis
+	// lost the node records).
+	cfg["node"] = map[string]any{"shutdown_timeout": "10s", "max_clock_skew": "1s", "heartbeat_interval": "500ms"}
 	cfgFile := writeConfig(t, cfg)
 	before := time.Now()
 	nodes, ready := startNodes(t, cfgFile, nodeSpec{id: "n1"}, nodeSpec{id: "n2"}, nodeSpec{id: "n3"})
@@ -60,8 +63,12 @@ func TestV2_StateLoss_RedisRestartedEmpty(t *testing.T) {
 	manual := func(which string) {
 		t.Helper()
 		n := len(manualRuns(readTokenRuns(t, out)))
-		if o, errs, code := cli(t, cfgFile, "run", "job00"); code != 0 {
-			t.Fatalf("manual run %s: exit %d\n%s%s", which, code, o, errs)
+		waitFor(t, 5*time.Second, "the 3 nodes listed live", func() bool {
+			s := readNodes(t, cfgFile).states()
+			return s["n1"] == "live" && s["n2"] == "live" && s["n3"] == "live"
+		})
+		if o, errs, code := cli(t, cfgFile, "run", "job00"); code != 0 || !strings.Contains(o+errs, "taken by n") {
+			t.Fatalf("manual run %s: exit %d, want 0 and taken by a node of the cluster\n%s%s", which, code, o, errs)
 		}
 		waitFor(t, 10*time.Second, "manual run "+which+" in the output", func() bool {
 			return len(manualRuns(readTokenRuns(t, out))) > n
@@ -173,9 +180,10 @@ func TestV2_StateLoss_RedisRestartedEmpty(t *testing.T) {
 	if len(wantBefore) < 2 || len(wantAfter) < 3 {
 		t.Errorf("checked %d slots before the restart and %d after, want at least 2 and 3", len(wantBefore), len(wantAfter))
 	}
-	t.Logf("restart at %s took %v, repair logged %s by %s (%s); %d runs before the restart, %d after; checked %d + %d slots",
+	t.Logf("restart at %s took %v, repair logged %s by %s (%s); %d runs before the restart, %d after; checked %d + %d slots; manual runs %v",
 		restartAt.Format("15:04:05.000"), restarted.Sub(restartAt).Round(time.Millisecond), repaired.Time().Format("15:04:05.000"),
-		repaired.Str("node_id"), repaired.Str("job"), linesBefore, len(runs)-linesBefore, len(wantBefore), len(wantAfter))
+		repaired.Str("node_id"), repaired.Str("job"), linesBefore, len(runs)-linesBefore, len(wantBefore), len(wantAfter),
+		manualRuns(byJob["job00"]))
 }
 
 // manualRuns are the runs of trigger manual among runs.
