@@ -75,6 +75,7 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 	var rounds []round
 	done := map[string]int{} // node → offsets taken (all)
 	var wg sync.WaitGroup
+	defer wg.Wait() // a failed round ends the test after its pauses (each resumes its node)
 	var mu sync.Mutex
 	paused := map[string]bool{}
 	skipped := 0
