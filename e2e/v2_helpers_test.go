@@ -116,18 +116,6 @@ func readOccurrences(t *testing.T, c rueidis.Client, job string) map[string]occu
 	return out
 }
 
-// readState returns the job's state hash cronlock:state:JOB.
-func readState(t *testing.T, c rueidis.Client, job string) map[string]string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	m, err := c.Do(ctx, c.B().Hgetall().Key("cronlock:state:"+job).Build()).AsStrMap()
-	if err != nil {
-		t.Fatalf("HGETALL cronlock:state:%s: %v", job, err)
-	}
-	return m
-}
-
 // hget returns field of the hash key, "" when absent.
 func hget(t *testing.T, c rueidis.Client, key, field string) string {
 	t.Helper()
