@@ -21,8 +21,9 @@ var RunVariables = []string{
 }
 
 // internalVariables are CRONLOCK_* variables the daemon reads that are not
-// config keys: the test-only clock offset (cmd/cronlock/daemon.go).
-var internalVariables = []string{"CRONLOCK_INTERNAL_CLOCK_OFFSET"}
+// config keys: the test-only clock offset and run-record block
+// (cmd/cronlock/daemon.go).
+var internalVariables = []string{"CRONLOCK_INTERNAL_CLOCK_OFFSET", "CRONLOCK_INTERNAL_BLOCK_RUN_RECORDS"}
 
 // unknownOverrides warns about each CRONLOCK_* variable of environ that is
 // neither an override (envKeys: variable → key) nor a run or internal

@@ -16,7 +16,8 @@ import (
 var minimalACL = []string{"on", ">s3cret", "resetkeys", "~cronlock:*", "resetchannels", "&cronlock:*", "-@all",
 	"+hello", "+ping", "+time", "+info", "+config|get", "+evalsha", "+eval", "+script|load",
 	"+hmget", "+hset", "+hincrby", "+hgetall", "+set", "+get", "+del", "+exists", "+pttl", "+pexpire",
-	"+xadd", "+xrevrange", "+zadd", "+zscore", "+zrange", "+zrem", "+zremrangebyscore", "+zrangebyscore", "+rpush", "+lpop", "+lrem", "+hget", "+publish", "+subscribe"}
+	"+xadd", "+xrevrange", "+zadd", "+zscore", "+zrange", "+zrem", "+zremrangebyscore", "+zrangebyscore", "+rpush", "+lpop", "+lrem", "+hget", "+publish", "+subscribe",
+	"+zcard", "+zrevrange", "+hexists", "+hdel"}
 
 // refusedByACL reports whether s holds a Redis ACL refusal: NOPERM for a
 // command or key, or the error of a command a script called.

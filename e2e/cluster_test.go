@@ -224,8 +224,8 @@ func TestCluster_OverlapSkipped(t *testing.T) {
 	// every node: the node running the job skips it locally
 	// (overlap_local); of the other two, the first to claim finds the lease
 	// held and records the slot as skipped (overlap), so the second finds it
-	// already decided (claimed_elsewhere). The claim checks state.slot ≥ slot
-	// (claimed_elsewhere) before the lease (overlap); see docs/protocol.md.
+	// already decided (claimed_elsewhere). The claim checks the slot's record
+	// (claimed_elsewhere) before the lease (overlap); see docs/protocol-v2.md, R1.
 	// The runner's overlap_local lines are summarised (README.md, "Logs"):
 	// the first slot of each run is logged at once (a run start ends the
 	// summary); a later one may be left out, but is never logged otherwise.

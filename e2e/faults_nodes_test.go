@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -24,9 +23,9 @@ type kill struct {
 //
 // Asserted: no slot runs twice (the ledger). And, so that the first check
 // cannot pass on a cluster that stopped working, every slot runs unless a
-// kill explains its loss: a node killed in [S−ClaimLead, S+0.5 s] may have
-// claimed slot S (early claims go out actors.ClaimLead before it) and died
-// before starting it, or died holding the lease of a run of
+// kill explains its loss: a node killed in [S, S+0.5 s] may have claimed
+// slot S (a claim goes out when the slot fires, docs/protocol.md) and died
+// before starting it (its record stays claimed), or died holding the lease of a run of
 // S (a run takes a few ms; its claim and release take well under 0.5 s), and
 // then that lease blocks the job (overlap) until it expires, at most
 // lock_ttl after the kill. A job's processes outlive a SIGKILLed daemon
@@ -88,12 +87,12 @@ func TestNodeChurn_SIGKILLEveryFewSeconds(t *testing.T) {
 
 // killExemptSlots returns the slots a kill may cost (see
 // TestNodeChurn_SIGKILLEveryFewSeconds): for each slot S with a kill in
-// [S−ClaimLead, S+0.5 s], S and every slot up to lock_ttl after the kill.
+// [S, S+0.5 s], S and every slot up to lock_ttl after the kill.
 func killExemptSlots(kills []kill, ttl time.Duration) map[int64]bool {
 	out := map[int64]bool{}
 	for _, k := range kills {
-		for s := k.from.Add(-500 * time.Millisecond).Unix(); s <= k.to.Add(actors.ClaimLead).Unix(); s++ {
-			if time.Unix(s, 0).Add(500*time.Millisecond).Before(k.from) || time.Unix(s, 0).Add(-actors.ClaimLead).After(k.to) {
+		for s := k.from.Add(-500 * time.Millisecond).Unix(); s <= k.to.Unix(); s++ {
+			if time.Unix(s, 0).Add(500*time.Millisecond).Before(k.from) || time.Unix(s, 0).After(k.to) {
 				continue
 			}
 			for x := s; x <= k.to.Add(ttl).Unix(); x++ {

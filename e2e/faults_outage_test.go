@@ -16,10 +16,12 @@ import (
 //     (connections blackholed: claims and pings time out) and restored.
 //     Redis keeps its data.
 //   - Stopped: redis-server is stopped (SIGTERM) and started again on the
-//     same port. It has no persistence, so it comes back empty; that does
-//     not weaken the checks below, because no node ever claims a slot from
-//     before the outage once it is over (catch-up picks a slot inside the
-//     outage, the ticker only slots after it).
+//     same port. It has no persistence, so it comes back empty: the first
+//     claim after it (the catch-up) finds the ledger behind what the node
+//     saw and repairs it (docs/protocol-v2.md, R5), and the slots up to
+//     node.max_clock_skew (2 s) after that are refused state_lost, the
+//     catch-up slot with them; the checks after the outage begin after
+//     that window.
 //
 // The outage begins 400 ms into second D and ends 400 ms into second U =
 // D+5. What is asserted, per job:
@@ -30,7 +32,7 @@ import (
 //     no margin is needed around the outage;
 //   - catch-up (docs/protocol.md) runs exactly one slot of the outage: on
 //     reconnect a node claims the latest slot S ≤ now within the window,
-//     unless state.slot ≥ S. The health monitor pings every 250 ms while
+//     unless its record exists. The health monitor pings every 250 ms while
 //     Redis is down, so the first node sees Redis back within second U, and
 //     S = U: slot U — fired at U.000 while Redis was still down — runs once,
 //     late, as a catch-up (the node that ran it logged the catch-up claim);
@@ -50,12 +52,12 @@ import (
 func TestOutage_RedisUnreachable5s(t *testing.T) {
 	srv := redistest.Start(t)
 	px := redistest.NewProxy(t, srv.Addr())
-	testOutage(t, px.Addr(), px.Cut, px.Restore, true)
+	testOutage(t, px.Addr(), px.Cut, px.Restore, catchupRuns)
 }
 
 func TestOutage_RedisStopped5s(t *testing.T) {
 	srv := redistest.Start(t)
-	testOutage(t, srv.Addr(), srv.Stop, srv.Restart, true)
+	testOutage(t, srv.Addr(), srv.Stop, srv.Restart, catchupStateLost)
 }
 
 // TestOutage_RedisHung5s models a hung Redis: redis-server is paused
@@ -71,12 +73,19 @@ func TestOutage_RedisStopped5s(t *testing.T) {
 // reported with issue 4).
 func TestOutage_RedisHung5s(t *testing.T) {
 	srv := redistest.Start(t)
-	testOutage(t, srv.Addr(), srv.Pause, srv.Resume, false)
+	testOutage(t, srv.Addr(), srv.Pause, srv.Resume, catchupLogged)
 }
 
+// What an outage test expects of the catch-up of slot U.
+const (
+	catchupRuns      = iota // it runs once, late, as a catch-up
+	catchupLogged           // not asserted, only logged
+	catchupStateLost        // Redis came back empty: refused state_lost (R5)
+)
+
 // testOutage runs the outage scenario with down and up as the fault;
-// catchup says whether the catch-up run of slot U is asserted or logged.
-func testOutage(t *testing.T, addr string, down, up func(), catchup bool) {
+// catchup says what is asserted of the catch-up of slot U.
+func testOutage(t *testing.T, addr string, down, up func(), catchup int) {
 	ledger := newLedger(t)
 	jobs, names := everySecondJobs(ledger, "job", 5, map[string]any{"catchup_window": "10s"})
 	var specs []nodeSpec
@@ -100,7 +109,11 @@ func testOutage(t *testing.T, addr string, down, up func(), catchup bool) {
 	upAt := time.Now()
 	sleepUntil(upAt.Add(1500 * time.Millisecond))
 	checkReady(t, nodes, listen, true, "1.5 s after the outage")
-	sleepUntil(upAt.Add(3500 * time.Millisecond)) // three slots after the outage
+	after := 3500 * time.Millisecond // three slots after the outage
+	if catchup == catchupStateLost {
+		after += 2 * time.Second // and after the repair's refusal window
+	}
+	sleepUntil(upAt.Add(after))
 	checkNotExited(t, "during or after the outage", nodes...)
 	stopAt := time.Now()
 	stopAll(t, 15*time.Second, nodes...)
@@ -109,18 +122,36 @@ func testOutage(t *testing.T, addr string, down, up func(), catchup bool) {
 	if u != d+5 {
 		t.Fatalf("outage from %s to %s: the test overslept (got second %d, want %d)", downAt.Format("15:04:05.000"), upAt.Format("15:04:05.000"), u, d+5)
 	}
-	want := append(slotsBetween(ceilSecond(allReady)+1, d, 1), slotsBetween(u+1, stopAt.Unix()-1, 1)...)
+	repaired := lastRepairs(nodes)
 	byJob := slotsByJob(readLedger(t, ledger))
 	for _, job := range names {
 		ran := byJob[job]
+		from := u + 1
+		if catchup == catchupStateLost {
+			if repaired[job].IsZero() {
+				t.Errorf("job %s: no %q warning after Redis came back empty", job, repairWarning)
+				continue
+			}
+			from = repaired[job].Add(2*time.Second).Unix() + 1 // node.max_clock_skew's default
+		}
+		want := append(slotsBetween(ceilSecond(allReady)+1, d, 1), slotsBetween(from, stopAt.Unix()-1, 1)...)
 		checkOncePerSlot(t, nodes, job, ran, want)
+		if n := len(slotsBetween(from, stopAt.Unix()-1, 1)); n < 2 {
+			t.Errorf("job %s: checked %d slots after the outage, want at least 2", job, n)
+		}
 		for s := d + 1; s < u; s++ {
 			if len(ran[s]) > 0 {
 				t.Errorf("job %s slot %d (inside the outage, older than the catch-up slot %d): got runs on %v, want none%s", job, s, u, ran[s], describeSlot(nodes, job, s))
 			}
 		}
-		if !catchup {
+		switch catchup {
+		case catchupLogged:
 			t.Logf("job %s slot %d (latest missed, catch-up; not asserted): got runs on %v%s", job, u, ran[u], describeSlot(nodes, job, u))
+			continue
+		case catchupStateLost:
+			if len(ran[u]) != 0 {
+				t.Errorf("job %s slot %d (latest missed; Redis came back empty): got runs on %v, want none (state_lost)%s", job, u, ran[u], describeSlot(nodes, job, u))
+			}
 			continue
 		}
 		if len(ran[u]) != 1 {
@@ -130,8 +161,23 @@ func testOutage(t *testing.T, addr string, down, up func(), catchup bool) {
 		}
 	}
 	checkOutageSeen(t, nodes, downAt, upAt)
-	t.Logf("outage %s–%s; checked %d jobs × %d slots outside it, catch-up slot %d; ledger holds %d runs",
-		downAt.Format("15:04:05.000"), upAt.Format("15:04:05.000"), len(names), len(want), u, len(readLedger(t, ledger)))
+	t.Logf("outage %s–%s; checked %d jobs, catch-up slot %d; ledger holds %d runs",
+		downAt.Format("15:04:05.000"), upAt.Format("15:04:05.000"), len(names), u, len(readLedger(t, ledger)))
+}
+
+// lastRepairs returns, per job, the time of the last "ledger state
+// repaired" warning on any node (every node that saw more of the ledger
+// than Redis holds repairs it, a few ms apart; the last sets lost_at).
+func lastRepairs(nodes []*node) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, n := range nodes {
+		for _, e := range n.Logs() {
+			if strings.HasPrefix(e.Msg(), repairWarning) && e.Time().After(out[e.Str("job")]) {
+				out[e.Str("job")] = e.Time()
+			}
+		}
+	}
+	return out
 }
 
 // caughtUp reports whether the node named name logged a catch-up claim of

@@ -120,7 +120,7 @@ func TestHooks_HangingHookDelaysOnlyItsJob(t *testing.T) {
 			}
 			t.Logf("%s: at the end, skips by reason %v, fires dropped %v, slots missed %v, failed runs %v", name, skips,
 				metricValue(mfs, "cronlock_fires_dropped_total", "job", name),
-				metricValue(mfs, "cronlock_missed_slots_total", "job", name),
+				metricValue(mfs, "cronlock_occurrences_missed_total", "job", name),
 				metricValue(mfs, "cronlock_runs_total", "job", name, "result", "failure"))
 		}
 	}

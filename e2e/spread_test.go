@@ -22,10 +22,9 @@ const spreadSpan = 15 * time.Second
 // every second that each run 2 s. Every slot runs exactly once or is
 // skipped with a reason (overlap: the job's previous run still holds its
 // lease), and no node runs more than 40% of the runs. The claim order
-// (docs/protocol.md, "Who sends first") gives each node the rank-0 claims
-// of a third of each burst; under load a node wakes late for a whole
-// burst and loses its rank-0 slots, and the nodes that took them yield a
-// share of their claims at the next bursts.
+// (package nodeload: a rank per job and slot among the live nodes, a
+// fixed delay per rank) gives each node the rank-0 claims of about a third
+// of each burst.
 func TestSpread_LoadOrderedClaims(t *testing.T) {
 	t.Parallel()
 	spreadScenario(t, 0)
@@ -202,88 +201,4 @@ func peakInProgress(n *node) int {
 		peak = max(peak, cur)
 	}
 	return peak
-}
-
-// TestSpread_ShortRunsShareANode: 3 nodes, 30 jobs every second whose runs
-// take a few milliseconds. Each claim's answer carries the job's last
-// recorded run, so from the third slot after the last node is ready every
-// node ranks the jobs as short and an instant's runs start on one node
-// (docs/protocol.md, "Short runs"), which changes from slot to slot; with
-// the even split of long jobs each node would run about a third of every
-// instant. Every slot still runs exactly once.
-func TestSpread_ShortRunsShareANode(t *testing.T) {
-	t.Parallel()
-	heavy(t)
-	srv := redistest.Start(t)
-	ledger := filepath.Join(t.TempDir(), "ledger")
-	const jobs = 30
-	var list []map[string]any
-	for i := range jobs {
-		list = append(list, map[string]any{"name": fmt.Sprintf("q%02d", i), "schedule": "* * * * * *",
-			"command": `echo "$CRONLOCK_JOB $CRONLOCK_SCHEDULED_TIME $CRONLOCK_NODE_ID" >> ` + shellQuote(ledger)})
-	}
-	cfg := redisConfig(srv.Addr(), list...)
-	cfg["log"] = map[string]any{"level": "info"}
-	nodes, _ := startCluster(t, writeConfig(t, cfg), 0, "n1", "n2", "n3")
-	var lastReady time.Time
-	for _, n := range nodes {
-		e := n.WaitLog(time.Second, `"engine running"`, func(e logEntry) bool { return e.Msg() == "engine running" })
-		if e.Time().After(lastReady) {
-			lastReady = e.Time()
-		}
-	}
-	from := ceilSecond(lastReady) + 3 // every node has claimed two slots: the third is ranked by the record
-	const span = 6
-	time.Sleep(time.Until(time.Unix(from+span, 0).Add(500 * time.Millisecond)))
-	stopAll(t, 20*time.Second, nodes...)
-
-	runs := map[int64]map[string]int{} // slot → node → runs
-	seen := map[string]int{}           // job/slot → runs
-	for _, f := range ledgerLines(t, ledger) {
-		slot, err := time.Parse(time.RFC3339, f[1])
-		if len(f) != 3 || err != nil {
-			t.Fatalf("ledger line %q", f)
-		}
-		seen[f[0]+"/"+f[1]]++
-		if s := slot.Unix(); s >= from && s < from+span {
-			if runs[s] == nil {
-				runs[s] = map[string]int{}
-			}
-			runs[s][f[2]]++
-		}
-	}
-	for k, n := range seen {
-		if n != 1 {
-			t.Errorf("%s ran %d times, want once", k, n)
-		}
-	}
-	var onOne int
-	busiest := map[string]bool{}
-	for s := from; s < from+span; s++ {
-		total, top, who := 0, 0, ""
-		for id, n := range runs[s] {
-			total += n
-			if n > top {
-				top, who = n, id
-			}
-		}
-		if total != jobs {
-			t.Errorf("slot %d: %d runs, want %d", s, total, jobs)
-		}
-		if top*10 >= total*8 {
-			onOne++
-			busiest[who] = true
-		}
-		t.Logf("slot %d: runs per node %v", s, runs[s])
-	}
-	// A node that woke late for an instant (the machine shared with the
-	// other tests) may yield or lose part of it: half the instants, not
-	// all, must run on one node. The even split of long jobs puts at most
-	// about 40% of an instant on one node.
-	if onOne < span/2 {
-		t.Errorf("%d of %d slots ran 80%% or more of their runs on one node, want at least %d", onOne, span, span/2)
-	}
-	if len(busiest) < 2 {
-		t.Errorf("the instants' runs went to %v only, want the node to change from slot to slot", busiest)
-	}
 }

@@ -162,8 +162,8 @@ func TestClusterTopology_ControlPlaneAndScheduling(t *testing.T) {
 			t.Errorf("a command failed with CROSSSLOT: %s", s)
 		}
 	}
-	for _, key := range []string{"cronlock:events:{tick}", "cronlock:backfill:{bf}", "cronlock:runstatus:{manual}",
-		"cronlock:history:{q}", "cronlock:pending-runs:{pending-runs:all}"} {
+	for _, key := range []string{"cronlock:events:{tick}", "cronlock:occ:{bf}", "cronlock:occidx:{bf}", "cronlock:runstatus:{manual}",
+		"cronlock:occ:{q}", "cronlock:state:{q}", "cronlock:pending-runs:{pending-runs:all}"} {
 		found := 0
 		for _, m := range c.Masters {
 			found += countKeys(t, m, key)

@@ -94,6 +94,7 @@ func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) {
 	nowMs := now.UnixMilli()
 	c = actors.Claim{Now: time.UnixMilli(nowMs), FoundSeq: j.seq}
+	began := j.since // 0: a new ledger
 	if j.since == 0 {
 		j.since = nowMs
 	}
@@ -129,7 +130,8 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 			return c
 		}
 	case actors.TriggerCatchup:
-		if nowMs < ms || nowMs > ms+w.Catchup.Milliseconds() {
+		// A slot due before the ledger began: nothing tells whether it ran.
+		if nowMs < ms || nowMs > ms+w.Catchup.Milliseconds() || began == 0 || ms < began {
 			c.Outcome = actors.OutsideWindow
 			return c
 		}

@@ -108,7 +108,11 @@ end
 -- R2: Redis time is the clock. Outside the window nothing is written.
 local ms, early, answer, catchup = slot * 1000, tonumber(A[12]), tonumber(A[13]), tonumber(A[14])
 if trig == "schedule" and (now < ms - early or now > ms + answer) then return reply(6, 0) end
-if trig == "catchup" and (now < ms or now > ms + catchup) then return reply(7, 0) end
+-- A catch-up claim of a slot due before the ledger began (a new ledger, or
+-- one Redis lost) cannot tell whether that slot ran: refused.
+if trig == "catchup" and (now < ms or now > ms + catchup or not h[3] or ms < tonumber(h[3])) then
+  return reply(7, 0)
+end
 if trig == "backfill" then
   if now <= ms + answer then return reply(7, 0) end
   if slot <= tonumber(h[5] or "0") then return reply(9, 0) end
