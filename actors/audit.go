@@ -57,7 +57,10 @@ type auditState struct {
 // cronlock_occurrences_missed_total); another node may record some
 // instead, each once in the cluster. A disabled job's slots are not
 // audited: they are skipped disabled on every node that has the job.
-func (a *Auditor) Audit(ctx context.Context, cfg *config.Job) ([]int64, error) {
+//
+// job, when not nil, is the job's actor: the audit sends the ledger seq it
+// has seen (R5) and gives it back what the audit saw (Job.See).
+func (a *Auditor) Audit(ctx context.Context, cfg *config.Job, job *Job) ([]int64, error) {
 	if !cfg.Enabled || cfg.Sched == nil {
 		return nil, nil
 	}
@@ -75,12 +78,32 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job) ([]int64, error) {
 	}
 	window := AnswerWindow(a.MaxSkew, cfg.LockTTL, cfg.Jitter)
 	req := AuditRequest{Job: cfg.Name, Window: window, Grace: AuditGrace, Node: a.NodeID, Retention: a.Retention,
-		MaxRuns: int64(cfg.MaxRuns)}
+		MaxRuns: int64(cfg.MaxRuns), LockTTL: cfg.LockTTL, Early: a.MaxSkew}
+	if job != nil {
+		req.SeenSeq = job.seenSeq.Load()
+	}
+	saw := func(got Audited) {
+		if job != nil {
+			job.See(got.Seq, got.Runs)
+		}
+		if got.Repaired {
+			a.Metrics.StateRepaired(cfg.Name)
+			a.Log.Warn("ledger state repaired: redis had lost part of the job's ledger (restart without persistence, "+
+				"eviction or failover); slots around the loss are recorded state_lost, not missed", zap.String("job", cfg.Name),
+				zap.Int64("seq", got.Seq))
+		}
+		if len(got.Unknown) > 0 {
+			a.Log.Warn("occurrences of unknown outcome: claimed, and no result within lock_ttl and the answer window "+
+				"(the node that claimed them died, or its finish was lost); they may have run, and count toward max_runs",
+				zap.String("job", cfg.Name), zap.Strings("occurrences", got.Unknown))
+		}
+	}
 	if st.from == 0 {
 		read, err := a.Locker.Audit(ctx, req)
 		if err != nil {
 			return nil, err
 		}
+		saw(read)
 		st.from = read.From
 	}
 	until := now.Add(-window - AuditGrace)
@@ -97,6 +120,7 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	saw(got)
 	if got.Stale { // another node audited meanwhile: go on from where it left
 		st.from = got.From
 		return nil, nil

@@ -195,6 +195,7 @@ func TestJanitor_HandedOnSlotPutBack(t *testing.T) {
 			node, run string
 			want      Outcome
 		}{{"n1", "a", Claimed}, {"n2", "b", Queued}} {
+			time.Sleep(time.Until(s.Add(time.Duration(i) * time.Second))) // each claim at its slot (R2: none early)
 			req := scheduleClaim("q", s.Add(time.Duration(i)*time.Second), c.node, c.run)
 			req.TTL, req.Queue = time.Hour, true
 			got, err := mem.Claim(t.Context(), req)

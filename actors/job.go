@@ -139,8 +139,9 @@ type Job struct {
 	releasing int        // of them, releases (with the history record) in flight
 	held      []heldFire // fires waiting for the pending claim's or release's answer
 	// seenSeq and seenRuns are the highest ledger seq and run count seen
-	// in claim answers (docs/protocol.md, R5, R6).
-	seenSeq, seenRuns int64
+	// in the answers of claims, finishes and audits (docs/protocol.md, R5,
+	// R6); atomic: the job set's auditor adds what it sees (See).
+	seenSeq, seenRuns atomic.Int64
 
 	lastCatchup time.Time
 
@@ -171,6 +172,7 @@ type runEvent struct {
 	slot        time.Time // the run's slot (zero for a manual run)
 	claim       Claim     // evClaimed: the answer, when not failed
 	next        *handoff  // evEnded: the pending slot the run's Finish handed the lease to
+	finished    *Finished // evEnded: the run's finish answer, nil when none came
 }
 
 type runEventKind int
@@ -362,6 +364,9 @@ func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
 		j.active--
 		j.releasing++
 	case evEnded:
+		if ev.finished != nil { // a node learns its own count at once (R6), not at its next claim
+			j.See(ev.finished.Seq, ev.finished.Runs)
+		}
 		j.running--
 		j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 		if ev.won {
@@ -397,16 +402,16 @@ func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
 		j.skip(slot, SkipDisabled)
 	case ctx.Err() != nil:
 		j.skip(slot, SkipShuttingDown)
-	case exclusive && j.active > 0 && !queues(*j.cfg):
-		j.skip(slot, SkipOverlapLocal)
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
 		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
 	default:
-		// With queue or replace, a slot that comes due while this node's
-		// run holds the lease is queued by its claim: no run starts.
-		queueClaim := exclusive && queues(*j.cfg) && j.active > 0
+		// While this node's run holds the lease the slot is still claimed,
+		// so that the ledger records it (skipped overlap, or queued with
+		// queue and replace) and the audit does not call it missed: the
+		// claim takes no place at node.max_parallel, and starts no run.
+		queueClaim := exclusive && j.active > 0
 		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: slot, Trigger: trigger},
-			queueClaim: queueClaim}, nil)
+			queueClaim: queueClaim, localOverlap: queueClaim && !queues(*j.cfg)}, nil)
 	}
 }
 
@@ -430,8 +435,23 @@ func (j *Job) decideHeld(ctx context.Context, failed bool, pending time.Time) {
 
 // see raises the highest ledger seq and run count seen to a claim
 // answer's (docs/protocol.md, R5, R6).
-func (j *Job) see(c Claim) {
-	j.seenSeq, j.seenRuns = max(j.seenSeq, c.Seq), max(j.seenRuns, c.Runs)
+func (j *Job) see(c Claim) { j.See(c.Seq, c.Runs) }
+
+// See raises the highest ledger seq and run count this node has seen for
+// the job (docs/protocol.md, R5, R6). Safe from any goroutine.
+func (j *Job) See(seq, runs int64) {
+	atomicMax(&j.seenSeq, seq)
+	atomicMax(&j.seenRuns, runs)
+}
+
+// atomicMax raises a to at least v.
+func atomicMax(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }
 
 // startPending starts the run of a pending slot whose lease the Finish of
@@ -534,19 +554,22 @@ func writeSkip(log *zap.Logger, level zapcore.Level, job, node string, slot time
 // reply, when set, receives what happened (1-buffered: never blocks). The
 // claim carries the highest slot and fence seen (state repair).
 func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
-	j.deps.repeats.End(SkipOverlapLocal) // no run was left in progress
+	if !r.localOverlap {
+		j.deps.repeats.End(SkipOverlapLocal) // no run was left in progress
+	}
 	j.running++
 	j.claiming++
 	j.deps.Metrics.SetRunning(j.cfg.Name, j.running)
 	r.deps = &j.deps
-	r.seenSeq, r.seenRuns = j.seenSeq, j.seenRuns
+	r.seenSeq, r.seenRuns = j.seenSeq.Load(), j.seenRuns.Load()
 	if j.events == nil {
 		j.events = make(chan runEvent) // at the first run
 	}
 	r.events = j.events // the actor receives until running == 0
 	go func() {
 		defer func() {
-			j.events <- runEvent{kind: evEnded, won: r.won, failed: r.releaseFailed, slot: r.info.Slot, next: r.next}
+			j.events <- runEvent{kind: evEnded, won: r.won, failed: r.releaseFailed, slot: r.info.Slot, next: r.next,
+				finished: r.finished}
 		}()
 		ran := r.execute(ctx)
 		if reply != nil {

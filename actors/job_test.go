@@ -90,15 +90,21 @@ func (h *jobHarness) running(t *testing.T) float64 {
 }
 
 // A slot that fires while the previous run is still going on this node is
-// skipped with reason overlap_local, never run alongside.
+// skipped with reason overlap_local, never run alongside; its claim
+// records it skipped overlap in the ledger, so the audit does not call it
+// missed.
 func TestJob_SkipsWhileRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startJob(t, testJob(t, "long", "sleep 1000h"))
 		slot := time.Now().Add(time.Second)
 		time.Sleep(time.Second)
 		h.job.Inbox() <- Fire{Job: "long", Slot: slot}
+		time.Sleep(time.Second)
 		h.job.Inbox() <- Fire{Job: "long", Slot: slot.Add(time.Second)}
 		waitFor(t, func() bool { return h.skips(t, SkipOverlapLocal) == 1 })
+		if o := occurrence(t, h.locker, "long", slot.Add(time.Second)); o.Status != "skipped" || o.Reason != SkipOverlap {
+			t.Errorf("the overlapped slot's record: %+v, want skipped overlap", o)
+		}
 		if got := h.running(t); got != 1 {
 			t.Errorf("job_running: got %v, want 1", got)
 		}

@@ -28,6 +28,9 @@ const (
 	// SkipOutsideClaimWindow: a catch-up or backfill claim outside its
 	// window in Redis time (rule R2).
 	SkipOutsideClaimWindow = "outside_claim_window"
+	// SkipNoRecord: a backfill slot without a record, due before the
+	// job's ledger began: it may have run (-force runs it).
+	SkipNoRecord = "no_record"
 	// SkipStateLost: the ledger may have lost the slot's record (rule R5).
 	SkipStateLost = "state_lost"
 	// SkipOutsideRetention: a backfill slot older than the ledger keeps.
@@ -54,7 +57,7 @@ const (
 // the per-job counters.
 var skipReasons = [...]string{SkipClaimedElsewhere, SkipOverlap, SkipOverlapLocal,
 	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNodeBusy, SkipMaxRuns, SkipNotReplicated,
-	SkipClockSkew, SkipOutsideClaimWindow, SkipStateLost, SkipOutsideRetention, SkipLockLost, SkipExpired}
+	SkipClockSkew, SkipOutsideClaimWindow, SkipStateLost, SkipOutsideRetention, SkipLockLost, SkipExpired, SkipNoRecord}
 
 // Run results; a hook sees them as CRONLOCK_RESULT.
 const (

@@ -31,6 +31,7 @@ cronlock_skips_total{job="backup",reason="disabled"} 0
 cronlock_skips_total{job="backup",reason="expired"} 0
 cronlock_skips_total{job="backup",reason="lock_lost"} 0
 cronlock_skips_total{job="backup",reason="max_runs"} 0
+cronlock_skips_total{job="backup",reason="no_record"} 0
 cronlock_skips_total{job="backup",reason="node_busy"} 0
 cronlock_skips_total{job="backup",reason="not_replicated"} 0
 cronlock_skips_total{job="backup",reason="outside_claim_window"} 0
@@ -126,6 +127,7 @@ cronlock_skips_total{job="busy",reason="disabled"} 1
 cronlock_skips_total{job="busy",reason="expired"} 0
 cronlock_skips_total{job="busy",reason="lock_lost"} 0
 cronlock_skips_total{job="busy",reason="max_runs"} 0
+cronlock_skips_total{job="busy",reason="no_record"} 0
 cronlock_skips_total{job="busy",reason="node_busy"} 0
 cronlock_skips_total{job="busy",reason="not_replicated"} 0
 cronlock_skips_total{job="busy",reason="outside_claim_window"} 0
@@ -143,6 +145,7 @@ cronlock_skips_total{job="idle",reason="disabled"} 0
 cronlock_skips_total{job="idle",reason="expired"} 0
 cronlock_skips_total{job="idle",reason="lock_lost"} 0
 cronlock_skips_total{job="idle",reason="max_runs"} 0
+cronlock_skips_total{job="idle",reason="no_record"} 0
 cronlock_skips_total{job="idle",reason="node_busy"} 0
 cronlock_skips_total{job="idle",reason="not_replicated"} 0
 cronlock_skips_total{job="idle",reason="outside_claim_window"} 0

@@ -126,10 +126,11 @@ type Finished struct {
 	Seq int64
 	// Now is Redis time when the finish ran.
 	Now time.Time
-	// NotReplicated (with Token > 0): fewer replicas than
-	// redis.min_replicas_acked acknowledged the hand-on; the pending slot
-	// is not run and Next's lease is to be released. Replicas is WAIT's
-	// answer (0 when no WAIT was sent).
+	// NotReplicated: a finish that handed the lease on (Token > 0) or
+	// that made max_runs waited for redis.min_replicas_acked replicas and
+	// fewer acknowledged it. With Token > 0 the pending slot is not run and
+	// Next's lease is to be released; otherwise the record stands and the
+	// caller warns. Replicas is WAIT's answer (0 when no WAIT was sent).
 	NotReplicated bool
 	Replicas      int
 }
@@ -172,6 +173,15 @@ const (
 	// releases the lease and records the slot skipped. Never returned by
 	// the claim script itself, only by a backend that waits for replicas.
 	NotReplicated
+	// TooEarly: a scheduled claim sent before its slot in Redis time (a
+	// clock fast by less than the early edge, R2): nothing was decided or
+	// written; the caller sends it again once Redis time has reached the
+	// slot (Claim.Now says how far off it is).
+	TooEarly
+	// NoRecord: a backfill of a slot without a record, due before the
+	// job's ledger began (a new job, or a loss of Redis's state no node has
+	// detected): it may have run, so only a forced backfill runs it.
+	NoRecord
 )
 
 // String returns the skip-reason spelling.
@@ -199,6 +209,10 @@ func (o Outcome) String() string {
 		return SkipOutsideRetention
 	case NotReplicated:
 		return SkipNotReplicated
+	case TooEarly:
+		return "too_early"
+	case NoRecord:
+		return SkipNoRecord
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -337,6 +351,13 @@ type AuditRequest struct {
 	// MaxRuns (> 0): once the job's runs reach it, a slot without a
 	// record is recorded skipped max_runs, not missed (the job is done).
 	MaxRuns int64
+	// SeenSeq is the highest ledger seq this node has seen (R5).
+	SeenSeq int64
+	// LockTTL and Early (the job's lock_ttl, node.max_clock_skew): a claim
+	// in flight older than LockTTL + Window + Grace whose lease its owner
+	// no longer holds is declared unknown; slots within Early of a
+	// detected loss are recorded state_lost, not missed.
+	LockTTL, Early time.Duration
 	// Retention bounds the job's ledger (rule R9).
 	Retention Retention
 }
@@ -351,6 +372,13 @@ type Audited struct {
 	To int64
 	// Missed are the slots this call recorded missed.
 	Missed []int64
+	// Unknown are the occurrences this call declared unknown: claimed,
+	// and no finish within their lease and answer window.
+	Unknown []string
+	// Seq and Runs are state.seq and state.runs afterwards (the node
+	// remembers them, R5, R6); Repaired: the call detected a loss.
+	Seq, Runs int64
+	Repaired  bool
 	// Now is Redis time.
 	Now time.Time
 }

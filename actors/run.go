@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
@@ -67,6 +68,11 @@ type run struct {
 	// queue or replace), so the claim is expected to queue the slot, not
 	// to start a run; it takes no place in deps.Load (capacity.go).
 	queueClaim bool
+	// localOverlap: this node runs the job (overlap skip), so the claim
+	// is expected to find the lease held by that run: skip overlap_local.
+	localOverlap bool
+	// finished is the answer of the run's finish (nil: none came).
+	finished *Finished
 	// finishSent is when the finish that may hand the lease on was sent
 	// (monotonic): the handed-on run's lease counts from it (R3).
 	finishSent time.Time
@@ -142,11 +148,16 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		req.Slot = r.info.Slot.Unix()
 		req.Queue = queues(*r.job) && r.info.Trigger == TriggerSchedule
 	}
-	r.sent = time.Now() // monotonic: the lease and the answer window count from here (R3)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
-	c, lease, err := acquire(cctx, r, r.deps.Locker, req,
-		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
-	cancel()
+	c, lease, err := r.send(ctx, req)
+	if err == nil && c.Outcome == TooEarly {
+		// Sent before the slot in Redis time (this clock is fast, within
+		// the early edge): sent again once Redis time has reached it (R2).
+		sleepCtx(context.WithoutCancel(ctx), r.info.Slot.Sub(c.Now)-time.Since(r.sent))
+		c, lease, err = r.send(ctx, req)
+		if err == nil && c.Outcome == TooEarly {
+			c.Outcome = ClockSkew // Redis time did not reach the slot as its clock said: no third try
+		}
+	}
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
@@ -177,6 +188,17 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	return r.answer(c, lease, owner)
 }
 
+// send sends req once, bounded by the claim timeout (a claim in flight at
+// shutdown is completed), noting when it was sent (r.sent, monotonic: the
+// lease and the answer window count from there, R3).
+func (r *run) send(ctx context.Context, req ClaimRequest) (Claim, *Lease, error) {
+	r.sent = time.Now()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
+	defer cancel()
+	return acquire(cctx, r, r.deps.Locker, req,
+		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
+}
+
 // answer acts on a claim's answer: a won claim keeps its lease and token
 // (and takes over a pending slot the claim took); any other outcome is
 // logged and, for a slot, counted as a skip (a queued slot is not a skip).
@@ -201,6 +223,9 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 	case Paused:
 		return r.skip(SkipPaused, nil), false
 	case Overlap:
+		if r.localOverlap && strings.HasPrefix(c.Holder, r.info.Node+":") { // this node's own run: the job runs longer than its period
+			return r.skip(SkipOverlapLocal, nil, zap.String("lease_holder", c.Holder)), false
+		}
 		if c.Pending > 0 {
 			return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder), zap.Int64("pending_slot", c.Pending)), false
 		}
@@ -219,6 +244,8 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 		return r.skip(SkipStateLost, nil), false
 	case OutsideRetention:
 		return r.skip(SkipOutsideRetention, nil), false
+	case NoRecord:
+		return r.skip(SkipNoRecord, nil), false
 	case NotReplicated:
 		log := r.logger() // built here: another run's End may write the line (repeatLog)
 		r.deps.repeats.Log(repeatNotReplicated, func(extra ...zap.Field) {
@@ -276,8 +303,8 @@ func (r *run) startCheck() (reason string, late bool) {
 		return "", false // a handed-on slot: adopt checked it
 	}
 	elapsed := time.Since(r.sent)
-	if r.info.Trigger == TriggerSchedule {
-		if wait := r.info.Slot.Sub(r.redisNow) - elapsed; wait > 0 {
+	if r.info.Trigger == TriggerSchedule || r.info.Trigger == TriggerQueued {
+		if wait := r.info.Slot.Sub(r.redisNow) - elapsed; wait > 0 { // a slot queued early runs at its time too
 			sleepCtx(context.Background(), wait)
 			elapsed = time.Since(r.sent)
 		}
@@ -368,7 +395,25 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-ch
 			return fin
 		}
 		backoff = min(backoff*2, maxRetryBackoff)
+		if !r.stillHeld(lost) { // R3 before every attempt, not only the first
+			fin.Result = ResultLockLost
+			r.logger().Warn("retry not started: the lease was lost during the backoff (the node was paused or "+
+				"redis unreachable); another node may hold it now (docs/protocol.md, R3)")
+			return fin
+		}
 	}
+}
+
+// stillHeld reports whether the run's lease is live (Lease.Live) and no
+// loss was reported on lost (one it finds is noted as onLost does).
+func (r *run) stillHeld(lost <-chan LeaseLost) bool {
+	select {
+	case l := <-lost:
+		r.onLost(l)
+		return false
+	default:
+	}
+	return r.lostErr == nil && r.lease.Live()
 }
 
 // sleep waits d; it returns false when the run must stop instead (shutdown,
@@ -454,8 +499,14 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 		}
 		return
 	}
+	r.finished = &f
+	if f.NotReplicated && f.Token == 0 {
+		r.logger().Warn("the finish that made the job's max_runs was not acknowledged by redis.min_replicas_acked replicas "+
+			"within redis.replica_ack_timeout: a failover could forget it (the nodes that saw the count keep it, R6)",
+			zap.Int("replicas_acked", f.Replicas), zap.Int64("runs", f.Runs))
+	}
 	switch {
-	case f.Pending > 0 && f.NotReplicated:
+	case f.Pending > 0 && f.NotReplicated && f.Token > 0:
 		r.logger().Warn("pending slot handed the lease but not run: fewer replicas than redis.min_replicas_acked "+
 			"acknowledged the hand-over within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
 			zap.Int64("pending_slot", f.Pending), zap.Int("replicas_acked", f.Replicas), zap.Int64("fence", f.Token))

@@ -106,9 +106,9 @@ func TestRule3_FastClockWaitsForTheSlotBeforeForking(t *testing.T) {
 		if got := h.runStarted(s); len(got) != 1 || got[0].ContextMap()["fire_delay_us"] != int64(0) {
 			t.Errorf("run started lines of slot %v: %v, want one with fire_delay_us 0", s, got)
 		}
-		if o := occurrence(t, mem, "j", s); o.Status != "ran" || o.Claimed != s.Add(-1500*time.Millisecond).UnixMilli() ||
-			o.Started != s.UnixMilli() {
-			t.Errorf("slot's record: %+v, want ran, claimed 1.5 s before the slot, started at it", o)
+		if o := occurrence(t, mem, "j", s); o.Status != "ran" || o.Claimed != s.UnixMilli() || o.Started != s.UnixMilli() {
+			t.Errorf("slot's record: %+v, want ran, claimed at the slot (the early claim answered too_early and sent "+
+				"again then), started at it", o)
 		}
 
 		s2 := s.Add(5 * time.Second)
@@ -317,7 +317,7 @@ func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
 		a1, logs1, m1 := newAuditor(l, "n1", t0)
 		a2, logs2, m2 := newAuditor(l, "n2", t0)
 		for _, a := range []*Auditor{a1, a2} { // both read audited_to: t0
-			if got, err := a.Audit(t.Context(), &cfg); err != nil || len(got) != 0 {
+			if got, err := a.Audit(t.Context(), &cfg, nil); err != nil || len(got) != 0 {
 				t.Fatalf("first audit: %v, %v; want nothing", got, err)
 			}
 		}
@@ -329,14 +329,14 @@ func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
 		}
 		time.Sleep(10 * time.Second) // t0+20: t0+5 and t0+15 are certain (window 2 s + grace 2 s), t0+20 not yet
 
-		got, err := a1.Audit(t.Context(), &cfg)
+		got, err := a1.Audit(t.Context(), &cfg, nil)
 		if err != nil || fmt.Sprint(got) != fmt.Sprint([]int64{t0.Unix() + 5, t0.Unix() + 15}) {
 			t.Fatalf("n1's audit: %v, %v; want slots %d and %d", got, err, t0.Unix()+5, t0.Unix()+15)
 		}
-		if got, err := a2.Audit(t.Context(), &cfg); err != nil || len(got) != 0 {
+		if got, err := a2.Audit(t.Context(), &cfg, nil); err != nil || len(got) != 0 {
 			t.Fatalf("n2's audit after n1's: %v, %v; want nothing (stale)", got, err)
 		}
-		if got, err := a2.Audit(t.Context(), &cfg); err != nil || len(got) != 0 {
+		if got, err := a2.Audit(t.Context(), &cfg, nil); err != nil || len(got) != 0 {
 			t.Fatalf("n2's second audit: %v, %v; want nothing", got, err)
 		}
 		warned := logs1.FilterMessageSnippet("occurrences missed").All()
@@ -358,6 +358,7 @@ func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
 				t.Errorf("cronlock_occurrences_missed_total: got %v, want %v", got, c.want)
 			}
 		}
+		// n3's claim of t0+10 is within its lease and window still: claimed.
 		for i, want := range []string{"missed", "claimed", "missed"} {
 			slot := t0.Add(time.Duration(5*(i+1)) * time.Second)
 			if o := occurrence(t, l.Memory, "tick", slot); o.Status != want {
@@ -367,7 +368,7 @@ func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
 
 		calls := l.calls.Load()
 		for range 3 { // t0+20 is not certain until t0+24: nothing to ask
-			if got, err := a1.Audit(t.Context(), &cfg); err != nil || len(got) != 0 {
+			if got, err := a1.Audit(t.Context(), &cfg, nil); err != nil || len(got) != 0 {
 				t.Fatalf("audit before the next slot is certain: %v, %v", got, err)
 			}
 		}
@@ -376,7 +377,7 @@ func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
 		}
 
 		time.Sleep(5 * time.Second) // t0+25: t0+20 is missed too, the outage goes on
-		if got, err := a1.Audit(t.Context(), &cfg); err != nil || fmt.Sprint(got) != fmt.Sprint([]int64{t0.Unix() + 20}) {
+		if got, err := a1.Audit(t.Context(), &cfg, nil); err != nil || fmt.Sprint(got) != fmt.Sprint([]int64{t0.Unix() + 20}) {
 			t.Fatalf("n1's audit at t0+25: %v, %v; want slot %d", got, err, t0.Unix()+20)
 		}
 		if more := logs1.FilterMessageSnippet("more occurrences missed").All(); len(more) != 1 || more[0].Level != zapcore.InfoLevel {
@@ -393,11 +394,11 @@ func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
 			t.Fatalf("claim of t0+25: %+v, %v", c, err)
 		}
 		time.Sleep(5 * time.Second) // t0+30: t0+25 is certain, and decided: the outage is over
-		if got, err := a1.Audit(t.Context(), &cfg); err != nil || len(got) != 0 {
+		if got, err := a1.Audit(t.Context(), &cfg, nil); err != nil || len(got) != 0 {
 			t.Fatalf("n1's audit at t0+30: %v, %v; want nothing missed", got, err)
 		}
 		time.Sleep(5 * time.Second) // t0+35: t0+30 is missed: a new outage
-		if got, err := a1.Audit(t.Context(), &cfg); err != nil || fmt.Sprint(got) != fmt.Sprint([]int64{t0.Unix() + 30}) {
+		if got, err := a1.Audit(t.Context(), &cfg, nil); err != nil || fmt.Sprint(got) != fmt.Sprint([]int64{t0.Unix() + 30}) {
 			t.Fatalf("n1's audit at t0+35: %v, %v; want slot %d", got, err, t0.Unix()+30)
 		}
 		if n := logs1.FilterLevelExact(zapcore.WarnLevel).Len(); n != 2 {

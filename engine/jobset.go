@@ -197,7 +197,7 @@ func (s *jobSet) auditAll(ctx context.Context) {
 			return
 		}
 		actx, cancel := context.WithTimeout(ctx, min(auditTimeout, time.Until(end)))
-		_, err := s.audit.Audit(actx, h.cfg)
+		_, err := s.audit.Audit(actx, h.cfg, h.actor)
 		cancel()
 		if err != nil {
 			s.log.Debug("audit of missed occurrences failed; retried", zap.String("job", name), zap.Error(err))

@@ -34,6 +34,109 @@ var conformance = []struct {
 	{"R9_RetentionTrimsAndBackfillRefused", testRetention},
 	{"ManualRunsAreOccurrences", testManual},
 	{"InvalidRequests", testInvalid},
+	{"R2_EarlyClaimDecidesNothing", testTooEarly},
+	{"R5_AuditAroundALossRecordsStateLost", testAuditAfterLoss},
+	{"R6_InFlightUntilFinishedOrUnknown", testInFlight},
+	{"R9_TrimKeepsClaimableSlots", testTrimProtects},
+}
+
+// docs/protocol.md R2: a claim before its slot in Redis time (a clock fast
+// within the early edge) decides nothing: too_early, no record, the lease
+// not taken; at the slot it is decided.
+func testTooEarly(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	req := sched(job, now+1, "a")
+	mustClaim(t, a, req, actors.TooEarly)
+	if o, ok := occurrence(t, a, job, now+1); ok {
+		t.Errorf("record after too_early: %+v, want none", o)
+	}
+	if st := mustState(t, a, job); st.LeaseHolder != "" {
+		t.Errorf("lease after too_early: held by %q, want free", st.LeaseHolder)
+	}
+	waitPast(t, a, now)
+	mustClaim(t, a, req, actors.Claimed)
+}
+
+// docs/protocol.md R5, R8: an audit that finds the ledger behind the
+// node's seq records the slots around the loss state_lost, not missed (their
+// record may be what was lost), and a catch-up cannot run them.
+func testAuditAfterLoss(t *testing.T, s store) {
+	a := s.newClient(t)
+	job := t.Name()
+	read, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := sched(job, read.From+1, "a")
+	req.Lease = false
+	waitPast(t, a, read.From)
+	c := mustClaim(t, a, req, actors.Claimed)
+	waitPast(t, a, read.From+2)
+	s.loseState(t, job)
+	// The loss: the ledger starts again; a node that saw seq c.Seq audits.
+	read, err = a.Audit(ctxT(t), actors.AuditRequest{Job: job, SeenSeq: c.Seq, Early: 5 * time.Second})
+	if err != nil || !read.Repaired {
+		t.Fatalf("audit after the loss: %+v, %v; want repaired", read, err)
+	}
+	slot := read.From + 1
+	waitPast(t, a, slot)
+	time.Sleep(20 * time.Millisecond)
+	got, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job, From: read.From, Slots: []int64{slot}, Early: 5 * time.Second,
+		Node: "a", Reason: "not_claimed"})
+	if err != nil || len(got.Missed) != 0 || got.To != slot {
+		t.Fatalf("audit of a slot within the loss's early edge: %+v, %v; want it decided, nothing missed", got, err)
+	}
+	if o, _ := occurrence(t, a, job, slot); o.Status != "skipped" || o.Reason != actors.SkipStateLost {
+		t.Errorf("record: %+v, want skipped state_lost", o)
+	}
+}
+
+// docs/protocol.md R6: a claim counts toward max_runs until its finish,
+// however long it runs (overlap allow: no lease); a claim whose node died
+// is declared unknown by the audit once its lease and window passed, and
+// still counts.
+func testInFlight(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	first := sched(job, now-1, "a")
+	first.Lease, first.MaxRuns, first.TTL = false, 2, 100*time.Millisecond
+	mustClaim(t, a, first, actors.Claimed)
+	time.Sleep(150 * time.Millisecond) // longer than its lock_ttl: still in flight
+	second := sched(job, now, "b")
+	second.Lease, second.MaxRuns, second.TTL = false, 2, 100*time.Millisecond
+	mustClaim(t, a, second, actors.Claimed)
+	third := sched(job, now, "c")
+	third.Lease, third.MaxRuns = false, 2
+	mustClaim(t, a, third, actors.ClaimedElsewhere)
+	time.Sleep(150 * time.Millisecond) // the second's lease (none) and window (0 here) pass too
+	got, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job, LockTTL: 100 * time.Millisecond})
+	if err != nil || len(got.Unknown) != 2 {
+		t.Fatalf("audit after both leases and windows passed: %+v, %v; want 2 unknown", got, err)
+	}
+	if o, _ := occurrence(t, a, job, now-1); o.Status != "unknown" {
+		t.Errorf("record of a claim never finished: %+v, want unknown", o)
+	}
+	waitPast(t, a, now)
+	fourth := sched(job, now+1, "c")
+	fourth.Lease, fourth.MaxRuns = false, 2
+	mustClaim(t, a, fourth, actors.MaxRunsReached) // the two of unknown outcome count
+}
+
+// docs/protocol.md R9: a ledger of one record keeps the records of slots
+// still claimable (here, within the answer window), so a claim of such a
+// slot is decided by them, never run twice.
+func testTrimProtects(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	for _, slot := range []int64{now, now - 1} {
+		req := sched(job, slot, "a")
+		req.Lease, req.Retention = false, actors.Retention{Max: 1}
+		mustClaim(t, a, req, actors.Claimed)
+	}
+	again := sched(job, now, "b")
+	again.Lease = false
+	mustClaim(t, a, again, actors.ClaimedElsewhere)
 }
 
 func TestConformance(t *testing.T) {
@@ -169,8 +272,17 @@ func testClockSkew(t *testing.T, s store) {
 
 func testCatchupBackfillWindows(t *testing.T, s store) {
 	a := s.newClient(t)
-	job, now := t.Name(), nowSlot(t, a)
-	cu := sched(job, now-30, "a")
+	job := t.Name()
+	read, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job}) // the ledger begins
+	if err != nil {
+		t.Fatal(err)
+	}
+	cu := sched(job, read.Now.Unix()-30, "a")
+	cu.Trigger, cu.Windows.Catchup = actors.TriggerCatchup, time.Minute
+	mustClaim(t, a, cu, actors.OutsideWindow) // due before the ledger began: it may have run
+	waitPast(t, a, read.Now.Unix()+1)
+	now := nowSlot(t, a)
+	cu = sched(job, now-1, "a")
 	cu.Trigger = actors.TriggerCatchup
 	mustClaim(t, a, cu, actors.OutsideWindow) // no catch-up window
 	cu.Windows.Catchup = time.Minute
@@ -237,8 +349,8 @@ func testTokensAcrossLoss(t *testing.T, s store) {
 	a := s.newClient(t)
 	job, now := t.Name(), nowSlot(t, a)
 	var last int64
-	for i := range int64(3) {
-		req := sched(job, now-1+i, "a")
+	for _, slot := range []int64{now - 1, now} {
+		req := sched(job, slot, "a")
 		req.Lease = false
 		c := mustClaim(t, a, req, actors.Claimed)
 		if c.Token <= last {
@@ -274,8 +386,8 @@ func testLossDetected(t *testing.T, s store) {
 	}
 	bf := sched(job, now-100, "b")
 	bf.Trigger, bf.Lease = actors.TriggerBackfill, false
-	mustClaim(t, a, bf, actors.StateLost) // a slot before the loss: may have run
-	bf.IgnorePause = true                 // -force
+	mustClaim(t, a, bf, actors.NoRecord) // before the (new) ledger began: may have run
+	bf.IgnorePause = true                // -force
 	mustClaim(t, a, bf, actors.Claimed)
 }
 
@@ -417,6 +529,7 @@ func testRetention(t *testing.T, s store) {
 	for i := range int64(5) {
 		req := sched(job, now-200+i, "a")
 		req.Trigger, req.Lease, req.Retention = actors.TriggerBackfill, false, actors.Retention{Max: 3}
+		req.IgnorePause = true // -force: slots before the ledger began
 		mustClaim(t, a, req, actors.Claimed)
 	}
 	occ, err := a.Occurrences(ctxT(t), job, 0, 1<<40)
@@ -424,7 +537,7 @@ func testRetention(t *testing.T, s store) {
 		t.Fatalf("occurrences after 5 claims, 3 kept: %+v, %v; want the last 3", occ, err)
 	}
 	old := sched(job, now-200, "a")
-	old.Trigger, old.Lease = actors.TriggerBackfill, false
+	old.Trigger, old.Lease, old.IgnorePause = actors.TriggerBackfill, false, true
 	mustClaim(t, a, old, actors.OutsideRetention)
 }
 

@@ -49,7 +49,7 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	keys := r.ledgerKeys(req.Job, "paused", "pending")
+	keys := r.ledgerKeys(req.Job, "paused", "pending", "inflight")
 	age, max := retention(req.Retention)
 	w := req.Windows
 	args := []string{strconv.FormatInt(req.Slot, 10), string(req.Trigger), req.Node, req.RunID, ms(req.TTL),
@@ -114,7 +114,7 @@ func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Fi
 	if err != nil {
 		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
 	}
-	keys := r.ledgerKeys(req.Job, "pending")
+	keys := r.ledgerKeys(req.Job, "pending", "inflight")
 	var f actors.Finished
 	if r.minAcks > 0 {
 		f, err = r.finishReplicated(ctx, keys, args, req.MaxRuns)
@@ -185,28 +185,40 @@ func (r *Redis) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audi
 	defer cancel()
 	age, max := retention(req.Retention)
 	args := []string{strconv.FormatInt(req.From, 10), ms(req.Window + req.Grace), req.Node, req.Reason, ms(age), strconv.Itoa(max),
-		strconv.FormatInt(req.MaxRuns, 10)}
+		strconv.FormatInt(req.MaxRuns, 10), strconv.FormatInt(req.SeenSeq, 10), ms(req.LockTTL), ms(req.Early)}
 	for _, s := range req.Slots {
 		args = append(args, strconv.FormatInt(s, 10))
 	}
-	vals, err := auditScript.Exec(ctx, r.c, r.ledgerKeys(req.Job), args).ToArray()
+	vals, err := auditScript.Exec(ctx, r.c, r.ledgerKeys(req.Job, "inflight"), args).ToArray()
 	if err != nil {
 		return actors.Audited{}, fmt.Errorf("audit %q: %w", req.Job, explainScript(err))
 	}
-	if len(vals) != 5 {
-		return actors.Audited{}, fmt.Errorf("audit %q: script returned %d values, want 5", req.Job, len(vals))
-	}
-	var n [4]int64
-	for i := range n {
-		if n[i], err = vals[i].AsInt64(); err != nil {
-			return actors.Audited{}, fmt.Errorf("audit %q: %w", req.Job, err)
-		}
-	}
-	missed, err := vals[4].AsIntSlice()
+	a, err := decodeAudited(vals)
 	if err != nil {
 		return actors.Audited{}, fmt.Errorf("audit %q: %w", req.Job, err)
 	}
-	return actors.Audited{From: n[0], Stale: n[1] == 1, To: n[2], Now: time.UnixMilli(n[3]), Missed: missed}, nil
+	return a, nil
+}
+
+// decodeAudited reads auditScript's reply.
+func decodeAudited(vals []rueidis.RedisMessage) (actors.Audited, error) {
+	if len(vals) != 9 {
+		return actors.Audited{}, fmt.Errorf("script returned %d values, want 9", len(vals))
+	}
+	var n [9]int64
+	var errs []error
+	for _, i := range []int{0, 1, 2, 3, 5, 6, 7} {
+		var err error
+		n[i], err = vals[i].AsInt64()
+		errs = append(errs, err)
+	}
+	missed, err1 := vals[4].AsIntSlice()
+	unknown, err2 := vals[8].AsStrSlice()
+	if err := errors.Join(append(errs, err1, err2)...); err != nil {
+		return actors.Audited{}, err
+	}
+	return actors.Audited{From: n[0], Stale: n[1] == 1, To: n[2], Now: time.UnixMilli(n[3]), Missed: missed,
+		Seq: n[5], Runs: n[6], Repaired: n[7] == 1, Unknown: unknown}, nil
 }
 
 // Occurrences returns the job's ledger records whose index score (the

@@ -26,12 +26,14 @@ func TestRedis_LedgerMemoryAtDefaultRetention(t *testing.T) {
 		{"4 KiB output", strings.Repeat("x", actors.MaxOutputTail), 600 << 10},
 	} {
 		job := "mem-" + strings.ReplaceAll(tc.name, " ", "-")
-		for range actors.DefaultRetentionMax + 20 {
-			req := manualReq(job)
+		base := time.Now().Add(-time.Hour).Unix()
+		for i := range int64(actors.DefaultRetentionMax + 20) {
+			req := sched(job, base+i, "node-1") // past slots (by backfill): old enough to be trimmed
+			req.Trigger, req.Lease, req.IgnorePause = actors.TriggerBackfill, false, true
 			cl := mustClaim(t, r, req, actors.Claimed)
 			now := time.Now()
 			if _, err := r.Finish(ctxT(t), actors.FinishRequest{Job: job, Record: actors.RunRecord{RunID: req.RunID,
-				Trigger: actors.TriggerSchedule, Node: "node-1", Fence: cl.Token, Start: now, End: now,
+				Slot: req.Slot, Trigger: actors.TriggerSchedule, Node: "node-1", Fence: cl.Token, Start: now, End: now,
 				Attempts: 1, Result: actors.ResultSuccess, OutputTail: tc.output, Claimed: cl.Now}}); err != nil {
 				t.Fatal(err)
 			}

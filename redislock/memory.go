@@ -52,6 +52,8 @@ type memJob struct {
 	owner      string    // lease holder, "" when none
 	expires    time.Time // lease expiry; valid when owner != ""
 	occ        map[string]actors.Occurrence
+	inflight   map[string]int64 // claims not finished: occurrence id → claim time, Unix ms
+	unknown    int64            // runs the audit declared unknown (count toward max_runs)
 	last       *actors.Occurrence
 
 	durable    memDurable // what the state file holds for the job
@@ -69,7 +71,7 @@ func NewMemory() *Memory {
 func (m *Memory) job(name string) *memJob {
 	j := m.jobs[name]
 	if j == nil {
-		j = &memJob{occ: map[string]actors.Occurrence{}}
+		j = &memJob{occ: map[string]actors.Occurrence{}, inflight: map[string]int64{}}
 		m.jobs[name] = j
 	}
 	if j.owner != "" && !time.Now().Before(j.expires) {

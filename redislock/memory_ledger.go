@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -35,9 +36,11 @@ func (j *memJob) put(o actors.Occurrence) {
 	}
 }
 
-// trim is rule R9.
-func (j *memJob) trim(now time.Time, rt actors.Retention) {
+// trim is rule R9, as the scripts' trim: at most lim records a call,
+// none whose slot lies within protect of now.
+func (j *memJob) trim(now time.Time, rt actors.Retention, lim int, protect time.Duration) {
 	age, maxN := retention(rt)
+	bound := now.Add(-protect).Unix()
 	ids := slices.SortedFunc(func(yield func(string) bool) {
 		for id := range j.occ {
 			if !yield(id) {
@@ -46,10 +49,13 @@ func (j *memJob) trim(now time.Time, rt actors.Retention) {
 		}
 	}, func(a, b string) int { return int(j.score(a) - j.score(b)) })
 	cut := max(len(ids)-maxN, 0)
-	for cut < len(ids) && j.score(ids[cut]) < now.Add(-age).Unix() {
+	for cut < len(ids) && j.score(ids[cut]) < now.Add(-max(age, protect)).Unix() {
 		cut++
 	}
-	for _, id := range ids[:min(cut, 10)] {
+	for cut > 0 && j.score(ids[cut-1]) >= bound {
+		cut--
+	}
+	for _, id := range ids[:min(cut, lim)] {
 		delete(j.occ, id)
 		if s, err := strconv.ParseInt(id, 10, 64); err == nil && s > j.trimmedTo {
 			j.trimmedTo = s
@@ -94,7 +100,10 @@ func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Cla
 func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) {
 	nowMs := now.UnixMilli()
 	c = actors.Claim{Now: time.UnixMilli(nowMs), FoundSeq: j.seq}
-	began := j.since // 0: a new ledger
+	began := j.since
+	if began == 0 {
+		began = nowMs // a new ledger begins now
+	}
 	if j.since == 0 {
 		j.since = nowMs
 	}
@@ -107,7 +116,7 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 	wrote := false
 	defer func() { // on every return: c is the named result
 		if wrote {
-			j.trim(now, req.Retention)
+			j.trim(now, req.Retention, 10, req.Windows.Early+req.Windows.Answer+req.Windows.Catchup)
 		}
 		c.Seq, c.Runs = j.seq, j.runs
 	}()
@@ -129,9 +138,13 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 			c.Outcome = actors.ClockSkew
 			return c
 		}
+		if nowMs < ms {
+			c.Outcome = actors.TooEarly
+			return c
+		}
 	case actors.TriggerCatchup:
 		// A slot due before the ledger began: nothing tells whether it ran.
-		if nowMs < ms || nowMs > ms+w.Catchup.Milliseconds() || began == 0 || ms < began {
+		if nowMs < ms || nowMs > ms+w.Catchup.Milliseconds() || ms < began {
 			c.Outcome = actors.OutsideWindow
 			return c
 		}
@@ -140,20 +153,29 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 			c.Outcome = actors.OutsideWindow
 			return c
 		}
-		if slot <= j.trimmedTo {
-			c.Outcome = actors.OutsideRetention
-			return c
-		}
 	}
+	if slot > 0 && slot <= j.trimmedTo { // R9
+		c.Outcome = actors.OutsideRetention
+		return c
+	}
+	force := req.IgnorePause
 	if slot > 0 { // R1
 		if cur, ok := j.occ[id]; ok {
 			rerun := cur.Status == "missed" && req.Trigger != actors.TriggerSchedule ||
-				cur.Status == "skipped" && req.Trigger == actors.TriggerBackfill && (cur.Reason != actors.SkipStateLost || req.IgnorePause)
+				cur.Status == "skipped" && req.Trigger == actors.TriggerBackfill && (cur.Reason != actors.SkipStateLost || force) ||
+				cur.Status == "unknown" && req.Trigger == actors.TriggerBackfill && force
+			if rerun && cur.Status == "missed" && j.lostAt > 0 && ms <= j.lostAt+w.Early.Milliseconds() && !force {
+				c.Outcome = actors.StateLost // R5: the missed record may stand for a lost run
+				return c
+			}
 			if !rerun {
 				c.Outcome, c.Status, c.Reason = actors.ClaimedElsewhere, cur.Status, cur.Reason
 				return c
 			}
-		} else if slot <= j.floor && (req.Trigger != actors.TriggerBackfill || !req.IgnorePause) {
+		} else if req.Trigger == actors.TriggerBackfill && ms < began && !force && slot > j.floor {
+			c.Outcome = actors.NoRecord
+			return c
+		} else if slot <= j.floor && (req.Trigger != actors.TriggerBackfill || !force) {
 			// Claimed before the last restart: whether it ran is not kept.
 			c.Outcome, c.Status, c.Reason = actors.ClaimedElsewhere, "claimed", "before the last restart"
 			return c
@@ -169,14 +191,8 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 			}
 		}
 	}
-	if req.MaxRuns > 0 { // R6
-		inflight := int64(0)
-		for _, o := range j.occ {
-			if o.Status == "claimed" && o.Claimed+req.TTL.Milliseconds() > nowMs {
-				inflight++
-			}
-		}
-		if j.runs+inflight >= req.MaxRuns {
+	if req.MaxRuns > 0 { // R6: successes, claims in flight, runs of unknown outcome
+		if j.runs+int64(len(j.inflight))+j.unknown >= req.MaxRuns {
 			decide("skipped", actors.SkipMaxRuns)
 			c.Outcome = actors.MaxRunsReached
 			return c
@@ -219,6 +235,7 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 		j.queued = slot
 		j.put(actors.Occurrence{ID: strconv.FormatInt(c.Takes, 10), Slot: c.Takes, Status: "claimed", Node: req.Node,
 			Token: c.Token, Trigger: string(actors.TriggerQueued), RunID: req.RunID, Claimed: nowMs})
+		j.inflight[strconv.FormatInt(c.Takes, 10)] = nowMs
 		decide("queued", "")
 		return c
 	}
@@ -226,6 +243,7 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 		id = actors.OccurrenceID(0, c.Token)
 	}
 	j.put(rec("claimed", "", c.Token, req.Trigger, req.RunID))
+	j.inflight[id] = nowMs
 	return c
 }
 
@@ -249,6 +267,10 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 		conflict = true
 	} else {
 		counted := ok && cur.Status == "ran"
+		if ok && cur.Status == "unknown" {
+			j.unknown-- // the audit gave up on it; its finish came after all
+		}
+		delete(j.inflight, o.ID)
 		j.put(o)
 		if o.Status == "ran" && o.Result == actors.ResultSuccess && !counted {
 			j.runs++
@@ -273,6 +295,7 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 			f.Token = j.mint(now.UnixMicro())
 			j.put(actors.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "claimed", Node: node, Token: f.Token,
 				Trigger: string(actors.TriggerQueued), RunID: runID, Claimed: now.UnixMilli()})
+			j.inflight[strconv.FormatInt(p, 10)] = now.UnixMilli()
 		default:
 			f.Left = true
 		}
@@ -297,13 +320,33 @@ func (m *Memory) Audit(ctx context.Context, req actors.AuditRequest) (actors.Aud
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(req.Job)
+	a := actors.Audited{Now: time.UnixMilli(now.UnixMilli())}
+	if req.SeenSeq > j.seq { // R5, as in the claim
+		j.seq, j.lostAt, a.Repaired = req.SeenSeq, now.UnixMilli(), true
+	}
 	if j.auditedTo == 0 {
 		j.auditedTo = now.Unix()
 		if j.since == 0 {
 			j.since = now.UnixMilli()
 		}
 	}
-	a := actors.Audited{From: j.auditedTo, To: j.auditedTo, Now: time.UnixMilli(now.UnixMilli())}
+	gone := now.UnixMilli() - (req.LockTTL + req.Window + req.Grace).Milliseconds()
+	for _, id := range slices.Sorted(maps.Keys(j.inflight)) {
+		cur, ok := j.occ[id]
+		switch {
+		case j.inflight[id] >= gone:
+		case !ok || cur.Status != "claimed":
+			delete(j.inflight, id)
+		case j.owner != cur.Node+":"+cur.RunID || !now.Before(j.expires):
+			cur.Status, cur.Reason = "unknown", "no result within lock_ttl and the answer window: its node died or its finish was lost; it may have run"
+			j.put(cur)
+			delete(j.inflight, id)
+			j.unknown++
+			a.Unknown = append(a.Unknown, id)
+		}
+	}
+	a.From, a.To = j.auditedTo, j.auditedTo
+	defer func() { a.Seq, a.Runs = j.seq, j.runs }()
 	if len(req.Slots) == 0 {
 		return a, nil
 	}
@@ -311,6 +354,7 @@ func (m *Memory) Audit(ctx context.Context, req actors.AuditRequest) (actors.Aud
 		a.Stale = true
 		return a, nil
 	}
+	wrote := 0
 	for _, s := range req.Slots {
 		if s*1000+(req.Window+req.Grace).Milliseconds() >= now.UnixMilli() {
 			break
@@ -319,19 +363,25 @@ func (m *Memory) Audit(ctx context.Context, req actors.AuditRequest) (actors.Aud
 			continue
 		}
 		id := strconv.FormatInt(s, 10)
-		if _, ok := j.occ[id]; !ok && s > j.floor && req.MaxRuns > 0 && j.runs >= req.MaxRuns {
-			j.put(actors.Occurrence{ID: id, Slot: s, Status: "skipped", Reason: actors.SkipMaxRuns, Node: req.Node,
-				Trigger: string(actors.TriggerSchedule), Claimed: now.UnixMilli()})
-		} else if _, ok := j.occ[id]; !ok && s > j.floor {
-			j.put(actors.Occurrence{ID: id, Slot: s, Status: "missed", Reason: req.Reason, Node: req.Node,
-				Trigger: string(actors.TriggerSchedule), Claimed: now.UnixMilli()})
-			a.Missed = append(a.Missed, s)
+		if _, ok := j.occ[id]; !ok && s > j.floor {
+			wrote++
+			o := actors.Occurrence{ID: id, Slot: s, Status: "missed", Reason: req.Reason, Node: req.Node,
+				Trigger: string(actors.TriggerSchedule), Claimed: now.UnixMilli()}
+			switch {
+			case j.lostAt > 0 && s*1000 <= j.lostAt+req.Early.Milliseconds():
+				o.Status, o.Reason = "skipped", actors.SkipStateLost
+			case req.MaxRuns > 0 && j.runs >= req.MaxRuns:
+				o.Status, o.Reason = "skipped", actors.SkipMaxRuns
+			default:
+				a.Missed = append(a.Missed, s)
+			}
+			j.put(o)
 		}
 		a.To = s
 	}
 	j.auditedTo = a.To
-	if len(a.Missed) > 0 {
-		j.trim(now, req.Retention)
+	if wrote > 0 {
+		j.trim(now, req.Retention, wrote+10, req.Window+req.Grace)
 	}
 	return a, nil
 }

@@ -61,6 +61,7 @@ func TestMemoryState_SurvivesRestart(t *testing.T) {
 	m := mustOpenMemory(t, dir)
 	now := nowSlot(t, m)
 	c := mustClaim(t, m, sched("a", now, "n"), actors.Claimed)
+	waitPast(t, m, now)
 	mustClaim(t, m, sched("a", now+1, "n"), actors.Overlap)
 	if err := m.Pause(ctxT(t), "c"); err != nil {
 		t.Fatal(err)

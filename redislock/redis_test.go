@@ -197,12 +197,13 @@ func TestRedis_KeysFollowSpec(t *testing.T) {
 	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:"})
 	held := leaseReq("backup", time.Minute)
 	mustClaim(t, r, held, actors.Claimed)
-	for range 5 {
-		req := manualReq("backup")
-		req.Retention = actors.Retention{Max: 3}
+	base := time.Now().Add(-time.Hour).Unix()
+	for i := range int64(5) {
+		req := sched("backup", base+i, "n") // past slots (by backfill): old enough to be trimmed
+		req.Trigger, req.Lease, req.IgnorePause, req.Retention = actors.TriggerBackfill, false, true, actors.Retention{Max: 3}
 		c := mustClaim(t, r, req, actors.Claimed)
 		if _, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "backup", Record: actors.RunRecord{RunID: req.RunID,
-			Trigger: actors.TriggerManual, Node: "n", Fence: c.Token, Result: actors.ResultSuccess, Claimed: c.Now}}); err != nil {
+			Slot: req.Slot, Trigger: actors.TriggerBackfill, Node: "n", Fence: c.Token, Result: actors.ResultSuccess, Claimed: c.Now}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -218,7 +219,7 @@ func TestRedis_KeysFollowSpec(t *testing.T) {
 		}
 	}
 	if n, _ := c.Do(ctxT(t), c.B().Hlen().Key("{cl}:occ:backup").Build()).AsInt64(); n > 4 {
-		t.Errorf("HLEN of the ledger with max 3 records (10 trimmed a call): got %d, want at most 4", n)
+		t.Errorf("HLEN of the ledger with max 3 records and the held lease's claim: got %d, want at most 4", n)
 	}
 	if v, _ := c.Do(ctxT(t), c.B().Get().Key("{cl}:job:backup").Build()).ToString(); v != held.Owner() {
 		t.Errorf("lease value: got %q, want %s", v, held.Owner())

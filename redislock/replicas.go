@@ -102,7 +102,7 @@ func (r *Redis) finishReplicated(ctx context.Context, keys, args []string, maxRu
 		if f.Replicas, err = r.wait(ctx, dc, true); err != nil {
 			return err
 		}
-		f.NotReplicated = f.Token > 0 && f.Replicas < r.minAcks
+		f.NotReplicated = f.Replicas < r.minAcks
 		return nil
 	})
 	return f, err

@@ -134,6 +134,7 @@ func TestFinish_MinReplicasAckedHandOver(t *testing.T) {
 	if f.Pending != now || f.Token == 0 || f.NotReplicated || f.Replicas != 1 {
 		t.Fatalf("hand-over with the replica up: got %+v, want slot %d handed on, acknowledged by 1 replica", f, now)
 	}
+	waitPast(t, r, now)
 	if c, _ := claim(now+1, "n2"); c.Outcome != actors.Queued {
 		t.Fatalf("third claim: got %+v, want queued", c)
 	}

@@ -43,14 +43,19 @@ local function put(id, slot, json)
   end
   return redis.call("HINCRBY", K[2], "seq", 1)
 end
--- R9: at most max records, none older than age; 10 a call at most.
-local function trim(age_ms, max)
+-- R9: at most max records, none older than age; at most lim a call, and
+-- never a record whose slot is within protect ms of now (a slot still
+-- claimable by any trigger keeps its record).
+local function trim(age_ms, max, lim, protect_ms)
+  local bound = "(" .. n(math.floor((now - math.max(protect_ms, 0)) / 1000))
   local cut = {}
   local extra = redis.call("ZCARD", K[4]) - max
-  if extra > 0 then cut = redis.call("ZRANGE", K[4], 0, math.min(extra, 10) - 1) end
-  if #cut < 10 then
-    for _, m in ipairs(redis.call("ZRANGEBYSCORE", K[4], "-inf", "(" .. n(math.floor((now - age_ms) / 1000)),
-        "LIMIT", 0, 10 - #cut)) do cut[#cut + 1] = m end
+  if extra > 0 then
+    cut = redis.call("ZRANGEBYSCORE", K[4], "-inf", bound, "LIMIT", 0, math.min(extra, lim))
+  end
+  if #cut < lim then
+    local old = "(" .. n(math.floor((now - math.max(age_ms, protect_ms)) / 1000))
+    for _, m in ipairs(redis.call("ZRANGEBYSCORE", K[4], "-inf", old, "LIMIT", 0, lim - #cut)) do cut[#cut + 1] = m end
   end
   if #cut == 0 then return end
   local to = tonumber(redis.call("HGET", K[2], "trimmed_to") or "0")
@@ -66,7 +71,8 @@ end
 
 // claimScript decides one occurrence (docs/protocol.md, R1–R7).
 //
-//	KEYS: 1 lease, 2 state, 3 ledger, 4 ledger index, 5 paused, 6 pending
+//	KEYS: 1 lease, 2 state, 3 ledger, 4 ledger index, 5 paused, 6 pending,
+//	      7 in-flight claims (occurrence id scored by its claim time)
 //	ARGV: 1 slot (0 = manual), 2 trigger, 3 node, 4 run id, 5 ttl ms,
 //	      6 "1" = take the lease, 7 "1" = queue, 8 "1" = ignore pause (and,
 //	      for a backfill, state_lost), 9 max runs, 10 seen seq, 11 seen runs,
@@ -80,8 +86,10 @@ const claimSrc = `local K, A = KEYS, ARGV
 ` + ledgerLib + `
 local slot, trig, node, run_id = tonumber(A[1]), A[2], A[3], A[4]
 local owner = node .. ":" .. run_id
-local h = redis.call("HMGET", K[2], "seq", "runs", "since", "lost_at", "trimmed_to")
+local h = redis.call("HMGET", K[2], "seq", "runs", "since", "lost_at", "trimmed_to", "unknown")
 local seq, runs, lost_at = tonumber(h[1] or "0"), tonumber(h[2] or "0"), tonumber(h[4] or "0")
+local since = tonumber(h[3] or n(now)) -- a new ledger begins now
+local ms, early, answer, catchup = slot * 1000, tonumber(A[12]), tonumber(A[13]), tonumber(A[14])
 local found_seq, repaired, wrote = seq, 0, false
 if not h[3] then redis.call("HSET", K[2], "since", n(now)) end
 -- R5: the ledger is behind what this node saw: Redis lost state.
@@ -96,7 +104,7 @@ if tonumber(A[11]) > runs then
 end
 local kept, takes, expired = 0, 0, 0
 local function reply(outcome, token, status, reason, holder)
-  if wrote then trim(tonumber(A[15]), tonumber(A[16])) end
+  if wrote then trim(tonumber(A[15]), tonumber(A[16]), 10, early + answer + catchup) end
   return {outcome, token, now, seq, runs, repaired, found_seq, status or "", reason or "", holder or "", kept, takes, expired}
 end
 local function decide(status, reason)
@@ -105,18 +113,20 @@ local function decide(status, reason)
     wrote = true
   end
 end
--- R2: Redis time is the clock. Outside the window nothing is written.
-local ms, early, answer, catchup = slot * 1000, tonumber(A[12]), tonumber(A[13]), tonumber(A[14])
+-- R2: Redis time is the clock. Outside the window nothing is written;
+-- a claim sent before the slot (a clock fast by less than the early edge)
+-- decides nothing either: it is answered "early" and sent again at the
+-- slot by Redis time, so that no lease or pause is judged before it.
 if trig == "schedule" and (now < ms - early or now > ms + answer) then return reply(6, 0) end
+if trig == "schedule" and now < ms then return reply(11, 0) end
+-- R9: a slot older than the ledger keeps can no longer be told apart.
+if slot > 0 and slot <= tonumber(h[5] or "0") then return reply(9, 0) end
 -- A catch-up claim of a slot due before the ledger began (a new ledger, or
 -- one Redis lost) cannot tell whether that slot ran: refused.
 if trig == "catchup" and (now < ms or now > ms + catchup or not h[3] or ms < tonumber(h[3])) then
   return reply(7, 0)
 end
-if trig == "backfill" then
-  if now <= ms + answer then return reply(7, 0) end
-  if slot <= tonumber(h[5] or "0") then return reply(9, 0) end
-end
+if trig == "backfill" and now <= ms + answer then return reply(7, 0) end
 -- R1: a record decides the slot; catch-up may run a missed slot, and a
 -- backfill a missed or skipped one (neither ran).
 if slot > 0 then
@@ -125,10 +135,20 @@ if slot > 0 then
     local st = string.match(cur, '"status":"(%a+)"') or ""
     local why = string.match(cur, '"reason":"([^"]*)"') or ""
     local rerun = st == "missed" and trig ~= "schedule" or
-      st == "skipped" and trig == "backfill" and (why ~= "state_lost" or A[8] == "1")
+      st == "skipped" and trig == "backfill" and (why ~= "state_lost" or A[8] == "1") or
+      st == "unknown" and trig == "backfill" and A[8] == "1"
+    -- R5: a missed record written around a loss may stand for a slot
+    -- that ran (its record lost): only a forced backfill runs it.
+    if rerun and st == "missed" and lost_at > 0 and ms <= lost_at + early and A[8] ~= "1" then
+      return reply(8, 0)
+    end
     if not rerun then
       return reply(1, 0, st, why)
     end
+  elseif trig == "backfill" and ms < since and A[8] ~= "1" then
+    -- No record, and the ledger began after the slot (a new job, or a
+    -- loss no node has detected): it may have run.
+    return reply(12, 0)
   elseif lost_at > 0 and ms <= lost_at + early then
     -- R5: a slot that may have been claimed before the loss.
     if trig == "schedule" then
@@ -138,19 +158,11 @@ if slot > 0 then
     if A[8] ~= "1" then return reply(8, 0) end
   end
 end
--- R6: successful runs, plus claims younger than the lease still running.
+-- R6: successful runs, claims in flight (until their finish, or the
+-- audit declares them unknown) and runs of unknown outcome.
 local max_runs = tonumber(A[9])
 if max_runs > 0 then
-  local inflight = 0
-  if runs < max_runs then
-    for _, m in ipairs(redis.call("ZREVRANGE", K[4], 0, 99)) do
-      local r = redis.call("HGET", K[3], m)
-      if r and string.find(r, '"status":"claimed"', 1, true) and
-          tonumber(string.match(r, '"claimed":(%d+)') or "0") + tonumber(A[5]) > now then
-        inflight = inflight + 1
-      end
-    end
-  end
+  local inflight = redis.call("ZCARD", K[7]) + tonumber(h[6] or "0")
   if runs + inflight >= max_runs then
     decide("skipped", "max_runs")
     return reply(5, 0)
@@ -193,9 +205,11 @@ if slot == 0 then id = "m" .. n(token) end
 if takes > 0 then
   redis.call("SET", K[6], A[1])
   put(tostring(takes), takes, record(tostring(takes), takes, "claimed", "", node, token, "queued", run_id))
+  redis.call("ZADD", K[7], now, tostring(takes))
   decide("queued", "")
 else
   seq = put(id, slot, record(id, slot, "claimed", "", node, token, trig, run_id))
+  redis.call("ZADD", K[7], now, id)
 end
 wrote = true
 return reply(0, token)
@@ -207,7 +221,7 @@ var claimScript = newScript(claimSrc, false)
 // record of the same run), counts a success (R6, once per run), releases
 // the lease, and hands it to a pending slot (R4: its token is minted here).
 //
-//	KEYS: 1 lease, 2 state, 3 ledger, 4 ledger index, 5 pending
+//	KEYS: 1 lease, 2 state, 3 ledger, 4 ledger index, 5 pending, 6 in-flight
 //	ARGV: 1 owner ("" = none), 2 next owner ("" = none), 3 ttl ms,
 //	      4 max runs, 5 occurrence id, 6 index score (the slot, or a manual
 //	      run's claim time in Unix seconds), 7 record JSON,
@@ -227,6 +241,10 @@ if cur and not string.find(cur, mine, 1, true) then
   conflict = 1
 else
   local counted = cur and string.find(cur, '"status":"ran"', 1, true)
+  if cur and string.find(cur, '"status":"unknown"', 1, true) then
+    redis.call("HINCRBY", K[2], "unknown", -1) -- the audit gave up on it; its finish came after all
+  end
+  redis.call("ZREM", K[6], A[5])
   seq = put(A[5], tonumber(A[6]), A[7])
   if A[8] == "1" and not counted then runs = redis.call("HINCRBY", K[2], "runs", 1) end
   if A[9] == "1" then redis.call("HSET", K[2], "last", A[7]) end
@@ -243,6 +261,7 @@ if released == 1 then
     redis.call("SET", K[1], A[2], "PX", A[3])
     token = mint()
     seq = put(tostring(pending), pending, record(tostring(pending), pending, "claimed", "", A[11], token, "queued", A[12]))
+    redis.call("ZADD", K[6], now, tostring(pending))
     redis.call("HSET", K[2], "handed", A[2] .. " " .. pending)
   elseif pending > 0 then
     left = 1
@@ -253,49 +272,84 @@ return {released, pending, token, left, runs, seq, now, conflict}
 
 var finishScript = newScript(finishSrc, false)
 
-// auditScript records missed occurrences (R8). With no slots it only
-// reads audited_to, starting a new ledger's at Redis time. Otherwise it
-// applies only if audited_to still holds ARGV[1] (so one node records each
-// batch), records missed the slots whose answer window and grace have
-// passed and that have no record, and moves audited_to past the last slot
-// it decided.
+// auditScript accounts for occurrences (R8). With no slots it only reads
+// audited_to, starting a new ledger's at Redis time. It first runs the
+// loss check of R5 with the node's seen seq, and declares unknown the
+// claims in flight whose lease and answer window passed without a finish
+// (their node died, or their finish was lost): they may have run, so they
+// are neither missed nor runnable again without -force, and count toward
+// max_runs. Then, only if audited_to still holds ARGV[1] (so one node
+// records each batch), it records the given slots whose answer window and
+// grace have passed and that have no record: skipped state_lost within the
+// early edge of a detected loss (their record may be what was lost),
+// skipped max_runs for a job that made its runs, else missed; and moves
+// audited_to past the last slot it decided.
 //
-//	KEYS: 2 state, 3 ledger, 4 ledger index (KEYS[1] unused: the lease)
+//	KEYS: 1 lease, 2 state, 3 ledger, 4 ledger index, 5 in-flight
 //	ARGV: 1 audited_to read, 2 window + grace ms, 3 node, 4 reason,
 //	      5 retention ms, 6 retention records, 7 max runs (0 = none),
-//	      8.. slots, ascending
-//	A job whose runs reached max runs records its slots skipped max_runs.
+//	      8 seen seq, 9 lock ttl ms, 10 early ms, 11.. slots, ascending
 //	returns {audited_to before, stale (0|1), audited_to after, now ms,
-//	         {missed slots}}
+//	         {missed slots}, seq, runs, repaired (0|1), {unknown ids}}
 var auditScript = newScript(`local K, A = KEYS, ARGV
 `+ledgerLib+`
-local h = redis.call("HMGET", K[2], "audited_to", "since")
+local h = redis.call("HMGET", K[2], "audited_to", "since", "seq", "runs", "lost_at")
+local seq, runs, lost_at = tonumber(h[3] or "0"), tonumber(h[4] or "0"), tonumber(h[5] or "0")
+local repaired, early = 0, tonumber(A[10])
+if tonumber(A[8]) > seq then -- R5, as in the claim
+  seq, repaired, lost_at = tonumber(A[8]), 1, now
+  redis.call("HSET", K[2], "seq", n(seq), "lost_at", n(now))
+end
 local at = tonumber(h[1] or "0")
 if not h[1] then
   at = math.floor(now / 1000)
   redis.call("HSET", K[2], "audited_to", n(at))
   if not h[2] then redis.call("HSET", K[2], "since", n(now)) end
 end
-if #A < 8 then return {at, 0, at, now, {}} end
-if tonumber(A[1]) ~= at then return {at, 1, at, now, {}} end
-local done = tonumber(A[7]) > 0 and tonumber(redis.call("HGET", K[2], "runs") or "0") >= tonumber(A[7])
-local missed, to = {}, at
-for i = 8, #A do
+local unknown = {}
+local gone = now - tonumber(A[9]) - tonumber(A[2])
+for _, id in ipairs(redis.call("ZRANGEBYSCORE", K[5], "-inf", "(" .. n(gone), "LIMIT", 0, 20)) do
+  local cur = redis.call("HGET", K[3], id)
+  local owner = cur and ((string.match(cur, '"node":"([^"]*)"') or "") .. ":" .. (string.match(cur, '"run_id":"([^"]*)"') or ""))
+  if not cur or not string.find(cur, '"status":"claimed"', 1, true) then
+    redis.call("ZREM", K[5], id) -- finished, or trimmed: nothing to say
+  elseif redis.call("GET", K[1]) ~= owner then
+    local s = tonumber(string.match(cur, '"slot":(%d+)') or "0")
+    local rec = string.gsub(cur, '"status":"claimed","reason":"[^"]*"', '"status":"unknown","reason":' ..
+      q("no result within lock_ttl and the answer window: its node died or its finish was lost; it may have run"), 1)
+    put(id, s > 0 and s or math.floor(now / 1000), rec)
+    redis.call("ZREM", K[5], id)
+    redis.call("HINCRBY", K[2], "unknown", 1)
+    unknown[#unknown + 1] = id
+  end
+end
+seq = tonumber(redis.call("HGET", K[2], "seq") or "0")
+if #A < 11 then return {at, 0, at, now, {}, seq, runs, repaired, unknown} end
+if tonumber(A[1]) ~= at then return {at, 1, at, now, {}, seq, runs, repaired, unknown} end
+local done = tonumber(A[7]) > 0 and runs >= tonumber(A[7])
+local missed, to, wrote = {}, at, 0
+for i = 11, #A do
   local s = tonumber(A[i])
   if s * 1000 + tonumber(A[2]) >= now then break end
   if s > to then
-    if redis.call("HEXISTS", K[3], A[i]) == 0 and done then
-      put(A[i], s, record(A[i], s, "skipped", "max_runs", A[3], 0, "schedule", ""))
-    elseif redis.call("HEXISTS", K[3], A[i]) == 0 then
-      put(A[i], s, record(A[i], s, "missed", A[4], A[3], 0, "schedule", ""))
-      missed[#missed + 1] = s
+    if redis.call("HEXISTS", K[3], A[i]) == 0 then
+      wrote = wrote + 1
+      if lost_at > 0 and s * 1000 <= lost_at + early then
+        put(A[i], s, record(A[i], s, "skipped", "state_lost", A[3], 0, "schedule", ""))
+      elseif done then
+        put(A[i], s, record(A[i], s, "skipped", "max_runs", A[3], 0, "schedule", ""))
+      else
+        put(A[i], s, record(A[i], s, "missed", A[4], A[3], 0, "schedule", ""))
+        missed[#missed + 1] = s
+      end
     end
     to = s
   end
 end
 redis.call("HSET", K[2], "audited_to", n(to))
-if #missed > 0 then trim(tonumber(A[5]), tonumber(A[6])) end
-return {at, 0, to, now, missed}
+if wrote > 0 then trim(tonumber(A[5]), tonumber(A[6]), wrote + 10, tonumber(A[2])) end
+seq = tonumber(redis.call("HGET", K[2], "seq") or "0")
+return {at, 0, to, now, missed, seq, runs, repaired, unknown}
 `, false)
 
 // renewScript is compare-and-PEXPIRE: when renewed it returns the pending

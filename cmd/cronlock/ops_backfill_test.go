@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/schedule"
 )
 
@@ -49,7 +51,7 @@ func TestBackfill_BadFlagExits2(t *testing.T) {
 // then runs only the slots that ran nothing, and a second backfill of the
 // range runs none.
 func TestBackfill_SkipsSlotsTheScheduleRan(t *testing.T) {
-	cfg, r, _ := opsRedis(t, "echo ran $CRONLOCK_SCHEDULED_TIME")
+	cfg, r, addr := opsRedis(t, "echo ran $CRONLOCK_SCHEDULED_TIME")
 	paris, err := time.LoadLocation("Europe/Paris")
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +74,13 @@ func TestBackfill_SkipsSlotsTheScheduleRan(t *testing.T) {
 		if _, err := r.Finish(ctx, actors.FinishRequest{Job: "backup", Record: rec}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The job's ledger began before the first slot (the daemons ran it
+	// then): a slot without a record is one nothing decided, not one a loss
+	// may have erased (docs/protocol.md, R1).
+	began := strconv.FormatInt(slots[0].Add(-time.Hour).UnixMilli(), 10)
+	if _, err := redistest.Do(addr, 5*time.Second, "HSET", r.Key("state", "backup"), "since", began); err != nil {
+		t.Fatal(err)
 	}
 	rfc := func(s time.Time) string { return s.UTC().Format(time.RFC3339) }
 	args := []string{"backfill", "-config", cfg, "backup", "-from", rfc(slots[0]), "-to", rfc(slots[2])}
