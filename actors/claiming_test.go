@@ -219,7 +219,7 @@ func TestJob_FireDuringWinningClaimIsOverlapLocal(t *testing.T) {
 		h.job.Inbox() <- Fire{Job: "j", Slot: s}
 		time.Sleep(500 * time.Millisecond)
 		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)} // while the claim of s is pending
-		time.Sleep(3 * time.Second)                                // its own claim (too early, then at its slot) is answered
+		time.Sleep(3 * time.Second)                               // its own claim (too early, then at its slot) is answered
 		synctest.Wait()
 		if got := h.skipped(); len(got) != 1 || got[s.Unix()+1] != SkipOverlapLocal {
 			t.Errorf("got skips %v, want slot %d overlap_local", got, s.Unix()+1)

@@ -64,9 +64,10 @@ type run struct {
 	recordGiveUp chan struct{}
 	reserved     bool // holds a place in deps.Load (capacity.go)
 	inProgress   bool // the place counts as a run in progress (Load.Won)
-	// queueClaim: this node's run of the job holds the lease (overlap
-	// queue or replace), so the claim is expected to queue the slot, not
-	// to start a run; it takes no place in deps.Load (capacity.go).
+	// queueClaim: this node's run of the job holds the lease, so the
+	// claim is expected to queue the slot (overlap queue or replace) or
+	// record it skipped (skip), not to start a run; it takes no place in
+	// deps.Load (capacity.go).
 	queueClaim bool
 	// localOverlap: this node runs the job (overlap skip), so the claim
 	// is expected to find the lease held by that run: skip overlap_local.
@@ -397,7 +398,7 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-ch
 		backoff = min(backoff*2, maxRetryBackoff)
 		if !r.stillHeld(lost) { // R3 before every attempt, not only the first
 			fin.Result = ResultLockLost
-			r.logger().Warn("retry not started: the lease was lost during the backoff (the node was paused or "+
+			r.logger().Warn("retry not started: the lease was lost during the backoff (the node was paused or " +
 				"redis unreachable); another node may hold it now (docs/protocol.md, R3)")
 			return fin
 		}

@@ -96,19 +96,20 @@ func unquote(s string) (string, int, error) {
 
 // Kinds of top-level commands, as Classify names them.
 const (
-	CallClaim  = "claim"  // the claim script (keys job, state, occ, occidx, paused, pending)
-	CallFinish = "finish" // the finish script (keys job, state, occ, occidx, pending)
+	CallClaim  = "claim"  // the claim script (keys job, state, occ, occidx, paused, pending, inflight)
+	CallFinish = "finish" // the finish script (keys job, state, occ, occidx, pending, inflight)
 	CallLease  = "renew or release"
 	// Not per slot:
 	CallProbe     = "health check"            // readiness probe, INFO script (keys: one job key, no ARGV)
-	CallMissed    = "missed-occurrence audit" // keys job, state, occ, occidx
+	CallMissed    = "missed-occurrence audit" // keys job, state, occ, occidx, inflight
 	CallHeartbeat = "node heartbeat"          // keys node:ID, node-jobs:ID
 )
 
 // Claim and finish scripts' key counts (redislock/scripts.go).
 const (
-	claimKeys  = 6
-	finishKeys = 5
+	claimKeys  = 7
+	finishKeys = 6
+	auditKeys  = 5
 )
 
 // Classify names a top-level command of cronlock's: one of the Call
@@ -133,7 +134,7 @@ func Classify(c MonitorCommand, prefix string) (kind string, slots []int64) {
 	case nkeys == finishKeys && strings.HasPrefix(keys[4], prefix+"pending:") && len(argv) > 5:
 		slot, _ := strconv.ParseInt(argv[5], 10, 64) // the index score: the slot (a manual run's claim time)
 		return CallFinish, []int64{slot}
-	case nkeys == 4 && strings.HasPrefix(keys[2], prefix+"occ:"):
+	case nkeys == auditKeys && strings.HasPrefix(keys[4], prefix+"inflight:"):
 		return CallMissed, nil
 	case nkeys == 2 && strings.HasPrefix(keys[1], prefix+"pending:"), // renew
 		nkeys == 1 && strings.HasPrefix(keys[0], prefix+"job:") && len(argv) > 0: // release

@@ -32,7 +32,9 @@ func TestClassify(t *testing.T) {
 	ledger := func(job string) []string {
 		return []string{p + "job:" + job, p + "state:" + job, p + "occ:" + job, p + "occidx:" + job}
 	}
-	claim := func(job string) []string { return append(ledger(job), p+"paused:"+job, p+"pending:"+job) }
+	claim := func(job string) []string {
+		return append(ledger(job), p+"paused:"+job, p+"pending:"+job, p+"inflight:"+job)
+	}
 	claimArgv := func(slot string) []string {
 		return []string{slot, "schedule", "n1", "r", "90000", "1", "0", "0", "0", "0", "0", "2000", "2000", "0", "604800000", "100"}
 	}
@@ -42,10 +44,10 @@ func TestClassify(t *testing.T) {
 		kind  string
 		slots []int64
 	}{
-		{cat([]string{"EVALSHA", "sha", "6"}, claim("j"), claimArgv("1700000000")), CallClaim, []int64{1700000000}},
-		{cat([]string{"EVAL", "script", "5"}, ledger("j"), []string{p + "pending:j", "n1:r", "", "0", "0", "1700000001", "1700000001",
+		{cat([]string{"EVALSHA", "sha", "7"}, claim("j"), claimArgv("1700000000")), CallClaim, []int64{1700000000}},
+		{cat([]string{"EVAL", "script", "6"}, ledger("j"), []string{p + "pending:j", p + "inflight:j", "n1:r", "", "0", "0", "1700000001", "1700000001",
 			"{}", "1", "1", "r", "", ""}), CallFinish, []int64{1700000001}},
-		{cat([]string{"EVALSHA", "audit", "4"}, ledger("j"), []string{"1700000000", "4000", "n1", "not_claimed", "604800000", "100"}),
+		{cat([]string{"EVALSHA", "audit", "5"}, ledger("j"), []string{p + "inflight:j", "1700000000", "4000", "n1", "not_claimed", "604800000", "100"}),
 			CallMissed, nil},
 		{[]string{"evalsha", "sha", "2", p + "job:j", p + "pending:j", "n1:r", "90000"}, CallLease, nil},
 		{[]string{"evalsha", "sha", "1", p + "job:j", "n1:r"}, CallLease, nil},

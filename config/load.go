@@ -130,6 +130,7 @@ func Parse(data []byte, format string, opts Options) (*Config, error) {
 	cfg.SecretEnv = exp.refs["redis.password"]
 	checkTop(cfg, &probs, opts, z, src)
 	loadJobs(cfg, raw, d, opts, z)
+	checkRetention(cfg, &probs, src)
 	if probs.hasErrors() {
 		return nil, &ValidationError{File: "config", Problems: probs.list}
 	}

@@ -171,3 +171,20 @@ func hasHashTag(s string) bool {
 	}
 	return strings.IndexByte(s[open+1:], '}') > 0
 }
+
+// checkRetention: the ledger must keep a job's records while its slots
+// can still be claimed (docs/protocol.md, R9): longer than its answer
+// window (node.max_clock_skew and its jitter) with the audit's grace, and
+// than its catch-up window. Otherwise a slot's record could be trimmed
+// while a claim of it could still come, and the claim would find none.
+func checkRetention(cfg *Config, p *problems, src map[string]string) {
+	for i, j := range cfg.Jobs {
+		need := max(cfg.Node.MaxClockSkew+j.Jitter+time.Minute, j.CatchupWindow)
+		if cfg.Ledger.Retention < need {
+			p.err("ledger.retention"+src["ledger.retention"], "%s is shorter than job %q can still claim a slot "+
+				"(jobs[%d]: catchup_window %s, jitter %s, node.max_clock_skew %s); set it to at least %s",
+				cfg.Ledger.Retention, j.Name, i, j.CatchupWindow, j.Jitter, cfg.Node.MaxClockSkew, need)
+			return
+		}
+	}
+}
