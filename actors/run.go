@@ -37,8 +37,11 @@ type run struct {
 	sent, redisNow time.Time
 	// events tells the job actor that the claim has its answer and that
 	// the release begins (runEvent).
-	events        chan<- runEvent
-	won           bool // the claim was won: the run goes on to its attempts
+	events chan<- runEvent
+	won    bool // the claim was won: the run goes on to its attempts
+	// claimed is the answer of a won claim, reported to the job actor
+	// (evClaimed) once the start check (R3) has said whether it starts.
+	claimed       Claim
 	releaseFailed bool // the release with the history record failed
 
 	lease   *Lease
@@ -100,7 +103,19 @@ func (r *run) execute(ctx context.Context) Ran {
 		return ran
 	}
 	r.placeWon()
-	if reason, late := r.startCheck(); late {
+	reason, late := r.startCheck()
+	if r.pre == nil { // adopt reported its claim already
+		if late {
+			// Not won for the job actor: the fires it holds are decided
+			// again (claimed now), not skipped overlap_local behind a run
+			// that never starts; told after the release (notStarted).
+			r.won = false
+			defer func() { r.events <- runEvent{kind: evClaimed, slot: r.info.Slot, claim: r.claimed} }()
+		} else {
+			r.events <- runEvent{kind: evClaimed, won: true, slot: r.info.Slot, claim: r.claimed}
+		}
+	}
+	if late {
 		return r.notStarted(ctx, reason)
 	}
 	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
@@ -162,7 +177,11 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
 	r.won = err == nil && c.Outcome == Claimed
-	r.events <- runEvent{kind: evClaimed, won: r.won, failed: err != nil && !isRefused, slot: r.info.Slot, claim: c}
+	if r.won {
+		r.claimed = c // reported after the start check (execute)
+	} else {
+		r.events <- runEvent{kind: evClaimed, failed: err != nil && !isRefused, slot: r.info.Slot, claim: c}
+	}
 	if isRefused {
 		return r.skip(refused.Reason, err), false // nothing was sent: no phantom
 	}
@@ -327,7 +346,9 @@ func (r *run) notStarted(ctx context.Context, reason string) Ran {
 	r.logger().Warn("won claim not started: its lease or answer window ran out before the fork (the node was paused "+
 		"or overloaded); the slot is recorded skipped (docs/protocol.md, R3)", zap.String("reason", reason),
 		zap.Duration("since_claim", time.Since(r.sent)))
-	r.events <- runEvent{kind: evReleasing, slot: r.info.Slot}
+	if r.won { // a handed-on slot, reported won by adopt
+		r.events <- runEvent{kind: evReleasing, slot: r.info.Slot}
+	}
 	r.lease.halt()
 	r.recordUnrun(r.lease.Owner(), reason)
 	return r.skip(reason, nil)

@@ -77,6 +77,7 @@ func spreadScenario(t *testing.T, maxParallel int) {
 	ran := map[string]map[int64][]string{}
 	perNode := map[string]int{}
 	spreadRuns, rank0 := 0, 0 // runs of the slots from spreadFrom; of them, by the slot's rank-0 node
+	offOrder := map[string]int{} // node → its runs of those slots at rank ≥ 1
 	for _, f := range ledgerLines(t, ledger) {
 		slot, err := time.Parse(time.RFC3339, f[1])
 		if len(f) != 3 || err != nil {
@@ -93,6 +94,8 @@ func spreadScenario(t *testing.T, maxParallel int) {
 			fmt.Sscanf(f[0], "s%d", &index)
 			if nodeload.Rank(f[0], index, slot.Unix(), f[2], []string{"n1", "n2", "n3"}) == 0 {
 				rank0++
+			} else {
+				offOrder[f[2]]++
 			}
 		}
 	}
@@ -167,9 +170,9 @@ func spreadScenario(t *testing.T, maxParallel int) {
 	if spreadRuns < 120 {
 		t.Errorf("got %d runs of the slots from %d s after the first ready, want at least 120", spreadRuns, spreadFrom-ceilSecond(firstReady))
 	}
-	t.Logf("%d runs of %d jobs over %d slots; from %d s after the first ready %d runs: %s; %d of them by the slot's rank-0 node; "+
-		"%d slots skipped node_busy (on every node not running the job)",
-		total, jobs, len(slots), spreadFrom-ceilSecond(firstReady), spreadRuns, strings.Join(shares, "; "), rank0, busySlots)
+	t.Logf("%d runs of %d jobs over %d slots; from %d s after the first ready %d runs: %s; %d of them by the slot's rank-0 node "+
+		"(the others by node: %v); %d slots skipped node_busy (on every node not running the job)",
+		total, jobs, len(slots), spreadFrom-ceilSecond(firstReady), spreadRuns, strings.Join(shares, "; "), rank0, offOrder, busySlots)
 }
 
 // peakInProgress is the most runs node n had between "run started" and

@@ -92,10 +92,11 @@ func testWrongClock(t *testing.T, offset time.Duration) {
 	if len(runs) > 0 {
 		firstRun = runs[0].Slot
 	}
-	// From 2 s after the wrong node was ready: its first audit (a second
-	// after its start) began the ledger's audit there (audited_to).
+	// From the second slot after the wrong node was ready: its first audit
+	// (a second after its start) began the ledger's audit there
+	// (audited_to, docs/protocol-v2.md R8).
 	missed := 0
-	for s := ceilSecond(wrongReady.Add(2*time.Second)) + 1; s < firstRun; s++ {
+	for s := ceilSecond(wrongReady) + 2; s < firstRun; s++ {
 		missed++
 		o, ok := slotRecord(occ, s)
 		if !ok || o.Status != "missed" || o.Reason == "" {
@@ -117,8 +118,8 @@ func testWrongClock(t *testing.T, offset time.Duration) {
 			warned = append(warned, e)
 		}
 	}
-	if missed < 3 {
-		t.Errorf("checked %d slots before the right node's first run for a missed record, want at least 3", missed)
+	if missed < 1 {
+		t.Errorf("checked %d slots before the right node's first run for a missed record, want at least 1", missed)
 	}
 	if len(warned) == 0 {
 		t.Fatalf("the node %v off logged no %q warning; its log:\n%s", offset, clockSkewRefused, wrong[0].tail(30))
