@@ -89,14 +89,14 @@ func TestMemoryMode_CLIAndAPI(t *testing.T) {
 	// history lists the daemon's runs, with their output.
 	var runs []memRun
 	waitFor(t, 10*time.Second, "two runs of tick in cronlock history", func() bool {
-		cliJSON(t, cfgFile, &runs, "history", "tick")
+		cliJSON(t, cfgFile, &runs, "history", "-runs", "tick")
 		return len(runs) >= 2
 	})
 	if r := runs[0]; r.Node != "solo" || r.Result != "success" || r.Fence <= runs[1].Fence ||
 		r.OutputTail != "tick "+strconv.FormatInt(r.Fence, 10)+"\n" {
 		t.Errorf("history -json: newest run %+v (then %+v); want solo, success, fence above the older one's, its output", r, runs[1])
 	}
-	out, errs, code := cli(t, cfgFile, "history", "tick", "-n", "2")
+	out, errs, code := cli(t, cfgFile, "history", "-runs", "tick", "-n", "2")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[0], header) ||
 		!strings.HasPrefix(lines[1], "START") || !strings.Contains(lines[2], " solo ") || !strings.Contains(lines[2], " success ") {
 		t.Errorf("cronlock history tick -n 2: exit %d %s\n%s\nwant the daemon named, then 2 runs of solo", code, errs, out)
@@ -157,7 +157,7 @@ func TestMemoryMode_CLIAndAPI(t *testing.T) {
 		t.Errorf("status tick after resume: %+v; want not paused", st)
 	}
 	waitFor(t, 5*time.Second, "a run of tick after the resume", func() bool {
-		cliJSON(t, cfgFile, &runs, "history", "tick")
+		cliJSON(t, cfgFile, &runs, "history", "-runs", "tick")
 		return len(runs) > 0 && runs[0].Start.After(resumed)
 	})
 	out, _, _ = cli(t, cfgFile, "history", "-events", "tick")
