@@ -165,14 +165,17 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		req.Queue = queues(*r.job) && r.info.Trigger == TriggerSchedule
 	}
 	c, lease, err := r.send(ctx, req)
-	if err == nil && c.Outcome == TooEarly {
+	for tries := 0; err == nil && c.Outcome == TooEarly; tries++ {
 		// Sent before the slot in Redis time (this clock is fast, within
-		// the early edge): sent again once Redis time has reached it (R2).
+		// the early edge): sent again once Redis time has reached it (R2),
+		// by Redis time as it answered (in milliseconds: a claim sent less
+		// than one early is answered too_early once more, and sent again).
+		if tries == 3 {
+			c.Outcome = ClockSkew // Redis time does not advance as the answers say
+			break
+		}
 		sleepCtx(context.WithoutCancel(ctx), r.info.Slot.Sub(c.Now)-time.Since(r.sent))
 		c, lease, err = r.send(ctx, req)
-		if err == nil && c.Outcome == TooEarly {
-			c.Outcome = ClockSkew // Redis time did not reach the slot as its clock said: no third try
-		}
 	}
 	var refused *ClaimRefusedError
 	isRefused := errors.As(err, &refused)
@@ -284,6 +287,11 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 			return Ran{Skip: c.Reason}, false
 		}
 		return Ran{Skip: SkipAlreadyRun}, false
+	}
+	if c.Status == "skipped" && c.Reason != "" {
+		// Another node decided the slot without running it: every node
+		// reports the ledger's reason (overlap, paused, max_runs, ...).
+		return r.skip(c.Reason, nil, zap.String("decided_by", "ledger")), false
 	}
 	return r.skip(SkipClaimedElsewhere, nil, zap.String("record", c.Status), zap.String("record_reason", c.Reason)), false
 }

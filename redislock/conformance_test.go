@@ -386,8 +386,8 @@ func testLossDetected(t *testing.T, s store) {
 	}
 	bf := sched(job, now-100, "b")
 	bf.Trigger, bf.Lease = actors.TriggerBackfill, false
-	mustClaim(t, a, bf, actors.NoRecord) // before the (new) ledger began: may have run
-	bf.IgnorePause = true                // -force
+	mustClaim(t, a, bf, actors.StateLost) // a slot before the loss: may have run
+	bf.IgnorePause = true                 // -force
 	mustClaim(t, a, bf, actors.Claimed)
 }
 

@@ -172,9 +172,6 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 				c.Outcome, c.Status, c.Reason = actors.ClaimedElsewhere, cur.Status, cur.Reason
 				return c
 			}
-		} else if req.Trigger == actors.TriggerBackfill && ms < began && !force && slot > j.floor {
-			c.Outcome = actors.NoRecord
-			return c
 		} else if slot <= j.floor && (req.Trigger != actors.TriggerBackfill || !force) {
 			// Claimed before the last restart: whether it ran is not kept.
 			c.Outcome, c.Status, c.Reason = actors.ClaimedElsewhere, "claimed", "before the last restart"

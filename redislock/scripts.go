@@ -145,10 +145,6 @@ if slot > 0 then
     if not rerun then
       return reply(1, 0, st, why)
     end
-  elseif trig == "backfill" and ms < since and A[8] ~= "1" then
-    -- No record, and the ledger began after the slot (a new job, or a
-    -- loss no node has detected): it may have run.
-    return reply(12, 0)
   elseif lost_at > 0 and ms <= lost_at + early then
     -- R5: a slot that may have been claimed before the loss.
     if trig == "schedule" then
