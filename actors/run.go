@@ -290,7 +290,11 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 	}
 	if c.Status == "skipped" && c.Reason != "" {
 		// Another node decided the slot without running it: every node
-		// reports the ledger's reason (overlap, paused, max_runs, ...).
+		// reports the ledger's reason (overlap, paused, max_runs, ...); the
+		// node whose own run overlaps, overlap_local.
+		if r.localOverlap && c.Reason == SkipOverlap {
+			return r.skip(SkipOverlapLocal, nil), false
+		}
 		return r.skip(c.Reason, nil, zap.String("decided_by", "ledger")), false
 	}
 	return r.skip(SkipClaimedElsewhere, nil, zap.String("record", c.Status), zap.String("record_reason", c.Reason)), false
