@@ -76,7 +76,7 @@ func spreadScenario(t *testing.T, maxParallel int) {
 	// Who ran what, from the ledger (written by the jobs themselves).
 	ran := map[string]map[int64][]string{}
 	perNode := map[string]int{}
-	spreadRuns, rank0 := 0, 0 // runs of the slots from spreadFrom; of them, by the slot's rank-0 node
+	spreadRuns, rank0 := 0, 0    // runs of the slots from spreadFrom; of them, by the slot's rank-0 node
 	offOrder := map[string]int{} // node → its runs of those slots at rank ≥ 1
 	for _, f := range ledgerLines(t, ledger) {
 		slot, err := time.Parse(time.RFC3339, f[1])
