@@ -53,7 +53,11 @@ func spreadScenario(t *testing.T, maxParallel int) {
 			"command": `sleep 2; echo "$CRONLOCK_JOB $CRONLOCK_SCHEDULED_TIME $CRONLOCK_NODE_ID" >> ` + shellQuote(ledger)})
 	}
 	cfg := redisConfig(srv.Addr(), list...)
-	cfg["node"] = map[string]any{"shutdown_timeout": "10s", "max_parallel": maxParallel} // 0 = unlimited
+	// Heartbeats every 500 ms: each node learns the others, and so its rank
+	// in each slot's claim order, within the first second (nodeload.Enter:
+	// without a view a node ranks itself 0 everywhere).
+	cfg["node"] = map[string]any{"shutdown_timeout": "10s", "max_parallel": maxParallel, // 0 = unlimited
+		"heartbeat_interval": "500ms"}
 	cfg["log"] = map[string]any{"level": "info"}
 	nodes, firstReady := startCluster(t, writeConfig(t, cfg), 0, "n1", "n2", "n3")
 	time.Sleep(spreadSpan) // the cluster runs for a fixed span: that is the test
