@@ -133,8 +133,10 @@ func TestV2_StateLoss_RedisRestartedEmpty(t *testing.T) {
 		byJob[r.Job] = append(byJob[r.Job], r)
 	}
 	// The repair refuses the slots up to max_clock_skew (1 s) after the
-	// loss was detected, at the first claim after the restart.
-	afterFrom := repaired.Time().Add(time.Second).Unix() + 1
+	// loss was detected, at each job's first claim after the restart: the
+	// first warning's, or up to a slot later for a job whose first claim
+	// (or audit) came a slot later.
+	afterFrom := repaired.Time().Add(2*time.Second).Unix() + 1
 	wantBefore := slotsBetween(ceilSecond(ready)+1, restartAt.Unix()-1, 1)
 	wantAfter := slotsBetween(afterFrom, stopAt.Unix()-1, 1)
 	for _, job := range names {
