@@ -14,6 +14,10 @@ import (
 // in one call.
 const maxMissedCount = 1000
 
+// auditLookBack is how far back a node's first audit of a job looks for
+// a due slot before auditing at once (Auditor.Audit).
+const auditLookBack = time.Hour
+
 // AuditGrace is added to a job's answer window before a due occurrence
 // without a record is recorded missed (docs/protocol.md, R8): room for the
 // answer of a claim sent at the window's end.
@@ -77,6 +81,16 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job, job *Job) ([]int64
 		return nil, nil // no slot became certain since the last audit
 	}
 	window := AnswerWindow(a.MaxSkew, cfg.LockTTL, cfg.Jitter)
+	if st.from == 0 && st.due.IsZero() {
+		// The first look: at once when a slot came due in the last hour
+		// (a downtime's misses are recorded at start); a job whose slots
+		// are rarer is first audited after its next slot (10,000 yearly
+		// jobs cost nothing at start).
+		if s := cfg.Sched.Next(now.Add(-auditLookBack)); s.IsZero() || s.After(now) {
+			st.due = a.dueAfter(cfg, now.Unix(), window)
+			return nil, nil
+		}
+	}
 	req := AuditRequest{Job: cfg.Name, Window: window, Grace: AuditGrace, Node: a.NodeID, Retention: a.Retention,
 		MaxRuns: int64(cfg.MaxRuns), LockTTL: cfg.LockTTL, Early: a.MaxSkew}
 	if job != nil {
@@ -115,6 +129,14 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job, job *Job) ([]int64
 		st.due = a.dueAfter(cfg, st.from, window)
 		return nil, nil
 	}
+	if last := req.Slots[len(req.Slots)-1]; job != nil && !job.Undecided(last) {
+		// This node saw every one of these slots answered with a record:
+		// the audit would add nothing. Its audited_to moves on here only;
+		// the next audit that writes finds the ledger's (Stale) and goes on
+		// from there.
+		st.from, st.due = last, a.dueAfter(cfg, last, window)
+		return nil, nil
+	}
 	req.Reason = a.reason(req.Slots[len(req.Slots)-1])
 	got, err := a.Locker.Audit(ctx, req)
 	if err != nil {
@@ -126,6 +148,9 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job, job *Job) ([]int64
 		return nil, nil
 	}
 	st.from, st.due = got.To, a.dueAfter(cfg, got.To, window)
+	if job != nil {
+		job.Audited(got.To)
+	}
 	if len(got.Missed) == 0 {
 		st.streak = false
 		return nil, nil

@@ -138,6 +138,14 @@ type Job struct {
 	active    int        // of them, claims won and attempts not over: the job runs here
 	releasing int        // of them, releases (with the history record) in flight
 	held      []heldFire // fires waiting for the pending claim's or release's answer
+	// decided is the highest slot whose claim this node saw answered with
+	// a record (won, or decided by another node); gap is set when one of
+	// its slots got no such answer (Undecided). The auditor skips a job
+	// while no gap is set and decided covers the slots it would audit.
+	decided atomic.Int64
+	gapMu   sync.Mutex
+	gapMin  int64 // the earliest slot with no record-bearing answer here (0 = none); 1: unknown
+	gapMax  int64 // the latest such slot
 	// seenSeq and seenRuns are the highest ledger seq and run count seen
 	// in the answers of claims, finishes and audits (docs/protocol.md, R5,
 	// R6); atomic: the job set's auditor adds what it sees (See).
@@ -173,6 +181,7 @@ type runEvent struct {
 	claim       Claim     // evClaimed: the answer, when not failed
 	next        *handoff  // evEnded: the pending slot the run's Finish handed the lease to
 	finished    *Finished // evEnded: the run's finish answer, nil when none came
+	decided     bool      // evClaimed: the answer says the slot has a record
 }
 
 type runEventKind int
@@ -194,7 +203,7 @@ func NewJob(cfg config.Job, deps JobDeps) *Job { return NewJobOf(&cfg, ShareDeps
 // job set of 10,000 jobs keeps one copy of each job's config, 344 bytes,
 // and one JobDeps). The caller never modifies *cfg afterwards.
 func NewJobOf(cfg *config.Job, deps *SharedDeps) *Job {
-	j := &Job{cfg: cfg} // inbox and events are made at their first use
+	j := &Job{cfg: cfg, gapMin: 1} // inbox and events are made at their first use; slots before this node's first audit are unseen
 	j.deps.JobDeps, j.deps.repeats = &deps.d, newRepeatLog(repeatEvery)
 	j.deps.latest.Store(cfg)
 	return j
@@ -356,6 +365,13 @@ func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
 		if ev.won {
 			j.active++
 		}
+		if !ev.slot.IsZero() {
+			if ev.decided {
+				atomicMax(&j.decided, ev.slot.Unix())
+			} else {
+				j.markGap(ev.slot.Unix(), ev.slot.Unix())
+			}
+		}
 		if !ev.failed {
 			j.see(ev.claim)
 		}
@@ -382,6 +398,9 @@ func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
 func (j *Job) handle(ctx context.Context, m jobMsg) {
 	switch m := m.(type) {
 	case Fire:
+		if m.Passed > 0 {
+			j.markGap(1, m.Slot.Unix()) // the slots passed over lie before it
+		}
 		j.onFire(ctx, m.Slot, TriggerSchedule)
 	case Catchup:
 		j.onCatchup(ctx, m)
@@ -505,7 +524,43 @@ func (j *Job) onCatchup(ctx context.Context, _ Catchup) {
 	j.onFire(ctx, latest, TriggerCatchup)
 }
 
-func (j *Job) skip(slot time.Time, reason string) { skipSlot(&j.deps, j.cfg.Name, slot, reason) }
+func (j *Job) skip(slot time.Time, reason string) {
+	if !slot.IsZero() {
+		j.markGap(slot.Unix(), slot.Unix()) // skipped here, before any claim: the ledger may have no record
+	}
+	skipSlot(&j.deps, j.cfg.Name, slot, reason)
+}
+
+// markGap notes slots from..to that got no record-bearing answer here.
+func (j *Job) markGap(from, to int64) {
+	j.gapMu.Lock()
+	defer j.gapMu.Unlock()
+	if j.gapMin == 0 || from < j.gapMin {
+		j.gapMin = from
+	}
+	j.gapMax = max(j.gapMax, to)
+}
+
+// Undecided reports whether a slot up to through may lack a record as far
+// as this node saw: a slot of it up to through got no record-bearing
+// answer here (since the last audit that covered it), or the last slot it
+// saw decided is older than through. Safe from any goroutine.
+func (j *Job) Undecided(through int64) bool {
+	j.gapMu.Lock()
+	gap := j.gapMin != 0 && j.gapMin <= through
+	j.gapMu.Unlock()
+	return gap || j.decided.Load() < through
+}
+
+// Audited notes an audit that recorded every slot up to to: the gaps it
+// covered are closed (all of them, or none while a later one is open).
+func (j *Job) Audited(to int64) {
+	j.gapMu.Lock()
+	defer j.gapMu.Unlock()
+	if j.gapMax <= to {
+		j.gapMin, j.gapMax = 0, 0
+	}
+}
 
 // skipSlot logs (info; debug for claimed_elsewhere and disabled, warn for
 // overlap_local) and counts one skipped slot (docs/protocol.md, "Skip

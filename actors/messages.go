@@ -84,6 +84,9 @@ type Fire struct {
 	Job  string
 	Slot time.Time
 	At   time.Time // the fire time (slot + jitter); zero = Slot
+	// Passed is how many older slots the ticker passed over before this
+	// one (it woke late): this node has no word on them (Job.Undecided).
+	Passed int
 }
 
 // Catchup asks a job actor to claim and run its latest missed slot if it

@@ -43,7 +43,7 @@ func (r *run) adopt() (Ran, bool) {
 	r.relog()
 	next := r.job.Sched.Next(h.slot)
 	if !next.IsZero() && !next.After(h.now) && h.now.Sub(h.slot) > r.job.CatchupWindow {
-		r.events <- runEvent{kind: evClaimed, won: false, slot: r.info.Slot,
+		r.events <- runEvent{kind: evClaimed, won: false, slot: r.info.Slot, decided: true,
 			claim: Claim{Outcome: Claimed, Token: h.fence, Seq: h.seq, Runs: h.runs}}
 		r.logger().Info("pending slot dropped: a later slot came due before it could run (docs/protocol.md, R7)",
 			zap.String("reason", SkipExpired))
@@ -52,7 +52,7 @@ func (r *run) adopt() (Ran, bool) {
 		return r.skip(SkipExpired, nil), false
 	}
 	r.won = true
-	r.events <- runEvent{kind: evClaimed, won: true, slot: r.info.Slot,
+	r.events <- runEvent{kind: evClaimed, won: true, slot: r.info.Slot, decided: true,
 		claim: Claim{Outcome: Claimed, Token: h.fence, Seq: h.seq, Runs: h.runs}}
 	r.logger().Info("running the pending slot: the run before it ended and handed on the lease")
 	return Ran{}, true

@@ -110,9 +110,9 @@ func (r *run) execute(ctx context.Context) Ran {
 			// again (claimed now), not skipped overlap_local behind a run
 			// that never starts; told after the release (notStarted).
 			r.won = false
-			defer func() { r.events <- runEvent{kind: evClaimed, slot: r.info.Slot, claim: r.claimed} }()
+			defer func() { r.events <- runEvent{kind: evClaimed, slot: r.info.Slot, claim: r.claimed, decided: true} }()
 		} else {
-			r.events <- runEvent{kind: evClaimed, won: true, slot: r.info.Slot, claim: r.claimed}
+			r.events <- runEvent{kind: evClaimed, won: true, slot: r.info.Slot, claim: r.claimed, decided: true}
 		}
 	}
 	if late {
@@ -183,7 +183,8 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if r.won {
 		r.claimed = c // reported after the start check (execute)
 	} else {
-		r.events <- runEvent{kind: evClaimed, failed: err != nil && !isRefused, slot: r.info.Slot, claim: c}
+		r.events <- runEvent{kind: evClaimed, failed: err != nil && !isRefused, slot: r.info.Slot, claim: c,
+			decided: err == nil && recorded(c.Outcome)}
 	}
 	if isRefused {
 		return r.skip(refused.Reason, err), false // nothing was sent: no phantom
@@ -209,6 +210,16 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		owner = req.Owner()
 	}
 	return r.answer(c, lease, owner)
+}
+
+// recorded reports whether a claim answered o leaves the slot with a
+// record in the ledger (R1): the audit has nothing to add for it.
+func recorded(o Outcome) bool {
+	switch o {
+	case Claimed, ClaimedElsewhere, Paused, Overlap, Queued, MaxRunsReached, StateLost, NotReplicated:
+		return true
+	}
+	return false
 }
 
 // send sends req once, bounded by the claim timeout (a claim in flight at

@@ -249,7 +249,7 @@ func (t *Ticker) fireDue() int {
 			t.log.Warn("ticker woke late; older slots passed over", zap.String("job", it.Job),
 				zap.Int("missed", missed), slotField(it.slot))
 		}
-		t.fire(it)
+		t.fire(it, missed)
 		sent++
 		it.fired = it.slot
 		if next.IsZero() {
@@ -264,8 +264,8 @@ func (t *Ticker) fireDue() int {
 	return sent
 }
 
-func (t *Ticker) fire(it *tickerItem) {
-	f := Fire{Job: it.Job, Slot: it.slot, At: it.fireAt}
+func (t *Ticker) fire(it *tickerItem, passed int) {
+	f := Fire{Job: it.Job, Slot: it.slot, At: it.fireAt, Passed: passed}
 	if it.Deliver != nil {
 		if !it.Deliver(f) {
 			t.dropped(it)

@@ -47,6 +47,13 @@ end
 -- never a record whose slot is within protect ms of now (a slot still
 -- claimable by any trigger keeps its record).
 local function trim(age_ms, max, lim, protect_ms)
+  -- Most calls find nothing to trim: the oldest record young enough and
+  -- the count within max cost two reads.
+  local oldest = redis.call("ZRANGE", K[4], 0, 0, "WITHSCORES")
+  if #oldest == 0 then return end
+  if redis.call("ZCARD", K[4]) <= max and tonumber(oldest[2]) >= math.floor((now - math.max(age_ms, protect_ms)) / 1000) then
+    return
+  end
   local bound = "(" .. n(math.floor((now - math.max(protect_ms, 0)) / 1000))
   local cut = {}
   local extra = redis.call("ZCARD", K[4]) - max
