@@ -129,7 +129,7 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job, job *Job) ([]int64
 		st.due = a.dueAfter(cfg, st.from, window)
 		return nil, nil
 	}
-	if last := req.Slots[len(req.Slots)-1]; job != nil && !job.Undecided(last) {
+	if last := req.Slots[len(req.Slots)-1]; job != nil && !job.Undecided(req.Slots[0], last) {
 		// This node saw every one of these slots answered with a record:
 		// the audit would add nothing. Its audited_to moves on here only;
 		// the next audit that writes finds the ledger's (Stale) and goes on

@@ -143,7 +143,10 @@ type Job struct {
 	// its slots got no such answer (Undecided). The auditor skips a job
 	// while no gap is set and decided covers the slots it would audit.
 	decided atomic.Int64
-	gapMu   sync.Mutex
+	// firstFire is the first slot fired here (0 = none yet): this node
+	// saw nothing of the slots before it.
+	firstFire atomic.Int64
+	gapMu     sync.Mutex
 	gapMin  int64 // the earliest slot with no record-bearing answer here (0 = none); 1: unknown
 	gapMax  int64 // the latest such slot
 	// seenSeq and seenRuns are the highest ledger seq and run count seen
@@ -203,7 +206,7 @@ func NewJob(cfg config.Job, deps JobDeps) *Job { return NewJobOf(&cfg, ShareDeps
 // job set of 10,000 jobs keeps one copy of each job's config, 344 bytes,
 // and one JobDeps). The caller never modifies *cfg afterwards.
 func NewJobOf(cfg *config.Job, deps *SharedDeps) *Job {
-	j := &Job{cfg: cfg, gapMin: 1} // inbox and events are made at their first use; slots before this node's first audit are unseen
+	j := &Job{cfg: cfg} // inbox and events are made at their first use
 	j.deps.JobDeps, j.deps.repeats = &deps.d, newRepeatLog(repeatEvery)
 	j.deps.latest.Store(cfg)
 	return j
@@ -398,6 +401,7 @@ func (j *Job) onRunEvent(ctx context.Context, ev runEvent) {
 func (j *Job) handle(ctx context.Context, m jobMsg) {
 	switch m := m.(type) {
 	case Fire:
+		j.firstFire.CompareAndSwap(0, m.Slot.Unix())
 		if m.Passed > 0 {
 			j.markGap(1, m.Slot.Unix()) // the slots passed over lie before it
 		}
@@ -541,11 +545,16 @@ func (j *Job) markGap(from, to int64) {
 	j.gapMax = max(j.gapMax, to)
 }
 
-// Undecided reports whether a slot up to through may lack a record as far
-// as this node saw: a slot of it up to through got no record-bearing
-// answer here (since the last audit that covered it), or the last slot it
-// saw decided is older than through. Safe from any goroutine.
-func (j *Job) Undecided(through int64) bool {
+// Undecided reports whether a slot in [first, through] may lack a record
+// as far as this node saw: it fired none of its slots yet or fired its
+// first after first (it saw nothing before), a slot up to through got no
+// record-bearing answer here (since the last audit that covered it), or
+// the last slot it saw decided is older than through. Safe from any
+// goroutine.
+func (j *Job) Undecided(first, through int64) bool {
+	if ff := j.firstFire.Load(); ff == 0 || first < ff {
+		return true
+	}
 	j.gapMu.Lock()
 	gap := j.gapMin != 0 && j.gapMin <= through
 	j.gapMu.Unlock()
