@@ -147,8 +147,8 @@ type Job struct {
 	// saw nothing of the slots before it.
 	firstFire atomic.Int64
 	gapMu     sync.Mutex
-	gapMin  int64 // the earliest slot with no record-bearing answer here (0 = none); 1: unknown
-	gapMax  int64 // the latest such slot
+	gapMin    int64 // the earliest slot with no record-bearing answer here (0 = none); 1: unknown
+	gapMax    int64 // the latest such slot
 	// seenSeq and seenRuns are the highest ledger seq and run count seen
 	// in the answers of claims, finishes and audits (docs/protocol.md, R5,
 	// R6); atomic: the job set's auditor adds what it sees (See).
