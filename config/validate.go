@@ -331,7 +331,9 @@ func (c schedCache) parse(expr string, loc *time.Location) (*schedule.Schedule, 
 }
 
 // minOneSecond reports a duration that is set (non-zero) but under 1s.
-func minOneSecond(p *problems, path string, d time.Duration) { minDuration(p, path, d, time.Second, "30s") }
+func minOneSecond(p *problems, path string, d time.Duration) {
+	minDuration(p, path, d, time.Second, "30s")
+}
 
 // minTimeout is the shortest timeout: a run's process is started, timed
 // and killed on the daemon's own timers, which keep to a few
