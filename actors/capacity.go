@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cronlock/cronlock/nodeload"
 	"go.uber.org/zap"
 )
 
@@ -15,7 +16,7 @@ const SkipNodeBusy = "node_busy"
 // fire (each Release wakes it to try again) before it skips the slot
 // node_busy: longer than the claim delay (nodeload.MaxDelay), so that a
 // place freed within the slot's claim order is still used.
-const busyWait = 100 * time.Millisecond
+const busyWait = 2 * nodeload.MaxDelay
 
 // reserve waits the claim delay of the slot's claim order
 // (nodeload.Load.Enter: this node's rank among the live nodes that may

@@ -82,6 +82,7 @@ func spreadScenario(t *testing.T, maxParallel int) {
 	perNode := map[string]int{}
 	spreadRuns, rank0 := 0, 0    // runs of the slots from spreadFrom; of them, by the slot's rank-0 node
 	offOrder := map[string]int{} // node → its runs of those slots at rank ≥ 1
+	offBySlot := map[int64]int{} // slot - spreadFrom → runs at rank ≥ 1
 	for _, f := range ledgerLines(t, ledger) {
 		slot, err := time.Parse(time.RFC3339, f[1])
 		if len(f) != 3 || err != nil {
@@ -100,6 +101,7 @@ func spreadScenario(t *testing.T, maxParallel int) {
 				rank0++
 			} else {
 				offOrder[f[2]]++
+				offBySlot[slot.Unix()-spreadFrom]++
 			}
 		}
 	}
@@ -175,8 +177,8 @@ func spreadScenario(t *testing.T, maxParallel int) {
 		t.Errorf("got %d runs of the slots from %d s after the first ready, want at least 120", spreadRuns, spreadFrom-ceilSecond(firstReady))
 	}
 	t.Logf("%d runs of %d jobs over %d slots; from %d s after the first ready %d runs: %s; %d of them by the slot's rank-0 node "+
-		"(the others by node: %v); %d slots skipped node_busy (on every node not running the job)",
-		total, jobs, len(slots), spreadFrom-ceilSecond(firstReady), spreadRuns, strings.Join(shares, "; "), rank0, offOrder, busySlots)
+		"(the others by node: %v, by slot from the first judged: %v); %d slots skipped node_busy (on every node not running the job)",
+		total, jobs, len(slots), spreadFrom-ceilSecond(firstReady), spreadRuns, strings.Join(shares, "; "), rank0, offOrder, offBySlot, busySlots)
 }
 
 // peakInProgress is the most runs node n had between "run started" and

@@ -24,12 +24,16 @@ import (
 )
 
 // MaxDelay bounds the claim delay (Enter): ranks 4 and up wait it.
-const MaxDelay = 20 * time.Millisecond
+const MaxDelay = 4 * RankStep
 
 // RankStep is the claim delay per rank: rank k waits k × RankStep, at
 // most MaxDelay. A slot whose rank-0 node does not claim (down, paused,
-// at max_parallel) is claimed RankStep later by the next in rank.
-const RankStep = 5 * time.Millisecond
+// at max_parallel) is claimed RankStep later by the next in rank. It must
+// exceed how late a loaded node's rank-0 claim leaves after the fire
+// (scheduling, the fire of the other jobs due at the same instant), or the
+// next in rank wins the slot and the spread drifts toward the least loaded
+// node; it costs nothing to a slot whose rank-0 node claims.
+const RankStep = 20 * time.Millisecond
 
 // Peer is another live node as the claim order sees it: its id and its
 // node.tags (which jobs it may run, package targeting). Running and At

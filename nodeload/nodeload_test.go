@@ -104,9 +104,6 @@ func TestLoad_Enter(t *testing.T) {
 				t.Errorf("%s: delay %v at rank %d, want %v at rank %d", tt.name, d, rank, tt.want, tt.rank)
 			}
 		}
-		if MaxDelay != 4*RankStep {
-			t.Errorf("MaxDelay %v, want 4 × RankStep (%v)", MaxDelay, 4*RankStep)
-		}
 
 		l := New(0, true, nil)
 		s2 := slotOf(2, "n1", "n2", "n3")
