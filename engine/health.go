@@ -68,6 +68,7 @@ type health struct {
 	lastInfo     time.Time
 	lastStall    time.Duration // the longest CPU wait of the last stalled probe (stalledFor)
 	stalledSince time.Time     // when the first of the current stalled probes began; zero if the last probe was not stalled
+	stallMaxFor  time.Duration // stallMaxFor (a field so that a test can move the bound instead of sleeping to it)
 
 	up        atomic.Bool
 	stateText atomic.Pointer[string]
@@ -76,7 +77,7 @@ type health struct {
 func newHealth(log *zap.Logger, b backend, m *actors.Metrics, reg prometheus.Registerer, cfg *config.Config,
 	now func() time.Time, onBack func(context.Context), notify func(string), status func() string) *health {
 	h := &health{log: log, b: b, metrics: m, maxSkew: cfg.Node.MaxClockSkew, now: now, onBack: onBack,
-		notify: notify, status: status, stalls: newStallMeter()}
+		notify: notify, status: status, stalls: newStallMeter(), stallMaxFor: stallMaxFor}
 	h.setJobs(cfg.Jobs)
 	h.setState("connecting") // until the first check has answered or failed
 	if b.checks == nil {
@@ -199,7 +200,7 @@ func (h *health) probe(ctx context.Context) (connected bool) {
 		// report of every job) runs; the state and one warning say so.
 		err, base = nil, "slow"
 	case timedOut && h.probeErr == nil && h.probeKind != "" &&
-		(h.stalledSince.IsZero() || time.Since(h.stalledSince) < stallMaxFor) && h.stalledFor(waits):
+		(h.stalledSince.IsZero() || from.Sub(h.stalledSince) < h.stallMaxFor) && h.stalledFor(waits):
 		// This process's own goroutines waited for a CPU for at least
 		// half the probe's timeout while it ran (a herd's forks hold the
 		// daemon's P, stall.go): the timeout says nothing about Redis.
