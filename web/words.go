@@ -95,6 +95,9 @@ func describeFields(sec, min, hour, dom, mon, dow string) string {
 		}
 	}
 	days := dayWords(dom, dow)
+	if days == " every day" && !(n >= 0 && isNum) {
+		days = "" // "every 10 minutes", not "every 10 minutes every day"
+	}
 	if mon != "*" {
 		if m := num(mon); m >= 1 && m <= 12 {
 			days += " in " + months[m]
