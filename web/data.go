@@ -63,10 +63,12 @@ type problem struct {
 // snapshot is the all-jobs view: every configured job's status and its
 // problems of the last 24 hours, and the node list, read at At.
 type snapshot struct {
-	At       time.Time
-	Jobs     []jobRow // in configuration order
-	Cluster  *control.Cluster
-	Problems []problem // newest first
+	At      time.Time
+	Jobs    []jobRow // in configuration order
+	Cluster *control.Cluster
+	// Problems are newest first; read only for the overview (HasProblems).
+	Problems    []problem
+	HasProblems bool
 }
 
 // snapCache keeps the last snapshot for ttl; a leaf type guarded by its
@@ -88,34 +90,39 @@ func (c *snapCache) invalidate() {
 }
 
 // get returns a snapshot no older than the cache's ttl of the running
-// configuration, building one when needed.
-func (c *snapCache) get(ctx context.Context, st api.Store, jobs []config.Job, now time.Time) (*snapshot, error) {
+// configuration, building one when needed; with withProblems it holds the
+// problems of the last 24 hours too (read once per snapshot).
+func (c *snapCache) get(ctx context.Context, st api.Store, jobs []config.Job, now time.Time, withProblems bool) (*snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	same := len(jobs) == c.n && (len(jobs) == 0 || &jobs[0] == c.jobs)
-	if c.last != nil && same && c.ttl > 0 && now.Sub(c.last.At) < c.ttl {
-		return c.last, nil
+	if c.last == nil || !same || c.ttl <= 0 || now.Sub(c.last.At) >= c.ttl {
+		snap, err := buildSnapshot(ctx, st, jobs, now)
+		if err != nil {
+			return nil, err
+		}
+		c.last, c.n = snap, len(jobs)
+		if len(jobs) > 0 {
+			c.jobs = &jobs[0]
+		}
 	}
-	snap, err := buildSnapshot(ctx, st, jobs, now)
-	if err != nil {
-		return nil, err
+	if withProblems && !c.last.HasProblems {
+		if err := addProblems(ctx, st, jobs, c.last); err != nil {
+			return nil, err
+		}
 	}
-	c.last, c.n = snap, len(jobs)
-	if len(jobs) > 0 {
-		c.jobs = &jobs[0]
-	}
-	return snap, nil
+	return c.last, nil
 }
 
 // parallel is how many backend calls one snapshot makes at once (the
 // Redis client pipelines concurrent calls on its connection).
 const parallel = 16
 
-// chunk is how many jobs one control.Jobs call reads.
+// chunk is how many jobs one control.Cluster.Jobs call reads.
 const chunk = 500
 
-// buildSnapshot reads every job's state (control.Jobs, in chunks) and its
-// occurrences of the last 24 hours, parallel calls bounded by parallel;
+// buildSnapshot reads the node list once, then every job's state
+// (control.Cluster.Jobs, in chunks, parallel calls bounded by parallel);
 // it returns once every call has ended.
 func buildSnapshot(ctx context.Context, st api.Store, jobs []config.Job, now time.Time) (*snapshot, error) {
 	snap := &snapshot{At: now, Jobs: make([]jobRow, len(jobs))}
@@ -124,19 +131,33 @@ func buildSnapshot(ctx context.Context, st api.Store, jobs []config.Job, now tim
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
 	snap.Cluster = cluster
-	probs := make([][]problem, len(jobs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
 	for lo := 0; lo < len(jobs); lo += chunk {
 		hi := min(lo+chunk, len(jobs))
 		g.Go(func() error {
-			rows, err := control.Jobs(gctx, st, jobs[lo:hi], now)
+			rows, err := cluster.Jobs(gctx, st, jobs[lo:hi], now)
 			for i, row := range rows {
 				snap.Jobs[lo+i].JobStatus = row
+				snap.Jobs[lo+i].Status = jobStatus(&jobs[lo+i], row)
 			}
 			return err
 		})
 	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// addProblems reads every job's occurrences of the 24 hours before the
+// snapshot (parallel calls bounded by parallel) and adds their problems
+// to it; it returns once every call has ended.
+func addProblems(ctx context.Context, st api.Store, jobs []config.Job, snap *snapshot) error {
+	now := snap.At
+	probs := make([][]problem, len(jobs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
 	for i := range jobs {
 		g.Go(func() error {
 			occ, err := st.Occurrences(gctx, jobs[i].Name, now.Add(-window).Unix(), now.Unix())
@@ -145,11 +166,10 @@ func buildSnapshot(ctx context.Context, st api.Store, jobs []config.Job, now tim
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return err
 	}
 	for i := range snap.Jobs {
 		row := &snap.Jobs[i]
-		row.Status = jobStatus(&jobs[i], row.JobStatus)
 		for _, p := range probs[i] {
 			switch p.Kind {
 			case pbFailed:
@@ -165,7 +185,8 @@ func buildSnapshot(ctx context.Context, st api.Store, jobs []config.Job, now tim
 		snap.Problems = append(snap.Problems, probs[i]...)
 	}
 	slices.SortStableFunc(snap.Problems, func(a, b problem) int { return b.At.Compare(a.At) })
-	return snap, nil
+	snap.HasProblems = true
+	return nil
 }
 
 // jobStatus is the jobs list's status of a job.

@@ -26,6 +26,8 @@ type fakeStore struct {
 	occ    map[string][]actors.Occurrence // oldest first
 	events map[string][]redislock.Event   // newest first
 	nodes  []registry.Record
+	// nodeValues are nodes as JSON, made at the first Nodes call.
+	nodeValues [][]byte
 }
 
 var _ api.Store = (*fakeStore)(nil)
@@ -48,7 +50,7 @@ func (f *fakeStore) History(context.Context, string, int) ([]actors.RunRecord, e
 func (f *fakeStore) Occurrences(_ context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []actors.Occurrence
+	out := make([]actors.Occurrence, 0, len(f.occ[job]))
 	for _, o := range f.occ[job] {
 		if t := occurrenceTime(o).Unix(); t >= from && t <= to {
 			out = append(out, o)
@@ -67,15 +69,16 @@ func (f *fakeStore) Events(_ context.Context, job string, n int) ([]redislock.Ev
 func (f *fakeStore) Nodes(context.Context) ([][]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out [][]byte
-	for _, r := range f.nodes {
-		b, err := json.Marshal(r)
-		if err != nil {
-			return nil, err
+	if f.nodeValues == nil { // Redis returns the stored bytes: marshalled once
+		for _, r := range f.nodes {
+			b, err := json.Marshal(r)
+			if err != nil {
+				return nil, err
+			}
+			f.nodeValues = append(f.nodeValues, b)
 		}
-		out = append(out, b)
 	}
-	return out, nil
+	return f.nodeValues, nil
 }
 
 func (f *fakeStore) NodeJobs(_ context.Context, ids []string) ([][]byte, error) {

@@ -74,7 +74,7 @@ type jobsPage struct {
 // jobs answers GET /ui/jobs: the configured jobs, filtered and paged on
 // the server.
 func (s *server) jobs(w http.ResponseWriter, r *http.Request, a access) {
-	snap, ok := s.snapshot(w, r)
+	snap, ok := s.snapshot(w, r, false)
 	if !ok {
 		return
 	}

@@ -36,22 +36,23 @@ type nextFire struct {
 // overview answers GET /ui/: failures first (the last 24 hours), then
 // what runs now, then what runs next.
 func (s *server) overview(w http.ResponseWriter, r *http.Request, a access) {
-	snap, ok := s.snapshot(w, r)
+	snap, ok := s.snapshot(w, r, true)
 	if !ok {
 		return
 	}
 	s.render(w, r, http.StatusOK, "overview", a, "Overview", buildOverview(snap))
 }
 
-// snapshot returns the all-jobs view, or answers 503.
-func (s *server) snapshot(w http.ResponseWriter, r *http.Request) (*snapshot, bool) {
+// snapshot returns the all-jobs view (with the problems of the last 24
+// hours when withProblems), or answers 503.
+func (s *server) snapshot(w http.ResponseWriter, r *http.Request, withProblems bool) (*snapshot, bool) {
 	st, ctx, cancel, err := s.store(r.Context())
 	if err != nil {
 		s.backendError(w, r, err)
 		return nil, false
 	}
 	defer cancel()
-	snap, err := s.snap.get(ctx, st, s.o.Jobs(), s.o.Now())
+	snap, err := s.snap.get(ctx, st, s.o.Jobs(), s.o.Now(), withProblems)
 	if err != nil {
 		s.backendError(w, r, err)
 		return nil, false
