@@ -60,6 +60,16 @@ func TestDashboard(t *testing.T) {
 	})
 
 	b := newBrowserSession(t, browser)
+	dashboardReads(t, b, base)
+	dashboardWrites(t, b, base, "http://"+addrs[1])
+	b.close()
+	stopAll(t, 15*time.Second, nodes...)
+}
+
+// dashboardReads loads every page (a screenshot of each), then checks the
+// overview, a job page and a run page.
+func dashboardReads(t *testing.T, b *browserSession, base string) {
+	t.Helper()
 	for _, p := range []struct{ name, path, wait string }{
 		{"overview", "/ui/", "#problem-list"}, {"jobs", "/ui/jobs", "#jobs"}, {"job", "/ui/jobs/hello", "#occurrences"},
 		{"nodes", "/ui/nodes", "#live-nodes"}, {"login", "/ui/login", "#token"},
@@ -81,6 +91,12 @@ func TestDashboard(t *testing.T) {
 	b.wantText("#run-facts", "failure", "exit code", "3")
 	b.screenshot("run")
 	b.noConsoleErrors()
+}
+
+// dashboardWrites checks that pause and run now are refused without the
+// token, and work after signing in on the node at other.
+func dashboardWrites(t *testing.T, b *browserSession, base, other string) {
+	t.Helper()
 
 	// Without the token: the buttons are disabled and the server refuses
 	// the POSTs (401), the job stays as it was.
@@ -113,7 +129,6 @@ func TestDashboard(t *testing.T) {
 
 	// Signed in on another node (the session is valid on every node with
 	// the same token): pause with a note, resume, run now.
-	other := "http://" + addrs[1]
 	b.open(other+"/ui/login?next=/ui/jobs/yearly", "#token")
 	b.run(chromedp.SendKeys(chromedp.CSS("#token"), "operator-token-e2e"), chromedp.Click(chromedp.CSS("#signin")),
 		chromedp.WaitVisible(chromedp.CSS("#pause-note")))
@@ -132,8 +147,34 @@ func TestDashboard(t *testing.T) {
 	b.open(base+"/ui/jobs/yearly", "#occurrences")
 	b.wantText("#occurrences", "manual", "success")
 	b.noConsoleErrors()
-	b.close()
-	stopAll(t, 15*time.Second, nodes...)
+}
+
+// TestDashboard_MemoryBackend: a daemon without Redis serves every page
+// of the dashboard over its own state (no browser needed for that).
+func TestDashboard_MemoryBackend(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	cfg := memoryConfig(map[string]any{"name": "tick", "schedule": "* * * * * *", "command": "echo tick-output; exit 1"})
+	cfg["http"] = map[string]any{"listen": addr}
+	n := startNode(t, writeConfig(t, cfg))
+	waitEngineRunning(n)
+	base := "http://" + addr
+	waitFor(t, 10*time.Second, "a run of tick", func() bool { return occurrenceWith(t, base, "tick", "ran", `"result": "failure"`) })
+	_, out := apiDo(t, "GET", base+"/api/v1/jobs/tick/occurrences?status=ran&limit=1", "", "")
+	var occ []struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &occ); err != nil || len(occ) == 0 {
+		t.Fatalf("occurrences of tick: %v %s", err, out)
+	}
+	for path, want := range map[string]string{"/ui/": "failure (exit 1)", "/ui/jobs?status=failing": "tick", "/ui/jobs/tick": "ran on",
+		"/ui/jobs/tick/runs/" + occ[0].ID: "tick-output", "/ui/nodes": "memory backend"} {
+		if code, body := apiDo(t, "GET", base+path, "", ""); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s on the memory backend: %d, want 200 showing %q:\n%s", path, code, want, body)
+		}
+	}
+	if code, _ := apiDo(t, "POST", base+"/ui/jobs/tick/pause", "", ""); code != 403 {
+		t.Errorf("POST pause on a memory-backend daemon without a token: %d, want 403", code)
+	}
+	stopAll(t, 10*time.Second, n)
 }
 
 // occurrenceWith reports whether job has a ledger record of status whose
