@@ -56,25 +56,15 @@ func (fx *fixture) login(t *testing.T, token string) *http.Cookie {
 
 var csrfRe = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 
-// pages are every page of the fixture, with a text each must show.
-var pages = map[string]string{
-	"/ui/":                       "Last 24 hours",
-	"/ui/jobs":                   "backup",
-	"/ui/jobs?status=failing":    "backup",
-	"/ui/jobs/backup":            "failure (exit 2)",
-	"/ui/jobs/report":            "db migration",
-	"/ui/jobs/idle":              "America/New_York",
-	"/ui/nodes":                  "n1.local",
-	"/ui/login":                  "Sign in",
-	"/ui/assets/style.css":       "cronlock dashboard",
-	"/ui/assets/app.js":          "data-live",
-	"/ui/jobs/backup/runs/" + "": "", // filled in by the test
-}
-
 func TestPages_RenderWithoutSecrets(t *testing.T) {
 	fx := newFixture(t, config.AuthWrites)
-	delete(pages, "/ui/jobs/backup/runs/")
-	pages["/ui/jobs/backup/runs/"+fx.store.occ["backup"][1].ID] = "disk full"
+	// Every page of the fixture, with a text each must show.
+	pages := map[string]string{
+		"/ui/": "Last 24 hours", "/ui/jobs": "backup", "/ui/jobs?status=failing": "backup",
+		"/ui/jobs/backup": "failure (exit 2)", "/ui/jobs/report": "db migration", "/ui/jobs/idle": "America/New_York",
+		"/ui/jobs/backup/runs/" + fx.store.occ["backup"][1].ID: "disk full", "/ui/nodes": "n1.local", "/ui/login": "Sign in",
+		"/ui/assets/style.css": "cronlock dashboard", "/ui/assets/app.js": "data-live",
+	}
 	cookie := fx.login(t, "op-token-123")
 	for path, want := range pages {
 		for _, c := range []*http.Cookie{nil, cookie} {
