@@ -78,6 +78,7 @@ func dashboardReads(t *testing.T, b *browserSession, base string) {
 		b.screenshot(p.name)
 		if p.name == "nodes" {
 			b.wantText("#live-nodes", "w1", "w2", "w3")
+			b.wantText("#backend-state", "up", "redis backend")
 		}
 	}
 	b.open(base+"/ui/", "#problem-list")
