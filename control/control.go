@@ -180,6 +180,13 @@ func Jobs(ctx context.Context, r Store, jobs []config.Job, now time.Time) ([]Job
 	if err != nil {
 		return nil, err
 	}
+	return cluster.Jobs(ctx, r, jobs, now)
+}
+
+// Jobs returns the status of each of jobs as the function Jobs does, with
+// the cluster's view c read before (one round trip per job), in order: a
+// caller reading many jobs in parallel reads the node list once.
+func (c *Cluster) Jobs(ctx context.Context, r Store, jobs []config.Job, now time.Time) ([]JobStatus, error) {
 	out := make([]JobStatus, 0, len(jobs))
 	for i := range jobs {
 		st, err := r.State(ctx, jobs[i].Name)
@@ -187,7 +194,7 @@ func Jobs(ctx context.Context, r Store, jobs []config.Job, now time.Time) ([]Job
 			return nil, err
 		}
 		row := newJobStatus(&jobs[i], st, now)
-		cluster.annotate(&row)
+		c.annotate(&row)
 		out = append(out, row)
 	}
 	return out, nil

@@ -11,6 +11,10 @@ import (
 // binary is the path of the cronlock binary built once by TestMain.
 var binary string
 
+// screenshotDir is $CRONLOCK_SCREENSHOTS, where TestDashboard writes its
+// screenshots ("" = under its temporary directory).
+var screenshotDir string
+
 // TestMain builds cmd/cronlock once (without -race: the daemon is the
 // subject, not the test's own goroutines) into a temporary directory, runs
 // the tests and removes the directory. The tests start only subprocesses,
@@ -31,5 +35,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: build cronlock:", err)
 		return 1
 	}
+	// The daemons inherit the environment and warn about a CRONLOCK_
+	// variable that is no setting: the dashboard test's screenshot
+	// directory is taken out of it.
+	screenshotDir = os.Getenv("CRONLOCK_SCREENSHOTS")
+	os.Unsetenv("CRONLOCK_SCREENSHOTS")
 	return m.Run()
 }

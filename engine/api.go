@@ -40,6 +40,7 @@ func (e *Engine) apiHandler() (http.Handler, error) {
 		o.Redis, o.Where = e.redisClient, e.cfg.Redis.Where()
 	}
 	e.apiH = api.New(o)
+	e.webH = e.dashboard(o)
 	return e.apiH, nil
 }
 

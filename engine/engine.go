@@ -106,6 +106,7 @@ type Engine struct {
 	// apiH is the HTTP API, built once (apiHandler); hashCache the job
 	// hashes of the running configuration (runningHashes).
 	apiH      http.Handler
+	webH      http.Handler // the dashboard (package web), built with apiH
 	hashCache atomic.Pointer[jobHashCache]
 	// instance identifies this process (a random UUID) in the memory
 	// backend's node record; started is when New ran.

@@ -38,7 +38,7 @@ func (e *Engine) newHTTP() (*httpServer, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	return &httpServer{srv: &http.Server{Handler: e.handler(apiH), ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
+	return &httpServer{srv: &http.Server{Handler: e.withDashboard(e.handler(apiH)), ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
 }
 
 // Run serves until ctx ends, then shuts the server down (bounded) and

@@ -2,8 +2,8 @@
 # ensure-tools.sh LABEL HINT CMD=PACKAGE...
 # Makes sure every CMD is on PATH. On Debian or Ubuntu it installs the
 # missing ones from Debian's packages (through sudo when not root);
-# elsewhere it stops with HINT. Used by scripts/ensure-redis.sh and
-# scripts/ensure-packaging-tools.sh.
+# elsewhere it stops with HINT. Used by scripts/ensure-redis.sh,
+# scripts/ensure-packaging-tools.sh and scripts/ensure-chromium.sh.
 set -euo pipefail
 
 label=$1 hint=$2
