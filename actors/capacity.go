@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"go.uber.org/zap"
 )
 
@@ -38,7 +40,7 @@ const busyWait = 100 * time.Millisecond
 // run that held no place (a manual run) it takes one even at the limit.
 func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	l := r.deps.Load
-	if l == nil || r.info.Trigger == TriggerManual {
+	if l == nil || r.info.Trigger == ledger.TriggerManual {
 		return Ran{}, true
 	}
 	if r.pre != nil {
@@ -54,7 +56,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	deadline := time.Now().Add(busyWait) // from the fire, not from the end of the claim delay
 	delay, _ := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
 	if !sleepCtx(ctx, delay) {
-		return r.notClaimed(SkipShuttingDown), false
+		return r.notClaimed(ledger.SkipShuttingDown), false
 	}
 	var timeout <-chan time.Time // made at the first wait: most claims find a place
 	for {
@@ -72,7 +74,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 		case <-timeout:
 			return r.busy(ctx), false
 		case <-ctx.Done():
-			return r.notClaimed(SkipShuttingDown), false
+			return r.notClaimed(ledger.SkipShuttingDown), false
 		}
 	}
 	r.reserved = true
@@ -86,7 +88,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 func (r *run) placeWon() {
 	l := r.deps.Load
 	switch {
-	case l == nil || r.info.Trigger == TriggerManual:
+	case l == nil || r.info.Trigger == ledger.TriggerManual:
 	case !r.reserved && r.queueClaim:
 		l.Hold()
 		r.reserved, r.inProgress = true, true

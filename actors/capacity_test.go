@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
@@ -223,8 +225,8 @@ func TestJob_ClaimOrder(t *testing.T) {
 			if len(started) != 1 || started[0]["fire_delay_us"] != int64(0) {
 				t.Fatalf("slot %d: %s (rank 0) logged run started %v, want once with fire_delay_us 0", tc.slot.Unix(), tc.winnerName, started)
 			}
-			if reason, _ := tc.loser.skip(tc.slot); reason != SkipClaimedElsewhere {
-				t.Errorf("slot %d: the rank-1 node skipped it %q, want %q", tc.slot.Unix(), reason, SkipClaimedElsewhere)
+			if reason, _ := tc.loser.skip(tc.slot); reason != ledger.SkipClaimedElsewhere {
+				t.Errorf("slot %d: the rank-1 node skipped it %q, want %q", tc.slot.Unix(), reason, ledger.SkipClaimedElsewhere)
 			}
 			if o := occurrence(t, mem, "a", tc.slot); o.Node != tc.winnerName || o.Status != "ran" {
 				t.Errorf("slot %d's record: %+v, want ran by %s", tc.slot.Unix(), o, tc.winnerName)

@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
@@ -18,10 +20,10 @@ import (
 type finishRecorder struct {
 	*redislock.Memory
 	mu   sync.Mutex
-	reqs []FinishRequest
+	reqs []ledger.FinishRequest
 }
 
-func (f *finishRecorder) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
+func (f *finishRecorder) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
 	f.mu.Unlock()
@@ -71,7 +73,7 @@ func TestJob_HandOverTakesReloadedSettings(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if second.Trigger != TriggerQueued || second.Slot != slot.Add(time.Second) {
+		if second.Trigger != ledger.TriggerQueued || second.Slot != slot.Add(time.Second) {
 			t.Fatalf("second run: got trigger %s slot %v, want queued %v (first %v)", second.Trigger, second.Slot, slot.Add(time.Second), first.Slot)
 		}
 		select {

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
@@ -16,14 +18,14 @@ import (
 
 // acquire claims job "j" for a manual run of owner n1:x and returns the
 // renewing Lease; stop ends it (release and a history record).
-func acquire(t *testing.T, l Locker, ttl time.Duration) (*Lease, func()) {
+func acquire(t *testing.T, l ledger.Locker, ttl time.Duration) (*Lease, func()) {
 	t.Helper()
 	c, lease, err := Acquire(t.Context(), zap.NewNop(), l, manualClaim("j", "n1", "x", ttl))
-	if err != nil || c.Outcome != Claimed {
+	if err != nil || c.Outcome != ledger.Claimed {
 		t.Fatalf("Acquire: got %v, %v, want claimed", c.Outcome, err)
 	}
 	return lease, func() {
-		_, _, _ = lease.End(context.Background(), RunRecord{RunID: "x", Trigger: TriggerManual, Fence: c.Token}, "", nil)
+		_, _, _ = lease.End(context.Background(), ledger.RunRecord{RunID: "x", Trigger: ledger.TriggerManual, Fence: c.Token}, "", nil)
 	}
 }
 
@@ -83,7 +85,7 @@ func TestLease_LostWhenNotHeld(t *testing.T) {
 		if got := time.Since(start); got != time.Second {
 			t.Errorf("lost after %v, want 1s (first renewal)", got)
 		}
-		if !errors.Is(l.Err, ErrNotHeld) {
+		if !errors.Is(l.Err, ledger.ErrNotHeld) {
 			t.Errorf("got %v, want ErrNotHeld", l.Err)
 		}
 	})
@@ -95,15 +97,15 @@ func TestLease_EndReleasesAndRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := redislock.NewMemory()
 		c, lease, err := Acquire(t.Context(), zap.NewNop(), mem, manualClaim("j", "n1", "r1", 3*time.Second))
-		if err != nil || c.Outcome != Claimed {
+		if err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("Acquire: got %v, %v, want claimed", c.Outcome, err)
 		}
-		if _, _, err := lease.End(t.Context(), RunRecord{RunID: "r1", Trigger: TriggerManual, Fence: c.Token,
-			Result: ResultSuccess}, "", nil); err != nil {
+		if _, _, err := lease.End(t.Context(), ledger.RunRecord{RunID: "r1", Trigger: ledger.TriggerManual, Fence: c.Token,
+			Result: ledger.ResultSuccess}, "", nil); err != nil {
 			t.Fatalf("End: %v", err)
 		}
 		st, _ := mem.State(t.Context(), "j")
-		if st.LeaseHolder != "" || st.Last == nil || st.Last.RunID != "r1" || st.Last.Trigger != TriggerManual {
+		if st.LeaseHolder != "" || st.Last == nil || st.Last.RunID != "r1" || st.Last.Trigger != ledger.TriggerManual {
 			t.Errorf("state after End: got holder %q last %+v, want no holder and last run r1 (manual)", st.LeaseHolder, st.Last)
 		}
 	})
@@ -129,7 +131,7 @@ func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 
 		f2 := &flakyLocker{Memory: redislock.NewMemory()}
 		c, lease, err := Acquire(t.Context(), zap.NewNop(), f2, manualClaim("k", "n1", "y", 3*time.Second))
-		if err != nil || c.Outcome != Claimed {
+		if err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("Acquire k: %v, %v", c.Outcome, err)
 		}
 		time.Sleep(1500 * time.Millisecond)
@@ -140,7 +142,7 @@ func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 		if got := f2.renewals.Load(); got != 1 {
 			t.Errorf("renewals 1.5 s into a 3 s lease: %d, want 1 (at 1 s)", got)
 		}
-		if _, _, err := lease.End(t.Context(), RunRecord{RunID: "y", Trigger: TriggerManual, Fence: c.Token}, "", nil); err != nil {
+		if _, _, err := lease.End(t.Context(), ledger.RunRecord{RunID: "y", Trigger: ledger.TriggerManual, Fence: c.Token}, "", nil); err != nil {
 			t.Fatalf("End: %v", err)
 		}
 		time.Sleep(5 * time.Second)
@@ -176,7 +178,7 @@ type slowClaimLocker struct {
 	delay time.Duration
 }
 
-func (s *slowClaimLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+func (s *slowClaimLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	time.Sleep(s.delay)
 	return s.flakyLocker.Claim(ctx, req)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/nodeload"
@@ -51,7 +53,7 @@ func BenchmarkRunPath(b *testing.B) {
 	for b.Loop() {
 		slot = slot.Add(time.Second)
 		job.Inbox() <- Fire{Job: cfg.Name, Slot: slot}
-		if fin := <-results; fin.Result != ResultSuccess {
+		if fin := <-results; fin.Result != ledger.ResultSuccess {
 			b.Fatalf("run: got result %q (exit %d), want success", fin.Result, fin.ExitCode)
 		}
 	}
@@ -61,7 +63,7 @@ func BenchmarkRunPath(b *testing.B) {
 // runBenchJob runs a job actor for cfg with locker, logging to log and
 // sending results to results, until the benchmark ends (a cleanup stops
 // it and waits).
-func runBenchJob(b *testing.B, cfg config.Job, log *zap.Logger, locker Locker, results chan RunFinished) *Job {
+func runBenchJob(b *testing.B, cfg config.Job, log *zap.Logger, locker ledger.Locker, results chan RunFinished) *Job {
 	kill := make(chan struct{})
 	metrics := NewMetrics(nil)
 	metrics.InitJob(cfg.Name)
@@ -139,10 +141,10 @@ func BenchmarkLosingClaim(b *testing.B) {
 
 // elsewhere is a Locker whose every claim finds the slot claimed by
 // another node.
-type elsewhere struct{ Locker }
+type elsewhere struct{ ledger.Locker }
 
-func (elsewhere) Claim(context.Context, ClaimRequest) (Claim, error) {
-	return Claim{Outcome: ClaimedElsewhere}, nil
+func (elsewhere) Claim(context.Context, ledger.ClaimRequest) (ledger.Claim, error) {
+	return ledger.Claim{Outcome: ledger.ClaimedElsewhere}, nil
 }
 
 // signalCore is a zapcore.Core that signals ch for each entry with

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
@@ -29,7 +31,7 @@ type loggedJob struct {
 	logs *observer.ObservedLogs
 }
 
-func startLoggedJob(t *testing.T, cfg config.Job, locker Locker) *loggedJob {
+func startLoggedJob(t *testing.T, cfg config.Job, locker ledger.Locker) *loggedJob {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	h := &jobHarness{name: cfg.Name, metrics: NewMetrics(nil), results: make(chan RunFinished, 10),
@@ -71,7 +73,7 @@ func TestJob_RunMetricsRecordedWhereTheRunEnds(t *testing.T) {
 		h := startLoggedJob(t, testJob(t, "m", "exit 0"), redislock.NewMemory())
 		h.job.Inbox() <- Fire{Job: "m", Slot: time.Now()}
 		synctest.Wait()
-		if got := promtest.Value(t, h.metrics, "cronlock_runs_total", "job", "m", "result", ResultSuccess); got != 1 {
+		if got := promtest.Value(t, h.metrics, "cronlock_runs_total", "job", "m", "result", ledger.ResultSuccess); got != 1 {
 			t.Errorf("runs_total{success}: got %v, want 1 with no hook runner reading", got)
 		}
 		if got := promtest.Value(t, h.metrics, "cronlock_last_success_timestamp_seconds", "job", "m"); got == 0 {
@@ -91,9 +93,9 @@ func TestJob_RunLinesLevelsAndFields(t *testing.T) {
 		result  string
 		level   zapcore.Level
 	}{
-		{"exit 0", 0, ResultSuccess, zapcore.InfoLevel},
-		{"exit 3", 0, ResultFailure, zapcore.WarnLevel},
-		{"sleep 1h", time.Minute, ResultTimeout, zapcore.WarnLevel},
+		{"exit 0", 0, ledger.ResultSuccess, zapcore.InfoLevel},
+		{"exit 3", 0, ledger.ResultFailure, zapcore.WarnLevel},
+		{"sleep 1h", time.Minute, ledger.ResultTimeout, zapcore.WarnLevel},
 	} {
 		t.Run(c.result, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -105,7 +107,7 @@ func TestJob_RunLinesLevelsAndFields(t *testing.T) {
 				synctest.Wait()
 				finished := h.logs.FilterMessage("run finished").All()
 				want := 2 // both attempts
-				if c.result == ResultSuccess {
+				if c.result == ledger.ResultSuccess {
 					want = 1
 				}
 				if len(finished) != want {
@@ -122,7 +124,7 @@ func TestJob_RunLinesLevelsAndFields(t *testing.T) {
 				}
 				for _, e := range h.logs.FilterFieldKey("run_id").All() {
 					m := e.ContextMap()
-					if m["node_id"] != "n1" || m["trigger"] != string(TriggerSchedule) {
+					if m["node_id"] != "n1" || m["trigger"] != string(ledger.TriggerSchedule) {
 						t.Errorf("%q: got node_id %v trigger %v, want n1 schedule", e.Message, m["node_id"], m["trigger"])
 					}
 					if _, ok := m["attempt"]; !ok {
@@ -153,7 +155,7 @@ func TestJob_OverlapLocalSummarised(t *testing.T) {
 		if got := suppressedCounts(lines); !slices.Equal(got, []int64{0, 59, 59, 27}) {
 			t.Errorf("skip lines after a run started again: got suppressed counts %v, want [0 59 59 27]", got)
 		}
-		if got := h.skips(t, SkipOverlapLocal); got != 149 {
+		if got := h.skips(t, ledger.SkipOverlapLocal); got != 149 {
 			t.Errorf("overlap_local skips counted: got %v, want 149", got)
 		}
 		h.stop(t)
@@ -182,10 +184,10 @@ func TestJob_ClaimFailuresSummarised(t *testing.T) {
 		if got := suppressedCounts(h.logs.FilterMessage("claim failed; not run").All()); !slices.Equal(got, []int64{0, 59, 59, 8}) {
 			t.Errorf("claim failed lines once claims succeed: got suppressed counts %v, want [0 59 59 8]", got)
 		}
-		if got := h.skips(t, SkipRedisError); got != 130 {
+		if got := h.skips(t, ledger.SkipRedisError); got != 130 {
 			t.Errorf("redis_error skips counted: got %v, want 130", got)
 		}
-		if got := promtest.Value(t, h.metrics, "cronlock_runs_total", "job", "j", "result", ResultSuccess); got != 1 {
+		if got := promtest.Value(t, h.metrics, "cronlock_runs_total", "job", "j", "result", ledger.ResultSuccess); got != 1 {
 			t.Errorf("runs once Redis answers: got %v, want 1", got)
 		}
 		h.stop(t)
@@ -211,9 +213,9 @@ type downLocker struct {
 	down atomic.Bool
 }
 
-func (d *downLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+func (d *downLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	if d.down.Load() {
-		return Claim{}, errDown
+		return ledger.Claim{}, errDown
 	}
 	return d.Memory.Claim(ctx, req)
 }

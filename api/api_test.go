@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
@@ -55,8 +56,8 @@ jobs:
 	}
 	ctx := t.Context()
 	start := time.Now().Add(-time.Hour).UTC()
-	if _, err := r.Finish(ctx, actors.FinishRequest{Job: "backup", Record: actors.RunRecord{RunID: "r1", Slot: start.Unix(), Node: "web1", Start: start,
-		End: start.Add(time.Second), Attempts: 1, Result: "success", Trigger: actors.TriggerSchedule, Fence: 3, OutputTail: "done\n"}}); err != nil {
+	if _, err := r.Finish(ctx, ledger.FinishRequest{Job: "backup", Record: ledger.RunRecord{RunID: "r1", Slot: start.Unix(), Node: "web1", Start: start,
+		End: start.Add(time.Second), Attempts: 1, Result: "success", Trigger: ledger.TriggerSchedule, Fence: 3, OutputTail: "done\n"}}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()

@@ -15,7 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/drift"
 	"github.com/cronlock/cronlock/redislock"
@@ -142,7 +143,7 @@ func (r *Run) UnmarshalJSON(b []byte) error {
 }
 
 // NewRun converts a record; the output tail is kept only when tail.
-func NewRun(r actors.RunRecord, tail bool) *Run {
+func NewRun(r ledger.RunRecord, tail bool) *Run {
 	h := &Run{RunID: r.RunID, Start: r.Start.UTC().Format(time.RFC3339Nano),
 		End: r.End.UTC().Format(time.RFC3339Nano), DurationMs: r.End.Sub(r.Start).Milliseconds(),
 		Node: r.Node, SlotUnix: r.Slot, Trigger: string(r.Trigger), Requester: r.Requester, Attempts: r.Attempts, Result: r.Result, ExitCode: r.ExitCode,
@@ -161,10 +162,10 @@ func NewRun(r actors.RunRecord, tail bool) *Run {
 // backend (package engine), whose node list is that daemon alone.
 type Store interface {
 	State(ctx context.Context, job string) (redislock.JobState, error)
-	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
+	History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error)
 	// Occurrences returns the job's ledger records with slots in [from,
 	// to], oldest first (docs/protocol.md).
-	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
+	Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error)
 	Events(ctx context.Context, job string, n int) ([]redislock.Event, error)
 	// Nodes returns the heartbeat records (registry.Record as JSON).
 	Nodes(ctx context.Context) ([][]byte, error)

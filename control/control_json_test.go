@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
 )
@@ -21,7 +22,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 	start := time.Date(2026, 3, 1, 2, 0, 0, 123, time.UTC)
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	row := newJobStatus(&cfg.Jobs[0], redislock.JobState{Last: &actors.RunRecord{RunID: "r", Start: start, End: start.Add(time.Second)}}, now)
+	row := newJobStatus(&cfg.Jobs[0], redislock.JobState{Last: &ledger.RunRecord{RunID: "r", Start: start, End: start.Add(time.Second)}}, now)
 	data, err := json.Marshal([]JobStatus{row})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
 )
 
 // Occurrence statuses a query may ask for (OccurrenceQuery.Status).
@@ -38,7 +38,7 @@ func (q OccurrenceQuery) Validate() error {
 }
 
 // Occurrences returns job's ledger records that q selects, newest first.
-func Occurrences(ctx context.Context, r Store, job string, q OccurrenceQuery) ([]actors.Occurrence, error) {
+func Occurrences(ctx context.Context, r Store, job string, q OccurrenceQuery) ([]ledger.Occurrence, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func Occurrences(ctx context.Context, r Store, job string, q OccurrenceQuery) ([
 	if err != nil {
 		return nil, err
 	}
-	out := make([]actors.Occurrence, 0, min(len(occ), q.Limit))
+	out := make([]ledger.Occurrence, 0, min(len(occ), q.Limit))
 	for _, o := range slices.Backward(occ) {
 		if len(out) == q.Limit {
 			break

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
@@ -62,9 +64,9 @@ type backend struct {
 // lease a lost finish handed on), the auditor and `history` use of a
 // backend.
 type claimer interface {
-	actors.Locker
-	actors.Unhander
-	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
+	ledger.Locker
+	ledger.Unhander
+	Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error)
 }
 
 // locker is the claimer of the job actors, the janitor and the auditor:

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/nodeload"
@@ -375,8 +377,8 @@ func (e *Engine) logStart() {
 }
 
 // retentionOf is the ledger retention of cfg (docs/protocol.md, R9).
-func retentionOf(cfg *config.Config) actors.Retention {
-	return actors.Retention{Age: cfg.Ledger.Retention, Max: cfg.Ledger.MaxOccurrences}
+func retentionOf(cfg *config.Config) ledger.Retention {
+	return ledger.Retention{Age: cfg.Ledger.Retention, Max: cfg.Ledger.MaxOccurrences}
 }
 
 // nowOr is now, or time.Now when nil.

@@ -11,7 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
@@ -70,7 +71,7 @@ type guard struct {
 
 // verdict is one policy decision as claims see it.
 type verdict struct {
-	refused *actors.ClaimRefusedError // nil: claims may go to Redis
+	refused *ledger.ClaimRefusedError // nil: claims may go to Redis
 	state   string                    // health state while refused ("unsafe: …")
 }
 
@@ -105,9 +106,9 @@ type guardedLocker struct {
 	g *guard
 }
 
-func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+func (l guardedLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	if err := l.g.refusal(ctx); err != nil {
-		return actors.Claim{}, err
+		return ledger.Claim{}, err
 	}
 	c, err := l.claimer.Claim(ctx, req)
 	l.g.noteClaim(err)
@@ -117,7 +118,7 @@ func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (acto
 // Finish passes through; an answered finish is noted like an answered
 // claim (answeredSince): after a herd's claims, its finishes are what Redis
 // answers while the forks run.
-func (l guardedLocker) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
+func (l guardedLocker) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	f, err := l.claimer.Finish(ctx, req)
 	if err == nil {
 		l.g.noteAnswer()
@@ -171,10 +172,10 @@ func (g *guard) writeRefusal() string {
 // claims it is refused too: the audit writes to Redis, and a Redis the
 // guard refuses is not written to. The slots are audited once claims are
 // allowed again (audited_to has not moved).
-func (l guardedLocker) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error) {
+func (l guardedLocker) Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error) {
 	if len(req.Slots) > 0 {
 		if err := l.g.refusal(ctx); err != nil {
-			return actors.Audited{}, err
+			return ledger.Audited{}, err
 		}
 	}
 	return l.claimer.Audit(ctx, req)
@@ -192,7 +193,7 @@ func (g *guard) refusal(ctx context.Context) error {
 	v := g.verdict.Load()
 	switch {
 	case v == nil:
-		return &actors.ClaimRefusedError{Reason: actors.SkipRedisError, Err: errNotVerified}
+		return &ledger.ClaimRefusedError{Reason: ledger.SkipRedisError, Err: errNotVerified}
 	case v.refused != nil:
 		return v.refused
 	}
@@ -236,7 +237,7 @@ func (g *guard) observe(infos []redislock.ServerInfo, err error) {
 	}
 	v := &verdict{}
 	if d.refuse {
-		v.refused = &actors.ClaimRefusedError{Reason: actors.SkipRedisUnsafe, Err: errors.New(d.state)}
+		v.refused = &ledger.ClaimRefusedError{Reason: ledger.SkipRedisUnsafe, Err: errors.New(d.state)}
 		v.state = d.state
 	}
 	g.verdict.Store(v)

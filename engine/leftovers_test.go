@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/process"
 	"github.com/cronlock/cronlock/redislock"
@@ -70,9 +71,9 @@ func leftoverSetup(t *testing.T, srv *redistest.Server, g process.Group) (*state
 		t.Fatal(err)
 	}
 	t.Cleanup(rl.Close)
-	c, err := rl.Claim(t.Context(), actors.ClaimRequest{Job: "a", Trigger: actors.TriggerManual, Node: "n1", RunID: "old",
+	c, err := rl.Claim(t.Context(), ledger.ClaimRequest{Job: "a", Trigger: ledger.TriggerManual, Node: "n1", RunID: "old",
 		TTL: 5 * time.Minute, Lease: true})
-	if err != nil || c.Outcome != actors.Claimed {
+	if err != nil || c.Outcome != ledger.Claimed {
 		t.Fatalf("take the old lease: %+v, %v", c, err)
 	}
 	return dir, rl

@@ -11,7 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/registry"
@@ -200,12 +201,12 @@ func (c *memControl) State(ctx context.Context, job string) (redislock.JobState,
 }
 
 // Occurrences returns the backend's ledger records of job.
-func (c *memControl) Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
+func (c *memControl) Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error) {
 	return c.m.Occurrences(ctx, job, from, to)
 }
 
 // History returns the backend's run records of job.
-func (c *memControl) History(ctx context.Context, job string, n int) ([]actors.RunRecord, error) {
+func (c *memControl) History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error) {
 	return c.m.History(ctx, job, n)
 }
 

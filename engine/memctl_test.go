@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
@@ -61,9 +62,9 @@ func TestMemControl_PauseLiftsItselfAndResumes(t *testing.T) {
 	if err != nil || !s.Paused || s.Pause == nil || s.Pause.By != "ops@web1" || s.Pause.Note != "migration" || !s.Pause.Until.Equal(p.Until) {
 		t.Fatalf("state after the pause: %+v %v; want paused with its record", s, err)
 	}
-	claim, err := c.m.Claim(ctx, actors.ClaimRequest{Job: "backup", Slot: now.Unix(), Trigger: actors.TriggerSchedule,
-		Node: "n1", RunID: "x", TTL: time.Minute, Windows: actors.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}})
-	if err != nil || claim.Outcome != actors.Paused {
+	claim, err := c.m.Claim(ctx, ledger.ClaimRequest{Job: "backup", Slot: now.Unix(), Trigger: ledger.TriggerSchedule,
+		Node: "n1", RunID: "x", TTL: time.Minute, Windows: ledger.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}})
+	if err != nil || claim.Outcome != ledger.Paused {
 		t.Fatalf("claim while paused: %+v %v; want Paused", claim, err)
 	}
 	deadline := time.Now().Add(5 * time.Second)

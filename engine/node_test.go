@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
@@ -45,8 +46,8 @@ func TestEngine_MemoryBackendLoadsTheStateFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := m.Claim(t.Context(), actors.ClaimRequest{Job: "yearly", Trigger: actors.TriggerManual, Node: "n1", RunID: "r1"})
-	if err != nil || c.Outcome != actors.Claimed || c.Token <= 0 {
+	c, err := m.Claim(t.Context(), ledger.ClaimRequest{Job: "yearly", Trigger: ledger.TriggerManual, Node: "n1", RunID: "r1"})
+	if err != nil || c.Outcome != ledger.Claimed || c.Token <= 0 {
 		t.Fatalf("manual claim: %+v, %v; want claimed with a token", c, err)
 	}
 	cfg := parseConfig(t, oneYearlyJob)

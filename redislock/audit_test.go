@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -26,7 +27,7 @@ func TestRedis_AuditedPauseAndEvents(t *testing.T) {
 	if ms, _ := c.Do(ctx, c.B().Pttl().Key("{cl}:paused:backup").Build()).AsInt64(); ms <= 9_000 || ms > 10_000 {
 		t.Errorf("PTTL of the pause key: %d ms, want (9000, 10000]", ms)
 	}
-	mustClaim(t, r, leaseReq("backup", time.Minute), actors.Paused)
+	mustClaim(t, r, leaseReq("backup", time.Minute), ledger.Paused)
 	st, err := r.State(ctx, "backup")
 	if err != nil || !st.Paused || st.Pause == nil || *st.Pause != p {
 		t.Fatalf("State: %+v (pause %+v), %v; want paused with %+v", st, st.Pause, err, p)

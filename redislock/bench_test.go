@@ -2,9 +2,10 @@ package redislock
 
 import (
 	"context"
-	"github.com/cronlock/cronlock/actors"
 	"testing"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/internal/redistest"
 )
@@ -18,7 +19,7 @@ func benchClaims(b *testing.B, be backend) {
 	for b.Loop() {
 		slot++
 		c, err := be.Claim(ctx, manualReq("bench"))
-		if err != nil || c.Outcome != actors.Claimed {
+		if err != nil || c.Outcome != ledger.Claimed {
 			b.Fatalf("claim slot %d: got %v, %v", slot, c.Outcome, err)
 		}
 	}

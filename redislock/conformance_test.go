@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
 )
 
 // conformance lists the rules both backends must keep (docs/protocol.md,
@@ -47,7 +47,7 @@ func testTooEarly(t *testing.T, s store) {
 	a := s.newClient(t)
 	job, now := t.Name(), nowSlot(t, a)
 	req := sched(job, now+1, "a")
-	mustClaim(t, a, req, actors.TooEarly)
+	mustClaim(t, a, req, ledger.TooEarly)
 	if o, ok := occurrence(t, a, job, now+1); ok {
 		t.Errorf("record after too_early: %+v, want none", o)
 	}
@@ -55,7 +55,7 @@ func testTooEarly(t *testing.T, s store) {
 		t.Errorf("lease after too_early: held by %q, want free", st.LeaseHolder)
 	}
 	waitPast(t, a, now)
-	mustClaim(t, a, req, actors.Claimed)
+	mustClaim(t, a, req, ledger.Claimed)
 }
 
 // docs/protocol.md R5, R8: an audit that finds the ledger behind the
@@ -64,30 +64,30 @@ func testTooEarly(t *testing.T, s store) {
 func testAuditAfterLoss(t *testing.T, s store) {
 	a := s.newClient(t)
 	job := t.Name()
-	read, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job})
+	read, err := a.Audit(ctxT(t), ledger.AuditRequest{Job: job})
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := sched(job, read.From+1, "a")
 	req.Lease = false
 	waitPast(t, a, read.From)
-	c := mustClaim(t, a, req, actors.Claimed)
+	c := mustClaim(t, a, req, ledger.Claimed)
 	waitPast(t, a, read.From+2)
 	s.loseState(t, job)
 	// The loss: the ledger starts again; a node that saw seq c.Seq audits.
-	read, err = a.Audit(ctxT(t), actors.AuditRequest{Job: job, SeenSeq: c.Seq, Early: 5 * time.Second})
+	read, err = a.Audit(ctxT(t), ledger.AuditRequest{Job: job, SeenSeq: c.Seq, Early: 5 * time.Second})
 	if err != nil || !read.Repaired {
 		t.Fatalf("audit after the loss: %+v, %v; want repaired", read, err)
 	}
 	slot := read.From + 1
 	waitPast(t, a, slot)
 	time.Sleep(20 * time.Millisecond)
-	got, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job, From: read.From, Slots: []int64{slot}, Early: 5 * time.Second,
+	got, err := a.Audit(ctxT(t), ledger.AuditRequest{Job: job, From: read.From, Slots: []int64{slot}, Early: 5 * time.Second,
 		Node: "a", Reason: "not_claimed"})
 	if err != nil || len(got.Missed) != 0 || got.To != slot {
 		t.Fatalf("audit of a slot within the loss's early edge: %+v, %v; want it decided, nothing missed", got, err)
 	}
-	if o, _ := occurrence(t, a, job, slot); o.Status != "skipped" || o.Reason != actors.SkipStateLost {
+	if o, _ := occurrence(t, a, job, slot); o.Status != "skipped" || o.Reason != ledger.SkipStateLost {
 		t.Errorf("record: %+v, want skipped state_lost", o)
 	}
 }
@@ -101,16 +101,16 @@ func testInFlight(t *testing.T, s store) {
 	job, now := t.Name(), nowSlot(t, a)
 	first := sched(job, now-1, "a")
 	first.Lease, first.MaxRuns, first.TTL = false, 2, 100*time.Millisecond
-	mustClaim(t, a, first, actors.Claimed)
+	mustClaim(t, a, first, ledger.Claimed)
 	time.Sleep(150 * time.Millisecond) // longer than its lock_ttl: still in flight
 	second := sched(job, now, "b")
 	second.Lease, second.MaxRuns, second.TTL = false, 2, 100*time.Millisecond
-	mustClaim(t, a, second, actors.Claimed)
+	mustClaim(t, a, second, ledger.Claimed)
 	third := sched(job, now, "c")
 	third.Lease, third.MaxRuns = false, 2
-	mustClaim(t, a, third, actors.ClaimedElsewhere)
+	mustClaim(t, a, third, ledger.ClaimedElsewhere)
 	time.Sleep(150 * time.Millisecond) // the second's lease (none) and window (0 here) pass too
-	got, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job, LockTTL: 100 * time.Millisecond})
+	got, err := a.Audit(ctxT(t), ledger.AuditRequest{Job: job, LockTTL: 100 * time.Millisecond})
 	if err != nil || len(got.Unknown) != 2 {
 		t.Fatalf("audit after both leases and windows passed: %+v, %v; want 2 unknown", got, err)
 	}
@@ -120,7 +120,7 @@ func testInFlight(t *testing.T, s store) {
 	waitPast(t, a, now)
 	fourth := sched(job, now+1, "c")
 	fourth.Lease, fourth.MaxRuns = false, 2
-	mustClaim(t, a, fourth, actors.MaxRunsReached) // the two of unknown outcome count
+	mustClaim(t, a, fourth, ledger.MaxRunsReached) // the two of unknown outcome count
 }
 
 // docs/protocol.md R9: a ledger of one record keeps the records of slots
@@ -131,12 +131,12 @@ func testTrimProtects(t *testing.T, s store) {
 	job, now := t.Name(), nowSlot(t, a)
 	for _, slot := range []int64{now, now - 1} {
 		req := sched(job, slot, "a")
-		req.Lease, req.Retention = false, actors.Retention{Max: 1}
-		mustClaim(t, a, req, actors.Claimed)
+		req.Lease, req.Retention = false, ledger.Retention{Max: 1}
+		mustClaim(t, a, req, ledger.Claimed)
 	}
 	again := sched(job, now, "b")
 	again.Lease = false
-	mustClaim(t, a, again, actors.ClaimedElsewhere)
+	mustClaim(t, a, again, ledger.ClaimedElsewhere)
 }
 
 func TestConformance(t *testing.T) {
@@ -150,7 +150,7 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-var windows = actors.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}
+var windows = ledger.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}
 
 // nowSlot is the backend's current second: a slot a scheduled claim may
 // claim now.
@@ -167,12 +167,12 @@ func nowSlot(t *testing.T, b backend) int64 {
 var runs atomic.Int64
 
 // sched is a scheduled claim of slot by node, with a lease.
-func sched(job string, slot int64, node string) actors.ClaimRequest {
-	return actors.ClaimRequest{Job: job, Slot: slot, Trigger: actors.TriggerSchedule, Node: node,
+func sched(job string, slot int64, node string) ledger.ClaimRequest {
+	return ledger.ClaimRequest{Job: job, Slot: slot, Trigger: ledger.TriggerSchedule, Node: node,
 		RunID: "r" + strconv.FormatInt(runs.Add(1), 10), TTL: time.Minute, Lease: true, Windows: windows}
 }
 
-func mustClaim(t *testing.T, b backend, req actors.ClaimRequest, want actors.Outcome) actors.Claim {
+func mustClaim(t *testing.T, b backend, req ledger.ClaimRequest, want ledger.Outcome) ledger.Claim {
 	t.Helper()
 	c, err := b.Claim(ctxT(t), req)
 	if err != nil {
@@ -184,27 +184,27 @@ func mustClaim(t *testing.T, b backend, req actors.ClaimRequest, want actors.Out
 	return c
 }
 
-func occurrence(t *testing.T, b backend, job string, slot int64) (actors.Occurrence, bool) {
+func occurrence(t *testing.T, b backend, job string, slot int64) (ledger.Occurrence, bool) {
 	t.Helper()
 	occ, err := b.Occurrences(ctxT(t), job, slot, slot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(occ) == 0 {
-		return actors.Occurrence{}, false
+		return ledger.Occurrence{}, false
 	}
 	return occ[0], true
 }
 
 // finish ends claim c of req as a run with result.
-func finish(t *testing.T, b backend, req actors.ClaimRequest, c actors.Claim, result string, maxRuns int64) actors.Finished {
+func finish(t *testing.T, b backend, req ledger.ClaimRequest, c ledger.Claim, result string, maxRuns int64) ledger.Finished {
 	t.Helper()
 	owner := ""
 	if req.Lease {
 		owner = req.Owner()
 	}
-	f, err := b.Finish(ctxT(t), actors.FinishRequest{Job: req.Job, Owner: owner, MaxRuns: maxRuns,
-		Record: actors.RunRecord{RunID: req.RunID, Slot: req.Slot, Trigger: req.Trigger, Node: req.Node, Fence: c.Token,
+	f, err := b.Finish(ctxT(t), ledger.FinishRequest{Job: req.Job, Owner: owner, MaxRuns: maxRuns,
+		Record: ledger.RunRecord{RunID: req.RunID, Slot: req.Slot, Trigger: req.Trigger, Node: req.Node, Fence: c.Token,
 			Start: c.Now, End: c.Now.Add(time.Millisecond), Result: result, Attempts: 1, Claimed: c.Now}})
 	if err != nil {
 		t.Fatalf("finish: %v", err)
@@ -215,11 +215,11 @@ func finish(t *testing.T, b backend, req actors.ClaimRequest, c actors.Claim, re
 func testOneClaimPerSlot(t *testing.T, s store) {
 	a, b := s.newClient(t), s.newClient(t)
 	job, slot := t.Name(), nowSlot(t, a)
-	c := mustClaim(t, a, sched(job, slot, "a"), actors.Claimed)
+	c := mustClaim(t, a, sched(job, slot, "a"), ledger.Claimed)
 	if c.Token <= 0 {
 		t.Errorf("token %d, want > 0", c.Token)
 	}
-	e := mustClaim(t, b, sched(job, slot, "b"), actors.ClaimedElsewhere)
+	e := mustClaim(t, b, sched(job, slot, "b"), ledger.ClaimedElsewhere)
 	if e.Status != "claimed" {
 		t.Errorf("claimed elsewhere: record status %q, want claimed", e.Status)
 	}
@@ -236,22 +236,22 @@ func testOrderCannotLose(t *testing.T, s store) {
 	job, slot := t.Name(), nowSlot(t, a)
 	later := sched(job, slot, "a")
 	later.Lease = false
-	mustClaim(t, a, later, actors.Claimed)
+	mustClaim(t, a, later, ledger.Claimed)
 	earlier := sched(job, slot-1, "b")
 	earlier.Lease = false
-	mustClaim(t, a, earlier, actors.Claimed)
+	mustClaim(t, a, earlier, ledger.Claimed)
 }
 
 func testSkipsRecorded(t *testing.T, s store) {
 	a, b := s.newClient(t), s.newClient(t)
 	job, slot := t.Name(), nowSlot(t, a)
-	mustClaim(t, a, sched(job, slot-1, "a"), actors.Claimed) // holds the lease
-	mustClaim(t, b, sched(job, slot, "b"), actors.Overlap)
-	if o, _ := occurrence(t, a, job, slot); o.Status != "skipped" || o.Reason != actors.SkipOverlap {
+	mustClaim(t, a, sched(job, slot-1, "a"), ledger.Claimed) // holds the lease
+	mustClaim(t, b, sched(job, slot, "b"), ledger.Overlap)
+	if o, _ := occurrence(t, a, job, slot); o.Status != "skipped" || o.Reason != ledger.SkipOverlap {
 		t.Errorf("overlapped slot's record: %+v, want skipped overlap", o)
 	}
-	e := mustClaim(t, a, sched(job, slot, "a"), actors.ClaimedElsewhere)
-	if e.Status != "skipped" || e.Reason != actors.SkipOverlap {
+	e := mustClaim(t, a, sched(job, slot, "a"), ledger.ClaimedElsewhere)
+	if e.Status != "skipped" || e.Reason != ledger.SkipOverlap {
 		t.Errorf("a later claim of the overlapped slot: %+v, want the record's skipped overlap", e)
 	}
 }
@@ -260,7 +260,7 @@ func testClockSkew(t *testing.T, s store) {
 	a := s.newClient(t)
 	job, now := t.Name(), nowSlot(t, a)
 	for _, slot := range []int64{now + 3600, now + 5, now - 10} { // an hour fast, 5 s fast, 10 s behind
-		c := mustClaim(t, a, sched(job, slot, "a"), actors.ClockSkew)
+		c := mustClaim(t, a, sched(job, slot, "a"), ledger.ClockSkew)
 		if d := time.Since(c.Now); d < -time.Minute || d > time.Minute {
 			t.Errorf("clock_skew answer's Redis time %v is not now", c.Now)
 		}
@@ -273,23 +273,23 @@ func testClockSkew(t *testing.T, s store) {
 func testCatchupBackfillWindows(t *testing.T, s store) {
 	a := s.newClient(t)
 	job := t.Name()
-	read, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job}) // the ledger begins
+	read, err := a.Audit(ctxT(t), ledger.AuditRequest{Job: job}) // the ledger begins
 	if err != nil {
 		t.Fatal(err)
 	}
 	cu := sched(job, read.Now.Unix()-30, "a")
-	cu.Trigger, cu.Windows.Catchup = actors.TriggerCatchup, time.Minute
-	mustClaim(t, a, cu, actors.OutsideWindow) // due before the ledger began: it may have run
+	cu.Trigger, cu.Windows.Catchup = ledger.TriggerCatchup, time.Minute
+	mustClaim(t, a, cu, ledger.OutsideWindow) // due before the ledger began: it may have run
 	waitPast(t, a, read.Now.Unix()+1)
 	now := nowSlot(t, a)
 	cu = sched(job, now-1, "a")
-	cu.Trigger = actors.TriggerCatchup
-	mustClaim(t, a, cu, actors.OutsideWindow) // no catch-up window
+	cu.Trigger = ledger.TriggerCatchup
+	mustClaim(t, a, cu, ledger.OutsideWindow) // no catch-up window
 	cu.Windows.Catchup = time.Minute
-	mustClaim(t, a, cu, actors.Claimed)
+	mustClaim(t, a, cu, ledger.Claimed)
 	bf := sched(job, now, "a")
-	bf.Trigger, bf.Lease = actors.TriggerBackfill, false
-	mustClaim(t, a, bf, actors.OutsideWindow) // within the answer window: the schedule's
+	bf.Trigger, bf.Lease = ledger.TriggerBackfill, false
+	mustClaim(t, a, bf, ledger.OutsideWindow) // within the answer window: the schedule's
 }
 
 // docs/protocol.md R1, must-show 5: a backfill over slots the schedule ran
@@ -298,17 +298,17 @@ func testBackfillNeverReruns(t *testing.T, s store) {
 	a := s.newClient(t)
 	job, now := t.Name(), nowSlot(t, a)
 	ran := sched(job, now, "a")
-	c := mustClaim(t, a, ran, actors.Claimed)
-	finish(t, a, ran, c, actors.ResultSuccess, 0)
-	missed, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job})
+	c := mustClaim(t, a, ran, ledger.Claimed)
+	finish(t, a, ran, c, ledger.ResultSuccess, 0)
+	missed, err := a.Audit(ctxT(t), ledger.AuditRequest{Job: job})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = missed
 	bf := sched(job, now, "b")
-	bf.Trigger, bf.Lease, bf.Windows.Answer = actors.TriggerBackfill, false, 0
+	bf.Trigger, bf.Lease, bf.Windows.Answer = ledger.TriggerBackfill, false, 0
 	waitPast(t, a, now)
-	e := mustClaim(t, a, bf, actors.ClaimedElsewhere)
+	e := mustClaim(t, a, bf, ledger.ClaimedElsewhere)
 	if e.Status != "ran" {
 		t.Errorf("backfill of a slot that ran: record %+v, want ran", e)
 	}
@@ -328,8 +328,8 @@ func testLease(t *testing.T, s store) {
 	job, now := t.Name(), nowSlot(t, a)
 	req := sched(job, now, "a")
 	req.TTL = 200 * time.Millisecond
-	mustClaim(t, a, req, actors.Claimed)
-	if _, err := a.Renew(ctx, job, "x:y", time.Second); !errors.Is(err, actors.ErrNotHeld) {
+	mustClaim(t, a, req, ledger.Claimed)
+	if _, err := a.Renew(ctx, job, "x:y", time.Second); !errors.Is(err, ledger.ErrNotHeld) {
 		t.Errorf("renew by a non-owner: %v, want ErrNotHeld", err)
 	}
 	if _, err := a.Renew(ctx, job, req.Owner(), time.Minute); err != nil {
@@ -352,7 +352,7 @@ func testTokensAcrossLoss(t *testing.T, s store) {
 	for _, slot := range []int64{now - 1, now} {
 		req := sched(job, slot, "a")
 		req.Lease = false
-		c := mustClaim(t, a, req, actors.Claimed)
+		c := mustClaim(t, a, req, ledger.Claimed)
 		if c.Token <= last {
 			t.Fatalf("token %d after %d", c.Token, last)
 		}
@@ -360,8 +360,8 @@ func testTokensAcrossLoss(t *testing.T, s store) {
 	}
 	s.loseState(t, job)
 	m := sched(job, 0, "a")
-	m.Trigger = actors.TriggerManual
-	c := mustClaim(t, a, m, actors.Claimed)
+	m.Trigger = ledger.TriggerManual
+	c := mustClaim(t, a, m, ledger.Claimed)
 	if c.Token <= last {
 		t.Errorf("token after a total loss: %d, want > %d", c.Token, last)
 	}
@@ -373,22 +373,22 @@ func testLossDetected(t *testing.T, s store) {
 	a := s.newClient(t)
 	job, now := t.Name(), nowSlot(t, a)
 	req := sched(job, now, "a")
-	c := mustClaim(t, a, req, actors.Claimed)
+	c := mustClaim(t, a, req, ledger.Claimed)
 	s.loseState(t, job)
 	again := sched(job, now, "b")
 	again.SeenSeq = c.Seq
-	l := mustClaim(t, a, again, actors.StateLost)
+	l := mustClaim(t, a, again, ledger.StateLost)
 	if !l.Repaired || l.Seq < c.Seq {
 		t.Errorf("claim after the loss: %+v, want repaired with seq >= %d", l, c.Seq)
 	}
-	if o, _ := occurrence(t, a, job, now); o.Status != "skipped" || o.Reason != actors.SkipStateLost {
+	if o, _ := occurrence(t, a, job, now); o.Status != "skipped" || o.Reason != ledger.SkipStateLost {
 		t.Errorf("record after the refusal: %+v, want skipped state_lost", o)
 	}
 	bf := sched(job, now-100, "b")
-	bf.Trigger, bf.Lease = actors.TriggerBackfill, false
-	mustClaim(t, a, bf, actors.StateLost) // a slot before the loss: may have run
+	bf.Trigger, bf.Lease = ledger.TriggerBackfill, false
+	mustClaim(t, a, bf, ledger.StateLost) // a slot before the loss: may have run
 	bf.IgnorePause = true                 // -force
-	mustClaim(t, a, bf, actors.Claimed)
+	mustClaim(t, a, bf, ledger.Claimed)
 }
 
 // docs/protocol.md R6: max_runs counts successes and survives a loss
@@ -398,45 +398,45 @@ func testMaxRuns(t *testing.T, s store) {
 	job, now := t.Name(), nowSlot(t, a)
 	req := sched(job, now-1, "a")
 	req.MaxRuns = 1
-	c := mustClaim(t, a, req, actors.Claimed)
+	c := mustClaim(t, a, req, ledger.Claimed)
 	next := sched(job, now, "b")
 	next.MaxRuns, next.Lease = 1, false
-	mustClaim(t, a, next, actors.MaxRunsReached) // one in flight counts
-	f := finish(t, a, req, c, actors.ResultSuccess, 1)
+	mustClaim(t, a, next, ledger.MaxRunsReached) // one in flight counts
+	f := finish(t, a, req, c, ledger.ResultSuccess, 1)
 	if f.Runs != 1 {
 		t.Errorf("runs after a success: %d, want 1", f.Runs)
 	}
-	read, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job})
+	read, err := a.Audit(ctxT(t), ledger.AuditRequest{Job: job})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitPast(t, a, read.From+1)
-	got, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job, From: read.From, Slots: []int64{read.From + 1}, MaxRuns: 1,
+	got, err := a.Audit(ctxT(t), ledger.AuditRequest{Job: job, From: read.From, Slots: []int64{read.From + 1}, MaxRuns: 1,
 		Node: "a", Reason: "not_claimed"})
 	if err != nil || len(got.Missed) != 0 {
 		t.Errorf("audit of a done job: %+v, %v; want nothing missed", got, err)
 	}
-	if o, _ := occurrence(t, a, job, read.From+1); o.Status != "skipped" || o.Reason != actors.SkipMaxRuns {
+	if o, _ := occurrence(t, a, job, read.From+1); o.Status != "skipped" || o.Reason != ledger.SkipMaxRuns {
 		t.Errorf("a done job's unclaimed slot: %+v, want skipped max_runs", o)
 	}
 	s.loseState(t, job)
 	after := sched(job, nowSlot(t, a), "b")
 	after.MaxRuns, after.SeenRuns, after.Lease = 1, 1, false
-	mustClaim(t, a, after, actors.MaxRunsReached)
+	mustClaim(t, a, after, ledger.MaxRunsReached)
 }
 
 func testFinishIdempotent(t *testing.T, s store) {
 	a := s.newClient(t)
 	job, now := t.Name(), nowSlot(t, a)
 	req := sched(job, now, "a")
-	c := mustClaim(t, a, req, actors.Claimed)
-	f1 := finish(t, a, req, c, actors.ResultSuccess, 0)
-	f2 := finish(t, a, req, c, actors.ResultSuccess, 0)
+	c := mustClaim(t, a, req, ledger.Claimed)
+	f1 := finish(t, a, req, c, ledger.ResultSuccess, 0)
+	f2 := finish(t, a, req, c, ledger.ResultSuccess, 0)
 	if f1.Runs != 1 || f2.Runs != 1 {
 		t.Errorf("runs after a finish and its retry: %d, %d; want 1, 1", f1.Runs, f2.Runs)
 	}
 	o, _ := occurrence(t, a, job, now)
-	if o.Status != "ran" || o.Result != actors.ResultSuccess || o.Token != c.Token {
+	if o.Status != "ran" || o.Result != ledger.ResultSuccess || o.Token != c.Token {
 		t.Errorf("record: %+v, want ran success with token %d", o, c.Token)
 	}
 }
@@ -446,16 +446,16 @@ func testQueue(t *testing.T, s store) {
 	job, now := t.Name(), nowSlot(t, a)
 	first := sched(job, now-1, "a")
 	first.Queue = true
-	c := mustClaim(t, a, first, actors.Claimed)
+	c := mustClaim(t, a, first, ledger.Claimed)
 	second := sched(job, now, "b")
 	second.Queue = true
-	mustClaim(t, a, second, actors.Queued)
+	mustClaim(t, a, second, ledger.Queued)
 	if o, _ := occurrence(t, a, job, now); o.Status != "queued" {
 		t.Errorf("pending slot's record: %+v, want queued", o)
 	}
 	owner := first.Owner()
-	f, err := a.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: owner, Next: "a:next", TTL: time.Minute,
-		Record: actors.RunRecord{RunID: first.RunID, Slot: first.Slot, Node: "a", Fence: c.Token, Result: actors.ResultSuccess}})
+	f, err := a.Finish(ctxT(t), ledger.FinishRequest{Job: job, Owner: owner, Next: "a:next", TTL: time.Minute,
+		Record: ledger.RunRecord{RunID: first.RunID, Slot: first.Slot, Node: "a", Fence: c.Token, Result: ledger.ResultSuccess}})
 	if err != nil || f.Pending != now || f.Token <= c.Token {
 		t.Fatalf("finish: %+v, %v; want slot %d handed on with a token > %d", f, err, now, c.Token)
 	}
@@ -467,19 +467,19 @@ func testQueue(t *testing.T, s store) {
 	job2 := job + "-2"
 	h := sched(job2, now-1, "a")
 	h.Queue, h.TTL = true, 50*time.Millisecond
-	mustClaim(t, a, h, actors.Claimed)
+	mustClaim(t, a, h, ledger.Claimed)
 	p := sched(job2, now, "b")
 	p.Queue = true
-	mustClaim(t, a, p, actors.Queued)
+	mustClaim(t, a, p, ledger.Queued)
 	time.Sleep(100 * time.Millisecond) // the holder's lease expires
 	waitPast(t, a, now)
 	n := sched(job2, now+1, "b")
 	n.Queue = true
-	e := mustClaim(t, a, n, actors.Claimed)
+	e := mustClaim(t, a, n, ledger.Claimed)
 	if e.Expired != now || e.Takes != 0 {
 		t.Errorf("claim after the holder vanished: %+v, want the pending slot %d expired", e, now)
 	}
-	if o, _ := occurrence(t, a, job2, now); o.Status != "skipped" || o.Reason != actors.SkipExpired {
+	if o, _ := occurrence(t, a, job2, now); o.Status != "skipped" || o.Reason != ledger.SkipExpired {
 		t.Errorf("expired slot's record: %+v, want skipped expired", o)
 	}
 }
@@ -489,7 +489,7 @@ func testQueue(t *testing.T, s store) {
 func testAudit(t *testing.T, s store) {
 	a, b := s.newClient(t), s.newClient(t)
 	job := t.Name()
-	read, err := a.Audit(ctxT(t), actors.AuditRequest{Job: job})
+	read, err := a.Audit(ctxT(t), ledger.AuditRequest{Job: job})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,10 +498,10 @@ func testAudit(t *testing.T, s store) {
 	ran := sched(job, start+2, "a") // one of them ran (claimed in time)
 	ran.Lease = false
 	waitPast(t, a, start+1)
-	mustClaim(t, a, ran, actors.Claimed)
+	mustClaim(t, a, ran, ledger.Claimed)
 	waitPast(t, a, start+3)
 	time.Sleep(50 * time.Millisecond)
-	req := actors.AuditRequest{Job: job, From: start, Slots: slots, Node: "a", Reason: "not_claimed"}
+	req := ledger.AuditRequest{Job: job, From: start, Slots: slots, Node: "a", Reason: "not_claimed"}
 	got, err := a.Audit(ctxT(t), req)
 	if err != nil {
 		t.Fatal(err)
@@ -518,8 +518,8 @@ func testAudit(t *testing.T, s store) {
 		t.Errorf("missed record: %+v", o)
 	}
 	cu := sched(job, start+1, "b")
-	cu.Trigger, cu.Windows.Catchup = actors.TriggerCatchup, time.Hour
-	mustClaim(t, b, cu, actors.Claimed) // a missed slot may run late
+	cu.Trigger, cu.Windows.Catchup = ledger.TriggerCatchup, time.Hour
+	mustClaim(t, b, cu, ledger.Claimed) // a missed slot may run late
 }
 
 // docs/protocol.md R9.
@@ -528,46 +528,46 @@ func testRetention(t *testing.T, s store) {
 	job, now := t.Name(), nowSlot(t, a)
 	for i := range int64(5) {
 		req := sched(job, now-200+i, "a")
-		req.Trigger, req.Lease, req.Retention = actors.TriggerBackfill, false, actors.Retention{Max: 3}
+		req.Trigger, req.Lease, req.Retention = ledger.TriggerBackfill, false, ledger.Retention{Max: 3}
 		req.IgnorePause = true // -force: slots before the ledger began
-		mustClaim(t, a, req, actors.Claimed)
+		mustClaim(t, a, req, ledger.Claimed)
 	}
 	occ, err := a.Occurrences(ctxT(t), job, 0, 1<<40)
 	if err != nil || len(occ) != 3 || occ[0].Slot != now-198 {
 		t.Fatalf("occurrences after 5 claims, 3 kept: %+v, %v; want the last 3", occ, err)
 	}
 	old := sched(job, now-200, "a")
-	old.Trigger, old.Lease, old.IgnorePause = actors.TriggerBackfill, false, true
-	mustClaim(t, a, old, actors.OutsideRetention)
+	old.Trigger, old.Lease, old.IgnorePause = ledger.TriggerBackfill, false, true
+	mustClaim(t, a, old, ledger.OutsideRetention)
 }
 
 func testManual(t *testing.T, s store) {
 	a := s.newClient(t)
 	job := t.Name()
 	m := sched(job, 0, "a")
-	m.Trigger = actors.TriggerManual
-	c := mustClaim(t, a, m, actors.Claimed)
+	m.Trigger = ledger.TriggerManual
+	c := mustClaim(t, a, m, ledger.Claimed)
 	m2 := sched(job, 0, "b")
-	m2.Trigger = actors.TriggerManual
-	mustClaim(t, a, m2, actors.Overlap) // the lease is held
-	if _, err := a.Finish(ctxT(t), actors.FinishRequest{Job: job, Owner: m.Owner(), Record: actors.RunRecord{RunID: m.RunID,
-		Trigger: actors.TriggerManual, Node: "a", Fence: c.Token, Result: actors.ResultFailure, Claimed: c.Now}}); err != nil {
+	m2.Trigger = ledger.TriggerManual
+	mustClaim(t, a, m2, ledger.Overlap) // the lease is held
+	if _, err := a.Finish(ctxT(t), ledger.FinishRequest{Job: job, Owner: m.Owner(), Record: ledger.RunRecord{RunID: m.RunID,
+		Trigger: ledger.TriggerManual, Node: "a", Fence: c.Token, Result: ledger.ResultFailure, Claimed: c.Now}}); err != nil {
 		t.Fatal(err)
 	}
 	hist, err := a.History(ctxT(t), job, 10)
-	if err != nil || len(hist) != 1 || hist[0].Fence != c.Token || hist[0].Result != actors.ResultFailure {
+	if err != nil || len(hist) != 1 || hist[0].Fence != c.Token || hist[0].Result != ledger.ResultFailure {
 		t.Errorf("history: %+v, %v; want the manual run", hist, err)
 	}
 }
 
 func testInvalid(t *testing.T, s store) {
 	a := s.newClient(t)
-	for _, req := range []actors.ClaimRequest{
+	for _, req := range []ledger.ClaimRequest{
 		{},
-		{Job: "j", Slot: 1, Trigger: actors.TriggerSchedule},                                     // no node
-		{Job: "j", Slot: 0, Trigger: actors.TriggerSchedule, Node: "a", RunID: "r"},              // a slot 0 schedule claim
-		{Job: "j", Slot: 1, Trigger: actors.TriggerManual, Node: "a", RunID: "r"},                // a manual run with a slot
-		{Job: "j", Slot: 1, Trigger: actors.TriggerSchedule, Node: "a", RunID: "r", Lease: true}, // no ttl
+		{Job: "j", Slot: 1, Trigger: ledger.TriggerSchedule},                                     // no node
+		{Job: "j", Slot: 0, Trigger: ledger.TriggerSchedule, Node: "a", RunID: "r"},              // a slot 0 schedule claim
+		{Job: "j", Slot: 1, Trigger: ledger.TriggerManual, Node: "a", RunID: "r"},                // a manual run with a slot
+		{Job: "j", Slot: 1, Trigger: ledger.TriggerSchedule, Node: "a", RunID: "r", Lease: true}, // no ttl
 	} {
 		if _, err := a.Claim(ctxT(t), req); err == nil {
 			t.Errorf("claim %+v: got nil error", req)
@@ -577,12 +577,12 @@ func testInvalid(t *testing.T, s store) {
 
 // manualReq is a manual claim without a lease: always won (tests of the
 // transport, not of the rules).
-func manualReq(job string) actors.ClaimRequest {
-	return actors.ClaimRequest{Job: job, Trigger: actors.TriggerManual, Node: "n", RunID: "m" + strconv.FormatInt(runs.Add(1), 10)}
+func manualReq(job string) ledger.ClaimRequest {
+	return ledger.ClaimRequest{Job: job, Trigger: ledger.TriggerManual, Node: "n", RunID: "m" + strconv.FormatInt(runs.Add(1), 10)}
 }
 
 // leaseReq is a manual claim with a lease of ttl.
-func leaseReq(job string, ttl time.Duration) actors.ClaimRequest {
+func leaseReq(job string, ttl time.Duration) ledger.ClaimRequest {
 	req := manualReq(job)
 	req.Lease, req.TTL = true, ttl
 	return req

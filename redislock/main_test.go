@@ -2,9 +2,10 @@ package redislock
 
 import (
 	"context"
-	"github.com/cronlock/cronlock/actors"
 	"testing"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/internal/redistest"
 	"go.uber.org/goleak"
@@ -23,18 +24,18 @@ func TestMain(m *testing.M) {
 // backend is the method set both implementations share; the conformance
 // suite runs against it. (Consumers declare their own small interfaces.)
 type backend interface {
-	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
+	Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error)
 	Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error)
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
-	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
+	Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error)
+	History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error)
 	State(ctx context.Context, job string) (JobState, error)
 	Pause(ctx context.Context, job string) error
 	Resume(ctx context.Context, job string) error
 	Time(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error
-	Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error)
-	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
+	Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error)
+	Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error)
 	Unhand(ctx context.Context, job, owner string) (int64, bool, error)
 	Close()
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cronlock/cronlock/actors"
 	"sync"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 )
 
 // Memory is the process-local backend (docs/protocol.md, "The memory backend"): the same
@@ -51,10 +52,10 @@ type memJob struct {
 	paused     bool
 	owner      string    // lease holder, "" when none
 	expires    time.Time // lease expiry; valid when owner != ""
-	occ        map[string]actors.Occurrence
+	occ        map[string]ledger.Occurrence
 	inflight   map[string]int64 // claims not finished: occurrence id → claim time, Unix ms
 	unknown    int64            // runs the audit declared unknown (count toward max_runs)
-	last       *actors.Occurrence
+	last       *ledger.Occurrence
 
 	durable    memDurable // what the state file holds for the job
 	pending    memDurable // what snapshot pendingSeq holds for the job
@@ -71,7 +72,7 @@ func NewMemory() *Memory {
 func (m *Memory) job(name string) *memJob {
 	j := m.jobs[name]
 	if j == nil {
-		j = &memJob{occ: map[string]actors.Occurrence{}, inflight: map[string]int64{}}
+		j = &memJob{occ: map[string]ledger.Occurrence{}, inflight: map[string]int64{}}
 		m.jobs[name] = j
 	}
 	if j.owner != "" && !time.Now().Before(j.expires) {
@@ -90,7 +91,7 @@ func (m *Memory) Renew(ctx context.Context, job, owner string, ttl time.Duration
 	defer m.mu.Unlock()
 	j := m.job(job)
 	if j.owner != owner {
-		return 0, fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
+		return 0, fmt.Errorf("renew %q: %w", job, ledger.ErrNotHeld)
 	}
 	j.expires = time.Now().Add(ttl.Truncate(time.Millisecond))
 	return j.queued, nil

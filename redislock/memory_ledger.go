@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
 )
 
 // This file is the ledger of the memory backend: the rules of
@@ -28,7 +28,7 @@ func (j *memJob) mint(nowUs int64) int64 {
 }
 
 // put writes an occurrence's record (R1).
-func (j *memJob) put(o actors.Occurrence) {
+func (j *memJob) put(o ledger.Occurrence) {
 	j.occ[o.ID] = o
 	j.seq++
 	if o.Slot > j.slot && (o.Status == "claimed" || o.Status == "ran") {
@@ -38,7 +38,7 @@ func (j *memJob) put(o actors.Occurrence) {
 
 // trim is rule R9, as the scripts' trim: at most lim records a call,
 // none whose slot lies within protect of now.
-func (j *memJob) trim(now time.Time, rt actors.Retention, lim int, protect time.Duration) {
+func (j *memJob) trim(now time.Time, rt ledger.Retention, lim int, protect time.Duration) {
 	age, maxN := retention(rt)
 	bound := now.Add(-protect).Unix()
 	ids := slices.SortedFunc(func(yield func(string) bool) {
@@ -77,29 +77,29 @@ func (j *memJob) score(id string) int64 {
 // R1–R7). With a state store it returns only once the job's slot, token,
 // pause flag and run count are in the state file; an error then means the
 // outcome is unknown: the caller does not run the slot.
-func (m *Memory) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+func (m *Memory) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	if err := errors.Join(req.Validate(), ctx.Err()); err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		return ledger.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 	}
 	m.mu.Lock()
 	j := m.job(req.Job)
 	if j.fence == math.MaxInt64 { // R4: the next token would wrap (never in practice)
 		m.mu.Unlock()
-		return actors.Claim{}, fmt.Errorf("claim %q: the fencing token is at its maximum", req.Job)
+		return ledger.Claim{}, fmt.Errorf("claim %q: the fencing token is at its maximum", req.Job)
 	}
 	c := j.claim(req, time.Now())
 	m.mu.Unlock()
-	if c.Outcome == actors.Claimed {
+	if c.Outcome == ledger.Claimed {
 		if err := m.commit(ctx, req.Job); err != nil {
-			return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+			return ledger.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 		}
 	}
 	return c, nil
 }
 
-func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) {
+func (j *memJob) claim(req ledger.ClaimRequest, now time.Time) (c ledger.Claim) {
 	nowMs := now.UnixMilli()
-	c = actors.Claim{Now: time.UnixMilli(nowMs), FoundSeq: j.seq}
+	c = ledger.Claim{Now: time.UnixMilli(nowMs), FoundSeq: j.seq}
 	began := j.since
 	if began == 0 {
 		began = nowMs // a new ledger begins now
@@ -121,8 +121,8 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 		c.Seq, c.Runs = j.seq, j.runs
 	}()
 	slot, id := req.Slot, strconv.FormatInt(req.Slot, 10)
-	rec := func(status, reason string, token int64, trig actors.Trigger, runID string) actors.Occurrence {
-		return actors.Occurrence{ID: id, Slot: slot, Status: status, Reason: reason, Node: req.Node, Token: token,
+	rec := func(status, reason string, token int64, trig ledger.Trigger, runID string) ledger.Occurrence {
+		return ledger.Occurrence{ID: id, Slot: slot, Status: status, Reason: reason, Node: req.Node, Token: token,
 			Trigger: string(trig), RunID: runID, Claimed: nowMs}
 	}
 	decide := func(status, reason string) {
@@ -133,71 +133,71 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 	}
 	ms, w := slot*1000, req.Windows
 	switch req.Trigger { // R2
-	case actors.TriggerSchedule:
+	case ledger.TriggerSchedule:
 		if nowMs < ms-w.Early.Milliseconds() || nowMs > ms+w.Answer.Milliseconds() {
-			c.Outcome = actors.ClockSkew
+			c.Outcome = ledger.ClockSkew
 			return c
 		}
 		if nowMs < ms {
-			c.Outcome = actors.TooEarly
+			c.Outcome = ledger.TooEarly
 			return c
 		}
-	case actors.TriggerCatchup:
+	case ledger.TriggerCatchup:
 		// A slot due before the ledger began: nothing tells whether it ran.
 		if nowMs < ms || nowMs > ms+w.Catchup.Milliseconds() || ms < began {
-			c.Outcome = actors.OutsideWindow
+			c.Outcome = ledger.OutsideWindow
 			return c
 		}
-	case actors.TriggerBackfill:
+	case ledger.TriggerBackfill:
 		if nowMs <= ms+w.Answer.Milliseconds() {
-			c.Outcome = actors.OutsideWindow
+			c.Outcome = ledger.OutsideWindow
 			return c
 		}
 	}
 	if slot > 0 && slot <= j.trimmedTo { // R9
-		c.Outcome = actors.OutsideRetention
+		c.Outcome = ledger.OutsideRetention
 		return c
 	}
 	force := req.IgnorePause
 	if slot > 0 { // R1
 		if cur, ok := j.occ[id]; ok {
-			rerun := cur.Status == "missed" && req.Trigger != actors.TriggerSchedule ||
-				cur.Status == "skipped" && req.Trigger == actors.TriggerBackfill && (cur.Reason != actors.SkipStateLost || force) ||
-				cur.Status == "unknown" && req.Trigger == actors.TriggerBackfill && force
+			rerun := cur.Status == "missed" && req.Trigger != ledger.TriggerSchedule ||
+				cur.Status == "skipped" && req.Trigger == ledger.TriggerBackfill && (cur.Reason != ledger.SkipStateLost || force) ||
+				cur.Status == "unknown" && req.Trigger == ledger.TriggerBackfill && force
 			if rerun && cur.Status == "missed" && j.lostAt > 0 && ms <= j.lostAt+w.Early.Milliseconds() && !force {
-				c.Outcome = actors.StateLost // R5: the missed record may stand for a lost run
+				c.Outcome = ledger.StateLost // R5: the missed record may stand for a lost run
 				return c
 			}
 			if !rerun {
-				c.Outcome, c.Status, c.Reason = actors.ClaimedElsewhere, cur.Status, cur.Reason
+				c.Outcome, c.Status, c.Reason = ledger.ClaimedElsewhere, cur.Status, cur.Reason
 				return c
 			}
-		} else if slot <= j.floor && (req.Trigger != actors.TriggerBackfill || !force) {
+		} else if slot <= j.floor && (req.Trigger != ledger.TriggerBackfill || !force) {
 			// Claimed before the last restart: whether it ran is not kept.
-			c.Outcome, c.Status, c.Reason = actors.ClaimedElsewhere, "claimed", "before the last restart"
+			c.Outcome, c.Status, c.Reason = ledger.ClaimedElsewhere, "claimed", "before the last restart"
 			return c
 		} else if j.lostAt > 0 && ms <= j.lostAt+w.Early.Milliseconds() {
-			if req.Trigger == actors.TriggerSchedule {
-				decide("skipped", actors.SkipStateLost)
-				c.Outcome = actors.StateLost
+			if req.Trigger == ledger.TriggerSchedule {
+				decide("skipped", ledger.SkipStateLost)
+				c.Outcome = ledger.StateLost
 				return c
 			}
 			if !req.IgnorePause {
-				c.Outcome = actors.StateLost
+				c.Outcome = ledger.StateLost
 				return c
 			}
 		}
 	}
 	if req.MaxRuns > 0 { // R6: successes, claims in flight, runs of unknown outcome
 		if j.runs+int64(len(j.inflight))+j.unknown >= req.MaxRuns {
-			decide("skipped", actors.SkipMaxRuns)
-			c.Outcome = actors.MaxRunsReached
+			decide("skipped", ledger.SkipMaxRuns)
+			c.Outcome = ledger.MaxRunsReached
 			return c
 		}
 	}
 	if !req.IgnorePause && j.paused {
-		decide("skipped", actors.SkipPaused)
-		c.Outcome = actors.Paused
+		decide("skipped", ledger.SkipPaused)
+		c.Outcome = ledger.Paused
 		return c
 	}
 	if req.Lease {
@@ -207,12 +207,12 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 				if c.Pending = j.queued; j.queued == 0 {
 					j.queued = slot
 					decide("queued", "")
-					c.Outcome = actors.Queued
+					c.Outcome = ledger.Queued
 					return c
 				}
 			}
-			decide("skipped", actors.SkipOverlap)
-			c.Outcome = actors.Overlap
+			decide("skipped", ledger.SkipOverlap)
+			c.Outcome = ledger.Overlap
 			return c
 		}
 		j.owner, j.expires = req.Owner(), now.Add(req.TTL.Truncate(time.Millisecond))
@@ -221,23 +221,23 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 				c.Takes = p
 			} else {
 				c.Expired, j.queued = p, 0
-				j.put(actors.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "skipped", Reason: actors.SkipExpired,
-					Node: req.Node, Trigger: string(actors.TriggerQueued), Claimed: nowMs})
+				j.put(ledger.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "skipped", Reason: ledger.SkipExpired,
+					Node: req.Node, Trigger: string(ledger.TriggerQueued), Claimed: nowMs})
 			}
 		}
 	}
-	c.Outcome, c.Token = actors.Claimed, j.mint(now.UnixMicro())
+	c.Outcome, c.Token = ledger.Claimed, j.mint(now.UnixMicro())
 	wrote = true
 	if c.Takes > 0 {
 		j.queued = slot
-		j.put(actors.Occurrence{ID: strconv.FormatInt(c.Takes, 10), Slot: c.Takes, Status: "claimed", Node: req.Node,
-			Token: c.Token, Trigger: string(actors.TriggerQueued), RunID: req.RunID, Claimed: nowMs})
+		j.put(ledger.Occurrence{ID: strconv.FormatInt(c.Takes, 10), Slot: c.Takes, Status: "claimed", Node: req.Node,
+			Token: c.Token, Trigger: string(ledger.TriggerQueued), RunID: req.RunID, Claimed: nowMs})
 		j.inflight[strconv.FormatInt(c.Takes, 10)] = nowMs
 		decide("queued", "")
 		return c
 	}
 	if slot == 0 {
-		id = actors.OccurrenceID(0, c.Token)
+		id = ledger.OccurrenceID(0, c.Token)
 	}
 	j.put(rec("claimed", "", c.Token, req.Trigger, req.RunID))
 	j.inflight[id] = nowMs
@@ -246,14 +246,14 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 
 // Finish writes the occurrence's final record, releases the lease and
 // hands it to the pending slot, as finishScript does.
-func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
+func (m *Memory) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	if err := errors.Join(req.Validate(), ctx.Err()); err != nil {
-		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+		return ledger.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
 	}
 	now := time.Now()
 	m.mu.Lock()
 	j := m.job(req.Job)
-	f := actors.Finished{Now: time.UnixMilli(now.UnixMilli())}
+	f := ledger.Finished{Now: time.UnixMilli(now.UnixMilli())}
 	if req.Owner != "" && j.owner == req.Owner {
 		j.owner, f.Released = "", true
 	}
@@ -269,7 +269,7 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 		}
 		delete(j.inflight, o.ID)
 		j.put(o)
-		if o.Status == "ran" && o.Result == actors.ResultSuccess && !counted {
+		if o.Status == "ran" && o.Result == ledger.ResultSuccess && !counted {
 			j.runs++
 		}
 		if o.Status == "ran" {
@@ -284,14 +284,14 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 		switch {
 		case req.MaxRuns > 0 && j.runs >= req.MaxRuns:
 			j.queued = 0
-			j.put(actors.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "skipped", Reason: actors.SkipMaxRuns,
-				Node: node, Trigger: string(actors.TriggerQueued), Claimed: now.UnixMilli()})
+			j.put(ledger.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "skipped", Reason: ledger.SkipMaxRuns,
+				Node: node, Trigger: string(ledger.TriggerQueued), Claimed: now.UnixMilli()})
 		case req.Next != "" && j.fence < math.MaxInt64:
 			j.handedTo, j.handedSlot, j.queued = req.Next, p, 0
 			j.owner, j.expires = req.Next, now.Add(req.TTL.Truncate(time.Millisecond))
 			f.Token = j.mint(now.UnixMicro())
-			j.put(actors.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "claimed", Node: node, Token: f.Token,
-				Trigger: string(actors.TriggerQueued), RunID: runID, Claimed: now.UnixMilli()})
+			j.put(ledger.Occurrence{ID: strconv.FormatInt(p, 10), Slot: p, Status: "claimed", Node: node, Token: f.Token,
+				Trigger: string(ledger.TriggerQueued), RunID: runID, Claimed: now.UnixMilli()})
 			j.inflight[strconv.FormatInt(p, 10)] = now.UnixMilli()
 		default:
 			f.Left = true
@@ -300,24 +300,24 @@ func (m *Memory) Finish(ctx context.Context, req actors.FinishRequest) (actors.F
 	f.Runs, f.Seq = j.runs, j.seq
 	m.mu.Unlock()
 	if conflict {
-		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, ErrRecordConflict)
+		return ledger.Finished{}, fmt.Errorf("finish %q: %w", req.Job, ErrRecordConflict)
 	}
 	if err := m.commit(ctx, req.Job); err != nil {
-		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+		return ledger.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
 	}
 	return f, nil
 }
 
 // Audit records missed occurrences as auditScript does (R8).
-func (m *Memory) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error) {
+func (m *Memory) Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error) {
 	if err := ctx.Err(); err != nil || req.Job == "" {
-		return actors.Audited{}, fmt.Errorf("audit %q: %w", req.Job, errors.Join(err, errEmptyJob(req.Job)))
+		return ledger.Audited{}, fmt.Errorf("audit %q: %w", req.Job, errors.Join(err, errEmptyJob(req.Job)))
 	}
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(req.Job)
-	a := actors.Audited{Now: time.UnixMilli(now.UnixMilli())}
+	a := ledger.Audited{Now: time.UnixMilli(now.UnixMilli())}
 	if req.SeenSeq > j.seq { // R5, as in the claim
 		j.seq, j.lostAt, a.Repaired = req.SeenSeq, now.UnixMilli(), true
 	}
@@ -362,13 +362,13 @@ func (m *Memory) Audit(ctx context.Context, req actors.AuditRequest) (actors.Aud
 		id := strconv.FormatInt(s, 10)
 		if _, ok := j.occ[id]; !ok && s > j.floor {
 			wrote++
-			o := actors.Occurrence{ID: id, Slot: s, Status: "missed", Reason: req.Reason, Node: req.Node,
-				Trigger: string(actors.TriggerSchedule), Claimed: now.UnixMilli()}
+			o := ledger.Occurrence{ID: id, Slot: s, Status: "missed", Reason: req.Reason, Node: req.Node,
+				Trigger: string(ledger.TriggerSchedule), Claimed: now.UnixMilli()}
 			switch {
 			case j.lostAt > 0 && s*1000 <= j.lostAt+req.Early.Milliseconds():
-				o.Status, o.Reason = "skipped", actors.SkipStateLost
+				o.Status, o.Reason = "skipped", ledger.SkipStateLost
 			case req.MaxRuns > 0 && j.runs >= req.MaxRuns:
-				o.Status, o.Reason = "skipped", actors.SkipMaxRuns
+				o.Status, o.Reason = "skipped", ledger.SkipMaxRuns
 			default:
 				a.Missed = append(a.Missed, s)
 			}
@@ -392,27 +392,27 @@ func errEmptyJob(job string) error {
 
 // Occurrences returns the job's records with index score in [from, to],
 // oldest first, as Redis.Occurrences does.
-func (m *Memory) Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
+func (m *Memory) Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("occurrences %q: %w", job, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(job)
-	var out []actors.Occurrence
+	var out []ledger.Occurrence
 	for id, o := range j.occ {
 		if s := j.score(id); s >= from && s <= to {
 			out = append(out, o)
 		}
 	}
-	slices.SortFunc(out, func(a, b actors.Occurrence) int {
+	slices.SortFunc(out, func(a, b ledger.Occurrence) int {
 		return int(j.score(a.ID) - j.score(b.ID))
 	})
 	return out, nil
 }
 
 // History returns up to n of the job's most recent runs, newest first.
-func (m *Memory) History(ctx context.Context, job string, n int) ([]actors.RunRecord, error) {
+func (m *Memory) History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -424,8 +424,8 @@ func (m *Memory) History(ctx context.Context, job string, n int) ([]actors.RunRe
 }
 
 var (
-	_ actors.Unhander = (*Redis)(nil)
-	_ actors.Unhander = (*Memory)(nil)
+	_ ledger.Unhander = (*Redis)(nil)
+	_ ledger.Unhander = (*Memory)(nil)
 )
 
 // Unhand takes back the lease a Finish may have handed to the job's

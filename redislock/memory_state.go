@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
 )
 
 // MemoryStateFile is the name of the memory backend's state file in the
@@ -99,7 +99,7 @@ func OpenMemory(store StateStore) (*Memory, error) {
 		// since 1: the job's ledger began before this process (its state
 		// file), so a catch-up claim is not refused as a new ledger's.
 		m.jobs[name] = &memJob{slot: d.Slot, floor: d.Slot, fence: d.Fence, paused: d.Paused, runs: d.Runs, durable: d,
-			occ: map[string]actors.Occurrence{}, inflight: map[string]int64{}, since: 1}
+			occ: map[string]ledger.Occurrence{}, inflight: map[string]int64{}, since: 1}
 	}
 	m.store = store
 	return m, nil

@@ -15,7 +15,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/statedir"
 )
 
@@ -60,9 +61,9 @@ func TestMemoryState_SurvivesRestart(t *testing.T) {
 	dir := openState(t)
 	m := mustOpenMemory(t, dir)
 	now := nowSlot(t, m)
-	c := mustClaim(t, m, sched("a", now, "n"), actors.Claimed)
+	c := mustClaim(t, m, sched("a", now, "n"), ledger.Claimed)
 	waitPast(t, m, now)
-	mustClaim(t, m, sched("a", now+1, "n"), actors.Overlap)
+	mustClaim(t, m, sched("a", now+1, "n"), ledger.Overlap)
 	if err := m.Pause(ctxT(t), "c"); err != nil {
 		t.Fatal(err)
 	}
@@ -74,14 +75,14 @@ func TestMemoryState_SurvivesRestart(t *testing.T) {
 	if st := mustState(t, r, "c"); !st.Paused {
 		t.Errorf("job c after restart: not paused")
 	}
-	e := mustClaim(t, r, sched("a", now, "other"), actors.ClaimedElsewhere) // the slot claimed before the restart
+	e := mustClaim(t, r, sched("a", now, "other"), ledger.ClaimedElsewhere) // the slot claimed before the restart
 	if e.Token != 0 {
 		t.Errorf("old slot after restart: got %+v", e)
 	}
-	if n := mustClaim(t, r, sched("a", now+1, "n"), actors.Claimed); n.Token <= c.Token {
+	if n := mustClaim(t, r, sched("a", now+1, "n"), ledger.Claimed); n.Token <= c.Token {
 		t.Errorf("token after restart: %d, want > %d", n.Token, c.Token)
 	}
-	mustClaim(t, r, sched("c", now, "n"), actors.Paused)
+	mustClaim(t, r, sched("c", now, "n"), ledger.Paused)
 	if err := r.Resume(ctxT(t), "c"); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestMemoryState_FileFormat(t *testing.T) {
 	dir := openState(t)
 	m := mustOpenMemory(t, dir)
 	now := nowSlot(t, m)
-	c := mustClaim(t, m, sched("backup", now, "n"), actors.Claimed)
+	c := mustClaim(t, m, sched("backup", now, "n"), ledger.Claimed)
 	m.State(ctxT(t), "never-claimed") // creates an empty entry, which is not written
 	if err := m.Pause(ctxT(t), "p"); err != nil {
 		t.Fatal(err)
@@ -250,7 +251,7 @@ func TestMemoryState_WriteFailureFailsTheClaim(t *testing.T) {
 	}
 	defer dir.Close()
 	m := mustOpenMemory(t, dir)
-	mustClaim(t, m, manualReq("j"), actors.Claimed)
+	mustClaim(t, m, manualReq("j"), ledger.Claimed)
 	if err := os.RemoveAll(path); err != nil { // a real fault: the directory is gone
 		t.Fatal(err)
 	}
@@ -271,7 +272,7 @@ func TestMemoryState_WriteFailureFailsTheClaim(t *testing.T) {
 	if err := m.Pause(ctxT(t), "p"); err != nil { // the same change again: written this time
 		t.Fatalf("pause again with the directory back: %v", err)
 	}
-	c := mustClaim(t, m, manualReq("j"), actors.Claimed)
+	c := mustClaim(t, m, manualReq("j"), ledger.Claimed)
 	r := mustOpenMemory(t, dir)
 	if st := mustState(t, r, "j"); st.Fence != c.Token {
 		t.Errorf("after restart: got token %d, want %d", st.Fence, c.Token)
@@ -293,7 +294,7 @@ func TestMemoryState_ClaimReturnsAfterTheWrite(t *testing.T) {
 		wg.Go(func() {
 			for slot := int64(1); slot <= slots; slot++ {
 				c, err := m.Claim(ctxT(t), manualReq(job))
-				if err != nil || c.Outcome != actors.Claimed {
+				if err != nil || c.Outcome != ledger.Claimed {
 					t.Errorf("%s slot %d: got %+v, %v", job, slot, c, err)
 					return
 				}
@@ -464,7 +465,7 @@ func BenchmarkEncodeMemState10k(b *testing.B) {
 
 func mustClaimB(b *testing.B, m *Memory, job string, slot int64) {
 	c, err := m.Claim(context.Background(), manualReq(job))
-	if err != nil || c.Outcome != actors.Claimed {
+	if err != nil || c.Outcome != ledger.Claimed {
 		b.Fatalf("claim %s slot %d: got %v, %v", job, slot, c.Outcome, err)
 	}
 }

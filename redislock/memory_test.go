@@ -3,10 +3,11 @@ package redislock
 import (
 	"context"
 	"errors"
-	"github.com/cronlock/cronlock/actors"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 )
 
 // In a synctest bubble time.Now is the bubble's clock, so the lease expires
@@ -17,7 +18,7 @@ func TestMemory_LeaseExpiresAtTTLInBubble(t *testing.T) {
 		ctx := context.Background()
 		req := leaseReq("j", time.Second)
 		first, err := m.Claim(ctx, req)
-		if c := first; err != nil || c.Outcome != actors.Claimed {
+		if c := first; err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("claim: got %v, %v; want claimed", c.Outcome, err)
 		}
 		time.Sleep(999 * time.Millisecond)
@@ -28,11 +29,11 @@ func TestMemory_LeaseExpiresAtTTLInBubble(t *testing.T) {
 			t.Fatalf("renew at 999ms: got %v, want nil", err)
 		}
 		time.Sleep(time.Second)
-		if _, err := m.Renew(ctx, "j", req.Owner(), time.Second); !errors.Is(err, actors.ErrNotHeld) {
+		if _, err := m.Renew(ctx, "j", req.Owner(), time.Second); !errors.Is(err, ledger.ErrNotHeld) {
 			t.Fatalf("renew after ttl: got %v, want actors.ErrNotHeld", err)
 		}
 		req.Node = "b"
-		if c, err := m.Claim(ctx, req); err != nil || c.Outcome != actors.Claimed || c.Token <= first.Token {
+		if c, err := m.Claim(ctx, req); err != nil || c.Outcome != ledger.Claimed || c.Token <= first.Token {
 			t.Fatalf("claim after expiry: got %+v, %v; want claimed, token > %d", c, err, first.Token)
 		}
 	})

@@ -5,12 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/cronlock/cronlock/actors"
 	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/redis/rueidis"
 )
@@ -233,7 +234,7 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 	case err != nil:
 		return 0, fmt.Errorf("renew %q: %w", job, explainScript(err))
 	case n < 0:
-		return 0, fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
+		return 0, fmt.Errorf("renew %q: %w", job, ledger.ErrNotHeld)
 	}
 	return n, nil
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cronlock/cronlock/actors"
 	"strconv"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/redis/rueidis"
 )
@@ -61,7 +62,7 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 		st.Seq, err = parseInt(h, "seq")
 	}
 	if err == nil && h["last"] != "" {
-		var o actors.Occurrence
+		var o ledger.Occurrence
 		o, err = decodeOccurrence(h["last"], nil)
 		last := o.RunRecord()
 		last.OutputTail = ""

@@ -3,11 +3,12 @@ package redislock
 import (
 	"context"
 	"errors"
-	"github.com/cronlock/cronlock/actors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/redis/rueidis"
@@ -68,7 +69,7 @@ func waitPing(t testing.TB, r *Redis) {
 func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
-	mustClaim(t, r, manualReq("j"), actors.Claimed) // loads the scripts (EVALSHA, NOSCRIPT, EVAL)
+	mustClaim(t, r, manualReq("j"), ledger.Claimed) // loads the scripts (EVALSHA, NOSCRIPT, EVAL)
 	if _, err := r.Release(ctxT(t), "j", "x:y"); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 	const n = 50
 	for i := int64(2); i < 2+n; i++ {
 		req := leaseReq("j", time.Minute)
-		mustClaim(t, r, req, actors.Claimed)
+		mustClaim(t, r, req, ledger.Claimed)
 		if ok, err := r.Release(ctxT(t), "j", req.Owner()); err != nil || !ok {
 			t.Fatalf("release: %v %v", ok, err)
 		}
@@ -96,10 +97,10 @@ func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 func TestRedis_ScriptReloadedAfterRestart(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
-	before := mustClaim(t, r, manualReq("j"), actors.Claimed)
+	before := mustClaim(t, r, manualReq("j"), ledger.Claimed)
 	srv.Restart() // no persistence: state and scripts are gone
 	waitPing(t, r)
-	if c := mustClaim(t, r, manualReq("j"), actors.Claimed); c.Token <= before.Token {
+	if c := mustClaim(t, r, manualReq("j"), ledger.Claimed); c.Token <= before.Token {
 		t.Fatalf("token after the restart: got %d, want > %d (docs/protocol.md R4)", c.Token, before.Token)
 	}
 	st := cmdstats(t, raw(t, srv.Addr()))
@@ -143,7 +144,7 @@ func TestRedis_NewWhileDownConnectsLater(t *testing.T) {
 	}
 	srv.Restart()
 	waitPing(t, r)
-	mustClaim(t, r, manualReq("j"), actors.Claimed)
+	mustClaim(t, r, manualReq("j"), ledger.Claimed)
 }
 
 func TestRedis_NoDeadlineUsesCallTimeout(t *testing.T) {
@@ -177,7 +178,7 @@ func TestRedis_PartitionTimesOutThenRecovers(t *testing.T) {
 	srv := redistest.Start(t)
 	p := redistest.NewProxy(t, srv.Addr())
 	r := newRedis(t, p.Addr(), Options{CallTimeout: 300 * time.Millisecond})
-	mustClaim(t, r, manualReq("j"), actors.Claimed)
+	mustClaim(t, r, manualReq("j"), ledger.Claimed)
 	p.Cut()
 	if _, err := r.Claim(context.Background(), manualReq("j")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("claim while cut off: got %v, want deadline exceeded", err)
@@ -185,7 +186,7 @@ func TestRedis_PartitionTimesOutThenRecovers(t *testing.T) {
 	p.Restore()
 	waitPing(t, r)
 	// The timed-out claim of slot 2 may or may not have been applied.
-	if c := mustClaim(t, r, manualReq("j"), actors.Claimed); c.Token < 2 {
+	if c := mustClaim(t, r, manualReq("j"), ledger.Claimed); c.Token < 2 {
 		t.Fatalf("fence after partition: got %d, want ≥ 2", c.Token)
 	}
 }
@@ -196,14 +197,14 @@ func TestRedis_KeysFollowSpec(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:"})
 	held := leaseReq("backup", time.Minute)
-	mustClaim(t, r, held, actors.Claimed)
+	mustClaim(t, r, held, ledger.Claimed)
 	base := time.Now().Add(-time.Hour).Unix()
 	for i := range int64(5) {
 		req := sched("backup", base+i, "n") // past slots (by backfill): old enough to be trimmed
-		req.Trigger, req.Lease, req.IgnorePause, req.Retention = actors.TriggerBackfill, false, true, actors.Retention{Max: 3}
-		c := mustClaim(t, r, req, actors.Claimed)
-		if _, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "backup", Record: actors.RunRecord{RunID: req.RunID,
-			Slot: req.Slot, Trigger: actors.TriggerBackfill, Node: "n", Fence: c.Token, Result: actors.ResultSuccess, Claimed: c.Now}}); err != nil {
+		req.Trigger, req.Lease, req.IgnorePause, req.Retention = ledger.TriggerBackfill, false, true, ledger.Retention{Max: 3}
+		c := mustClaim(t, r, req, ledger.Claimed)
+		if _, err := r.Finish(ctxT(t), ledger.FinishRequest{Job: "backup", Record: ledger.RunRecord{RunID: req.RunID,
+			Slot: req.Slot, Trigger: ledger.TriggerBackfill, Node: "n", Fence: c.Token, Result: ledger.ResultSuccess, Claimed: c.Now}}); err != nil {
 			t.Fatal(err)
 		}
 	}

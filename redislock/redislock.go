@@ -27,7 +27,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
 )
 
 // DefaultKeyPrefix is the key prefix when Options.KeyPrefix is empty.
@@ -49,7 +49,7 @@ type JobState struct {
 	Pending     int64         // the pending slot (overlap queue, replace), 0 if none
 	// Last is the last recorded run, nil if the job never ran. Its
 	// OutputTail is empty: read it with History.
-	Last *actors.RunRecord
+	Last *ledger.RunRecord
 }
 
 // validateLease checks Renew and Release arguments (ttl < 0 means "unused").
@@ -68,10 +68,10 @@ func validateLease(job, owner string, ttl time.Duration) error {
 // tail returns the last MaxOutputTail bytes of s, starting at a rune
 // boundary.
 func tail(s string) string {
-	if len(s) <= actors.MaxOutputTail {
+	if len(s) <= ledger.MaxOutputTail {
 		return s
 	}
-	s = s[len(s)-actors.MaxOutputTail:]
+	s = s[len(s)-ledger.MaxOutputTail:]
 	for i := 0; i < utf8.UTFMax && i < len(s); i++ {
 		if utf8.RuneStart(s[i]) {
 			return s[i:]
@@ -82,6 +82,6 @@ func tail(s string) string {
 
 // Both backends implement the actors' Locker.
 var (
-	_ actors.Locker = (*Redis)(nil)
-	_ actors.Locker = (*Memory)(nil)
+	_ ledger.Locker = (*Redis)(nil)
+	_ ledger.Locker = (*Memory)(nil)
 )

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -23,7 +24,7 @@ func TestClaim_MinReplicasAcked(t *testing.T) {
 	now := nowSlot(t, r)
 	first := sched("backup", now-1, "n1")
 	c, err := r.Claim(ctxT(t), first)
-	if err != nil || c.Outcome != actors.Claimed || c.Replicas != 1 {
+	if err != nil || c.Outcome != ledger.Claimed || c.Replicas != 1 {
 		t.Fatalf("claim with the replica up: got %+v, %v; want claimed, 1 replica", c, err)
 	}
 	if _, err := r.Release(ctxT(t), "backup", first.Owner()); err != nil {
@@ -38,7 +39,7 @@ func TestClaim_MinReplicasAcked(t *testing.T) {
 	start := time.Now()
 	c, err = r.Claim(ctxT(t), second)
 	took := time.Since(start)
-	if err != nil || c.Outcome != actors.NotReplicated || c.Replicas != 0 || c.Token == 0 {
+	if err != nil || c.Outcome != ledger.NotReplicated || c.Replicas != 0 || c.Token == 0 {
 		t.Fatalf("claim with the replica stopped: got %+v, %v; want not_replicated, 0 replicas, a token", c, err)
 	}
 	if took < ackTimeout {
@@ -49,11 +50,11 @@ func TestClaim_MinReplicasAcked(t *testing.T) {
 	}
 	start = time.Now()
 	c, err = r.Claim(ctxT(t), sched("backup", now, "n2"))
-	if err != nil || c.Outcome != actors.ClaimedElsewhere || time.Since(start) >= ackTimeout {
+	if err != nil || c.Outcome != ledger.ClaimedElsewhere || time.Since(start) >= ackTimeout {
 		t.Errorf("a losing claim: got %+v, %v after %v; want claimed_elsewhere without waiting", c, err, time.Since(start))
 	}
-	if got := actors.NotReplicated.String(); got != actors.SkipNotReplicated {
-		t.Errorf("NotReplicated.String(): got %q, want %q", got, actors.SkipNotReplicated)
+	if got := ledger.NotReplicated.String(); got != ledger.SkipNotReplicated {
+		t.Errorf("NotReplicated.String(): got %q, want %q", got, ledger.SkipNotReplicated)
 	}
 }
 
@@ -65,7 +66,7 @@ func TestClaim_MinReplicasAckedAfterScriptFlush(t *testing.T) {
 	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1})
 	master.Do("SCRIPT", "FLUSH")
 	c, err := r.Claim(ctxT(t), leaseReq("j", time.Second))
-	if err != nil || c.Outcome != actors.Claimed || c.Replicas != 1 {
+	if err != nil || c.Outcome != ledger.Claimed || c.Replicas != 1 {
 		t.Fatalf("claim after SCRIPT FLUSH: got %+v, %v; want claimed by 1 replica", c, err)
 	}
 }
@@ -82,7 +83,7 @@ func TestTopologies_ClusterMinReplicasAcked(t *testing.T) {
 	t.Cleanup(r.Close)
 	for _, job := range []string{"a", "b", "c", "d"} {
 		cl, err := r.Claim(ctxT(t), leaseReq(job, time.Second))
-		if err != nil || cl.Outcome != actors.Claimed || cl.Replicas != 1 {
+		if err != nil || cl.Outcome != ledger.Claimed || cl.Replicas != 1 {
 			t.Errorf("claim of %s on shard %d: got %+v, %v; want claimed, acknowledged by 1 replica", job, c.Shard(r.Key("job", job)), cl, err)
 		}
 	}
@@ -103,7 +104,7 @@ func TestFinish_MinReplicasAckedHandOver(t *testing.T) {
 	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: 3 * time.Second})
 	short := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: ackTimeout})
 	now := nowSlot(t, r)
-	claim := func(slot int64, node string) (actors.Claim, string) {
+	claim := func(slot int64, node string) (ledger.Claim, string) {
 		t.Helper()
 		req := sched("q", slot, node)
 		req.TTL, req.Queue = 10*time.Second, true
@@ -113,21 +114,21 @@ func TestFinish_MinReplicasAckedHandOver(t *testing.T) {
 		}
 		return c, req.Owner()
 	}
-	finish := func(r *Redis, owner, next string) (actors.Finished, time.Duration) {
+	finish := func(r *Redis, owner, next string) (ledger.Finished, time.Duration) {
 		t.Helper()
 		start := time.Now()
-		f, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "q", Owner: owner, Next: next, TTL: 10 * time.Second,
-			Record: actors.RunRecord{RunID: owner, Slot: runs.Add(1), Fence: 1, Result: actors.ResultSuccess}})
+		f, err := r.Finish(ctxT(t), ledger.FinishRequest{Job: "q", Owner: owner, Next: next, TTL: 10 * time.Second,
+			Record: ledger.RunRecord{RunID: owner, Slot: runs.Add(1), Fence: 1, Result: ledger.ResultSuccess}})
 		if err != nil {
 			t.Fatalf("finish: %v", err)
 		}
 		return f, time.Since(start)
 	}
 	c, a := claim(now-1, "n1")
-	if c.Outcome != actors.Claimed || c.Replicas != 1 {
+	if c.Outcome != ledger.Claimed || c.Replicas != 1 {
 		t.Fatalf("first claim: got %+v, want claimed by 1 replica", c)
 	}
-	if c, _ := claim(now, "n2"); c.Outcome != actors.Queued {
+	if c, _ := claim(now, "n2"); c.Outcome != ledger.Queued {
 		t.Fatalf("second claim: got %+v, want queued", c)
 	}
 	f, _ := finish(r, a, "n1:c")
@@ -135,7 +136,7 @@ func TestFinish_MinReplicasAckedHandOver(t *testing.T) {
 		t.Fatalf("hand-over with the replica up: got %+v, want slot %d handed on, acknowledged by 1 replica", f, now)
 	}
 	waitPast(t, r, now)
-	if c, _ := claim(now+1, "n2"); c.Outcome != actors.Queued {
+	if c, _ := claim(now+1, "n2"); c.Outcome != ledger.Queued {
 		t.Fatalf("third claim: got %+v, want queued", c)
 	}
 	replica.Kill()

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/subscription"
 	"github.com/cronlock/cronlock/redislock"
@@ -243,7 +245,7 @@ func (t *Taker) handle(ctx context.Context, req redislock.RunRequest) {
 	st := redislock.RunStatus{ID: req.ID, Node: t.o.Node}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		st.State, st.Skip, st.Error = redislock.RunRefused, actors.SkipShuttingDown, err.Error()
+		st.State, st.Skip, st.Error = redislock.RunRefused, ledger.SkipShuttingDown, err.Error()
 	case err != nil:
 		st.State, st.Skip, st.Error = redislock.RunRefused, SkipNotHeld, err.Error()
 	default:

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
@@ -167,7 +169,7 @@ func TestStatus(t *testing.T) {
 	if fin.State != redislock.RunFinished || fin.RunID != "run" || fin.ExitCode != 2 || fin.Result != "failure" {
 		t.Errorf("finished: %+v", fin)
 	}
-	ref := status("id", "n1", actors.Ran{Skip: actors.SkipOverlap})
+	ref := status("id", "n1", actors.Ran{Skip: ledger.SkipOverlap})
 	if ref.State != redislock.RunRefused || ref.Skip != "overlap" {
 		t.Errorf("refused: %+v", ref)
 	}

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/engine"
@@ -30,14 +31,14 @@ const opsCallTimeout = 5 * time.Second
 // opsBackend is what the operator commands need from a lock backend.
 // Implemented by *redislock.Redis and *redislock.Memory.
 type opsBackend interface {
-	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
+	Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error)
 	Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error)
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
-	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
+	Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error)
+	History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error)
 	State(ctx context.Context, job string) (redislock.JobState, error)
-	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
-	Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error)
+	Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error)
+	Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error)
 	Close()
 }
 
@@ -231,7 +232,7 @@ func (s *opsSession) runs(ctx context.Context, job string, n int, tail bool) ([]
 }
 
 // occurrences returns job's ledger records that q selects, newest first.
-func (s *opsSession) occurrences(ctx context.Context, job string, q control.OccurrenceQuery) ([]actors.Occurrence, error) {
+func (s *opsSession) occurrences(ctx context.Context, job string, q control.OccurrenceQuery) ([]ledger.Occurrence, error) {
 	if s.daemon != nil {
 		return s.daemon.occurrences(ctx, job, q)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/control"
@@ -21,7 +23,7 @@ import (
 func (s *opsSession) runOnCluster(ctx context.Context, env *runEnv, j config.Job, rf runFlags) (code int, asked bool) {
 	job := j.Name
 	if ctx.Err() != nil {
-		return opsFail(env, "run", 1, s.refusal(ctx, job, actors.Ran{Skip: actors.SkipShuttingDown})), true
+		return opsFail(env, "run", 1, s.refusal(ctx, job, actors.Ran{Skip: ledger.SkipShuttingDown})), true
 	}
 	cctx, cancel := s.call(ctx)
 	cluster, err := control.Nodes(cctx, s.redis, time.Now())
@@ -102,7 +104,7 @@ func (s *opsSession) reportRemote(ctx context.Context, env *runEnv, job string, 
 	switch {
 	case st.ExitCode > 0:
 		return st.ExitCode
-	case st.Result != actors.ResultSuccess:
+	case st.Result != ledger.ResultSuccess:
 		return 1
 	}
 	return 0

@@ -15,7 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/control"
@@ -134,8 +135,8 @@ func (c *daemonClient) runs(ctx context.Context, job string, n int) ([]*control.
 }
 
 // occurrences returns job's ledger records that q selects, newest first.
-func (c *daemonClient) occurrences(ctx context.Context, job string, q control.OccurrenceQuery) ([]actors.Occurrence, error) {
-	var rows []actors.Occurrence
+func (c *daemonClient) occurrences(ctx context.Context, job string, q control.OccurrenceQuery) ([]ledger.Occurrence, error) {
+	var rows []ledger.Occurrence
 	v := url.Values{"from": {strconv.FormatInt(q.From, 10)}, "to": {strconv.FormatInt(q.To, 10)},
 		"status": {q.Status}, "limit": {strconv.Itoa(q.Limit)}}
 	err := c.call(ctx, "GET", jobPath(job, "/occurrences?"+v.Encode()), nil, &rows)

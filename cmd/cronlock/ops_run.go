@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/control"
@@ -149,15 +151,15 @@ func isTerminal(w io.Writer) bool {
 // refusal explains why a manual run did not start, with the fix.
 func (s *opsSession) refusal(ctx context.Context, job string, ran actors.Ran) error {
 	switch ran.Skip {
-	case actors.SkipPaused:
+	case ledger.SkipPaused:
 		return fmt.Errorf("job %s is paused; not started (cronlock resume %s, or -force to run it anyway)", job, job)
-	case actors.SkipDisabled:
+	case ledger.SkipDisabled:
 		return fmt.Errorf("job %s is disabled (enabled: false); not started (-force runs it anyway)", job)
-	case actors.SkipOverlap:
+	case ledger.SkipOverlap:
 		return fmt.Errorf("job %s is running on %s (lease held); not started", job, s.holder(ctx, job))
-	case actors.SkipShuttingDown:
+	case ledger.SkipShuttingDown:
 		return fmt.Errorf("job %s: interrupted before it started; not started", job)
-	case actors.SkipRedisError:
+	case ledger.SkipRedisError:
 		return s.redisHint(ran.Err)
 	}
 	if ran.Err != nil && ran.Err.Error() != "" {
@@ -192,7 +194,7 @@ func exitCode(fin actors.RunFinished) int {
 		return 128 + int(fin.Signal)
 	case fin.ExitCode > 0:
 		return fin.ExitCode
-	case fin.Result != actors.ResultSuccess:
+	case fin.Result != ledger.ResultSuccess:
 		return 1
 	}
 	return 0

@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/statedir"
 )
 
-func history(t *testing.T, r *redislock.Redis, job string) []actors.RunRecord {
+func history(t *testing.T, r *redislock.Redis, job string) []ledger.RunRecord {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -89,9 +90,9 @@ func TestRun_LeaseHeldElsewhere(t *testing.T) {
 	cfg, r, addr := opsRedis(t, "echo should-not-run")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := r.Claim(ctx, actors.ClaimRequest{Job: "backup", Trigger: actors.TriggerManual, Node: "node-2", RunID: "abc",
+	c, err := r.Claim(ctx, ledger.ClaimRequest{Job: "backup", Trigger: ledger.TriggerManual, Node: "node-2", RunID: "abc",
 		TTL: time.Minute, Lease: true})
-	if err != nil || c.Outcome != actors.Claimed {
+	if err != nil || c.Outcome != ledger.Claimed {
 		t.Fatalf("claim: %v %v", c, err)
 	}
 	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
@@ -159,7 +160,7 @@ func TestRun_RetriesHooksTriggerAndJobSettings(t *testing.T) {
 		t.Errorf("on_success saw %q, want %q", got, "manual success 2 hello")
 	}
 	recs := history(t, r, "backup")
-	if len(recs) != 1 || recs[0].Trigger != actors.TriggerManual || recs[0].Attempts != 2 || recs[0].Result != "success" {
+	if len(recs) != 1 || recs[0].Trigger != ledger.TriggerManual || recs[0].Attempts != 2 || recs[0].Result != "success" {
 		t.Errorf("got history %+v, want one successful manual run of 2 attempts", recs)
 	}
 	if code, out, _ := runCLI(t, nil, "history", "-config", cfg, "backup"); code != 0 || !strings.Contains(out, "manual") {

@@ -10,7 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/control"
 )
@@ -254,7 +255,7 @@ func historyQuery(fromS, toS, status string, missed bool, n int, now time.Time) 
 
 // printOccurrences prints ledger records as an aligned table; instants in
 // UTC.
-func printOccurrences(env *runEnv, rows []actors.Occurrence) {
+func printOccurrences(env *runEnv, rows []ledger.Occurrence) {
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tSTATUS\tRESULT OR REASON\tNODE\tTRIGGER\tSTARTED\tDURATION\tTOKEN\t")
 	for _, o := range rows {

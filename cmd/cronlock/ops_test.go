@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/internal/redistest"
@@ -59,10 +60,10 @@ func record(t *testing.T, r *redislock.Redis, job, node string, start time.Time,
 	if exit != 0 {
 		result = "failure"
 	}
-	rec := actors.RunRecord{RunID: node + start.Format("150405"), Slot: start.Truncate(time.Minute).Unix(),
+	rec := ledger.RunRecord{RunID: node + start.Format("150405"), Slot: start.Truncate(time.Minute).Unix(),
 		Node: node, Start: start, End: start.Add(1500 * time.Millisecond), Attempts: 1, Result: result,
 		ExitCode: exit, Fence: 7, OutputTail: "out of " + node}
-	if _, err := r.Finish(ctx, actors.FinishRequest{Job: job, Record: rec}); err != nil {
+	if _, err := r.Finish(ctx, ledger.FinishRequest{Job: job, Record: rec}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -163,9 +164,9 @@ func TestHistory_NewestFirstJSON(t *testing.T) {
 	record(t, r, "backup", "node-2", t0.Add(time.Hour), 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	lost := actors.RunRecord{RunID: "node-3", Slot: t0.Add(2 * time.Hour).Unix(), Trigger: actors.TriggerSchedule,
-		Node: "node-3", Fence: 8, Skip: actors.SkipLockLost}
-	if _, err := r.Finish(ctx, actors.FinishRequest{Job: "backup", Record: lost}); err != nil {
+	lost := ledger.RunRecord{RunID: "node-3", Slot: t0.Add(2 * time.Hour).Unix(), Trigger: ledger.TriggerSchedule,
+		Node: "node-3", Fence: 8, Skip: ledger.SkipLockLost}
+	if _, err := r.Finish(ctx, ledger.FinishRequest{Job: "backup", Record: lost}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -173,14 +174,14 @@ func TestHistory_NewestFirstJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("history: exit %d, stderr %q", code, errs)
 	}
-	var occ []actors.Occurrence
+	var occ []ledger.Occurrence
 	if err := json.Unmarshal([]byte(out), &occ); err != nil {
 		t.Fatalf("history -json: %v in %q", err, out)
 	}
 	if len(occ) != 3 || occ[0].Node != "node-3" || occ[1].Node != "node-2" || occ[2].Node != "node-1" {
 		t.Fatalf("got %+v, want node-3, node-2, node-1", occ)
 	}
-	if o := occ[0]; o.Status != "skipped" || o.Reason != actors.SkipLockLost || o.Slot != t0.Add(2*time.Hour).Unix() {
+	if o := occ[0]; o.Status != "skipped" || o.Reason != ledger.SkipLockLost || o.Slot != t0.Add(2*time.Hour).Unix() {
 		t.Errorf("got newest %+v, want skipped lock_lost at 04:00Z", o)
 	}
 	if o := occ[1]; o.Status != "ran" || o.Result != "failure" || o.ExitCode != 4 || o.Slot != t0.Add(time.Hour).Unix() ||

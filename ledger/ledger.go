@@ -1,4 +1,9 @@
-package actors
+// Package ledger is the exactly-once protocol's contract (docs/protocol.md):
+// the backend interface (Locker), the requests and answers it exchanges,
+// the skip reasons and run results, and its sentinel errors. The runtime
+// (actors) and every backend (redislock, the memory backend) import it;
+// it imports neither.
+package ledger
 
 import (
 	"context"
@@ -7,12 +12,6 @@ import (
 	"strconv"
 	"time"
 )
-
-// This file holds the types of the exactly-once protocol (docs/protocol.md)
-// on the consumer side: the actors declare what they need from a
-// coordination backend (Locker) and the values it exchanges, and the
-// adapters in redislock implement it. The adapter depends on the domain,
-// never the reverse.
 
 // Locker is the coordination backend the actors use (docs/protocol.md).
 // Every method makes one round trip, blocks until it answers or ctx ends,
@@ -77,7 +76,7 @@ type Retention struct {
 	Max int
 }
 
-// Default retention of the ledger (ledger.retention, ledger.max_occurrences).
+// Default retention of the ledger (retention, max_occurrences).
 const (
 	DefaultRetentionAge = 7 * 24 * time.Hour
 	DefaultRetentionMax = 100
@@ -422,7 +421,7 @@ func (e *ClaimRefusedError) Unwrap() error { return e.Err }
 // ErrNotHeld means the lease key does not hold the caller's owner value (it
 // expired or another node took it). Renew returns it wrapped; check it with
 // errors.Is.
-var ErrNotHeld = errors.New("actors: lease not held")
+var ErrNotHeld = errors.New("ledger: lease not held")
 
 // Trigger says why a run started; it is data on the one run path, carried
 // into the history record and the CRONLOCK_TRIGGER variable.
