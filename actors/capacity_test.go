@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/nodeload"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -25,12 +25,12 @@ type capNode struct {
 	stop func()
 }
 
-func startCapNode(t *testing.T, node, job, command string, mem *redislock.Memory, load *nodeload.Load) *capNode {
+func startCapNode(t *testing.T, node, job, command string, mem *memory.Memory, load *nodeload.Load) *capNode {
 	t.Helper()
 	return startCapNodeJob(t, node, testJob(t, job, command), mem, load)
 }
 
-func startCapNodeJob(t *testing.T, node string, cfg config.Job, mem *redislock.Memory, load *nodeload.Load) *capNode {
+func startCapNodeJob(t *testing.T, node string, cfg config.Job, mem *memory.Memory, load *nodeload.Load) *capNode {
 	t.Helper()
 	job := cfg.Name
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -77,7 +77,7 @@ func rankedSlot(after time.Time, job, node string, rank int, ids []string) time.
 // room.
 func TestJob_MaxParallel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		load1 := nodeload.New(1, true, nil)
 		a1 := startCapNode(t, "n1", "a", "sleep 10s", mem, load1)
 		b1 := startCapNode(t, "n1", "b", "exit 0", mem, load1)
@@ -145,7 +145,7 @@ func TestJob_MaxParallel(t *testing.T) {
 // given back once it ends.
 func TestJob_MaxParallelQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		load := nodeload.New(1, true, nil)
 		cfg := testJob(t, "q", "sleep 2500ms")
 		cfg.Overlap, cfg.CatchupWindow = config.OverlapQueue, 5*time.Second // the pending slot runs after its next came due (R7)
@@ -194,7 +194,7 @@ func TestJob_MaxParallelQueue(t *testing.T) {
 // winner, not which fire arrived first.
 func TestJob_ClaimOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		load1, load2 := nodeload.New(0, true, nil), nodeload.New(0, true, nil)
 		load1.SetPeers("n1", []nodeload.Peer{{ID: "n2"}}, time.Hour)
 		load2.SetPeers("n2", []nodeload.Peer{{ID: "n1"}}, time.Hour)

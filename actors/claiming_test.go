@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -13,7 +14,6 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -24,7 +24,7 @@ import (
 // error when the delay outlasts it. The Memory can be swapped for an empty
 // one: Redis restarted without persistence.
 type slowLocker struct {
-	mem         atomic.Pointer[redislock.Memory]
+	mem         atomic.Pointer[memory.Memory]
 	delay       atomic.Int64 // time.Duration, of each claim
 	finishDelay atomic.Int64 // time.Duration, of each finish (release and record)
 	claims      atomic.Int32
@@ -32,7 +32,7 @@ type slowLocker struct {
 
 func newSlowLocker() *slowLocker {
 	l := &slowLocker{}
-	l.mem.Store(redislock.NewMemory())
+	l.mem.Store(memory.NewMemory())
 	return l
 }
 
@@ -286,7 +286,7 @@ func TestJob_RepairsStateRedisLost(t *testing.T) {
 			}
 			last = fin.Fence
 		}
-		l.mem.Store(redislock.NewMemory()) // restarted empty
+		l.mem.Store(memory.NewMemory()) // restarted empty
 		for i := 3; i <= 6; i++ {
 			slot := s.Add(time.Duration(i) * time.Second)
 			time.Sleep(time.Until(slot))

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -12,13 +13,12 @@ import (
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
 // finishRecorder is the memory backend, recording the FinishRequests.
 type finishRecorder struct {
-	*redislock.Memory
+	*memory.Memory
 	mu   sync.Mutex
 	reqs []ledger.FinishRequest
 }
@@ -41,7 +41,7 @@ func TestJob_HandOverTakesReloadedSettings(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := testJob(t, "q", "sleep 2500ms")
 		cfg.Overlap, cfg.CatchupWindow = config.OverlapQueue, 5*time.Second // the pending slots run after their next came due (R7)
-		locker := &finishRecorder{Memory: redislock.NewMemory()}
+		locker := &finishRecorder{Memory: memory.NewMemory()}
 		metrics := NewMetrics(nil)
 		metrics.InitJob(cfg.Name)
 		results, kill := make(chan RunFinished, 10), make(chan struct{})

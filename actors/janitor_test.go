@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,7 +14,6 @@ import (
 
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/fakeproc"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -23,7 +23,7 @@ import (
 // are left alone.
 func TestJanitor_SweepReleasesPhantomLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := &countingLocker{Memory: redislock.NewMemory()}
+		mem := &countingLocker{Memory: memory.NewMemory()}
 		if c, err := mem.Claim(t.Context(), manualClaim("j", "n1", "phantom", time.Hour)); err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("claim: %+v, %v", c, err)
 		}
@@ -53,7 +53,7 @@ func TestJanitor_SweepReleasesPhantomLeases(t *testing.T) {
 
 // countingLocker counts Release calls.
 type countingLocker struct {
-	*redislock.Memory
+	*memory.Memory
 	releases atomic.Int32
 }
 
@@ -65,7 +65,7 @@ func (c *countingLocker) Release(ctx context.Context, job, owner string) (bool, 
 // lossyFinish loses the answers of the first finishes: the first is
 // applied and then fails (its answer lost), the second fails unapplied.
 type lossyFinish struct {
-	*redislock.Memory
+	*memory.Memory
 	calls atomic.Int32
 }
 
@@ -86,7 +86,7 @@ func (l *lossyFinish) Finish(ctx context.Context, req ledger.FinishRequest) (led
 // released.
 func TestJanitor_FailedFinishIsSentAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := &lossyFinish{Memory: redislock.NewMemory()}
+		mem := &lossyFinish{Memory: memory.NewMemory()}
 		jan := NewJanitor(zap.NewNop(), mem, 4)
 		jctx, stopJanitor := context.WithCancel(t.Context())
 		janDone := make(chan error, 1)
@@ -129,7 +129,7 @@ func TestJanitor_FailedFinishIsSentAgain(t *testing.T) {
 
 // refusingFinish refuses every finish of job "bad" (a server that keeps
 // answering an error: full memory, a key of the wrong type).
-type refusingFinish struct{ *redislock.Memory }
+type refusingFinish struct{ *memory.Memory }
 
 func (r refusingFinish) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	if req.Job == "bad" {
@@ -142,7 +142,7 @@ func (r refusingFinish) Finish(ctx context.Context, req ledger.FinishRequest) (l
 // releases nor the other finishes.
 func TestJanitor_RefusedFinishHoldsNothingBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := refusingFinish{redislock.NewMemory()}
+		mem := refusingFinish{memory.NewMemory()}
 		if c, err := mem.Claim(t.Context(), manualClaim("j", "n1", "phantom", time.Hour)); err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("claim: %+v, %v", c, err)
 		}
@@ -173,7 +173,7 @@ func TestJanitor_RefusedFinishHoldsNothingBack(t *testing.T) {
 // is logged as an error naming the job: that pending slot does not run.
 func TestJanitor_HandedOnLeaseReleasedIsAnError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		if c, err := mem.Claim(t.Context(), manualClaim("q", "n1", "next", time.Hour)); err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("claim: %+v, %v", c, err)
 		}
@@ -190,7 +190,7 @@ func TestJanitor_HandedOnLeaseReleasedIsAnError(t *testing.T) {
 // with a warning naming it.
 func TestJanitor_HandedOnSlotPutBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		s := time.Now()
 		var token int64
 		for i, c := range []struct {

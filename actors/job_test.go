@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -14,7 +15,6 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
@@ -38,7 +38,7 @@ func manualClaim(job, node, runID string, ttl time.Duration) ledger.ClaimRequest
 
 // occurrence returns the ledger's record of job's slot in mem ("" status
 // when there is none).
-func occurrence(t *testing.T, mem *redislock.Memory, job string, slot time.Time) ledger.Occurrence {
+func occurrence(t *testing.T, mem *memory.Memory, job string, slot time.Time) ledger.Occurrence {
 	t.Helper()
 	occ, err := mem.Occurrences(t.Context(), job, slot.Unix(), slot.Unix())
 	if err != nil {
@@ -63,7 +63,7 @@ type jobHarness struct {
 	name    string
 	job     *Job
 	metrics *Metrics
-	locker  *redislock.Memory
+	locker  *memory.Memory
 	results chan RunFinished
 	kill    chan struct{}
 	cancel  context.CancelFunc
@@ -72,7 +72,7 @@ type jobHarness struct {
 
 func startJob(t *testing.T, cfg config.Job) *jobHarness {
 	t.Helper()
-	h := &jobHarness{name: cfg.Name, metrics: NewMetrics(nil), locker: redislock.NewMemory(),
+	h := &jobHarness{name: cfg.Name, metrics: NewMetrics(nil), locker: memory.NewMemory(),
 		results: make(chan RunFinished, 10), kill: make(chan struct{}), done: make(chan error, 1)}
 	h.metrics.InitJob(cfg.Name)
 	h.job = NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: h.metrics, Locker: h.locker, NodeID: "n1",
@@ -215,7 +215,7 @@ var errRenew = errors.New("renew failed")
 
 // flakyLocker wraps Memory and fails renewals on demand.
 type flakyLocker struct {
-	*redislock.Memory
+	*memory.Memory
 	fail     atomic.Bool
 	notHeld  atomic.Bool
 	renewals atomic.Int32

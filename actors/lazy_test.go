@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
@@ -39,7 +39,7 @@ func TestJob_StartHoldsNoGoroutineWhileIdle(t *testing.T) {
 	metrics.InitJob("lazy")
 	results := make(chan RunFinished, 4)
 	job := NewJob(testJob(t, "lazy", "exit 0"), JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: metrics,
-		Locker: redislock.NewMemory(), NodeID: "n1", Results: results, Phantoms: make(chan Phantom, 10),
+		Locker: memory.NewMemory(), NodeID: "n1", Results: results, Phantoms: make(chan Phantom, 10),
 		Kill: make(chan struct{})})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	. "github.com/cronlock/cronlock/actors"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
@@ -32,7 +32,7 @@ func acquire(t *testing.T, l ledger.Locker, ttl time.Duration) (*Lease, func()) 
 // The lease is renewed every TTL/3 and outlives its TTL many times over.
 func TestLease_RenewsEveryThirdOfTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyLocker{Memory: redislock.NewMemory()}
+		f := &flakyLocker{Memory: memory.NewMemory()}
 		lease, stop := acquire(t, f, 3*time.Second)
 		time.Sleep(10*time.Second + 500*time.Millisecond)
 		synctest.Wait()
@@ -56,7 +56,7 @@ func TestLease_RenewsEveryThirdOfTTL(t *testing.T) {
 // last success + TTL − safety margin: before the server could expire it.
 func TestLease_LostBeforeServerExpiryWhenRenewalsFail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyLocker{Memory: redislock.NewMemory()}
+		f := &flakyLocker{Memory: memory.NewMemory()}
 		f.fail.Store(true)
 		ttl := 6 * time.Second
 		start := time.Now()
@@ -76,7 +76,7 @@ func TestLease_LostBeforeServerExpiryWhenRenewalsFail(t *testing.T) {
 // A renewal that says the lease is not ours reports loss at once.
 func TestLease_LostWhenNotHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyLocker{Memory: redislock.NewMemory()}
+		f := &flakyLocker{Memory: memory.NewMemory()}
 		f.notHeld.Store(true)
 		start := time.Now()
 		lease, stop := acquire(t, f, 3*time.Second)
@@ -95,7 +95,7 @@ func TestLease_LostWhenNotHeld(t *testing.T) {
 // one call: the lease is free and the history has the record.
 func TestLease_EndReleasesAndRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		c, lease, err := Acquire(t.Context(), zap.NewNop(), mem, manualClaim("j", "n1", "r1", 3*time.Second))
 		if err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("Acquire: got %v, %v, want claimed", c.Outcome, err)
@@ -116,7 +116,7 @@ func TestLease_EndReleasesAndRecords(t *testing.T) {
 // stops either.
 func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyLocker{Memory: redislock.NewMemory()}
+		f := &flakyLocker{Memory: memory.NewMemory()}
 		_, stop := acquire(t, f, 3*time.Second)
 		time.Sleep(999 * time.Millisecond)
 		if n := renewalLoops(); n != 0 {
@@ -129,7 +129,7 @@ func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 			t.Errorf("renewals after End before the first was due: %d, want 0", got)
 		}
 
-		f2 := &flakyLocker{Memory: redislock.NewMemory()}
+		f2 := &flakyLocker{Memory: memory.NewMemory()}
 		c, lease, err := Acquire(t.Context(), zap.NewNop(), f2, manualClaim("k", "n1", "y", 3*time.Second))
 		if err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("Acquire k: %v, %v", c.Outcome, err)
@@ -158,7 +158,7 @@ func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 // not at the renewal: the renewal loop starts at whichever is first.
 func TestLease_LateClaimAnswerLostAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &slowClaimLocker{flakyLocker: flakyLocker{Memory: redislock.NewMemory()}, delay: 2 * time.Second}
+		l := &slowClaimLocker{flakyLocker: flakyLocker{Memory: memory.NewMemory()}, delay: 2 * time.Second}
 		start := time.Now()
 		lease, stop := acquire(t, l, 3*time.Second)
 		defer stop()

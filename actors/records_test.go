@@ -3,12 +3,12 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/cronlock/cronlock/actors"
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
@@ -19,7 +19,7 @@ import (
 // lease holder and the records on disk at that moment.
 type recordingStore struct {
 	store  *runrecords.Store
-	locker *redislock.Memory
+	locker *memory.Memory
 	job    string
 	mu     sync.Mutex
 	calls  []recordCall
@@ -69,7 +69,7 @@ func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dir.Close() })
-	locker := redislock.NewMemory()
+	locker := memory.NewMemory()
 	rs := &recordingStore{store: runrecords.New(dir), locker: locker, job: "flaky"}
 	t.Cleanup(func() { rs.store.Close() })
 	cfg := testJob(t, "flaky", "exit 1")

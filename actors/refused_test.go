@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,7 +13,6 @@ import (
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -21,7 +21,7 @@ import (
 // refusingLocker refuses every claim the way the engine's Redis policy
 // guard does; everything else goes to the memory backend.
 type refusingLocker struct {
-	*redislock.Memory
+	*memory.Memory
 	reason string
 }
 
@@ -41,7 +41,7 @@ func TestJob_RefusedClaimSkipsWithItsReason(t *testing.T) {
 		phantoms := make(chan Phantom, 10)
 		results := make(chan RunFinished, 10)
 		job := NewJob(testJob(t, "j", "true"), JobDeps{MaxSkew: testMaxSkew, Log: zap.New(core), Metrics: m,
-			Locker: refusingLocker{redislock.NewMemory(), ledger.SkipRedisUnsafe}, NodeID: "n1", Results: results,
+			Locker: refusingLocker{memory.NewMemory(), ledger.SkipRedisUnsafe}, NodeID: "n1", Results: results,
 			Phantoms: phantoms, Kill: make(chan struct{}), Start: fakeproc.Start})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)

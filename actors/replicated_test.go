@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,14 +12,13 @@ import (
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
 // unreplicatedLocker answers from the memory backend, but a won claim
 // comes back NotReplicated (no replica acknowledged it), as the Redis
 // backend's does with redis.min_replicas_acked.
-type unreplicatedLocker struct{ *redislock.Memory }
+type unreplicatedLocker struct{ *memory.Memory }
 
 func (l unreplicatedLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	c, err := l.Memory.Claim(ctx, req)
@@ -34,7 +34,7 @@ func (l unreplicatedLocker) Claim(ctx context.Context, req ledger.ClaimRequest) 
 // lease is released at once, so the next slot is not an overlap.
 func TestJob_NotReplicatedClaimIsNotRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		h := startJobOn(t, "j", "exit 0", unreplicatedLocker{mem})
 		s := time.Now().Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(s))
@@ -72,7 +72,7 @@ func TestJob_NotReplicatedClaimIsNotRun(t *testing.T) {
 // unreplicatedHandOver answers from the memory backend, but a finish that
 // hands the lease to the pending slot comes back NotReplicated, as the
 // Redis backend's does with redis.min_replicas_acked.
-type unreplicatedHandOver struct{ *redislock.Memory }
+type unreplicatedHandOver struct{ *memory.Memory }
 
 func (l unreplicatedHandOver) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	f, err := l.Memory.Finish(ctx, req)
@@ -87,7 +87,7 @@ func (l unreplicatedHandOver) Finish(ctx context.Context, req ledger.FinishReque
 // the lease handed to it is released at once.
 func TestJob_NotReplicatedHandOverIsNotRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		cfg := testJob(t, "q", "sleep 1500ms")
 		cfg.Overlap = config.OverlapQueue
 		h := startJobCfgOn(t, cfg, unreplicatedHandOver{mem})

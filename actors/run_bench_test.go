@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"io"
 	"os"
 	"syscall"
@@ -14,7 +15,6 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/nodeload"
 	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/schedule"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -46,7 +46,7 @@ func BenchmarkRunPath(b *testing.B) {
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	results := make(chan RunFinished, 1)
 	cfg := benchJob(b)
-	job := runBenchJob(b, cfg, log, redislock.NewMemory(), results)
+	job := runBenchJob(b, cfg, log, memory.NewMemory(), results)
 
 	slot := time.Now().Truncate(time.Second).Add(-benchMaxSkew / 2) // 43,200 iterations before a slot comes after now
 	cpu0 := cpuSelf(b)

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,6 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -70,7 +70,7 @@ func (h *loggedJob) fireEverySecond(n int) {
 // and cronlock_runs_total and the last success still count the run.
 func TestJob_RunMetricsRecordedWhereTheRunEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := startLoggedJob(t, testJob(t, "m", "exit 0"), redislock.NewMemory())
+		h := startLoggedJob(t, testJob(t, "m", "exit 0"), memory.NewMemory())
 		h.job.Inbox() <- Fire{Job: "m", Slot: time.Now()}
 		synctest.Wait()
 		if got := promtest.Value(t, h.metrics, "cronlock_runs_total", "job", "m", "result", ledger.ResultSuccess); got != 1 {
@@ -101,7 +101,7 @@ func TestJob_RunLinesLevelsAndFields(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := testJob(t, "j", c.command)
 				cfg.Timeout, cfg.Retries = c.timeout, 1
-				h := startLoggedJob(t, cfg, redislock.NewMemory())
+				h := startLoggedJob(t, cfg, memory.NewMemory())
 				h.job.Inbox() <- Fire{Job: "j", Slot: time.Now()}
 				time.Sleep(time.Hour)
 				synctest.Wait()
@@ -143,7 +143,7 @@ func TestJob_RunLinesLevelsAndFields(t *testing.T) {
 // count. Every skip is counted in the metric.
 func TestJob_OverlapLocalSummarised(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := startLoggedJob(t, testJob(t, "long", "sleep 149500ms"), redislock.NewMemory())
+		h := startLoggedJob(t, testJob(t, "long", "sleep 149500ms"), memory.NewMemory())
 		h.job.Inbox() <- Fire{Job: "long", Slot: time.Now()}
 		h.fireEverySecond(149) // 149 slots skipped overlap_local; the run ends at 149.5s
 		lines := h.logs.FilterMessage("slot skipped").Filter(notDebug).All()
@@ -167,7 +167,7 @@ func TestJob_OverlapLocalSummarised(t *testing.T) {
 // never once per slot; a claim that succeeds again ends the summary.
 func TestJob_ClaimFailuresSummarised(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		locker := &downLocker{Memory: redislock.NewMemory()}
+		locker := &downLocker{Memory: memory.NewMemory()}
 		locker.down.Store(true)
 		h := startLoggedJob(t, testJob(t, "j", "exit 0"), locker)
 		h.fireEverySecond(130)
@@ -209,7 +209,7 @@ var errDown = errors.New("redis down")
 
 // downLocker wraps Memory; while down, every claim fails.
 type downLocker struct {
-	*redislock.Memory
+	*memory.Memory
 	down atomic.Bool
 }
 

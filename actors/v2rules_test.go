@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -15,7 +16,6 @@ import (
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/runrecords"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -53,7 +53,7 @@ func (h *logHarness) noResult(t *testing.T, why string) {
 // and the tokens follow the order of the claims, not of the slots.
 func TestRule1_LaterSlotClaimedFirstDoesNotLoseTheEarlierOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		cfg := testJob(t, "a", "exit 0")
 		cfg.Overlap = config.OverlapAllow
 		h := startJobCfgOn(t, cfg, mem)
@@ -91,7 +91,7 @@ func TestRule1_LaterSlotClaimedFirstDoesNotLoseTheEarlierOne(t *testing.T) {
 // recorded for the slot, and nothing runs.
 func TestRule3_FastClockWaitsForTheSlotBeforeForking(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		var skew atomic.Int64 // the node's clock minus the bubble's (Redis time)
 		h := startJobDeps(t, testJob(t, "j", "exit 0"), mem, func(d *JobDeps) {
 			d.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
@@ -142,7 +142,7 @@ func TestRule3_FastClockWaitsForTheSlotBeforeForking(t *testing.T) {
 // and delivers its answer delay later: a node paused, or an answer held
 // by the network, right after the claim.
 type lateAnswerLocker struct {
-	*redislock.Memory
+	*memory.Memory
 	delay atomic.Int64 // time.Duration
 }
 
@@ -173,7 +173,7 @@ func TestRule3_WonClaimWithoutALiveLeaseIsNotStarted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l := &lateAnswerLocker{Memory: redislock.NewMemory()}
+				l := &lateAnswerLocker{Memory: memory.NewMemory()}
 				l.delay.Store(int64(tc.delay))
 				cfg := testJob(t, "j", "exit 0")
 				cfg.LockTTL = tc.lockTTL
@@ -234,7 +234,7 @@ func TestRule3_WonClaimWithoutALiveLeaseIsNotStarted(t *testing.T) {
 // starts, and the job runs again at its next slot.
 func TestRule7_HandedOnPendingSlotExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		cfg := testJob(t, "q", "sleep 2500ms")
 		cfg.Overlap = config.OverlapQueue
 		h := startJobCfgOn(t, cfg, mem)
@@ -283,7 +283,7 @@ func TestRule7_HandedOnPendingSlotExpires(t *testing.T) {
 
 // countingAudits counts the audit calls that reach the backend.
 type countingAudits struct {
-	*redislock.Memory
+	*memory.Memory
 	calls atomic.Int32
 }
 
@@ -312,7 +312,7 @@ func newAuditor(l ledger.Locker, node string, started time.Time) (*Auditor, *obs
 // warns again. A slot not yet certain sends nothing to the backend.
 func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &countingAudits{Memory: redislock.NewMemory()}
+		l := &countingAudits{Memory: memory.NewMemory()}
 		t0 := time.Now() // 2000-01-01T00:00:00Z: a slot of the job
 		cfg := testJob(t, "tick", "exit 0")
 		cfg.Schedule, cfg.Sched = "*/5 * * * * *", MustSchedule(t, "*/5 * * * * *")
@@ -440,7 +440,7 @@ func (b *blockingRecords) Remove(string, int) error { return nil }
 // starts on time meanwhile.
 func TestRule3_BlockedRunRecordDelaysNoTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		store := &blockingRecords{release: make(chan struct{})}
 		withStore := func(d *JobDeps) { d.Records = store }
 		cfg := testJob(t, "slow", "sleep 10s")
@@ -511,7 +511,7 @@ func (h *hungStart) start(s process.Spec) (Proc, error) {
 // later, the process it started is killed at once.
 func TestRule3_HungStartIsAbandoned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		hs := &hungStart{release: make(chan struct{})}
 		h := startJobDeps(t, testJob(t, "j", "sleep 1h"), mem, func(d *JobDeps) { d.Start = hs.start })
 		s := time.Now().Truncate(time.Second).Add(time.Second)

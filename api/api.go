@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger"
 	"net"
 	"net/http"
 	"strconv"
@@ -85,8 +86,8 @@ type Options struct {
 // memory-backend daemon's (Options.Memory).
 type Store interface {
 	control.Store
-	PauseFor(ctx context.Context, job string, p redislock.Pause) error
-	ResumeBy(ctx context.Context, job, by string, at time.Time) (*redislock.Pause, error)
+	PauseFor(ctx context.Context, job string, p ledger.Pause) error
+	ResumeBy(ctx context.Context, job, by string, at time.Time) (*ledger.Pause, error)
 }
 
 var _ Store = (*redislock.Redis)(nil)

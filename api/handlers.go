@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/control"
-	"github.com/cronlock/cronlock/redislock"
 )
 
 // jobs answers GET /api/v1/jobs: control.Jobs of every configured job.
@@ -184,7 +184,7 @@ func (s *server) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec, err := req.spec()
-	var p redislock.Pause
+	var p ledger.Pause
 	if err == nil {
 		p, err = spec.Pause(s.requester(r), s.o.Now())
 	}

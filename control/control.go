@@ -42,9 +42,9 @@ type JobStatus struct {
 	Paused        bool     `json:"paused"`
 	// Pause is who paused the job, when, why and until; null when not
 	// paused.
-	Pause *redislock.Pause `json:"pause"`
-	Fence int64            `json:"fence"` // last fencing token handed out
-	Slot  int64            `json:"slot"`  // last claimed or skipped slot, Unix seconds
+	Pause *ledger.Pause `json:"pause"`
+	Fence int64         `json:"fence"` // last fencing token handed out
+	Slot  int64         `json:"slot"`  // last claimed or skipped slot, Unix seconds
 	// RunningOn are the live nodes with a run of the job in progress, by
 	// their heartbeat records (sorted).
 	RunningOn []string `json:"running_on"`
@@ -161,7 +161,7 @@ func NewRun(r ledger.RunRecord, tail bool) *Run {
 // cluster's state in Redis), or the state of one daemon on the memory
 // backend (package engine), whose node list is that daemon alone.
 type Store interface {
-	State(ctx context.Context, job string) (redislock.JobState, error)
+	State(ctx context.Context, job string) (ledger.JobState, error)
 	History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error)
 	// Occurrences returns the job's ledger records with slots in [from,
 	// to], oldest first (docs/protocol.md).
@@ -195,7 +195,7 @@ func Jobs(ctx context.Context, r Store, jobs []config.Job, now time.Time) ([]Job
 }
 
 // newJobStatus builds a job's row from its state.
-func newJobStatus(j *config.Job, st redislock.JobState, now time.Time) JobStatus {
+func newJobStatus(j *config.Job, st ledger.JobState, now time.Time) JobStatus {
 	row := JobStatus{Job: j.Name, Schedule: j.Schedule, Timezone: j.Location.String(), Enabled: j.Enabled,
 		LeaseHolder: st.LeaseHolder, LeaseTTLMs: st.LeaseTTL.Milliseconds(), Paused: st.Paused, Pause: st.Pause,
 		Fence: st.Fence, Slot: st.Slot, Runs: st.Runs, MaxRuns: j.MaxRuns, Pending: st.Pending,
@@ -280,8 +280,8 @@ const minPause = time.Millisecond
 // (0 and negative included), Until less than 1ms in the future, a note
 // longer than MaxPauseNote bytes or holding a control character (a newline
 // would forge rows in status and history -events).
-func (p PauseSpec) Pause(by string, now time.Time) (redislock.Pause, error) {
-	out := redislock.Pause{By: by, At: now.UTC(), Note: p.Note}
+func (p PauseSpec) Pause(by string, now time.Time) (ledger.Pause, error) {
+	out := ledger.Pause{By: by, At: now.UTC(), Note: p.Note}
 	if err := CheckText("note", p.Note); err != nil {
 		return out, err
 	}

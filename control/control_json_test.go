@@ -8,7 +8,6 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/redislock"
 )
 
 // A JobStatus and a Run read back from the API's JSON (the cronlock
@@ -22,7 +21,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 	start := time.Date(2026, 3, 1, 2, 0, 0, 123, time.UTC)
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	row := newJobStatus(&cfg.Jobs[0], redislock.JobState{Last: &ledger.RunRecord{RunID: "r", Start: start, End: start.Add(time.Second)}}, now)
+	row := newJobStatus(&cfg.Jobs[0], ledger.JobState{Last: &ledger.RunRecord{RunID: "r", Start: start, End: start.Add(time.Second)}}, now)
 	data, err := json.Marshal([]JobStatus{row})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"os"
 	"strings"
 	"time"
@@ -28,7 +29,7 @@ type Backend interface {
 
 var (
 	_ Backend = (*redislock.Redis)(nil)
-	_ Backend = (*redislock.Memory)(nil)
+	_ Backend = (*memory.Memory)(nil)
 	_ Backend = (*lazyRedis)(nil)
 )
 
@@ -85,7 +86,7 @@ func (b backend) close() { b.Close() }
 // start is not fatal).
 func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
 	if cfg.Lock.Backend != "redis" {
-		return backend{Backend: redislock.NewMemory(), kind: "memory"}, nil
+		return backend{Backend: memory.NewMemory(), kind: "memory"}, nil
 	}
 	opts, err := RedisOptions(cfg)
 	if err != nil {

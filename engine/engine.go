@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"net/http"
 	"os"
 	"sync/atomic"
@@ -18,7 +19,6 @@ import (
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/nodeload"
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/runrequests"
@@ -153,7 +153,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.backend = b
-	if m, ok := b.Backend.(*redislock.Memory); ok {
+	if m, ok := b.Backend.(*memory.Memory); ok {
 		if e.mem, err = newMemControl(m, opts.State, opts.Log, opts.Now, e.selfRecord); err != nil {
 			return nil, err
 		}

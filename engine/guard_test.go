@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"math"
 	"strings"
 	"testing"
@@ -135,7 +136,7 @@ func TestGuard_LogsOncePerChange(t *testing.T) {
 // nothing, so the same slot is claimable once the guard allows.
 func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 	g := newGuard(zap.NewNop(), false)
-	mem := redislock.NewMemory()
+	mem := memory.NewMemory()
 	l := guardedLocker{claimer: mem, g: g}
 	req := ledger.ClaimRequest{Job: "j", Slot: time.Now().Unix(), Trigger: ledger.TriggerSchedule, Node: "n", RunID: "1",
 		TTL: time.Minute, Lease: true, Windows: ledger.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}}
@@ -175,7 +176,7 @@ func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 func TestGuardedLocker_RefusesAudit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGuard(zap.NewNop(), false)
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		l := guardedLocker{claimer: mem, g: g}
 		g.markChecked()
 		g.observe([]redislock.ServerInfo{shard("allkeys-lru", 1)}, nil)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -12,7 +13,6 @@ import (
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -35,7 +35,7 @@ func TestJobSet_AuditsMissedOccurrencesOnce(t *testing.T) {
 jobs:
   - {name: tick, schedule: "*/5 * * * * *", command: "exit 0"}
 `)
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		t0 := time.Now() // 2000-01-01T00:00:00Z in a bubble: a slot of the job
 		// A node audited the job up to t0, then every node stopped.
 		if a, err := mem.Audit(t.Context(), ledger.AuditRequest{Job: "tick"}); err != nil || a.From != t0.Unix() {
@@ -97,7 +97,7 @@ func TestJobSet_CatchupRunsTheSlotTheAuditThenSkips(t *testing.T) {
 jobs:
   - {name: tick, schedule: "*/10 * * * * *", command: "exit 0", catchup_window: 30s}
 `)
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		t0 := time.Now()
 		if _, err := mem.Audit(t.Context(), ledger.AuditRequest{Job: "tick"}); err != nil {
 			t.Fatal(err)

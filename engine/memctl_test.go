@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
@@ -30,7 +30,7 @@ func openMemControl(t *testing.T, dir string) (*memControl, *statedir.Dir) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := redislock.OpenMemory(st)
+	m, err := memory.OpenMemory(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestMemControl_PauseLiftsItselfAndResumes(t *testing.T) {
 	defer c.close()
 	ctx := t.Context()
 	now := time.Now().UTC()
-	p := redislock.Pause{By: "ops@web1", At: now, Note: "migration", Until: now.Add(300 * time.Millisecond)}
+	p := ledger.Pause{By: "ops@web1", At: now, Note: "migration", Until: now.Add(300 * time.Millisecond)}
 	if err := c.PauseFor(ctx, "backup", p); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestMemControl_PauseLiftsItselfAndResumes(t *testing.T) {
 	if s.Paused {
 		t.Fatalf("still paused %v after its end", time.Since(p.Until))
 	}
-	if err := c.PauseFor(ctx, "backup", redislock.Pause{By: "ops@web1", At: time.Now().UTC()}); err != nil {
+	if err := c.PauseFor(ctx, "backup", ledger.Pause{By: "ops@web1", At: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := c.ResumeBy(ctx, "backup", "dev@web2", time.Now().UTC())
@@ -108,7 +108,7 @@ func TestMemControl_PausesSurviveRestart(t *testing.T) {
 	ctx := t.Context()
 	now := time.Now().UTC()
 	for job, until := range map[string]time.Time{"long": now.Add(time.Hour), "short": now.Add(200 * time.Millisecond), "forever": {}} {
-		if err := c.PauseFor(ctx, job, redislock.Pause{By: "ops@web1", At: now, Until: until}); err != nil {
+		if err := c.PauseFor(ctx, job, ledger.Pause{By: "ops@web1", At: now, Until: until}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -241,7 +241,7 @@ func TestApplyMemoryPauses(t *testing.T) {
 	c, st := openMemControl(t, dir)
 	now := time.Now().UTC()
 	for job, until := range map[string]time.Time{"ended": now.Add(100 * time.Millisecond), "on": now.Add(time.Hour)} {
-		if err := c.PauseFor(t.Context(), job, redislock.Pause{By: "ops@web1", At: now, Until: until}); err != nil {
+		if err := c.PauseFor(t.Context(), job, ledger.Pause{By: "ops@web1", At: now, Until: until}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -253,7 +253,7 @@ func TestApplyMemoryPauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	m, err := redislock.OpenMemory(st)
+	m, err := memory.OpenMemory(st)
 	if err != nil {
 		t.Fatal(err)
 	}

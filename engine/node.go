@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,9 +23,9 @@ import (
 // (package registry).
 
 var (
-	_ redislock.StateStore = (*statedir.Dir)(nil)
-	_ registry.Store       = (*redislock.Redis)(nil)
-	_ registry.Store       = (*lazyRedis)(nil)
+	_ memory.StateStore = (*statedir.Dir)(nil)
+	_ registry.Store    = (*redislock.Redis)(nil)
+	_ registry.Store    = (*lazyRedis)(nil)
 )
 
 // persistMemory replaces a fresh memory backend by one persisted in state
@@ -35,12 +36,12 @@ func persistMemory(b backend, state *statedir.Dir, log *zap.Logger) (backend, er
 	if b.kind != "memory" || state == nil {
 		return b, nil
 	}
-	m, err := redislock.OpenMemory(state)
+	m, err := memory.OpenMemory(state)
 	if err != nil {
 		return backend{}, err
 	}
 	b.Backend = m
-	log.Info("memory backend state loaded", zap.String("state_file", filepath.Join(state.Path(), redislock.MemoryStateFile)))
+	log.Info("memory backend state loaded", zap.String("state_file", filepath.Join(state.Path(), memory.MemoryStateFile)))
 	return b, nil
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,7 +42,7 @@ func openStateDir(t *testing.T) *statedir.Dir {
 // file; without one (engine tests) it starts empty.
 func TestEngine_MemoryBackendLoadsTheStateFile(t *testing.T) {
 	dir := openStateDir(t)
-	m, err := redislock.OpenMemory(dir)
+	m, err := memory.OpenMemory(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestEngine_MemoryBackendLoadsTheStateFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := e.backend.Backend.(*redislock.Memory).State(t.Context(), "yearly")
+		st, err := e.backend.Backend.(*memory.Memory).State(t.Context(), "yearly")
 		if err != nil || st.Fence != tt.fence {
 			t.Errorf("state dir %v: fence %d (%v), want %d", tt.state != nil, st.Fence, err, tt.fence)
 		}
@@ -72,12 +72,12 @@ func TestEngine_MemoryBackendLoadsTheStateFile(t *testing.T) {
 // A state file that cannot be used stops the start with its name.
 func TestEngine_CorruptMemoryStateStopsTheStart(t *testing.T) {
 	dir := openStateDir(t)
-	if err := dir.WriteFile(redislock.MemoryStateFile, []byte("{")); err != nil {
+	if err := dir.WriteFile(memory.MemoryStateFile, []byte("{")); err != nil {
 		t.Fatal(err)
 	}
 	cfg := parseConfig(t, oneYearlyJob)
 	_, err := New(cfg, Options{Log: zaptest.NewLogger(t), State: dir})
-	if !errors.Is(err, redislock.ErrCorruptState) || !strings.Contains(err.Error(), filepath.Join(dir.Path(), redislock.MemoryStateFile)) {
+	if !errors.Is(err, memory.ErrCorruptState) || !strings.Contains(err.Error(), filepath.Join(dir.Path(), memory.MemoryStateFile)) {
 		t.Fatalf("New: got %v, want ErrCorruptState naming the file", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -506,3 +507,42 @@ func msTime(v int64) time.Time {
 	}
 	return time.UnixMilli(v).UTC()
 }
+
+// Resolved is rt with its zero fields set to the defaults.
+func (rt Retention) Resolved() (age time.Duration, max int) {
+	age, max = rt.Age, rt.Max
+	if age <= 0 {
+		age = DefaultRetentionAge
+	}
+	if max <= 0 {
+		max = DefaultRetentionMax
+	}
+	return age, max
+}
+
+// SplitOwner splits a lease value node:run (ClaimRequest.Owner) at its
+// last colon.
+func SplitOwner(owner string) (node, run string) {
+	for i := len(owner) - 1; i >= 0; i-- {
+		if owner[i] == ':' {
+			return owner[:i], owner[i+1:]
+		}
+	}
+	return owner, ""
+}
+
+// RunsOf returns up to n runs of occ (oldest first), newest first.
+func RunsOf(occ []Occurrence, n int) []RunRecord {
+	var out []RunRecord
+	for _, o := range slices.Backward(occ) {
+		if o.Status == "ran" && len(out) < n {
+			out = append(out, o.RunRecord())
+		}
+	}
+	return out
+}
+
+// ErrRecordConflict: a finish found its occurrence's record written by
+// another run (only after Redis lost state, docs/protocol.md R5): the
+// record is kept, this run is not recorded.
+var ErrRecordConflict = errors.New("ledger: the occurrence's record belongs to another run")

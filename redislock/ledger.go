@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -24,18 +23,6 @@ func (r *Redis) ledgerKeys(job string, extra ...string) []string {
 	return keys
 }
 
-// retention fills a request's zero retention with the defaults.
-func retention(rt ledger.Retention) (age time.Duration, max int) {
-	age, max = rt.Age, rt.Max
-	if age <= 0 {
-		age = ledger.DefaultRetentionAge
-	}
-	if max <= 0 {
-		max = ledger.DefaultRetentionMax
-	}
-	return age, max
-}
-
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // Claim decides one occurrence in one claimScript call (docs/protocol.md,
@@ -51,7 +38,7 @@ func (r *Redis) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	keys := r.ledgerKeys(req.Job, "paused", "pending", "inflight")
-	age, max := retention(req.Retention)
+	age, max := req.Retention.Resolved()
 	w := req.Windows
 	args := []string{strconv.FormatInt(req.Slot, 10), string(req.Trigger), req.Node, req.RunID, ms(req.TTL),
 		flag(req.Lease), flag(req.Queue), flag(req.IgnorePause), strconv.FormatInt(req.MaxRuns, 10),
@@ -143,20 +130,10 @@ func finishArgs(req ledger.FinishRequest) ([]string, error) {
 	if score == 0 {
 		score = max(rec.Claimed.Unix(), rec.Start.Unix(), 1)
 	}
-	nextNode, nextRun := splitOwner(req.Next)
+	nextNode, nextRun := ledger.SplitOwner(req.Next)
 	return []string{req.Owner, req.Next, ms(req.TTL), strconv.FormatInt(req.MaxRuns, 10), o.ID,
 		strconv.FormatInt(score, 10), string(body), flag(rec.Skip == "" && rec.Result == ledger.ResultSuccess),
 		flag(rec.Skip == ""), rec.RunID, nextNode, nextRun}, nil
-}
-
-// splitOwner splits a lease value node:run at its last colon.
-func splitOwner(owner string) (node, run string) {
-	for i := len(owner) - 1; i >= 0; i-- {
-		if owner[i] == ':' {
-			return owner[:i], owner[i+1:]
-		}
-	}
-	return owner, ""
 }
 
 // decodeFinished reads finishScript's reply.
@@ -165,16 +142,11 @@ func decodeFinished(vals []int64) (ledger.Finished, error) {
 		return ledger.Finished{}, fmt.Errorf("script returned %d values, want 8", len(vals))
 	}
 	if vals[7] == 1 {
-		return ledger.Finished{}, ErrRecordConflict
+		return ledger.Finished{}, ledger.ErrRecordConflict
 	}
 	return ledger.Finished{Released: vals[0] == 1, Pending: vals[1], Token: vals[2], Left: vals[3] == 1, Runs: vals[4],
 		Seq: vals[5], Now: time.UnixMilli(vals[6])}, nil
 }
-
-// ErrRecordConflict: a finish found its occurrence's record written by
-// another run (only after Redis lost state, docs/protocol.md R5): the
-// record is kept, this run is not recorded.
-var ErrRecordConflict = errors.New("redislock: the occurrence's record belongs to another run")
 
 // Audit records a job's missed occurrences in one auditScript call
 // (docs/protocol.md, R8).
@@ -184,7 +156,7 @@ func (r *Redis) Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audi
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	age, max := retention(req.Retention)
+	age, max := req.Retention.Resolved()
 	args := []string{strconv.FormatInt(req.From, 10), ms(req.Window + req.Grace), req.Node, req.Reason, ms(age), strconv.Itoa(max),
 		strconv.FormatInt(req.MaxRuns, 10), strconv.FormatInt(req.SeenSeq, 10), ms(req.LockTTL), ms(req.Early)}
 	for _, s := range req.Slots {
@@ -279,16 +251,25 @@ func (r *Redis) History(ctx context.Context, job string, n int) ([]ledger.RunRec
 	if err != nil {
 		return nil, err
 	}
-	return runsOf(occ, n), nil
+	return ledger.RunsOf(occ, n), nil
 }
 
-// runsOf returns up to n runs of occ (oldest first), newest first.
-func runsOf(occ []ledger.Occurrence, n int) []ledger.RunRecord {
-	var out []ledger.RunRecord
-	for _, o := range slices.Backward(occ) {
-		if o.Status == "ran" && len(out) < n {
-			out = append(out, o.RunRecord())
-		}
+var _ ledger.Unhander = (*Redis)(nil)
+
+// Unhand takes back the lease a Finish may have handed to the job's
+// pending slot, owner (FinishRequest.Next), when that finish's answer was
+// lost and nobody runs the slot: if the lease still holds owner it is
+// deleted and, when the finish noted handing owner that slot and no other
+// slot is pending, the slot is pending again, for the job's next claim
+// (unhandScript). held says the lease was owner's; slot is the slot put
+// back (0 = none). One round trip.
+func (r *Redis) Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	n, err := unhandScript.Exec(ctx, r.c, []string{r.key("job", job), r.key("state", job), r.key("pending", job)},
+		[]string{owner}).AsInt64()
+	if err != nil {
+		return 0, false, fmt.Errorf("unhand %q: %w", job, explainScript(err))
 	}
-	return out
+	return max(n, 0), n >= 0, nil
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger/ledgertest"
+
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/internal/redistest"
@@ -29,11 +31,11 @@ func TestRedis_LedgerMemoryAtDefaultRetention(t *testing.T) {
 		job := "mem-" + strings.ReplaceAll(tc.name, " ", "-")
 		base := time.Now().Add(-time.Hour).Unix()
 		for i := range int64(ledger.DefaultRetentionMax + 20) {
-			req := sched(job, base+i, "node-1") // past slots (by backfill): old enough to be trimmed
+			req := ledgertest.Sched(job, base+i, "node-1") // past slots (by backfill): old enough to be trimmed
 			req.Trigger, req.Lease, req.IgnorePause = ledger.TriggerBackfill, false, true
-			cl := mustClaim(t, r, req, ledger.Claimed)
+			cl := ledgertest.MustClaim(t, r, req, ledger.Claimed)
 			now := time.Now()
-			if _, err := r.Finish(ctxT(t), ledger.FinishRequest{Job: job, Record: ledger.RunRecord{RunID: req.RunID,
+			if _, err := r.Finish(ledgertest.Ctx(t), ledger.FinishRequest{Job: job, Record: ledger.RunRecord{RunID: req.RunID,
 				Slot: req.Slot, Trigger: ledger.TriggerSchedule, Node: "node-1", Fence: cl.Token, Start: now, End: now,
 				Attempts: 1, Result: ledger.ResultSuccess, OutputTail: tc.output, Claimed: cl.Now}}); err != nil {
 				t.Fatal(err)
@@ -41,13 +43,13 @@ func TestRedis_LedgerMemoryAtDefaultRetention(t *testing.T) {
 		}
 		var total int64
 		for _, kind := range []string{"state", "occ", "occidx"} {
-			n, err := c.Do(ctxT(t), c.B().MemoryUsage().Key(r.key(kind, job)).Build()).AsInt64()
+			n, err := c.Do(ledgertest.Ctx(t), c.B().MemoryUsage().Key(r.key(kind, job)).Build()).AsInt64()
 			if err != nil {
 				t.Fatalf("MEMORY USAGE %s: %v", kind, err)
 			}
 			total += n
 		}
-		n, _ := c.Do(ctxT(t), c.B().Hlen().Key(r.key("occ", job)).Build()).AsInt64()
+		n, _ := c.Do(ledgertest.Ctx(t), c.B().Hlen().Key(r.key("occ", job)).Build()).AsInt64()
 		t.Logf("%s: %d records, %d bytes per job (%d per record)", tc.name, n, total, total/max(n, 1))
 		if n > ledger.DefaultRetentionMax+1 || total > tc.limit {
 			t.Errorf("%s: %d records, %d bytes; want at most %d records and %d bytes", tc.name, n, total,

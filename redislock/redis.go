@@ -223,7 +223,7 @@ func flag(b bool) string {
 // actors.ErrNotHeld when the lease is gone or held by someone else, and any
 // other error when the result is unknown.
 func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error) {
-	if err := validateLease(job, owner, ttl); err != nil {
+	if err := ledger.CheckLease(job, owner, ttl); err != nil {
 		return 0, fmt.Errorf("renew %q: %w", job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)
@@ -244,7 +244,7 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 // expired or belongs to someone else, which is not an error. Use a fresh ctx
 // with its own timeout, never a run's cancelled one.
 func (r *Redis) Release(ctx context.Context, job, owner string) (released bool, err error) {
-	if err := validateLease(job, owner, -1); err != nil {
+	if err := ledger.CheckLease(job, owner, -1); err != nil {
 		return false, fmt.Errorf("release %q: %w", job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"io"
 	"net"
 	"os"
@@ -36,7 +37,7 @@ type opsBackend interface {
 	Release(ctx context.Context, job, owner string) (bool, error)
 	Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error)
 	History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error)
-	State(ctx context.Context, job string) (redislock.JobState, error)
+	State(ctx context.Context, job string) (ledger.JobState, error)
 	Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error)
 	Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error)
 	Close()
@@ -44,7 +45,7 @@ type opsBackend interface {
 
 var (
 	_ opsBackend = (*redislock.Redis)(nil)
-	_ opsBackend = (*redislock.Memory)(nil)
+	_ opsBackend = (*memory.Memory)(nil)
 )
 
 // opsFlags are the flags shared by the operator commands; args are the
@@ -343,7 +344,7 @@ func runResume(ctx context.Context, args []string, env *runEnv) int {
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	var old *redislock.Pause
+	var old *ledger.Pause
 	if s.daemon != nil {
 		old, err = s.daemon.resume(cctx, f.args[0])
 	} else {
@@ -362,7 +363,7 @@ func runResume(ctx context.Context, args []string, env *runEnv) int {
 }
 
 // pauseText is " by ops@web1 at …, until …: note" (the parts that are set).
-func pauseText(p *redislock.Pause) string {
+func pauseText(p *ledger.Pause) string {
 	s := ""
 	if p.By != "" {
 		s += " by " + p.By

@@ -159,7 +159,7 @@ func (c *daemonClient) nodes(ctx context.Context) (*control.Cluster, error) {
 
 // pause pauses job as spec says; the daemon records the pause (its clock
 // sets when, and the end of a -for) and returns it.
-func (c *daemonClient) pause(ctx context.Context, job string, spec control.PauseSpec) (redislock.Pause, error) {
+func (c *daemonClient) pause(ctx context.Context, job string, spec control.PauseSpec) (ledger.Pause, error) {
 	body := map[string]string{"note": spec.Note}
 	if spec.ForSet {
 		body["for"] = spec.For.String()
@@ -168,7 +168,7 @@ func (c *daemonClient) pause(ctx context.Context, job string, spec control.Pause
 		body["until"] = spec.Until.UTC().Format(time.RFC3339Nano)
 	}
 	var res struct {
-		Pause redislock.Pause `json:"pause"`
+		Pause ledger.Pause `json:"pause"`
 	}
 	err := c.call(ctx, "POST", jobPath(job, "/pause"), body, &res)
 	return res.Pause, err
@@ -176,9 +176,9 @@ func (c *daemonClient) pause(ctx context.Context, job string, spec control.Pause
 
 // resume lifts job's pause and returns the pause lifted, nil when the job
 // was not paused.
-func (c *daemonClient) resume(ctx context.Context, job string) (*redislock.Pause, error) {
+func (c *daemonClient) resume(ctx context.Context, job string) (*ledger.Pause, error) {
 	var res struct {
-		Lifted *redislock.Pause `json:"lifted"`
+		Lifted *ledger.Pause `json:"lifted"`
 	}
 	err := c.call(ctx, "POST", jobPath(job, "/resume"), map[string]string{}, &res)
 	return res.Lifted, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -226,9 +227,9 @@ func TestRun_MemoryBackendWhileTheDaemonRuns(t *testing.T) {
 func TestRun_MemoryBackendCorruptStateFile(t *testing.T) {
 	cfg := opsConfig(t, "", "echo ran")
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, redislock.MemoryStateFile), "{")
+	writeFile(t, filepath.Join(dir, memory.MemoryStateFile), "{")
 	code, out, errs := runCLI(t, []string{"CRONLOCK_NODE_STATE_DIR=" + dir}, "run", "-config", cfg, "backup")
-	if code != 1 || out != "" || !strings.Contains(errs, filepath.Join(dir, redislock.MemoryStateFile)) {
+	if code != 1 || out != "" || !strings.Contains(errs, filepath.Join(dir, memory.MemoryStateFile)) {
 		t.Errorf("got exit %d, out %q, stderr %q; want 1, nothing run, an error naming the state file", code, out, errs)
 	}
 }
@@ -238,20 +239,20 @@ func TestRun_MemoryBackendCorruptStateFile(t *testing.T) {
 // claimed slot 1767225600.
 func daemonState(t *testing.T, dir string, fence int64) {
 	t.Helper()
-	writeFile(t, filepath.Join(dir, redislock.MemoryStateFile), fmt.Sprintf(
+	writeFile(t, filepath.Join(dir, memory.MemoryStateFile), fmt.Sprintf(
 		`{"format":"cronlock memory backend state","version":1,"jobs":{"backup":{"slot":1767225600,"fence":%d}}}`, fence))
 }
 
 // readState opens the state directory dir as a daemon would and returns
 // job backup's state.
-func readState(t *testing.T, dir string) redislock.JobState {
+func readState(t *testing.T, dir string) ledger.JobState {
 	t.Helper()
 	d, err := statedir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	m, err := redislock.OpenMemory(d)
+	m, err := memory.OpenMemory(d)
 	if err != nil {
 		t.Fatal(err)
 	}

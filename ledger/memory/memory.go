@@ -1,4 +1,8 @@
-package redislock
+// Package memory is the process-local backend of the exactly-once
+// protocol (docs/protocol.md, "The memory backend"): the rules of
+// ledger.Locker in a mutex-guarded map, optionally persisted to one file
+// of the state directory. It coordinates the callers of one process only.
+package memory
 
 import (
 	"context"
@@ -84,7 +88,7 @@ func (m *Memory) job(name string) *memJob {
 // Renew resets the lease TTL if owner holds it and returns the pending
 // slot; see Redis.Renew.
 func (m *Memory) Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error) {
-	if err := errors.Join(validateLease(job, owner, ttl), ctx.Err()); err != nil {
+	if err := errors.Join(ledger.CheckLease(job, owner, ttl), ctx.Err()); err != nil {
 		return 0, fmt.Errorf("renew %q: %w", job, err)
 	}
 	m.mu.Lock()
@@ -99,7 +103,7 @@ func (m *Memory) Renew(ctx context.Context, job, owner string, ttl time.Duration
 
 // Release deletes the lease if owner holds it; see Redis.Release.
 func (m *Memory) Release(ctx context.Context, job, owner string) (released bool, err error) {
-	if err := errors.Join(validateLease(job, owner, -1), ctx.Err()); err != nil {
+	if err := errors.Join(ledger.CheckLease(job, owner, -1), ctx.Err()); err != nil {
 		return false, fmt.Errorf("release %q: %w", job, err)
 	}
 	m.mu.Lock()
@@ -113,14 +117,14 @@ func (m *Memory) Release(ctx context.Context, job, owner string) (released bool,
 }
 
 // State returns the job's state; see Redis.State.
-func (m *Memory) State(ctx context.Context, job string) (JobState, error) {
+func (m *Memory) State(ctx context.Context, job string) (ledger.JobState, error) {
 	if err := ctx.Err(); err != nil {
-		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+		return ledger.JobState{}, fmt.Errorf("state %q: %w", job, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(job)
-	st := JobState{Fence: j.fence, Seq: j.seq, Paused: j.paused, LeaseHolder: j.owner, Runs: j.runs, Pending: j.queued}
+	st := ledger.JobState{Fence: j.fence, Seq: j.seq, Paused: j.paused, LeaseHolder: j.owner, Runs: j.runs, Pending: j.queued}
 	if j.owner != "" {
 		st.LeaseTTL = time.Until(j.expires).Truncate(time.Millisecond)
 	}
@@ -174,3 +178,5 @@ func (m *Memory) Ping(ctx context.Context) error {
 
 // Close does nothing; Memory holds no resources.
 func (m *Memory) Close() {}
+
+var _ ledger.Locker = (*Memory)(nil)

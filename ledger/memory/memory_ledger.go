@@ -1,4 +1,4 @@
-package redislock
+package memory
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func (j *memJob) put(o ledger.Occurrence) {
 // trim is rule R9, as the scripts' trim: at most lim records a call,
 // none whose slot lies within protect of now.
 func (j *memJob) trim(now time.Time, rt ledger.Retention, lim int, protect time.Duration) {
-	age, maxN := retention(rt)
+	age, maxN := rt.Resolved()
 	bound := now.Add(-protect).Unix()
 	ids := slices.SortedFunc(func(yield func(string) bool) {
 		for id := range j.occ {
@@ -258,7 +258,7 @@ func (m *Memory) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.F
 		j.owner, f.Released = "", true
 	}
 	o := req.Record.Occurrence()
-	o.Output = tail(o.Output)
+	o.Output = ledger.Tail(o.Output)
 	conflict := false
 	if cur, ok := j.occ[o.ID]; ok && cur.RunID != o.RunID {
 		conflict = true
@@ -280,7 +280,7 @@ func (m *Memory) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.F
 	if f.Released && j.queued > 0 {
 		p := j.queued
 		f.Pending = p
-		node, runID := splitOwner(req.Next)
+		node, runID := ledger.SplitOwner(req.Next)
 		switch {
 		case req.MaxRuns > 0 && j.runs >= req.MaxRuns:
 			j.queued = 0
@@ -300,7 +300,7 @@ func (m *Memory) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.F
 	f.Runs, f.Seq = j.runs, j.seq
 	m.mu.Unlock()
 	if conflict {
-		return ledger.Finished{}, fmt.Errorf("finish %q: %w", req.Job, ErrRecordConflict)
+		return ledger.Finished{}, fmt.Errorf("finish %q: %w", req.Job, ledger.ErrRecordConflict)
 	}
 	if err := m.commit(ctx, req.Job); err != nil {
 		return ledger.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
@@ -420,31 +420,10 @@ func (m *Memory) History(ctx context.Context, job string, n int) ([]ledger.RunRe
 	if err != nil {
 		return nil, err
 	}
-	return runsOf(occ, n), nil
+	return ledger.RunsOf(occ, n), nil
 }
 
-var (
-	_ ledger.Unhander = (*Redis)(nil)
-	_ ledger.Unhander = (*Memory)(nil)
-)
-
-// Unhand takes back the lease a Finish may have handed to the job's
-// pending slot, owner (FinishRequest.Next), when that finish's answer was
-// lost and nobody runs the slot: if the lease still holds owner it is
-// deleted and, when the finish noted handing owner that slot and no other
-// slot is pending, the slot is pending again, for the job's next claim
-// (unhandScript). held says the lease was owner's; slot is the slot put
-// back (0 = none). One round trip.
-func (r *Redis) Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error) {
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	n, err := unhandScript.Exec(ctx, r.c, []string{r.key("job", job), r.key("state", job), r.key("pending", job)},
-		[]string{owner}).AsInt64()
-	if err != nil {
-		return 0, false, fmt.Errorf("unhand %q: %w", job, explainScript(err))
-	}
-	return max(n, 0), n >= 0, nil
-}
+var _ ledger.Unhander = (*Memory)(nil)
 
 // Unhand is Redis.Unhand in memory.
 func (m *Memory) Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error) {

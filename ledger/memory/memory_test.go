@@ -1,4 +1,4 @@
-package redislock
+package memory
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/ledger"
+
+	"github.com/cronlock/cronlock/ledger/ledgertest"
 )
 
 // In a synctest bubble time.Now is the bubble's clock, so the lease expires
@@ -16,7 +18,7 @@ func TestMemory_LeaseExpiresAtTTLInBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := NewMemory()
 		ctx := context.Background()
-		req := leaseReq("j", time.Second)
+		req := ledgertest.LeaseReq("j", time.Second)
 		first, err := m.Claim(ctx, req)
 		if c := first; err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("claim: got %v, %v; want claimed", c.Outcome, err)
@@ -43,10 +45,30 @@ func TestMemory_CancelledContext(t *testing.T) {
 	m := NewMemory()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := m.Claim(ctx, manualReq("j")); !errors.Is(err, context.Canceled) {
+	if _, err := m.Claim(ctx, ledgertest.ManualReq("j")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("claim with cancelled ctx: got %v, want context.Canceled", err)
 	}
 	if st, _ := m.State(context.Background(), "j"); st.Slot != 0 || st.Fence != 0 {
 		t.Fatalf("state after cancelled claim: got %+v, want nothing claimed", st)
 	}
+}
+
+// TestConformance runs the protocol's conformance suite (package
+// ledgertest) against the memory backend, all cases on one Memory.
+func TestConformance(t *testing.T) {
+	ledgertest.Run(t, memoryStore(t))
+}
+
+var _ ledgertest.Backend = (*Memory)(nil)
+
+// memoryStore hands out one Memory; LoseState forgets a job as a restart
+// without a state file would.
+func memoryStore(testing.TB) ledgertest.Store {
+	m := NewMemory()
+	return ledgertest.Store{Name: "memory", NewClient: func(testing.TB) ledgertest.Backend { return m },
+		LoseState: func(_ testing.TB, job string) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			delete(m.jobs, job)
+		}}
 }

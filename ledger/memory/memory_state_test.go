@@ -1,4 +1,4 @@
-package redislock
+package memory
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/ledger"
+
+	"github.com/cronlock/cronlock/ledger/ledgertest"
 
 	"github.com/cronlock/cronlock/statedir"
 )
@@ -45,11 +47,11 @@ func mustOpenMemory(t testing.TB, s StateStore) *Memory {
 // Memory, as OpenMemory of an empty directory makes it, so that every
 // helper of the memory store applies.
 func TestConformance_MemoryPersisted(t *testing.T) {
-	for _, c := range conformance {
-		t.Run(c.name, func(t *testing.T) {
+	for _, c := range ledgertest.Cases {
+		t.Run(c.Name, func(t *testing.T) {
 			s := memoryStore(t)
-			s.newClient(t).(*Memory).store = openState(t)
-			c.fn(t, s)
+			s.NewClient(t).(*Memory).store = openState(t)
+			c.Fn(t, s)
 		})
 	}
 }
@@ -60,54 +62,45 @@ func TestConformance_MemoryPersisted(t *testing.T) {
 func TestMemoryState_SurvivesRestart(t *testing.T) {
 	dir := openState(t)
 	m := mustOpenMemory(t, dir)
-	now := nowSlot(t, m)
-	c := mustClaim(t, m, sched("a", now, "n"), ledger.Claimed)
-	waitPast(t, m, now)
-	mustClaim(t, m, sched("a", now+1, "n"), ledger.Overlap)
-	if err := m.Pause(ctxT(t), "c"); err != nil {
+	now := ledgertest.NowSlot(t, m)
+	c := ledgertest.MustClaim(t, m, ledgertest.Sched("a", now, "n"), ledger.Claimed)
+	ledgertest.WaitPast(t, m, now)
+	ledgertest.MustClaim(t, m, ledgertest.Sched("a", now+1, "n"), ledger.Overlap)
+	if err := m.Pause(ledgertest.Ctx(t), "c"); err != nil {
 		t.Fatal(err)
 	}
 
 	r := mustOpenMemory(t, dir)
-	if st := mustState(t, r, "a"); st.Slot != now || st.Fence != c.Token || st.LeaseHolder != "" {
+	if st := ledgertest.MustState(t, r, "a"); st.Slot != now || st.Fence != c.Token || st.LeaseHolder != "" {
 		t.Errorf("job a after restart: got %+v; want slot %d, token %d, no lease", st, now, c.Token)
 	}
-	if st := mustState(t, r, "c"); !st.Paused {
+	if st := ledgertest.MustState(t, r, "c"); !st.Paused {
 		t.Errorf("job c after restart: not paused")
 	}
-	e := mustClaim(t, r, sched("a", now, "other"), ledger.ClaimedElsewhere) // the slot claimed before the restart
+	e := ledgertest.MustClaim(t, r, ledgertest.Sched("a", now, "other"), ledger.ClaimedElsewhere) // the slot claimed before the restart
 	if e.Token != 0 {
 		t.Errorf("old slot after restart: got %+v", e)
 	}
-	if n := mustClaim(t, r, sched("a", now+1, "n"), ledger.Claimed); n.Token <= c.Token {
+	if n := ledgertest.MustClaim(t, r, ledgertest.Sched("a", now+1, "n"), ledger.Claimed); n.Token <= c.Token {
 		t.Errorf("token after restart: %d, want > %d", n.Token, c.Token)
 	}
-	mustClaim(t, r, sched("c", now, "n"), ledger.Paused)
-	if err := r.Resume(ctxT(t), "c"); err != nil {
+	ledgertest.MustClaim(t, r, ledgertest.Sched("c", now, "n"), ledger.Paused)
+	if err := r.Resume(ledgertest.Ctx(t), "c"); err != nil {
 		t.Fatal(err)
 	}
-	if st := mustState(t, mustOpenMemory(t, dir), "c"); st.Paused {
+	if st := ledgertest.MustState(t, mustOpenMemory(t, dir), "c"); st.Paused {
 		t.Errorf("job c after resume and restart: still paused")
 	}
-}
-
-func mustState(t *testing.T, b backend, job string) JobState {
-	t.Helper()
-	st, err := b.State(ctxT(t), job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 // The file is the documented JSON layout (docs/protocol.md).
 func TestMemoryState_FileFormat(t *testing.T) {
 	dir := openState(t)
 	m := mustOpenMemory(t, dir)
-	now := nowSlot(t, m)
-	c := mustClaim(t, m, sched("backup", now, "n"), ledger.Claimed)
-	m.State(ctxT(t), "never-claimed") // creates an empty entry, which is not written
-	if err := m.Pause(ctxT(t), "p"); err != nil {
+	now := ledgertest.NowSlot(t, m)
+	c := ledgertest.MustClaim(t, m, ledgertest.Sched("backup", now, "n"), ledger.Claimed)
+	m.State(ledgertest.Ctx(t), "never-claimed") // creates an empty entry, which is not written
+	if err := m.Pause(ledgertest.Ctx(t), "p"); err != nil {
 		t.Fatal(err)
 	}
 	data, err := dir.ReadFile(MemoryStateFile)
@@ -219,7 +212,7 @@ func TestMemoryState_FenceAtMaximum(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := mustOpenMemory(t, dir)
-	if c, err := m.Claim(ctx, sched("tick", nowSlot(t, m), "n")); err == nil || !strings.Contains(err.Error(), "maximum") || c.Token != 0 {
+	if c, err := m.Claim(ctx, ledgertest.Sched("tick", ledgertest.NowSlot(t, m), "n")); err == nil || !strings.Contains(err.Error(), "maximum") || c.Token != 0 {
 		t.Fatalf("Claim: got %+v, %v; want an error about the maximum token", c, err)
 	}
 	st, err := m.State(ctx, "tick")
@@ -251,33 +244,33 @@ func TestMemoryState_WriteFailureFailsTheClaim(t *testing.T) {
 	}
 	defer dir.Close()
 	m := mustOpenMemory(t, dir)
-	mustClaim(t, m, manualReq("j"), ledger.Claimed)
+	ledgertest.MustClaim(t, m, ledgertest.ManualReq("j"), ledger.Claimed)
 	if err := os.RemoveAll(path); err != nil { // a real fault: the directory is gone
 		t.Fatal(err)
 	}
-	if c, err := m.Claim(ctxT(t), manualReq("j")); err == nil || !strings.Contains(err.Error(), MemoryStateFile) {
+	if c, err := m.Claim(ledgertest.Ctx(t), ledgertest.ManualReq("j")); err == nil || !strings.Contains(err.Error(), MemoryStateFile) {
 		t.Fatalf("claim with the state directory gone: got %+v, %v; want an error naming %s", c, err, MemoryStateFile)
 	}
 	// Slot 2 stays taken: a retry is refused, after another attempt to
 	// write what is not on disk yet.
-	if c, err := m.Claim(ctxT(t), manualReq("j")); err == nil {
+	if c, err := m.Claim(ledgertest.Ctx(t), ledgertest.ManualReq("j")); err == nil {
 		t.Fatalf("retry of slot 2 with the directory gone: got %+v, nil; want an error", c)
 	}
-	if err := m.Pause(ctxT(t), "p"); err == nil {
+	if err := m.Pause(ledgertest.Ctx(t), "p"); err == nil {
 		t.Fatal("pause with the state directory gone: got nil error")
 	}
 	if err := os.Mkdir(path, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Pause(ctxT(t), "p"); err != nil { // the same change again: written this time
+	if err := m.Pause(ledgertest.Ctx(t), "p"); err != nil { // the same change again: written this time
 		t.Fatalf("pause again with the directory back: %v", err)
 	}
-	c := mustClaim(t, m, manualReq("j"), ledger.Claimed)
+	c := ledgertest.MustClaim(t, m, ledgertest.ManualReq("j"), ledger.Claimed)
 	r := mustOpenMemory(t, dir)
-	if st := mustState(t, r, "j"); st.Fence != c.Token {
+	if st := ledgertest.MustState(t, r, "j"); st.Fence != c.Token {
 		t.Errorf("after restart: got token %d, want %d", st.Fence, c.Token)
 	}
-	if st := mustState(t, r, "p"); !st.Paused {
+	if st := ledgertest.MustState(t, r, "p"); !st.Paused {
 		t.Errorf("after restart: job p not paused")
 	}
 }
@@ -293,7 +286,7 @@ func TestMemoryState_ClaimReturnsAfterTheWrite(t *testing.T) {
 		job := fmt.Sprintf("job%02d", i)
 		wg.Go(func() {
 			for slot := int64(1); slot <= slots; slot++ {
-				c, err := m.Claim(ctxT(t), manualReq(job))
+				c, err := m.Claim(ledgertest.Ctx(t), ledgertest.ManualReq(job))
 				if err != nil || c.Outcome != ledger.Claimed {
 					t.Errorf("%s slot %d: got %+v, %v", job, slot, c, err)
 					return
@@ -350,7 +343,7 @@ func TestMemoryState_GroupCommit(t *testing.T) {
 		m := mustOpenMemory(t, g)
 		returned := make(chan int64, 11)
 		claim := func(job string) {
-			c, err := m.Claim(t.Context(), manualReq(job))
+			c, err := m.Claim(t.Context(), ledgertest.ManualReq(job))
 			if err != nil {
 				t.Errorf("claim %s: %v", job, err)
 			}
@@ -388,11 +381,11 @@ func TestMemoryState_WaitEndsWithContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := &gatedStore{gate: make(chan struct{}), files: map[string][]byte{}}
 		m := mustOpenMemory(t, g)
-		go m.Claim(t.Context(), manualReq("a"))
+		go m.Claim(t.Context(), ledgertest.ManualReq("a"))
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		_, err := m.Claim(ctx, manualReq("b"))
+		_, err := m.Claim(ctx, ledgertest.ManualReq("b"))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("claim b: got %v, want context.DeadlineExceeded", err)
 		}
@@ -401,7 +394,7 @@ func TestMemoryState_WaitEndsWithContext(t *testing.T) {
 		if g.writes != 1 {
 			t.Fatalf("got %d writes, want 1: nobody waits for b", g.writes)
 		}
-		go m.Claim(t.Context(), manualReq("c"))
+		go m.Claim(t.Context(), ledgertest.ManualReq("c"))
 		synctest.Wait()
 		g.gate <- struct{}{} // c's write covers b as well
 		synctest.Wait()
@@ -464,7 +457,7 @@ func BenchmarkEncodeMemState10k(b *testing.B) {
 }
 
 func mustClaimB(b *testing.B, m *Memory, job string, slot int64) {
-	c, err := m.Claim(context.Background(), manualReq(job))
+	c, err := m.Claim(context.Background(), ledgertest.ManualReq(job))
 	if err != nil || c.Outcome != ledger.Claimed {
 		b.Fatalf("claim %s slot %d: got %v, %v", job, slot, c.Outcome, err)
 	}
