@@ -26,8 +26,21 @@ func (e *Engine) newTaker() *runrequests.Taker {
 		return nil
 	}
 	return runrequests.New(runrequests.Options{Log: e.log, Store: store, Node: e.cfg.Node.ID, Held: e.holds,
-		Start: func(ctx context.Context, job string, m actors.RunNow) error { return e.jobs.RunNow(ctx, job, m) },
-		Now:   e.opts.Now})
+		Start: e.startRequested, Now: e.opts.Now})
+}
+
+// startRequested hands a taken run request to job's actor as RunNow
+// (runrequests.Options.Start); wait blocks until the actor's answer.
+func (e *Engine) startRequested(ctx context.Context, job string, force bool, requester string) (func() runrequests.RunOutcome, error) {
+	reply := make(chan actors.Ran, 1) // the actor answers every RunNow it took, without blocking
+	if err := e.jobs.RunNow(ctx, job, actors.RunNow{Force: force, Requester: requester, Reply: reply}); err != nil {
+		return nil, err
+	}
+	return func() runrequests.RunOutcome {
+		ran := <-reply
+		return runrequests.RunOutcome{Skip: ran.Skip, Err: ran.Err, RunID: ran.Finished.RunID, Result: ran.Finished.Result,
+			ExitCode: ran.Finished.ExitCode}
+	}, nil
 }
 
 // runHere runs job in this daemon now, for a run requested through the

@@ -4,7 +4,7 @@
 // every daemon reads the pending set when a request is announced (Redis
 // Pub/Sub) or its poll is due, pops the requests of the jobs it holds
 // (configured and enabled here) and hands each to the job's actor as
-// actors.RunNow, so that it runs through the normal run path (lease,
+// a manual run (the job actor's RunNow), so that it runs through the normal run path (lease,
 // retries, hooks, history with trigger manual and the requester). A
 // request is popped by exactly one daemon and run at most once. The
 // request's status in Redis says who took it and how it ended.
@@ -18,7 +18,6 @@ import (
 
 	"github.com/cronlock/cronlock/ledger"
 
-	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/subscription"
 	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
@@ -68,10 +67,11 @@ type Options struct {
 	// Held reports whether this node takes requests of job (configured and
 	// enabled here). Called from the Run goroutine.
 	Held func(job string) bool
-	// Start hands m to job's actor; it blocks until the actor took it or
-	// ctx ends (then, or when the job is gone, it returns an error and
-	// m.Reply receives nothing).
-	Start     func(ctx context.Context, job string, m actors.RunNow) error
+	// Start hands a manual run (force, requester) to job's actor; it
+	// blocks until the actor took it or ctx ends (then, or when the job
+	// is gone, it returns an error). wait blocks until the run's outcome:
+	// the actor answers every run it took.
+	Start     func(ctx context.Context, job string, force bool, requester string) (wait func() RunOutcome, err error)
 	Every     time.Duration // poll interval without a subscription; default DefaultEvery
 	IdleEvery time.Duration // poll interval with a subscription; default DefaultIdleEvery
 	Now       func() time.Time
@@ -238,9 +238,8 @@ func (t *Taker) takeOne(ctx context.Context, job string) (bool, error) {
 // handle hands req to its job actor, waits for the outcome and writes it
 // as the request's status.
 func (t *Taker) handle(ctx context.Context, req redislock.RunRequest) {
-	reply := make(chan actors.Ran, 1)
 	hctx, cancel := context.WithTimeout(ctx, handTimeout)
-	err := t.o.Start(hctx, req.Job, actors.RunNow{Force: req.Force, Requester: req.Requester, Reply: reply})
+	wait, err := t.o.Start(hctx, req.Job, req.Force, req.Requester)
 	cancel()
 	st := redislock.RunStatus{ID: req.ID, Node: t.o.Node}
 	switch {
@@ -249,8 +248,7 @@ func (t *Taker) handle(ctx context.Context, req redislock.RunRequest) {
 	case err != nil:
 		st.State, st.Skip, st.Error = redislock.RunRefused, SkipNotHeld, err.Error()
 	default:
-		ran := <-reply // the actor answers every RunNow it took
-		st = status(req.ID, t.o.Node, ran)
+		st = status(req.ID, t.o.Node, wait())
 	}
 	st.At = t.o.Now().UTC()
 	t.o.Log.Info("run request done", zap.String("job", req.Job), zap.String("request", req.ID), zap.String("state", st.State),
@@ -263,8 +261,18 @@ func (t *Taker) handle(ctx context.Context, req redislock.RunRequest) {
 	}
 }
 
+// RunOutcome is how a taken request's run ended: refused with Skip (and
+// Err), or run as RunID with Result and ExitCode.
+type RunOutcome struct {
+	Skip     string
+	Err      error
+	RunID    string
+	Result   string
+	ExitCode int
+}
+
 // status is the request status of a run's outcome.
-func status(id, node string, ran actors.Ran) redislock.RunStatus {
+func status(id, node string, ran RunOutcome) redislock.RunStatus {
 	st := redislock.RunStatus{ID: id, Node: node}
 	if ran.Skip != "" {
 		st.State, st.Skip = redislock.RunRefused, ran.Skip
@@ -273,6 +281,6 @@ func status(id, node string, ran actors.Ran) redislock.RunStatus {
 		}
 		return st
 	}
-	st.State, st.RunID, st.Result, st.ExitCode = redislock.RunFinished, ran.Finished.RunID, ran.Finished.Result, ran.Finished.ExitCode
+	st.State, st.RunID, st.Result, st.ExitCode = redislock.RunFinished, ran.RunID, ran.Result, ran.ExitCode
 	return st
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/cronlock/cronlock/ledger"
 
-	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/goleak"
@@ -39,8 +38,8 @@ func TestTaker_HeldJobsOnlyAndFailedHandOverReported(t *testing.T) {
 	}
 	tk := New(Options{Log: zap.NewNop(), Store: r, Node: "n1", Every: 20 * time.Millisecond,
 		Held: func(job string) bool { return job == "mine" },
-		Start: func(context.Context, string, actors.RunNow) error {
-			return errors.New("engine: job not configured on this node")
+		Start: func(context.Context, string, bool, string) (func() RunOutcome, error) {
+			return nil, errors.New("engine: job not configured on this node")
 		}})
 	done := make(chan error, 1)
 	go func() { done <- tk.Run(ctx) }()
@@ -84,8 +83,10 @@ func takeWithin(t *testing.T, r *redislock.Redis, log *zap.Logger, every, idle t
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	tk := New(Options{Log: log, Store: r, Node: "n1", Every: every, IdleEvery: idle,
-		Held:  func(job string) bool { return job == "mine" },
-		Start: func(context.Context, string, actors.RunNow) error { return errors.New("refused by the test") }})
+		Held: func(job string) bool { return job == "mine" },
+		Start: func(context.Context, string, bool, string) (func() RunOutcome, error) {
+			return nil, errors.New("refused by the test")
+		}})
 	done := make(chan error, 1)
 	go func() { done <- tk.Run(ctx) }()
 	defer func() {
@@ -165,11 +166,11 @@ func TestTaker_RefusedSubscriptionPollsEvery(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
-	fin := status("id", "n1", actors.Ran{Finished: actors.RunFinished{RunInfo: actors.RunInfo{RunID: "run"}, Result: "failure", ExitCode: 2}})
+	fin := status("id", "n1", RunOutcome{RunID: "run", Result: "failure", ExitCode: 2})
 	if fin.State != redislock.RunFinished || fin.RunID != "run" || fin.ExitCode != 2 || fin.Result != "failure" {
 		t.Errorf("finished: %+v", fin)
 	}
-	ref := status("id", "n1", actors.Ran{Skip: ledger.SkipOverlap})
+	ref := status("id", "n1", RunOutcome{Skip: ledger.SkipOverlap})
 	if ref.State != redislock.RunRefused || ref.Skip != "overlap" {
 		t.Errorf("refused: %+v", ref)
 	}
