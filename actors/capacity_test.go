@@ -78,10 +78,10 @@ func rankedSlot(after time.Time, job, node string, rank int, ids []string) time.
 func TestJob_MaxParallel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewMemory()
-		load1 := nodeload.New(1, true, nil)
+		load1 := nodeload.NewLoad(1, true, nil)
 		a1 := startCapNode(t, "n1", "a", "sleep 10s", mem, load1)
 		b1 := startCapNode(t, "n1", "b", "exit 0", mem, load1)
-		b2 := startCapNode(t, "n2", "b", "exit 0", mem, nodeload.New(0, true, nil))
+		b2 := startCapNode(t, "n2", "b", "exit 0", mem, nodeload.NewLoad(0, true, nil))
 		s := time.Now().Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(s))
 
@@ -146,7 +146,7 @@ func TestJob_MaxParallel(t *testing.T) {
 func TestJob_MaxParallelQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewMemory()
-		load := nodeload.New(1, true, nil)
+		load := nodeload.NewLoad(1, true, nil)
 		cfg := testJob(t, "q", "sleep 2500ms")
 		cfg.Overlap, cfg.CatchupWindow = config.OverlapQueue, 5*time.Second // the pending slot runs after its next came due (R7)
 		q := startCapNodeJob(t, "n1", cfg, mem, load)
@@ -195,7 +195,7 @@ func TestJob_MaxParallelQueue(t *testing.T) {
 func TestJob_ClaimOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewMemory()
-		load1, load2 := nodeload.New(0, true, nil), nodeload.New(0, true, nil)
+		load1, load2 := nodeload.NewLoad(0, true, nil), nodeload.NewLoad(0, true, nil)
 		load1.SetPeers("n1", []nodeload.Peer{{ID: "n2"}}, time.Hour)
 		load2.SetPeers("n2", []nodeload.Peer{{ID: "n1"}}, time.Hour)
 		load1.SetJobs([]string{"a"})

@@ -71,7 +71,7 @@ func runBenchJob(b *testing.B, cfg config.Job, log *zap.Logger, locker ledger.Lo
 		Results: results, Phantoms: make(chan Phantom, 10), Kill: kill,
 		Environ: JobEnviron(os.Environ()),
 		// As the daemon has them (engine.New; no peers: the claim order ranks this node first).
-		Load: nodeload.New(0, true, nil)})
+		Load: nodeload.NewLoad(0, true, nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- job.Run(ctx) }()

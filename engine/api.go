@@ -71,7 +71,7 @@ func (e *Engine) selfRecord() registry.Record {
 	host, _ := os.Hostname()
 	every := e.cfg.Node.HeartbeatInterval
 	if every <= 0 {
-		every = registry.DefaultEvery
+		every = registry.DefaultHeartbeatEvery
 	}
 	jobs, hash := e.runningHashes()
 	r := registry.Record{NodeID: e.cfg.Node.ID, Instance: e.instance, Hostname: host, PID: os.Getpid(), Version: e.opts.Version,

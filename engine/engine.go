@@ -159,7 +159,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		}
 	}
 	e.metrics = actors.NewMetrics(e.reg)
-	e.load = nodeload.New(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
+	e.load = nodeload.NewLoad(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
 	load := e.load
 	if e.node, err = newRegistry(cfg, b, opts, e.reg, e.metrics.Running, load); err != nil {
 		return nil, err

@@ -23,9 +23,9 @@ import (
 // (package registry).
 
 var (
-	_ memory.StateStore = (*statedir.Dir)(nil)
-	_ registry.Store    = (*redislock.Redis)(nil)
-	_ registry.Store    = (*lazyRedis)(nil)
+	_ memory.StateStore       = (*statedir.Dir)(nil)
+	_ registry.HeartbeatStore = (*redislock.Redis)(nil)
+	_ registry.HeartbeatStore = (*lazyRedis)(nil)
 )
 
 // persistMemory replaces a fresh memory backend by one persisted in state
@@ -53,7 +53,7 @@ func newRegistry(cfg *config.Config, b backend, opts Options, reg prometheus.Reg
 	if b.kind != "redis" {
 		return nil, nil
 	}
-	store, ok := b.Backend.(registry.Store)
+	store, ok := b.Backend.(registry.HeartbeatStore)
 	if !ok {
 		return nil, fmt.Errorf("engine: redis backend %T does not keep node records", b.Backend)
 	}
@@ -65,7 +65,7 @@ func newRegistry(cfg *config.Config, b backend, opts Options, reg prometheus.Reg
 	if opts.State != nil {
 		self.StateDir = opts.State.Path()
 	}
-	return registry.New(registry.Options{Log: opts.Log, Store: store, Registry: reg, Self: self,
+	return registry.NewHeartbeat(registry.HeartbeatOptions{Log: opts.Log, Store: store, Registry: reg, Self: self,
 		Every: cfg.Node.HeartbeatInterval, Running: running, Peers: func(others []registry.Record, validFor time.Duration) {
 			load.SetPeers(cfg.Node.ID, loadPeers(others), validFor)
 		}}), nil

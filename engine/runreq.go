@@ -14,23 +14,23 @@ import (
 )
 
 var (
-	_ runrequests.Store = (*redislock.Redis)(nil)
-	_ runrequests.Store = (*lazyRedis)(nil)
+	_ runrequests.RunRequestStore = (*redislock.Redis)(nil)
+	_ runrequests.RunRequestStore = (*lazyRedis)(nil)
 )
 
 // newTaker returns the actor that takes the cluster's run requests for
 // this node's enabled jobs, or nil for the memory backend.
 func (e *Engine) newTaker() *runrequests.Taker {
-	store, ok := e.backend.Backend.(runrequests.Store)
+	store, ok := e.backend.Backend.(runrequests.RunRequestStore)
 	if e.backend.kind != "redis" || !ok {
 		return nil
 	}
-	return runrequests.New(runrequests.Options{Log: e.log, Store: store, Node: e.cfg.Node.ID, Held: e.holds,
+	return runrequests.NewTaker(runrequests.TakerOptions{Log: e.log, Store: store, Node: e.cfg.Node.ID, Held: e.holds,
 		Start: e.startRequested, Now: e.opts.Now})
 }
 
 // startRequested hands a taken run request to job's actor as RunNow
-// (runrequests.Options.Start); wait blocks until the actor's answer.
+// (runrequests.TakerOptions.Start); wait blocks until the actor's answer.
 func (e *Engine) startRequested(ctx context.Context, job string, force bool, requester string) (func() runrequests.RunOutcome, error) {
 	reply := make(chan actors.Ran, 1) // the actor answers every RunNow it took, without blocking
 	if err := e.jobs.RunNow(ctx, job, actors.RunNow{Force: force, Requester: requester, Reply: reply}); err != nil {

@@ -23,7 +23,7 @@ var (
 // list) once per heartbeat interval; on the memory backend (one node) it
 // judges by this node alone.
 func newWatcher(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer) *targeting.Watcher {
-	o := targeting.Options{Log: opts.Log, Self: targeting.Node{ID: cfg.Node.ID, Tags: cfg.Node.Tags}, Registry: reg,
+	o := targeting.WatcherOptions{Log: opts.Log, Self: targeting.Node{ID: cfg.Node.ID, Tags: cfg.Node.Tags}, Registry: reg,
 		Every: cfg.Node.HeartbeatInterval}
 	if l, ok := b.Backend.(targeting.Lister); ok && b.kind == "redis" {
 		o.Lister = l

@@ -65,12 +65,12 @@ type Load struct {
 	gauge   prometheus.Gauge
 }
 
-// New returns the load of a node that may have at most maxParallel runs in
+// NewLoad returns the load of a node that may have at most maxParallel runs in
 // progress (0 = unlimited). ordered turns the claim delay on: claims race
 // other nodes' (the Redis backend); a lone node (memory backend) has no
 // race to order and never waits (SetPeers is then ignored). reg receives
 // cronlock_node_runs_in_progress (nil = not registered).
-func New(maxParallel int, ordered bool, reg prometheus.Registerer) *Load {
+func NewLoad(maxParallel int, ordered bool, reg prometheus.Registerer) *Load {
 	l := &Load{max: max(maxParallel, 0), ordered: ordered, gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "cronlock_node_runs_in_progress",
 		Help: "Runs in progress on this node (claims won, not yet released), all jobs together."})}

@@ -16,7 +16,7 @@ import (
 // Release makes room, and concurrent reservers never get more than the
 // limit.
 func TestLoad_MaxParallel(t *testing.T) {
-	l := New(3, true, nil)
+	l := NewLoad(3, true, nil)
 	for i := range 3 {
 		if !l.Reserve() {
 			t.Fatalf("reservation %d refused below the limit", i+1)
@@ -30,7 +30,7 @@ func TestLoad_MaxParallel(t *testing.T) {
 		t.Fatal("reservation refused after a release")
 	}
 
-	l = New(20, true, nil)
+	l = NewLoad(20, true, nil)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	got := 0
@@ -91,7 +91,7 @@ func TestLoad_Enter(t *testing.T) {
 			{"rank 4 of 6 (MaxDelay)", many, 4, nil, MaxDelay},
 			{"rank 5 of 6 (capped at MaxDelay)", many, 5, nil, MaxDelay},
 		} {
-			l := New(0, true, nil)
+			l := NewLoad(0, true, nil)
 			l.SetPeers("n1", append(slices.Clone(tt.peers), Peer{ID: "n1", Running: 99}), time.Minute) // its own entry is left out
 			ids := []string{"n1"}
 			for _, p := range tt.peers {
@@ -108,7 +108,7 @@ func TestLoad_Enter(t *testing.T) {
 			t.Errorf("MaxDelay %v, want 4 × RankStep (%v)", MaxDelay, 4*RankStep)
 		}
 
-		l := New(0, true, nil)
+		l := NewLoad(0, true, nil)
 		s2 := slotOf(2, "n1", "n2", "n3")
 		if d, rank := l.Enter("j", s2, nil); d != 0 || rank != -1 {
 			t.Errorf("peers unknown: delay %v, rank %d; want 0, -1", d, rank)
@@ -128,7 +128,7 @@ func TestLoad_Enter(t *testing.T) {
 		// Many claims of one slot in a row (a burst of due jobs): each
 		// waits its rank's delay, no more; SetJobs gives each job its
 		// place among the sorted names as its turn.
-		l = New(0, true, nil)
+		l = NewLoad(0, true, nil)
 		l.SetPeers("n1", peers, time.Minute)
 		var names []string
 		for i := range 100 {
@@ -144,7 +144,7 @@ func TestLoad_Enter(t *testing.T) {
 			}
 		}
 
-		lone := New(0, false, nil)
+		lone := NewLoad(0, false, nil)
 		lone.SetPeers("n1", peers, time.Minute)
 		for range 30 {
 			lone.Reserve()
@@ -158,7 +158,7 @@ func TestLoad_Enter(t *testing.T) {
 		}
 	})
 
-	l := New(0, true, nil)
+	l := NewLoad(0, true, nil)
 	l.Reserve()
 	l.Won()
 	l.Release(true)
@@ -184,7 +184,7 @@ func TestLoad_Enter(t *testing.T) {
 // progress even at max_parallel (a handed-on pending slot must run), so
 // the next Reserve is refused until its Release(true).
 func TestLoad_HoldCountsAtTheLimit(t *testing.T) {
-	l := New(1, true, nil)
+	l := NewLoad(1, true, nil)
 	if !l.Reserve() {
 		t.Fatal("first reservation refused at max_parallel 1")
 	}
@@ -277,7 +277,7 @@ func TestRank_Rendezvous(t *testing.T) {
 
 	// Enter: n1's peers n2 (role=db) and n3 (no tags). For a job with
 	// nodes: [role=db] only n2 ranks; for any job both do.
-	l, l2 := New(0, true, nil), New(0, true, nil)
+	l, l2 := NewLoad(0, true, nil), NewLoad(0, true, nil)
 	l.SetPeers("n1", []Peer{{ID: "n2", Tags: map[string]string{"role": "db"}}, {ID: "n3"}}, time.Hour)
 	l2.SetPeers("n1", []Peer{{ID: "n2", Tags: map[string]string{"role": "db"}}, {ID: "n3"}}, time.Hour)
 	db, anyJob := 0, 0
@@ -306,7 +306,7 @@ func TestRank_Rendezvous(t *testing.T) {
 // still wakes it: the channel is the one the refusal returned. (With a
 // refused Reserve and then Freed, that Release would have woken nobody.)
 func TestLoad_TryReserveSeesAReleaseBeforeTheWait(t *testing.T) {
-	l := New(1, true, nil)
+	l := NewLoad(1, true, nil)
 	if ok, _ := l.TryReserve(); !ok {
 		t.Fatal("first TryReserve refused at max_parallel 1")
 	}

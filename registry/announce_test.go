@@ -62,7 +62,7 @@ func (p *peerLog) waitFor(t *testing.T, want []string, within time.Duration) {
 func TestHeartbeat_AnnouncedNodesAreReadAtOnce(t *testing.T) {
 	r, srv := newRedis(t)
 	run := func(id string, p *peerLog) (stop func()) {
-		h := New(Options{Log: zap.NewNop(), Store: r, Peers: p.peers, Self: Record{NodeID: id, Instance: "i-" + id, Jobs: map[string]string{}}})
+		h := NewHeartbeat(HeartbeatOptions{Log: zap.NewNop(), Store: r, Peers: p.peers, Self: Record{NodeID: id, Instance: "i-" + id, Jobs: map[string]string{}}})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- h.Run(ctx) }()
@@ -134,7 +134,7 @@ func TestHeartbeat_WarmupReadsWhileNotSubscribed(t *testing.T) {
 		s.watches <- &rueidis.RedisError{} // refused
 		core, logs := observer.New(zapcore.DebugLevel)
 		var p peerLog
-		h := New(Options{Log: zap.New(core), Store: s, Peers: p.peers, Self: Record{NodeID: "n1", Instance: "i1", Jobs: map[string]string{}}})
+		h := NewHeartbeat(HeartbeatOptions{Log: zap.New(core), Store: s, Peers: p.peers, Self: Record{NodeID: "n1", Instance: "i1", Jobs: map[string]string{}}})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- h.Run(ctx) }()

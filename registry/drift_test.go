@@ -26,7 +26,7 @@ type driftDaemon struct {
 func newDriftDaemon(r *redislock.Redis, id string, jobs map[string]string) driftDaemon {
 	core, logs := observer.New(zapcore.DebugLevel)
 	reg := prometheus.NewRegistry()
-	h := New(Options{Log: zap.New(core), Store: r, Registry: reg, Self: Record{NodeID: id, Instance: id + "-inst",
+	h := NewHeartbeat(HeartbeatOptions{Log: zap.New(core), Store: r, Registry: reg, Self: Record{NodeID: id, Instance: id + "-inst",
 		Jobs: jobs}})
 	return driftDaemon{daemon: daemon{h: h, logs: logs}, reg: reg}
 }
@@ -178,10 +178,10 @@ func (c *countingStore) take() (sent []int, reads []string) {
 	return sent, reads
 }
 
-func newCountingDaemon(s Store, id string, jobs map[string]string) driftDaemon {
+func newCountingDaemon(s HeartbeatStore, id string, jobs map[string]string) driftDaemon {
 	core, logs := observer.New(zapcore.DebugLevel)
 	reg := prometheus.NewRegistry()
-	h := New(Options{Log: zap.New(core), Store: s, Registry: reg, Self: Record{NodeID: id, Instance: id + "-inst", Jobs: jobs}})
+	h := NewHeartbeat(HeartbeatOptions{Log: zap.New(core), Store: s, Registry: reg, Self: Record{NodeID: id, Instance: id + "-inst", Jobs: jobs}})
 	return driftDaemon{daemon: daemon{h: h, logs: logs}, reg: reg}
 }
 

@@ -83,7 +83,7 @@ func (h *Heartbeat) noteInline(live []Record) {
 }
 
 // readPeers reads the other nodes' records and hands the live ones to
-// Options.Peers only (a read between beats, Run); a failed read is logged
+// HeartbeatOptions.Peers only (a read between beats, Run); a failed read is logged
 // at debug and changes nothing.
 func (h *Heartbeat) readPeers(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, beatTimeout)

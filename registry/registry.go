@@ -40,8 +40,8 @@ const WarmupRead = time.Second
 
 // Defaults of Options.Every and Options.TTL.
 const (
-	DefaultEvery = 5 * time.Second
-	DefaultTTL   = 3 * DefaultEvery
+	DefaultHeartbeatEvery = 5 * time.Second
+	DefaultTTL            = 3 * DefaultHeartbeatEvery
 )
 
 // beatTimeout bounds one beat's round trip (as the health monitor's ping
@@ -115,10 +115,10 @@ func (r Record) Live(now time.Time) bool {
 	return now.Sub(r.Heartbeat) <= ttl
 }
 
-// Store keeps heartbeat records, job hashes and the node index;
+// HeartbeatStore keeps heartbeat records, job hashes and the node index;
 // implemented by *redislock.Redis (keys P node:ID, P node-jobs:ID and
 // P nodes:index).
-type Store interface {
+type HeartbeatStore interface {
 	// SwapNode sets node id's record to value with a TTL and returns the
 	// value it replaced (nil when none), atomically; with it, it sets the
 	// node's job hashes key to jobs with the same TTL, or, when jobs is
@@ -137,11 +137,11 @@ type Store interface {
 	JobsReader
 }
 
-// Options configure New. Log, Store and Self (NodeID, Instance) are
+// HeartbeatOptions configure NewHeartbeat. Log, Store and Self (NodeID, Instance) are
 // required.
-type Options struct {
+type HeartbeatOptions struct {
 	Log   *zap.Logger
-	Store Store
+	Store HeartbeatStore
 	// Registry receives cronlock_node_id_conflict; nil = not registered.
 	Registry prometheus.Registerer
 	// Self is this process's record; Heartbeat is set on every beat.
@@ -167,7 +167,7 @@ type Options struct {
 // call Run once.
 type Heartbeat struct {
 	log        *zap.Logger
-	store      Store
+	store      HeartbeatStore
 	self       Record
 	every, ttl time.Duration
 	now        func() time.Time
@@ -199,10 +199,10 @@ type Heartbeat struct {
 	inline, listed bool
 }
 
-// New returns the actor; it does no I/O.
-func New(o Options) *Heartbeat {
+// NewHeartbeat returns the actor; it does no I/O.
+func NewHeartbeat(o HeartbeatOptions) *Heartbeat {
 	if o.Every <= 0 {
-		o.Every = DefaultEvery
+		o.Every = DefaultHeartbeatEvery
 	}
 	if o.TTL <= 0 {
 		o.TTL = 3 * o.Every

@@ -26,9 +26,9 @@ type daemon struct {
 	logs *observer.ObservedLogs
 }
 
-func newDaemon(store Store, id, instance string, now func() time.Time) daemon {
+func newDaemon(store HeartbeatStore, id, instance string, now func() time.Time) daemon {
 	core, logs := observer.New(zapcore.DebugLevel)
-	h := New(Options{Log: zap.New(core), Store: store, Now: now, Self: Record{NodeID: id, Instance: instance,
+	h := NewHeartbeat(HeartbeatOptions{Log: zap.New(core), Store: store, Now: now, Self: Record{NodeID: id, Instance: instance,
 		Hostname: "host-" + instance, PID: 4242, Version: "test", Started: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		Jobs: map[string]string{"a": "1"}, ConfigHash: "cafe"}})
 	return daemon{h: h, logs: logs}
@@ -345,7 +345,7 @@ func TestHeartbeat_ConflictEndsAfterTTL(t *testing.T) {
 }
 
 // TestHeartbeat_PeersGetLiveOthers: against a real Redis, every beat hands
-// Options.Peers the other live nodes' records (with their tags and runs in
+// HeartbeatOptions.Peers the other live nodes' records (with their tags and runs in
 // progress), never this node's own, valid for two beats; a node whose
 // record is older than its TTL is left out.
 func TestHeartbeat_PeersGetLiveOthers(t *testing.T) {
@@ -356,7 +356,7 @@ func TestHeartbeat_PeersGetLiveOthers(t *testing.T) {
 	}
 	var got []call
 	mk := func(id string, tags map[string]string, running map[string]int64, now func() time.Time, peers func([]Record, time.Duration)) *Heartbeat {
-		return New(Options{Log: zap.NewNop(), Store: r, Now: now, Peers: peers, Running: func() map[string]int64 { return running },
+		return NewHeartbeat(HeartbeatOptions{Log: zap.NewNop(), Store: r, Now: now, Peers: peers, Running: func() map[string]int64 { return running },
 			Self: Record{NodeID: id, Instance: "i-" + id, Jobs: map[string]string{}, Tags: tags}})
 	}
 	stale := mk("old", nil, nil, func() time.Time { return time.Now().Add(-time.Minute) }, nil)
@@ -371,8 +371,8 @@ func TestHeartbeat_PeersGetLiveOthers(t *testing.T) {
 	}
 	for i, c := range got {
 		if len(c.others) != 1 || c.others[0].NodeID != "n2" || c.others[0].Tags["role"] != "db" ||
-			c.others[0].Running["a"]+c.others[0].Running["b"] != 5 || c.validFor != 2*DefaultEvery {
-			t.Errorf("beat %d: Peers got %+v valid %v; want only n2 (role=db, 5 runs), valid %v", i+1, c.others, c.validFor, 2*DefaultEvery)
+			c.others[0].Running["a"]+c.others[0].Running["b"] != 5 || c.validFor != 2*DefaultHeartbeatEvery {
+			t.Errorf("beat %d: Peers got %+v valid %v; want only n2 (role=db, 5 runs), valid %v", i+1, c.others, c.validFor, 2*DefaultHeartbeatEvery)
 		}
 	}
 }
@@ -385,7 +385,7 @@ func TestHeartbeat_WarmupReads(t *testing.T) {
 		s := &memStore{}
 		var mu sync.Mutex
 		calls := 0
-		h := New(Options{Log: zap.NewNop(), Store: s, Self: Record{NodeID: "n1", Instance: "i1", Jobs: map[string]string{}},
+		h := NewHeartbeat(HeartbeatOptions{Log: zap.NewNop(), Store: s, Self: Record{NodeID: "n1", Instance: "i1", Jobs: map[string]string{}},
 			Peers: func([]Record, time.Duration) { mu.Lock(); calls++; mu.Unlock() }})
 		count := func() int { mu.Lock(); defer mu.Unlock(); return calls }
 		ctx, cancel := context.WithCancel(t.Context())

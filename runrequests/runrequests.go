@@ -23,9 +23,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// Store is the Redis side; implemented by *redislock.Redis (one round trip
+// RunRequestStore is the Redis side; implemented by *redislock.Redis (one round trip
 // per call).
-type Store interface {
+type RunRequestStore interface {
 	PendingRunJobs(ctx context.Context, since time.Time) ([]string, error)
 	WatchRunRequests(ctx context.Context, subscribed, notified func()) error
 	TakeRun(ctx context.Context, job, node string, at time.Time) (*redislock.RunRequest, error)
@@ -37,7 +37,7 @@ type Store interface {
 // request status, not a slot skip reason.
 const SkipNotHeld = "not_held"
 
-// DefaultEvery is the default poll interval while no subscription to the
+// DefaultTakerEvery is the default poll interval while no subscription to the
 // announcements is in force; DefaultIdleEvery the poll interval while one
 // is (a request whose announcement was lost, e.g. one written by a
 // cronlock whose Redis user may not PUBLISH, waits at most that long).
@@ -46,8 +46,8 @@ const SkipNotHeld = "not_held"
 // switches of the daemon; four polls a second were a third of an idle
 // node's CPU (README.md, "Performance").
 const (
-	DefaultEvery     = 250 * time.Millisecond
-	DefaultIdleEvery = 5 * time.Second
+	DefaultTakerEvery = 250 * time.Millisecond
+	DefaultIdleEvery  = 5 * time.Second
 )
 
 // callTimeout bounds each Redis call; handTimeout the hand-over of a
@@ -59,10 +59,10 @@ const (
 	maxPerPoll = 64
 )
 
-// Options configure New. Log, Store, Node, Held and Start are required.
-type Options struct {
+// TakerOptions configure NewTaker. Log, Store, Node, Held and Start are required.
+type TakerOptions struct {
 	Log   *zap.Logger
-	Store Store
+	Store RunRequestStore
 	Node  string // this node's id, written into the request's status
 	// Held reports whether this node takes requests of job (configured and
 	// enabled here). Called from the Run goroutine.
@@ -80,14 +80,14 @@ type Options struct {
 // Taker is the actor that takes run requests. Create it with New, then
 // call Run once.
 type Taker struct {
-	o  Options
+	o  TakerOptions
 	wg sync.WaitGroup // the watcher, and one per request taken and not yet reported
 }
 
-// New returns the actor; it does no I/O.
-func New(o Options) *Taker {
+// NewTaker returns the actor; it does no I/O.
+func NewTaker(o TakerOptions) *Taker {
 	if o.Every <= 0 {
-		o.Every = DefaultEvery
+		o.Every = DefaultTakerEvery
 	}
 	if o.IdleEvery <= 0 {
 		o.IdleEvery = DefaultIdleEvery

@@ -36,7 +36,7 @@ func TestTaker_HeldJobsOnlyAndFailedHandOverReported(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tk := New(Options{Log: zap.NewNop(), Store: r, Node: "n1", Every: 20 * time.Millisecond,
+	tk := NewTaker(TakerOptions{Log: zap.NewNop(), Store: r, Node: "n1", Every: 20 * time.Millisecond,
 		Held: func(job string) bool { return job == "mine" },
 		Start: func(context.Context, string, bool, string) (func() RunOutcome, error) {
 			return nil, errors.New("engine: job not configured on this node")
@@ -82,7 +82,7 @@ func newStore(t *testing.T, o redislock.Options) *redislock.Redis {
 func takeWithin(t *testing.T, r *redislock.Redis, log *zap.Logger, every, idle time.Duration, ready func(), id string, d time.Duration) bool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	tk := New(Options{Log: log, Store: r, Node: "n1", Every: every, IdleEvery: idle,
+	tk := NewTaker(TakerOptions{Log: log, Store: r, Node: "n1", Every: every, IdleEvery: idle,
 		Held: func(job string) bool { return job == "mine" },
 		Start: func(context.Context, string, bool, string) (func() RunOutcome, error) {
 			return nil, errors.New("refused by the test")

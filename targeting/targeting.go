@@ -55,7 +55,7 @@ const MaxAge = 2
 
 // LiveNodes decodes heartbeat records (the values of
 // redislock.Redis.Nodes, the node list) and keeps those written within
-// MaxAge beats of their writer's interval (registry.DefaultEvery for a
+// MaxAge beats of their writer's interval (registry.DefaultHeartbeatEvery for a
 // record without one) before now. The age is judged by the writer's
 // clock against the reader's (node.max_clock_skew warns when they differ
 // by more than 2 s; two beats are 10 s by default). A value that does not
@@ -65,7 +65,7 @@ func LiveNodes(values [][]byte, now time.Time) []Node {
 	for _, r := range registry.Decode(values) {
 		every := time.Duration(r.EveryMs) * time.Millisecond
 		if every <= 0 {
-			every = registry.DefaultEvery
+			every = registry.DefaultHeartbeatEvery
 		}
 		if now.Sub(r.Heartbeat) > MaxAge*every {
 			continue

@@ -59,7 +59,7 @@ func TestLiveNodes(t *testing.T) {
 		rec("fresh", time.Second, 5000, `{"role":"db"}`),
 		rec("edge", 2*time.Second, 1000, `{}`),
 		rec("stale", 2*time.Second+time.Millisecond, 1000, `{"role":"db"}`),
-		rec("default", 2*registry.DefaultEvery, 0, `{}`),
+		rec("default", 2*registry.DefaultHeartbeatEvery, 0, `{}`),
 		[]byte(`{`),
 		[]byte(`{"node_id":"noinstance"}`),
 	}
@@ -112,7 +112,7 @@ func TestWatcher_ReportsUnrunnableOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		core, logs := observer.New(zap.InfoLevel)
 		lister := &fakeLister{recs: []registry.Record{dbRecord()}}
-		w := NewWatcher(Options{Log: zap.New(core), Lister: lister, Self: Node{ID: "web1", Tags: map[string]string{"role": "web"}}})
+		w := NewWatcher(WatcherOptions{Log: zap.New(core), Lister: lister, Self: Node{ID: "web1", Tags: map[string]string{"role": "web"}}})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
@@ -163,7 +163,7 @@ func TestWatcher_ReportsUnrunnableOnce(t *testing.T) {
 func TestWatcher_NoListingWhenSelfMatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lister := &fakeLister{}
-		w := NewWatcher(Options{Log: zap.NewNop(), Lister: lister, Self: Node{ID: "db1", Tags: map[string]string{"role": "db"}}})
+		w := NewWatcher(WatcherOptions{Log: zap.NewNop(), Lister: lister, Self: Node{ID: "db1", Tags: map[string]string{"role": "db"}}})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()

@@ -21,8 +21,8 @@ type Lister interface {
 // listTimeout bounds one listing of the node records.
 const listTimeout = 2 * time.Second
 
-// Options configure NewWatcher. Log and Self are required.
-type Options struct {
+// WatcherOptions configure NewWatcher. Log and Self are required.
+type WatcherOptions struct {
 	Log *zap.Logger
 	// Lister reads the other nodes' records; nil (memory backend: one
 	// node) judges by Self alone.
@@ -32,7 +32,7 @@ type Options struct {
 	// Registry receives cronlock_job_unrunnable; nil = not registered.
 	Registry prometheus.Registerer
 	// Every is the check interval, this node's heartbeat interval
-	// (default registry.DefaultEvery).
+	// (default registry.DefaultHeartbeatEvery).
 	Every time.Duration
 }
 
@@ -60,9 +60,9 @@ type Watcher struct {
 }
 
 // NewWatcher returns the actor; it does no I/O.
-func NewWatcher(o Options) *Watcher {
+func NewWatcher(o WatcherOptions) *Watcher {
 	if o.Every <= 0 {
-		o.Every = registry.DefaultEvery
+		o.Every = registry.DefaultHeartbeatEvery
 	}
 	w := &Watcher{log: o.Log, lister: o.Lister, self: o.Self, every: o.Every, inbox: make(chan []config.Job),
 		unrunnable: map[string]bool{}}
