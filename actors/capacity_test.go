@@ -10,9 +10,9 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
-	"github.com/cronlock/cronlock/nodeload"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -25,12 +25,12 @@ type capNode struct {
 	stop func()
 }
 
-func startCapNode(t *testing.T, node, job, command string, mem *memory.Memory, load *nodeload.Load) *capNode {
+func startCapNode(t *testing.T, node, job, command string, mem *memory.Memory, load *cluster.Load) *capNode {
 	t.Helper()
 	return startCapNodeJob(t, node, testJob(t, job, command), mem, load)
 }
 
-func startCapNodeJob(t *testing.T, node string, cfg config.Job, mem *memory.Memory, load *nodeload.Load) *capNode {
+func startCapNodeJob(t *testing.T, node string, cfg config.Job, mem *memory.Memory, load *cluster.Load) *capNode {
 	t.Helper()
 	job := cfg.Name
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -64,7 +64,7 @@ func (c *capNode) skip(slot time.Time) (reason string, level zapcore.Level) {
 // (nodeload.Rank).
 func rankedSlot(after time.Time, job, node string, rank int, ids []string) time.Time {
 	s := after.Truncate(time.Second).Add(time.Second)
-	for nodeload.Rank(job, 0, s.Unix(), node, ids) != rank {
+	for cluster.Rank(job, 0, s.Unix(), node, ids) != rank {
 		s = s.Add(time.Second)
 	}
 	return s
@@ -78,10 +78,10 @@ func rankedSlot(after time.Time, job, node string, rank int, ids []string) time.
 func TestJob_MaxParallel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewMemory()
-		load1 := nodeload.NewLoad(1, true, nil)
+		load1 := cluster.NewLoad(1, true, nil)
 		a1 := startCapNode(t, "n1", "a", "sleep 10s", mem, load1)
 		b1 := startCapNode(t, "n1", "b", "exit 0", mem, load1)
-		b2 := startCapNode(t, "n2", "b", "exit 0", mem, nodeload.NewLoad(0, true, nil))
+		b2 := startCapNode(t, "n2", "b", "exit 0", mem, cluster.NewLoad(0, true, nil))
 		s := time.Now().Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(s))
 
@@ -146,7 +146,7 @@ func TestJob_MaxParallel(t *testing.T) {
 func TestJob_MaxParallelQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewMemory()
-		load := nodeload.NewLoad(1, true, nil)
+		load := cluster.NewLoad(1, true, nil)
 		cfg := testJob(t, "q", "sleep 2500ms")
 		cfg.Overlap, cfg.CatchupWindow = config.OverlapQueue, 5*time.Second // the pending slot runs after its next came due (R7)
 		q := startCapNodeJob(t, "n1", cfg, mem, load)
@@ -195,9 +195,9 @@ func TestJob_MaxParallelQueue(t *testing.T) {
 func TestJob_ClaimOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewMemory()
-		load1, load2 := nodeload.NewLoad(0, true, nil), nodeload.NewLoad(0, true, nil)
-		load1.SetPeers("n1", []nodeload.Peer{{ID: "n2"}}, time.Hour)
-		load2.SetPeers("n2", []nodeload.Peer{{ID: "n1"}}, time.Hour)
+		load1, load2 := cluster.NewLoad(0, true, nil), cluster.NewLoad(0, true, nil)
+		load1.SetPeers("n1", []cluster.Peer{{ID: "n2"}}, time.Hour)
+		load2.SetPeers("n2", []cluster.Peer{{ID: "n1"}}, time.Hour)
 		load1.SetJobs([]string{"a"})
 		load2.SetJobs([]string{"a"})
 		a1 := startCapNode(t, "n1", "a", "exit 0", mem, load1)

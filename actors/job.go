@@ -8,8 +8,8 @@ import (
 
 	"github.com/cronlock/cronlock/ledger"
 
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/nodeload"
 	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -57,7 +57,7 @@ type JobDeps struct {
 	// Load counts this node's runs in progress (node.max_parallel and the
 	// load-ordered claim delay, actors/capacity.go); optional (nil = no
 	// limit, no delay; manual runs never use it).
-	Load *nodeload.Load
+	Load *cluster.Load
 	// MaxSkew is node.max_clock_skew: a scheduled claim's early edge and
 	// the first term of a job's answer window (docs/protocol.md, R2).
 	MaxSkew time.Duration

@@ -12,8 +12,8 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/nodeload"
 	"github.com/cronlock/cronlock/process"
 	"github.com/cronlock/cronlock/schedule"
 	"go.uber.org/zap"
@@ -71,7 +71,7 @@ func runBenchJob(b *testing.B, cfg config.Job, log *zap.Logger, locker ledger.Lo
 		Results: results, Phantoms: make(chan Phantom, 10), Kill: kill,
 		Environ: JobEnviron(os.Environ()),
 		// As the daemon has them (engine.New; no peers: the claim order ranks this node first).
-		Load: nodeload.NewLoad(0, true, nil)})
+		Load: cluster.NewLoad(0, true, nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- job.Run(ctx) }()

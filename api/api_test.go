@@ -13,10 +13,10 @@ import (
 
 	"github.com/cronlock/cronlock/ledger"
 
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -62,10 +62,10 @@ jobs:
 	}
 	now := time.Now().UTC()
 	// The record as the heartbeat writes it: the job hashes in their own key.
-	rec, _ := json.Marshal(registry.Record{NodeID: "web1", Instance: "i1", Hostname: "web1", PID: 1, Version: "test", Started: now,
+	rec, _ := json.Marshal(cluster.Record{NodeID: "web1", Instance: "i1", Hostname: "web1", PID: 1, Version: "test", Started: now,
 		Heartbeat: now, EveryMs: 5000, TTLMs: 15000, ConfigHash: "h", JobsKey: true, Running: map[string]int64{"backup": 1},
 		Tags: map[string]string{"role": "web"}})
-	hashes, _ := json.Marshal(registry.JobHashes{ConfigHash: "h", Jobs: config.JobHashes(cfg.Jobs)})
+	hashes, _ := json.Marshal(cluster.JobHashes{ConfigHash: "h", Jobs: config.JobHashes(cfg.Jobs)})
 	if _, _, err := r.SwapNode(ctx, "web1", rec, hashes, time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,9 @@ import (
 
 	"github.com/cronlock/cronlock/ledger"
 
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/drift"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 )
 
 // NextTimes is how many next fire times a JobStatus lists.
@@ -50,7 +49,7 @@ type JobStatus struct {
 	RunningOn []string `json:"running_on"`
 	// Drift is how the job differs between the live nodes; null when it is
 	// configured alike on all of them.
-	Drift *drift.Job `json:"drift"`
+	Drift *cluster.Job `json:"drift"`
 	// Runs is the job's successful runs counted for max_runs; MaxRuns its
 	// limit (0 = none).
 	Runs    int64 `json:"runs"`
@@ -169,7 +168,7 @@ type Store interface {
 	Events(ctx context.Context, job string, n int) ([]redislock.Event, error)
 	// Nodes returns the heartbeat records (registry.Record as JSON).
 	Nodes(ctx context.Context) ([][]byte, error)
-	registry.JobsReader
+	cluster.JobsReader
 }
 
 var _ Store = (*redislock.Redis)(nil)

@@ -4,15 +4,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/cronlock/cronlock/drift"
-	"github.com/cronlock/cronlock/registry"
-	"github.com/cronlock/cronlock/targeting"
+	"github.com/cronlock/cronlock/cluster"
 )
 
 // NodeRow is one daemon in `cronlock nodes -json`: its heartbeat record
 // plus what the reader derives from it.
 type NodeRow struct {
-	registry.Record
+	cluster.Record
 	// Jobs are the node's job hashes (job name → config.JobHash), from its
 	// record or its job hashes key; nil when that key could not be read
 	// (it was gone: the node writes it again at its next beat). Then the
@@ -25,7 +23,7 @@ type NodeRow struct {
 	AgeMs int64  `json:"age_ms"` // since the last heartbeat, by this machine's clock
 	// Drift lists how the node's jobs differ from the other live nodes'
 	// (empty for a gone node, which is not compared).
-	Drift []drift.Diff `json:"drift"`
+	Drift []cluster.Diff `json:"drift"`
 }
 
 // Cluster is the node list with its drift, read once from Redis; it
@@ -33,11 +31,11 @@ type NodeRow struct {
 type Cluster struct {
 	Nodes []NodeRow `json:"nodes"`
 	// Drift are the jobs not configured alike on every live node.
-	Drift []drift.Job `json:"drift"`
-	byJob map[string]drift.Job
+	Drift []cluster.Job `json:"drift"`
+	byJob map[string]cluster.Job
 	// targets are the nodes that count as live for job targeting
 	// (targeting.LiveNodes: written within two beats).
-	targets []targeting.Node
+	targets []cluster.Node
 }
 
 // Nodes reads every node record (two round trips), then the job hashes of
@@ -49,14 +47,14 @@ func Nodes(ctx context.Context, r Store, now time.Time) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs := registry.Decode(values)
-	if _, err := registry.NewJobsCache().Fill(ctx, r, recs); err != nil {
+	recs := cluster.Decode(values)
+	if _, err := cluster.NewJobsCache().Fill(ctx, r, recs); err != nil {
 		return nil, err
 	}
-	v := &Cluster{Nodes: []NodeRow{}, Drift: []drift.Job{}, byJob: map[string]drift.Job{}, targets: targeting.LiveNodes(values, now)}
+	v := &Cluster{Nodes: []NodeRow{}, Drift: []cluster.Job{}, byJob: map[string]cluster.Job{}, targets: cluster.LiveNodes(values, now)}
 	live := map[string]map[string]string{}
 	for _, rec := range recs {
-		row := NodeRow{Record: rec, Jobs: rec.Jobs, State: "gone", AgeMs: now.Sub(rec.Heartbeat).Milliseconds(), Drift: []drift.Diff{}}
+		row := NodeRow{Record: rec, Jobs: rec.Jobs, State: "gone", AgeMs: now.Sub(rec.Heartbeat).Milliseconds(), Drift: []cluster.Diff{}}
 		if rec.Live(now) {
 			row.State = "live"
 			if rec.Jobs != nil {
@@ -75,11 +73,11 @@ func Nodes(ctx context.Context, r Store, now time.Time) (*Cluster, error) {
 				others[id] = jobs
 			}
 		}
-		if d := drift.Compare(row.Jobs, others); d != nil {
+		if d := cluster.Compare(row.Jobs, others); d != nil {
 			v.Nodes[i].Drift = d
 		}
 	}
-	if d := drift.Cluster(live); d != nil {
+	if d := cluster.Cluster(live); d != nil {
 		v.Drift = d
 	}
 	for _, j := range v.Drift {
@@ -91,7 +89,7 @@ func Nodes(ctx context.Context, r Store, now time.Time) (*Cluster, error) {
 // annotate adds the cluster's view of row's job: where it is running, how
 // it drifts, and which live nodes may run it.
 func (v *Cluster) annotate(row *JobStatus) {
-	if ids := targeting.Runners(row.Nodes, v.targets); ids != nil {
+	if ids := cluster.Runners(row.Nodes, v.targets); ids != nil {
 		row.Runners = ids
 	}
 	row.Unrunnable = len(row.Nodes) > 0 && len(row.Runners) == 0

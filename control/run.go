@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
-	"github.com/cronlock/cronlock/targeting"
 	"github.com/google/uuid"
 )
 
@@ -116,7 +115,7 @@ func takerGone(ctx context.Context, r *redislock.Redis, st *redislock.RunStatus,
 	if err != nil {
 		return nil
 	}
-	for _, rec := range registry.Decode(values) {
+	for _, rec := range cluster.Decode(values) {
 		switch {
 		case rec.NodeID != st.Node:
 		case rec.Started.After(st.At):
@@ -170,7 +169,7 @@ func waitState(ctx context.Context, r *redislock.Redis, job, id string, done fun
 func (c *Cluster) Holders(job string, selectors []string) []string {
 	var out []string
 	for _, n := range c.Nodes {
-		if _, ok := n.Jobs[job]; ok && n.State == "live" && targeting.Matches(selectors, n.Tags) {
+		if _, ok := n.Jobs[job]; ok && n.State == "live" && cluster.Matches(selectors, n.Tags) {
 			out = append(out, n.NodeID)
 		}
 	}

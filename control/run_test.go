@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 )
 
 // takenRequest returns a Redis on a fresh server with one run request of
@@ -43,7 +43,7 @@ func takenRequestOn(t *testing.T, taken time.Time) (*redislock.Redis, redislock.
 // the given instants.
 func writeRecord(t *testing.T, r *redislock.Redis, started, heartbeat time.Time) {
 	t.Helper()
-	rec, _ := json.Marshal(registry.Record{NodeID: "n2", Instance: "i-" + started.String(), Hostname: "h", PID: 1, Started: started,
+	rec, _ := json.Marshal(cluster.Record{NodeID: "n2", Instance: "i-" + started.String(), Hostname: "h", PID: 1, Started: started,
 		Heartbeat: heartbeat, EveryMs: 1000, TTLMs: 3000})
 	if _, _, err := r.SwapNode(t.Context(), "n2", rec, nil, time.Minute); err != nil {
 		t.Fatal(err)

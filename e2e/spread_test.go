@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/nodeload"
 )
 
 // spreadSpan is how long the spread scenario runs: 15 s of issue 13's
@@ -96,7 +96,7 @@ func spreadScenario(t *testing.T, maxParallel int) {
 			perNode[f[2]]++
 			var index int // s00..s59: the job's place among the sorted names
 			fmt.Sscanf(f[0], "s%d", &index)
-			if nodeload.Rank(f[0], index, slot.Unix(), f[2], []string{"n1", "n2", "n3"}) == 0 {
+			if cluster.Rank(f[0], index, slot.Unix(), f[2], []string{"n1", "n2", "n3"}) == 0 {
 				rank0++
 			} else {
 				offOrder[f[2]]++

@@ -17,13 +17,10 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/nodeload"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/runrecords"
-	"github.com/cronlock/cronlock/runrequests"
 	"github.com/cronlock/cronlock/statedir"
-	"github.com/cronlock/cronlock/targeting"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -77,10 +74,10 @@ type Engine struct {
 	ticker  *actors.Ticker
 	hooks   *actors.HookRunner
 	janitor *actors.Janitor
-	node    *registry.Heartbeat // nil for the memory backend
-	load    *nodeload.Load      // runs in progress, max_parallel, the claim order
-	targets *targeting.Watcher  // reports jobs no live node may run
-	taker   *runrequests.Taker  // nil for the memory backend
+	node    *cluster.Heartbeat // nil for the memory backend
+	load    *cluster.Load      // runs in progress, max_parallel, the claim order
+	targets *cluster.Watcher   // reports jobs no live node may run
+	taker   *cluster.Taker     // nil for the memory backend
 	jobs    *jobSet
 	health  *health
 	ready   atomic.Bool   // READY=1 sent; STATUS= updates may follow
@@ -159,7 +156,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		}
 	}
 	e.metrics = actors.NewMetrics(e.reg)
-	e.load = nodeload.NewLoad(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
+	e.load = cluster.NewLoad(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
 	load := e.load
 	if e.node, err = newRegistry(cfg, b, opts, e.reg, e.metrics.Running, load); err != nil {
 		return nil, err

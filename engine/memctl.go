@@ -15,8 +15,8 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 )
@@ -49,7 +49,7 @@ type memControl struct {
 	state *statedir.Dir // nil: pause records are not kept (engine tests)
 	log   *zap.Logger
 	now   func() time.Time
-	self  func() registry.Record // this daemon's node record (Nodes)
+	self  func() cluster.Record // this daemon's node record (Nodes)
 
 	mu     sync.Mutex
 	pauses map[string]ledger.Pause // jobs paused through memControl
@@ -68,7 +68,7 @@ var (
 // others get their timer. A file that cannot be read or decoded is an
 // error naming it.
 func newMemControl(m *memory.Memory, state *statedir.Dir, log *zap.Logger, now func() time.Time,
-	self func() registry.Record) (*memControl, error) {
+	self func() cluster.Record) (*memControl, error) {
 	c := &memControl{m: m, state: state, log: log, now: now, self: self, pauses: map[string]ledger.Pause{},
 		timers: map[string]*time.Timer{}, events: map[string][]redislock.Event{}}
 	if state == nil {
@@ -119,7 +119,7 @@ func newMemControl(m *memory.Memory, state *statedir.Dir, log *zap.Logger, now f
 // passed while the daemon was stopped is lifted, as the daemon would at
 // its start.
 func ApplyMemoryPauses(m *memory.Memory, state *statedir.Dir) error {
-	c, err := newMemControl(m, state, zap.NewNop(), time.Now, func() registry.Record { return registry.Record{} })
+	c, err := newMemControl(m, state, zap.NewNop(), time.Now, func() cluster.Record { return cluster.Record{} })
 	if err != nil {
 		return err
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 )
@@ -34,8 +34,8 @@ func openMemControl(t *testing.T, dir string) (*memControl, *statedir.Dir) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := newMemControl(m, st, zap.NewNop(), time.Now, func() registry.Record {
-		return registry.Record{NodeID: "n1", Instance: "i1", Heartbeat: time.Now().UTC(), EveryMs: 5000, TTLMs: 15000,
+	c, err := newMemControl(m, st, zap.NewNop(), time.Now, func() cluster.Record {
+		return cluster.Record{NodeID: "n1", Instance: "i1", Heartbeat: time.Now().UTC(), EveryMs: 5000, TTLMs: 15000,
 			Jobs: map[string]string{"backup": "h"}, Running: map[string]int64{"backup": 1}}
 	})
 	if err != nil {

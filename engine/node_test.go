@@ -11,9 +11,9 @@ import (
 
 	"github.com/cronlock/cronlock/ledger"
 
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -146,7 +146,7 @@ func TestEngine_RedisBackendKeepsTheHeartbeatRecord(t *testing.T) {
 // together and the record's write time.
 func TestLoadPeers(t *testing.T) {
 	at := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
-	got := loadPeers([]registry.Record{{NodeID: "n2", Tags: map[string]string{"role": "db"}, Heartbeat: at,
+	got := loadPeers([]cluster.Record{{NodeID: "n2", Tags: map[string]string{"role": "db"}, Heartbeat: at,
 		Running: map[string]int64{"a": 2, "b": 3}}})
 	if len(got) != 1 || got[0].ID != "n2" || got[0].Tags["role"] != "db" || got[0].Running != 5 || !got[0].At.Equal(at) {
 		t.Errorf("loadPeers: %+v, want n2, role=db, 5 running at %v", got, at)

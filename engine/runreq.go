@@ -6,39 +6,38 @@ import (
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/runrequests"
-	"github.com/cronlock/cronlock/targeting"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 )
 
 var (
-	_ runrequests.RunRequestStore = (*redislock.Redis)(nil)
-	_ runrequests.RunRequestStore = (*lazyRedis)(nil)
+	_ cluster.RunRequestStore = (*redislock.Redis)(nil)
+	_ cluster.RunRequestStore = (*lazyRedis)(nil)
 )
 
 // newTaker returns the actor that takes the cluster's run requests for
 // this node's enabled jobs, or nil for the memory backend.
-func (e *Engine) newTaker() *runrequests.Taker {
-	store, ok := e.backend.Backend.(runrequests.RunRequestStore)
+func (e *Engine) newTaker() *cluster.Taker {
+	store, ok := e.backend.Backend.(cluster.RunRequestStore)
 	if e.backend.kind != "redis" || !ok {
 		return nil
 	}
-	return runrequests.NewTaker(runrequests.TakerOptions{Log: e.log, Store: store, Node: e.cfg.Node.ID, Held: e.holds,
+	return cluster.NewTaker(cluster.TakerOptions{Log: e.log, Store: store, Node: e.cfg.Node.ID, Held: e.holds,
 		Start: e.startRequested, Now: e.opts.Now})
 }
 
 // startRequested hands a taken run request to job's actor as RunNow
 // (runrequests.TakerOptions.Start); wait blocks until the actor's answer.
-func (e *Engine) startRequested(ctx context.Context, job string, force bool, requester string) (func() runrequests.RunOutcome, error) {
+func (e *Engine) startRequested(ctx context.Context, job string, force bool, requester string) (func() cluster.RunOutcome, error) {
 	reply := make(chan actors.Ran, 1) // the actor answers every RunNow it took, without blocking
 	if err := e.jobs.RunNow(ctx, job, actors.RunNow{Force: force, Requester: requester, Reply: reply}); err != nil {
 		return nil, err
 	}
-	return func() runrequests.RunOutcome {
+	return func() cluster.RunOutcome {
 		ran := <-reply
-		return runrequests.RunOutcome{Skip: ran.Skip, Err: ran.Err, RunID: ran.Finished.RunID, Result: ran.Finished.Result,
+		return cluster.RunOutcome{Skip: ran.Skip, Err: ran.Err, RunID: ran.Finished.RunID, Result: ran.Finished.Result,
 			ExitCode: ran.Finished.ExitCode}
 	}, nil
 }
@@ -62,7 +61,7 @@ func (e *Engine) runHere(ctx context.Context, job string, req api.RunRequest) (r
 	err := e.jobs.RunNow(hctx, job, actors.RunNow{Force: req.Force, Requester: req.Requester, Reply: reply})
 	cancel()
 	if err != nil {
-		st.State, st.Skip, st.Error, st.At = redislock.RunRefused, runrequests.SkipNotHeld, err.Error(), e.opts.Now().UTC()
+		st.State, st.Skip, st.Error, st.At = redislock.RunRefused, cluster.SkipNotHeld, err.Error(), e.opts.Now().UTC()
 		return st, nil
 	}
 	var answer <-chan time.Time // nil: wait for the end
@@ -93,7 +92,7 @@ func (e *Engine) runHere(ctx context.Context, job string, req api.RunRequest) (r
 func (e *Engine) holds(job string) bool {
 	for _, j := range e.runningJobs() {
 		if j.Name == job {
-			return j.Enabled && targeting.Matches(j.Nodes, e.cfg.Node.Tags)
+			return j.Enabled && cluster.Matches(j.Nodes, e.cfg.Node.Tags)
 		}
 	}
 	return false

@@ -18,10 +18,10 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 )
 
 // daemonClient is the cronlock command's way to a daemon on the memory
@@ -206,7 +206,7 @@ func (c *daemonClient) describe(v *control.Cluster) string {
 }
 
 // versionOf is a node record's version, or "version unknown".
-func versionOf(r registry.Record) string {
+func versionOf(r cluster.Record) string {
 	if r.Version == "" {
 		return "version unknown"
 	}

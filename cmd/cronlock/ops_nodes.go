@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/control"
-	"github.com/cronlock/cronlock/registry"
 )
 
 // runNodes implements `cronlock nodes [-config FILE] [-json]`: every
@@ -98,7 +98,7 @@ func printNodes(env *runEnv, v *control.Cluster) {
 
 // duplicatesText names the daemons that write one node's record: the
 // record's writer and the others it found writing it.
-func duplicatesText(r registry.Record) string {
+func duplicatesText(r cluster.Record) string {
 	all := []string{daemonText(r.Hostname, r.PID, r.StateDir)}
 	for _, d := range r.Duplicates {
 		all = append(all, daemonText(d.Hostname, d.PID, d.StateDir))

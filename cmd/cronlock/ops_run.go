@@ -11,10 +11,10 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/engine"
-	"github.com/cronlock/cronlock/targeting"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -119,7 +119,7 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 		}
 		s.daemon, s.backend, s.state, s.note = nil, m, dir, note
 	}
-	if !rf.force && !targeting.Matches(job.Nodes, s.cfg.Node.Tags) {
+	if !rf.force && !cluster.Matches(job.Nodes, s.cfg.Node.Tags) {
 		return opsFail(env, "run", 1, fmt.Errorf("job %q runs only on nodes whose node.tags have %s, and this host's are %v: "+
 			"run it on such a node, or give -force", job.Name, strings.Join(job.Nodes, ", "), s.cfg.Node.Tags))
 	}

@@ -1,24 +1,4 @@
-// Package registry keeps this daemon's heartbeat record in Redis, the key
-// P node:ID, and its job hashes, the key P node-jobs:ID (docs/protocol.md,
-// "The node heartbeat record"), and detects a second live daemon writing
-// the same record: two daemons configured with the same node.id.
-//
-// Every beat (default every 5 s) swaps the record for a fresh one (TTL
-// default 15 s) and reads the one it replaced, in one round trip; the same
-// script extends the job hashes key's TTL, and writes that key only when
-// the hashes changed (start, reload) or the key was lost, so that a beat
-// costs the same with 10 or 10,000 jobs. Readers of other nodes' hashes
-// (config drift, `cronlock nodes`) read them once per config hash
-// (JobsCache).
-//
-// A record of a different instance (a process, identified by a random
-// UUID) found on the first successful beat is not yet a conflict: it is
-// usually the record of this node's previous incarnation, left behind by a
-// crash until its TTL ends. Found on any later beat it is: another process
-// wrote the record after our previous beat, so it is alive. The conflict is logged
-// once per other instance (error) and shown by the gauge
-// cronlock_node_id_conflict.
-package registry
+package cluster
 
 import (
 	"bytes"
@@ -29,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/drift"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -174,7 +153,7 @@ type Heartbeat struct {
 	conflict   prometheus.Gauge
 	running    func() map[string]int64
 	peers      func([]Record, time.Duration)
-	drift      *drift.Detector
+	drift      *Detector
 	jobs       chan jobsUpdate
 	watch      *nodeWatch // the node channel (Announcer)
 
@@ -218,7 +197,7 @@ func NewHeartbeat(o HeartbeatOptions) *Heartbeat {
 	}
 	o.Self.EveryMs, o.Self.TTLMs = o.Every.Milliseconds(), o.TTL.Milliseconds()
 	log := o.Log.With(zap.String("node_id", o.Self.NodeID))
-	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, peers: o.Peers, drift: drift.NewDetector(log, o.Registry),
+	h := &Heartbeat{log: log, store: o.Store, self: o.Self, running: o.Running, peers: o.Peers, drift: NewDetector(log, o.Registry),
 		jobs: make(chan jobsUpdate), every: o.Every, ttl: o.TTL, now: o.Now, reported: map[string]bool{}, seen: map[string]Duplicate{},
 		cache: NewJobsCache(), inline: true, watch: &nodeWatch{heard: make(chan struct{}, 1)},
 		conflict: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cronlock_node_id_conflict",

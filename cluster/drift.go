@@ -1,13 +1,4 @@
-// Package drift compares the job configurations of the live nodes of a
-// cluster (docs/architecture.md, "Config drift"). Each node publishes, in
-// its heartbeat record, the hash of every job it runs (config.JobHash);
-// two nodes drift when a job exists on one and not the other (it then runs
-// only on the nodes that have it) or has different hashes on them.
-//
-// Compare and Cluster are pure functions; Detector keeps one node's view
-// across heartbeats, logs each change of it once and exports the gauge
-// cronlock_config_drift.
-package drift
+package cluster
 
 import (
 	"fmt"

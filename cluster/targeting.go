@@ -1,18 +1,10 @@
-// Package targeting decides which nodes may run which jobs: a job's nodes:
-// ["key=value", …] must all be in a node's node.tags for that node to
-// claim it. Jobs that do not match this node are not scheduled here at
-// all (ForNode). The Watcher actor reads the other nodes' heartbeat records
-// (package registry, key P node:ID) and reports every job that no live
-// node may run: one error log when it becomes so, one info log when a
-// matching node is back, and the gauge cronlock_job_unrunnable{job}.
-package targeting
+package cluster
 
 import (
 	"slices"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/registry"
 )
 
 // Matches reports whether a node with tags may run a job whose nodes: is
@@ -62,10 +54,10 @@ const MaxAge = 2
 // decode is left out.
 func LiveNodes(values [][]byte, now time.Time) []Node {
 	out := make([]Node, 0, len(values))
-	for _, r := range registry.Decode(values) {
+	for _, r := range Decode(values) {
 		every := time.Duration(r.EveryMs) * time.Millisecond
 		if every <= 0 {
-			every = registry.DefaultHeartbeatEvery
+			every = DefaultHeartbeatEvery
 		}
 		if now.Sub(r.Heartbeat) > MaxAge*every {
 			continue

@@ -1,16 +1,4 @@
-// Package nodeload counts the runs in progress on this node, enforces
-// node.max_parallel, and orders the nodes' claims without coordination
-// (the one spreading rule protocol v2 keeps, issue 32). For every (job,
-// slot) each node ranks the live nodes that may run the job (Rank): every node
-// computes the same ranking from the same view of the live nodes, and a
-// node of rank k waits k × RankStep, at most MaxDelay, before it sends
-// its claim (Enter). So each node wins about 1/N of the slots, and the
-// winning claim of a rank-0 node waits nothing. The order carries no
-// guarantee: the claim decides (rule R1). The view of the other nodes
-// (SetPeers) comes from their heartbeat records (package registry),
-// refreshed every beat; without a view (memory backend, or Redis not read
-// yet) a node ranks itself 0 and never waits.
-package nodeload
+package cluster
 
 import (
 	"slices"

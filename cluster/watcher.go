@@ -1,4 +1,4 @@
-package targeting
+package cluster
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -62,7 +61,7 @@ type Watcher struct {
 // NewWatcher returns the actor; it does no I/O.
 func NewWatcher(o WatcherOptions) *Watcher {
 	if o.Every <= 0 {
-		o.Every = registry.DefaultHeartbeatEvery
+		o.Every = DefaultHeartbeatEvery
 	}
 	w := &Watcher{log: o.Log, lister: o.Lister, self: o.Self, every: o.Every, inbox: make(chan []config.Job),
 		unrunnable: map[string]bool{}}

@@ -1,4 +1,4 @@
-package targeting
+package cluster
 
 import (
 	"context"
@@ -13,14 +13,10 @@ import (
 
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestMatches(t *testing.T) {
 	tags := map[string]string{"role": "db", "zone": "eu-1"}
@@ -59,7 +55,7 @@ func TestLiveNodes(t *testing.T) {
 		rec("fresh", time.Second, 5000, `{"role":"db"}`),
 		rec("edge", 2*time.Second, 1000, `{}`),
 		rec("stale", 2*time.Second+time.Millisecond, 1000, `{"role":"db"}`),
-		rec("default", 2*registry.DefaultHeartbeatEvery, 0, `{}`),
+		rec("default", 2*DefaultHeartbeatEvery, 0, `{}`),
 		[]byte(`{`),
 		[]byte(`{"node_id":"noinstance"}`),
 	}
@@ -73,12 +69,12 @@ func TestLiveNodes(t *testing.T) {
 // each record is written "now", at every listing.
 type fakeLister struct {
 	mu    sync.Mutex
-	recs  []registry.Record
+	recs  []Record
 	err   error
 	calls int
 }
 
-func (f *fakeLister) set(recs []registry.Record, err error) {
+func (f *fakeLister) set(recs []Record, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.recs, f.err = recs, err
@@ -100,8 +96,8 @@ func (f *fakeLister) Nodes(context.Context) ([][]byte, error) {
 	return out, f.err
 }
 
-func dbRecord() registry.Record {
-	return registry.Record{NodeID: "db1", Instance: "i-db1", EveryMs: 5000, Tags: map[string]string{"role": "db"}}
+func dbRecord() Record {
+	return Record{NodeID: "db1", Instance: "i-db1", EveryMs: 5000, Tags: map[string]string{"role": "db"}}
 }
 
 // TestWatcher_ReportsUnrunnableOnce: a job whose nodes: matches only a node
@@ -111,7 +107,7 @@ func dbRecord() registry.Record {
 func TestWatcher_ReportsUnrunnableOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		core, logs := observer.New(zap.InfoLevel)
-		lister := &fakeLister{recs: []registry.Record{dbRecord()}}
+		lister := &fakeLister{recs: []Record{dbRecord()}}
 		w := NewWatcher(WatcherOptions{Log: zap.New(core), Lister: lister, Self: Node{ID: "web1", Tags: map[string]string{"role": "web"}}})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -138,7 +134,7 @@ func TestWatcher_ReportsUnrunnableOnce(t *testing.T) {
 		if gauge("dbjob") != 1 || logs.Len() != 2 || logs.FilterMessageSnippet("node records not read").Len() != 1 || gauge("webjob") != 0 {
 			t.Fatalf("listing fails: gauge %v, logs %v; want 1, and one warning for 4 failed listings", gauge("dbjob"), logs.All())
 		}
-		lister.set([]registry.Record{dbRecord()}, nil)
+		lister.set([]Record{dbRecord()}, nil)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if gauge("dbjob") != 0 || logs.FilterMessageSnippet("job runnable again").Len() != 1 || logs.Len() != 4 {

@@ -1,14 +1,4 @@
-// Package runrequests takes the cluster's run requests for this node's
-// jobs (docs/protocol.md, "Runs on the cluster"): `cronlock run JOB` (or
-// POST /api/v1/jobs/{job}/run) pushes a request in Redis; the Taker of
-// every daemon reads the pending set when a request is announced (Redis
-// Pub/Sub) or its poll is due, pops the requests of the jobs it holds
-// (configured and enabled here) and hands each to the job's actor as
-// a manual run (the job actor's RunNow), so that it runs through the normal run path (lease,
-// retries, hooks, history with trigger manual and the requester). A
-// request is popped by exactly one daemon and run at most once. The
-// request's status in Redis says who took it and how it ended.
-package runrequests
+package cluster
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package nodeload
+package cluster
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package runrequests
+package cluster
 
 import (
 	"context"
@@ -11,12 +11,9 @@ import (
 
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // On a real Redis: the taker leaves the requests of jobs it does not hold,
 // and a request whose hand-over to the job actor fails (the job went away

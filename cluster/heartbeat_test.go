@@ -1,4 +1,4 @@
-package registry
+package cluster
 
 import (
 	"context"
@@ -12,13 +12,10 @@ import (
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // daemon is one heartbeat actor with its own log.
 type daemon struct {
