@@ -18,7 +18,7 @@ import (
 // recordingStore is a real runrecords.Store that notes each call with the
 // lease holder and the records on disk at that moment.
 type recordingStore struct {
-	store  *runrecords.Store
+	store  *runrecords.RunRecords
 	locker *memory.Memory
 	job    string
 	mu     sync.Mutex
@@ -70,7 +70,7 @@ func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
 	}
 	t.Cleanup(func() { dir.Close() })
 	locker := memory.NewMemory()
-	rs := &recordingStore{store: runrecords.New(dir), locker: locker, job: "flaky"}
+	rs := &recordingStore{store: runrecords.NewRunRecords(dir), locker: locker, job: "flaky"}
 	t.Cleanup(func() { rs.store.Close() })
 	cfg := testJob(t, "flaky", "exit 1")
 	cfg.Retries, cfg.RetryBackoff = 1, 10*time.Millisecond

@@ -94,7 +94,7 @@ type Engine struct {
 	// stores a rotated one.
 	apiToken atomic.Pointer[[]byte]
 
-	records *runrecords.Store // run records in the state directory; nil without one
+	records *runrecords.RunRecords // run records in the state directory; nil without one
 	// wrapRecords is Options.WrapRecords.
 	wrapRecords func(actors.RunRecords) actors.RunRecords
 
@@ -167,7 +167,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	locker := b.locker()
 	e.janitor = actors.NewJanitor(opts.Log, locker, 1024)
 	if opts.State != nil {
-		e.records = runrecords.New(opts.State)
+		e.records = runrecords.NewRunRecords(opts.State)
 		e.wrapRecords = opts.WrapRecords
 	}
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,

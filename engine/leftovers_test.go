@@ -59,7 +59,7 @@ func leftoverSetup(t *testing.T, srv *redistest.Server, g process.Group) (*state
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dir.Close() })
-	store := runrecords.New(dir) // the previous incarnation's
+	store := runrecords.NewRunRecords(dir) // the previous incarnation's
 	defer store.Close()
 	rec := runrecords.Record{RunID: "old", Attempt: 1, Job: "a", Owner: "n1:old", LockTTL: 5 * time.Minute,
 		KillGrace: 10 * time.Second, Group: g}
@@ -131,7 +131,7 @@ func TestEngine_KillsLeftoversAndReleasesTheirLeaseBeforeClaiming(t *testing.T) 
 		order[1] != "stale lease of the previous daemon released" || order[2] != "run started" {
 		t.Errorf("log order: got %q, want the kill, the release, then the first run", order)
 	}
-	after := runrecords.New(dir)
+	after := runrecords.NewRunRecords(dir)
 	defer after.Close()
 	if left, err := after.Load(); err != nil || len(left.Records)+len(left.Elsewhere)+len(left.Bad) != 0 {
 		t.Errorf("run records after the engine stopped: %+v, %v; want none", left, err)
@@ -148,7 +148,7 @@ func TestEngine_ReleasesTheLeaseOfAClaimRecord(t *testing.T) {
 	dir, rl := leftoverSetup(t, srv, process.Group{})
 	// The setup's record (attempt 1 without a group) is replaced by the
 	// claim record.
-	store := runrecords.New(dir)
+	store := runrecords.NewRunRecords(dir)
 	if err := store.Clear(); err != nil {
 		t.Fatal(err)
 	}

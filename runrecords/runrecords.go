@@ -96,9 +96,9 @@ type key struct {
 	attempt int
 }
 
-// Store is the run records of one state directory. Its methods are safe
+// RunRecords is the run records of one state directory. Its methods are safe
 // for concurrent use.
-type Store struct {
+type RunRecords struct {
 	path     string
 	hereOnce sync.Once
 	bootID   string
@@ -111,14 +111,14 @@ type Store struct {
 	next  int64   // offset of the first slot never used since Clear
 }
 
-// New returns the store of state's run records. It does no I/O.
-func New(state *statedir.Dir) *Store {
-	return &Store{path: filepath.Join(state.Path(), fileName), slots: map[key]int64{}}
+// NewRunRecords returns the store of state's run records. It does no I/O.
+func NewRunRecords(state *statedir.Dir) *RunRecords {
+	return &RunRecords{path: filepath.Join(state.Path(), fileName), slots: map[key]int64{}}
 }
 
 // here returns this boot's id and this process's pid namespace; "" for
 // what the kernel does not say (then it matches every record).
-func (s *Store) here() (bootID, pidNS string) {
+func (s *RunRecords) here() (bootID, pidNS string) {
 	s.hereOnce.Do(func() {
 		if b, err := os.ReadFile(bootIDPath); err == nil {
 			s.bootID = strings.TrimSpace(string(b))
@@ -130,14 +130,14 @@ func (s *Store) here() (bootID, pidNS string) {
 
 // elsewhere reports whether rec was written in another boot or pid
 // namespace.
-func (s *Store) elsewhere(rec Record) bool {
+func (s *RunRecords) elsewhere(rec Record) bool {
 	boot, ns := s.here()
 	differ := func(a, b string) bool { return a != "" && b != "" && a != b }
 	return differ(rec.BootID, boot) || differ(rec.PIDNamespace, ns)
 }
 
 // fileLocked opens the records' file once. s.mu must be held.
-func (s *Store) fileLocked() (*os.File, error) {
+func (s *RunRecords) fileLocked() (*os.File, error) {
 	if s.f == nil {
 		f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
@@ -154,7 +154,7 @@ func (s *Store) fileLocked() (*os.File, error) {
 // process exists anyway. It blocks for one system call (a few
 // microseconds) and returns its error, or an error when the record does
 // not fit a slot.
-func (s *Store) Put(rec Record) error { return s.write(rec, -1) }
+func (s *RunRecords) Put(rec Record) error { return s.write(rec, -1) }
 
 // Replace writes rec into the slot of the record of rec's run with
 // attempt old, with one pwrite(2) within one page: whatever the daemon's
@@ -163,10 +163,10 @@ func (s *Store) Put(rec Record) error { return s.write(rec, -1) }
 // attempt's; an attempt's by its retry's). Without a record of old it is
 // Put. Errors as Put's; after an error the store still counts the old
 // record as written.
-func (s *Store) Replace(old int, rec Record) error { return s.write(rec, old) }
+func (s *RunRecords) Replace(old int, rec Record) error { return s.write(rec, old) }
 
 // write is Put (old < 0) and Replace.
-func (s *Store) write(rec Record, old int) error {
+func (s *RunRecords) write(rec Record, old int) error {
 	boot, ns := s.here()
 	var enc [512]byte // most records fit: no allocation
 	data := appendStored(enc[:0], stored{RunID: rec.RunID, Attempt: rec.Attempt, Job: rec.Job, Owner: rec.Owner,
@@ -224,7 +224,7 @@ func (s *Store) write(rec Record, old int) error {
 // Remove frees the slot of runID's attempt with a one-byte pwrite(2)
 // (a zero at the slot's start marks it free); a record never written or
 // already removed is not an error.
-func (s *Store) Remove(runID string, attempt int) error {
+func (s *RunRecords) Remove(runID string, attempt int) error {
 	s.mu.Lock()
 	k := key{runID, attempt}
 	off, ok := s.slots[k]
@@ -259,7 +259,7 @@ type Left struct {
 // start before any run, it returns what the previous incarnation left:
 // records are removed when their run ends, so any record there belongs to
 // a run the daemon did not see to its end. The error is the file's.
-func (s *Store) Load() (Left, error) {
+func (s *RunRecords) Load() (Left, error) {
 	var left Left
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -308,7 +308,7 @@ func parse(slot []byte) (Record, error) {
 
 // Clear empties the file: called at start, once what Load returned has
 // been dealt with and before any run starts (records Put since are lost).
-func (s *Store) Clear() error {
+func (s *RunRecords) Clear() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f, err := s.fileLocked()
@@ -324,7 +324,7 @@ func (s *Store) Clear() error {
 }
 
 // Close closes the file; the records stay. A later Put opens it again.
-func (s *Store) Close() error {
+func (s *RunRecords) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {

@@ -11,14 +11,14 @@ import (
 	"github.com/cronlock/cronlock/statedir"
 )
 
-func newStore(t testing.TB) *Store {
+func newStore(t testing.TB) *RunRecords {
 	t.Helper()
 	d, err := statedir.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	s := New(d)
+	s := NewRunRecords(d)
 	t.Cleanup(func() { s.Close() })
 	if left, err := s.Load(); err != nil || len(left.Records)+len(left.Elsewhere)+len(left.Bad) != 0 {
 		t.Fatalf("Load of a new directory: %+v, %v; want nothing", left, err)
@@ -32,9 +32,9 @@ func record(id string, pgid int) Record {
 }
 
 // reopen is what the next incarnation sees: a new Store on the same file.
-func reopen(t *testing.T, s *Store) Left {
+func reopen(t *testing.T, s *RunRecords) Left {
 	t.Helper()
-	d := &Store{path: s.path, slots: map[key]int64{}}
+	d := &RunRecords{path: s.path, slots: map[key]int64{}}
 	defer d.Close()
 	left, err := d.Load()
 	if err != nil {
