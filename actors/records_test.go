@@ -9,7 +9,6 @@ import (
 	"time"
 
 	. "github.com/cronlock/cronlock/actors"
-	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -18,7 +17,7 @@ import (
 // recordingStore is a real runrecords.Store that notes each call with the
 // lease holder and the records on disk at that moment.
 type recordingStore struct {
-	store  *runrecords.RunRecords
+	store  *statedir.RunRecords
 	locker *memory.Memory
 	job    string
 	mu     sync.Mutex
@@ -28,11 +27,11 @@ type recordingStore struct {
 type recordCall struct {
 	op      string // "put 1", "remove 1", …
 	holder  string // lease holder after the call
-	onDisk  []runrecords.Record
-	written runrecords.Record // for put
+	onDisk  []statedir.Record
+	written statedir.Record // for put
 }
 
-func (s *recordingStore) note(op string, rec runrecords.Record) {
+func (s *recordingStore) note(op string, rec statedir.Record) {
 	left, _ := s.store.Load()
 	st, _ := s.locker.State(context.Background(), s.job)
 	s.mu.Lock()
@@ -40,13 +39,13 @@ func (s *recordingStore) note(op string, rec runrecords.Record) {
 	s.calls = append(s.calls, recordCall{op: op, holder: st.LeaseHolder, onDisk: left.Records, written: rec})
 }
 
-func (s *recordingStore) Put(rec runrecords.Record) error {
+func (s *recordingStore) Put(rec statedir.Record) error {
 	err := s.store.Put(rec)
 	s.note(fmt.Sprintf("put %d", rec.Attempt), rec)
 	return err
 }
 
-func (s *recordingStore) Replace(old int, rec runrecords.Record) error {
+func (s *recordingStore) Replace(old int, rec statedir.Record) error {
 	err := s.store.Replace(old, rec)
 	s.note(fmt.Sprintf("replace %d by %d", old, rec.Attempt), rec)
 	return err
@@ -54,7 +53,7 @@ func (s *recordingStore) Replace(old int, rec runrecords.Record) error {
 
 func (s *recordingStore) Remove(runID string, attempt int) error {
 	err := s.store.Remove(runID, attempt)
-	s.note(fmt.Sprintf("remove %d", attempt), runrecords.Record{})
+	s.note(fmt.Sprintf("remove %d", attempt), statedir.Record{})
 	return err
 }
 
@@ -70,7 +69,7 @@ func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
 	}
 	t.Cleanup(func() { dir.Close() })
 	locker := memory.NewMemory()
-	rs := &recordingStore{store: runrecords.NewRunRecords(dir), locker: locker, job: "flaky"}
+	rs := &recordingStore{store: statedir.NewRunRecords(dir), locker: locker, job: "flaky"}
 	t.Cleanup(func() { rs.store.Close() })
 	cfg := testJob(t, "flaky", "exit 1")
 	cfg.Retries, cfg.RetryBackoff = 1, 10*time.Millisecond

@@ -16,7 +16,7 @@ import (
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/runrecords"
+	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -419,13 +419,13 @@ type blockingRecords struct {
 	writes  atomic.Int32 // writes begun
 }
 
-func (b *blockingRecords) Put(runrecords.Record) error {
+func (b *blockingRecords) Put(statedir.Record) error {
 	b.writes.Add(1)
 	<-b.release
 	return nil
 }
 
-func (b *blockingRecords) Replace(int, runrecords.Record) error {
+func (b *blockingRecords) Replace(int, statedir.Record) error {
 	b.writes.Add(1)
 	<-b.release
 	return nil

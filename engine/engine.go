@@ -19,7 +19,6 @@ import (
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,7 +93,7 @@ type Engine struct {
 	// stores a rotated one.
 	apiToken atomic.Pointer[[]byte]
 
-	records *runrecords.RunRecords // run records in the state directory; nil without one
+	records *statedir.RunRecords // run records in the state directory; nil without one
 	// wrapRecords is Options.WrapRecords.
 	wrapRecords func(actors.RunRecords) actors.RunRecords
 
@@ -167,7 +166,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	locker := b.locker()
 	e.janitor = actors.NewJanitor(opts.Log, locker, 1024)
 	if opts.State != nil {
-		e.records = runrecords.NewRunRecords(opts.State)
+		e.records = statedir.NewRunRecords(opts.State)
 		e.wrapRecords = opts.WrapRecords
 	}
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,

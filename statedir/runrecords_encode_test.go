@@ -1,4 +1,4 @@
-package runrecords
+package statedir
 
 import (
 	"bytes"

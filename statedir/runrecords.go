@@ -1,19 +1,4 @@
-// Package runrecords keeps one small record per run in progress in the
-// node's state directory (package statedir, file "runs"): the run's
-// process group and the exact lease value it holds. When a daemon dies
-// without shutting down (SIGKILL, OOM killer, crash), its next incarnation
-// reads the records at start, kills what the runs left and releases their
-// leases (docs/architecture.md, "Start-up"). A record is written when a run wins
-// its claim with a lease (attempt 0: the lease, no process yet; a run
-// without a lease, overlap allow, starts at attempt 1), replaced in place
-// (Replace) by each attempt's when its process starts, and removed once
-// the run has released its lease.
-//
-// The records live in fixed slots of one file, each written in place with
-// one pwrite(2): creating and deleting a file per run costs more than the
-// rest of a run (on ext4, inode allocation scans the recently deleted
-// inodes: about 0.7 ms of CPU per run at 20 runs a second).
-package runrecords
+package statedir
 
 import (
 	"bytes"
@@ -27,8 +12,23 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/statedir"
 )
+
+// The run records keep one small record per run in progress in the
+// node's state directory (file "runs"): the run's
+// process group and the exact lease value it holds. When a daemon dies
+// without shutting down (SIGKILL, OOM killer, crash), its next incarnation
+// reads the records at start, kills what the runs left and releases their
+// leases (docs/architecture.md, "Start-up"). A record is written when a run wins
+// its claim with a lease (attempt 0: the lease, no process yet; a run
+// without a lease, overlap allow, starts at attempt 1), replaced in place
+// (Replace) by each attempt's when its process starts, and removed once
+// the run has released its lease.
+//
+// The records live in fixed slots of one file, each written in place with
+// one pwrite(2): creating and deleting a file per run costs more than the
+// rest of a run (on ext4, inode allocation scans the recently deleted
+// inodes: about 0.7 ms of CPU per run at 20 runs a second).
 
 // fileName is the records' file in the state directory.
 const fileName = "runs"
@@ -112,7 +112,7 @@ type RunRecords struct {
 }
 
 // NewRunRecords returns the store of state's run records. It does no I/O.
-func NewRunRecords(state *statedir.Dir) *RunRecords {
+func NewRunRecords(state *Dir) *RunRecords {
 	return &RunRecords{path: filepath.Join(state.Path(), fileName), slots: map[key]int64{}}
 }
 

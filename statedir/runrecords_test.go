@@ -1,4 +1,4 @@
-package runrecords
+package statedir
 
 import (
 	"os"
@@ -8,12 +8,11 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/statedir"
 )
 
 func newStore(t testing.TB) *RunRecords {
 	t.Helper()
-	d, err := statedir.Open(t.TempDir())
+	d, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
