@@ -85,7 +85,7 @@ type Options struct {
 // Store is the state the API reads and changes: *redislock.Redis, or a
 // memory-backend daemon's (Options.Memory).
 type Store interface {
-	control.Store
+	control.ReadStore
 	PauseFor(ctx context.Context, job string, p ledger.Pause) error
 	ResumeBy(ctx context.Context, job, by string, at time.Time) (*ledger.Pause, error)
 }

@@ -156,10 +156,10 @@ func NewRun(r ledger.RunRecord, tail bool) *Run {
 	return h
 }
 
-// Store is what the reads of this package need: *redislock.Redis (the
+// ReadStore is what the reads of this package need: *redislock.Redis (the
 // cluster's state in Redis), or the state of one daemon on the memory
 // backend (package engine), whose node list is that daemon alone.
-type Store interface {
+type ReadStore interface {
 	State(ctx context.Context, job string) (ledger.JobState, error)
 	History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error)
 	// Occurrences returns the job's ledger records with slots in [from,
@@ -171,11 +171,11 @@ type Store interface {
 	cluster.JobsReader
 }
 
-var _ Store = (*redislock.Redis)(nil)
+var _ ReadStore = (*redislock.Redis)(nil)
 
 // Jobs returns the status of each of jobs (one round trip each, plus two
 // for the node list), in order.
-func Jobs(ctx context.Context, r Store, jobs []config.Job, now time.Time) ([]JobStatus, error) {
+func Jobs(ctx context.Context, r ReadStore, jobs []config.Job, now time.Time) ([]JobStatus, error) {
 	cluster, err := Nodes(ctx, r, now)
 	if err != nil {
 		return nil, err
@@ -243,7 +243,7 @@ func WindowState(j *config.Job, now time.Time) string {
 
 // Runs returns job's last n runs, newest first, with their output tails
 // when tail.
-func Runs(ctx context.Context, r Store, job string, n int, tail bool) ([]*Run, error) {
+func Runs(ctx context.Context, r ReadStore, job string, n int, tail bool) ([]*Run, error) {
 	recs, err := r.History(ctx, job, n)
 	if err != nil {
 		return nil, err

@@ -46,7 +46,7 @@ func WithAutoResumes(evs []redislock.Event, now time.Time) []Event {
 
 // Events returns job's last n events, newest first, with the derived
 // auto_resume rows (WithAutoResumes), in one round trip.
-func Events(ctx context.Context, r Store, job string, n int, now time.Time) ([]Event, error) {
+func Events(ctx context.Context, r ReadStore, job string, n int, now time.Time) ([]Event, error) {
 	evs, err := r.Events(ctx, job, n)
 	if err != nil {
 		return nil, err

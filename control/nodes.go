@@ -42,7 +42,7 @@ type Cluster struct {
 // the records that do not hold them, one node per config hash (one more
 // round trip when there is any; registry.JobsCache), and compares the live
 // ones.
-func Nodes(ctx context.Context, r Store, now time.Time) (*Cluster, error) {
+func Nodes(ctx context.Context, r ReadStore, now time.Time) (*Cluster, error) {
 	values, err := r.Nodes(ctx)
 	if err != nil {
 		return nil, err

@@ -38,7 +38,7 @@ func (q OccurrenceQuery) Validate() error {
 }
 
 // Occurrences returns job's ledger records that q selects, newest first.
-func Occurrences(ctx context.Context, r Store, job string, q OccurrenceQuery) ([]ledger.Occurrence, error) {
+func Occurrences(ctx context.Context, r ReadStore, job string, q OccurrenceQuery) ([]ledger.Occurrence, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
