@@ -16,8 +16,8 @@ import (
 
 	"github.com/cronlock/cronlock/ledger"
 
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/engine"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/statedir"
@@ -200,7 +200,7 @@ func (s *opsSession) redisHint(err error) error {
 // header is the first line of a table: where the command read it, the
 // Redis (addresses, db, key prefix) or the memory-backend daemon
 // (cluster: its node list, when the command read it).
-func (s *opsSession) header(cluster *control.Cluster) string {
+func (s *opsSession) header(cluster *api.Cluster) string {
 	if s.daemon != nil {
 		return s.daemon.describe(cluster)
 	}
@@ -208,7 +208,7 @@ func (s *opsSession) header(cluster *control.Cluster) string {
 }
 
 // jobStatus returns the status of jobs (the named ones, in order).
-func (s *opsSession) jobStatus(ctx context.Context, jobs []config.Job, named bool) ([]control.JobStatus, error) {
+func (s *opsSession) jobStatus(ctx context.Context, jobs []config.Job, named bool) ([]api.JobStatus, error) {
 	if s.daemon != nil {
 		var names []string
 		if named {
@@ -218,44 +218,44 @@ func (s *opsSession) jobStatus(ctx context.Context, jobs []config.Job, named boo
 		}
 		return s.daemon.jobs(ctx, names)
 	}
-	rows, err := control.Jobs(ctx, s.redis, jobs, time.Now())
+	rows, err := api.Jobs(ctx, s.redis, jobs, time.Now())
 	return rows, s.redisHint(err)
 }
 
 // runs returns job's last n runs, newest first (output tails when tail;
 // always from a daemon).
-func (s *opsSession) runs(ctx context.Context, job string, n int, tail bool) ([]*control.Run, error) {
+func (s *opsSession) runs(ctx context.Context, job string, n int, tail bool) ([]*api.Run, error) {
 	if s.daemon != nil {
 		return s.daemon.runs(ctx, job, n)
 	}
-	rows, err := control.Runs(ctx, s.redis, job, n, tail)
+	rows, err := api.Runs(ctx, s.redis, job, n, tail)
 	return rows, s.redisHint(err)
 }
 
 // occurrences returns job's ledger records that q selects, newest first.
-func (s *opsSession) occurrences(ctx context.Context, job string, q control.OccurrenceQuery) ([]ledger.Occurrence, error) {
+func (s *opsSession) occurrences(ctx context.Context, job string, q api.OccurrenceQuery) ([]ledger.Occurrence, error) {
 	if s.daemon != nil {
 		return s.daemon.occurrences(ctx, job, q)
 	}
-	rows, err := control.Occurrences(ctx, s.redis, job, q)
+	rows, err := api.Occurrences(ctx, s.redis, job, q)
 	return rows, s.redisHint(err)
 }
 
 // events returns job's last n events, newest first.
-func (s *opsSession) events(ctx context.Context, job string, n int) ([]control.Event, error) {
+func (s *opsSession) events(ctx context.Context, job string, n int) ([]api.Event, error) {
 	if s.daemon != nil {
 		return s.daemon.events(ctx, job, n)
 	}
-	rows, err := control.Events(ctx, s.redis, job, n, time.Now())
+	rows, err := api.Events(ctx, s.redis, job, n, time.Now())
 	return rows, s.redisHint(err)
 }
 
 // nodes returns the node list.
-func (s *opsSession) nodes(ctx context.Context) (*control.Cluster, error) {
+func (s *opsSession) nodes(ctx context.Context) (*api.Cluster, error) {
 	if s.daemon != nil {
 		return s.daemon.nodes(ctx)
 	}
-	v, err := control.Nodes(ctx, s.redis, time.Now())
+	v, err := api.Nodes(ctx, s.redis, time.Now())
 	return v, s.redisHint(err)
 }
 
@@ -286,7 +286,7 @@ func runPause(ctx context.Context, args []string, env *runEnv) int {
 	if code := f.oneJob(); code >= 0 {
 		return code
 	}
-	spec := control.PauseSpec{For: *forD, Note: *note}
+	spec := api.PauseSpec{For: *forD, Note: *note}
 	f.fs.Visit(func(fl *flag.Flag) { spec.ForSet = spec.ForSet || fl.Name == "for" })
 	if spec.ForSet && *until != "" {
 		return opsFail(env, "pause", 2, errors.New("-for and -until both set: give one end"))

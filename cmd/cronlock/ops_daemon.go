@@ -20,7 +20,6 @@ import (
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/redislock"
 )
 
@@ -111,14 +110,14 @@ func jobPath(job, sub string) string { return "jobs/" + url.PathEscape(job) + su
 
 // jobs returns the status of the named jobs, all of them when names is
 // empty.
-func (c *daemonClient) jobs(ctx context.Context, names []string) ([]control.JobStatus, error) {
-	var rows []control.JobStatus
+func (c *daemonClient) jobs(ctx context.Context, names []string) ([]api.JobStatus, error) {
+	var rows []api.JobStatus
 	if len(names) == 0 {
 		err := c.call(ctx, "GET", "jobs", nil, &rows)
 		return rows, err
 	}
 	for _, n := range names {
-		var row control.JobStatus
+		var row api.JobStatus
 		if err := c.call(ctx, "GET", jobPath(n, ""), nil, &row); err != nil {
 			return nil, err
 		}
@@ -128,14 +127,14 @@ func (c *daemonClient) jobs(ctx context.Context, names []string) ([]control.JobS
 }
 
 // runs returns job's last n runs, newest first, with their output tails.
-func (c *daemonClient) runs(ctx context.Context, job string, n int) ([]*control.Run, error) {
-	var rows []*control.Run
+func (c *daemonClient) runs(ctx context.Context, job string, n int) ([]*api.Run, error) {
+	var rows []*api.Run
 	err := c.call(ctx, "GET", jobPath(job, "/runs?limit="+strconv.Itoa(n)), nil, &rows)
 	return rows, err
 }
 
 // occurrences returns job's ledger records that q selects, newest first.
-func (c *daemonClient) occurrences(ctx context.Context, job string, q control.OccurrenceQuery) ([]ledger.Occurrence, error) {
+func (c *daemonClient) occurrences(ctx context.Context, job string, q api.OccurrenceQuery) ([]ledger.Occurrence, error) {
 	var rows []ledger.Occurrence
 	v := url.Values{"from": {strconv.FormatInt(q.From, 10)}, "to": {strconv.FormatInt(q.To, 10)},
 		"status": {q.Status}, "limit": {strconv.Itoa(q.Limit)}}
@@ -144,22 +143,22 @@ func (c *daemonClient) occurrences(ctx context.Context, job string, q control.Oc
 }
 
 // events returns job's last n events, newest first.
-func (c *daemonClient) events(ctx context.Context, job string, n int) ([]control.Event, error) {
-	var rows []control.Event
+func (c *daemonClient) events(ctx context.Context, job string, n int) ([]api.Event, error) {
+	var rows []api.Event
 	err := c.call(ctx, "GET", jobPath(job, "/events?limit="+strconv.Itoa(n)), nil, &rows)
 	return rows, err
 }
 
 // nodes returns the daemon's node list: the daemon itself.
-func (c *daemonClient) nodes(ctx context.Context) (*control.Cluster, error) {
-	var v control.Cluster
+func (c *daemonClient) nodes(ctx context.Context) (*api.Cluster, error) {
+	var v api.Cluster
 	err := c.call(ctx, "GET", "nodes", nil, &v)
 	return &v, err
 }
 
 // pause pauses job as spec says; the daemon records the pause (its clock
 // sets when, and the end of a -for) and returns it.
-func (c *daemonClient) pause(ctx context.Context, job string, spec control.PauseSpec) (ledger.Pause, error) {
+func (c *daemonClient) pause(ctx context.Context, job string, spec api.PauseSpec) (ledger.Pause, error) {
 	body := map[string]string{"note": spec.Note}
 	if spec.ForSet {
 		body["for"] = spec.For.String()
@@ -196,7 +195,7 @@ func (c *daemonClient) run(ctx context.Context, job string, rf runFlags) (redisl
 
 // describe names the daemon for an output header: its node id, pid and
 // host from its node record, the socket and the config file.
-func (c *daemonClient) describe(v *control.Cluster) string {
+func (c *daemonClient) describe(v *api.Cluster) string {
 	who := "daemon"
 	if v != nil && len(v.Nodes) == 1 {
 		r := v.Nodes[0].Record

@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/cluster"
-	"github.com/cronlock/cronlock/control"
 )
 
 // runNodes implements `cronlock nodes [-config FILE] [-json]`: every
@@ -47,7 +47,7 @@ func runNodes(ctx context.Context, args []string, env *runEnv) int {
 }
 
 // printNodes prints the node table, then one line per drifting job.
-func printNodes(env *runEnv, v *control.Cluster) {
+func printNodes(env *runEnv, v *api.Cluster) {
 	if len(v.Nodes) == 0 {
 		fmt.Fprintln(env.stdout, "no node records in Redis (no daemon on the redis backend has written a heartbeat within its TTL)")
 		return

@@ -11,9 +11,9 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/engine"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -80,11 +80,11 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 	if code := f.oneJob(); code >= 0 {
 		return code
 	}
-	if err := control.CheckText("-reason", rf.reason); err != nil {
+	if err := api.CheckText("-reason", rf.reason); err != nil {
 		return opsFail(env, "run", 2, err)
 	}
-	if rf.timeout <= 0 || rf.timeout > control.MaxRunTimeout {
-		return opsFail(env, "run", 2, fmt.Errorf("-timeout %v: want more than 0 and at most %v", rf.timeout, control.MaxRunTimeout))
+	if rf.timeout <= 0 || rf.timeout > api.MaxRunTimeout {
+		return opsFail(env, "run", 2, fmt.Errorf("-timeout %v: want more than 0 and at most %v", rf.timeout, api.MaxRunTimeout))
 	}
 	// Output and log lines come from several goroutines: serialise writes.
 	out := zapcore.Lock(zapcore.AddSync(env.stdout))

@@ -12,7 +12,6 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/api"
-	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/redis/rueidis"
@@ -68,17 +67,17 @@ func record(t *testing.T, r *redislock.Redis, job, node string, start time.Time,
 	}
 }
 
-func statusJSON(t *testing.T, cfg string) map[string]control.JobStatus {
+func statusJSON(t *testing.T, cfg string) map[string]api.JobStatus {
 	t.Helper()
 	code, out, errs := runCLI(t, nil, "status", "-config", cfg, "-json")
 	if code != 0 {
 		t.Fatalf("status: exit %d, stderr %q", code, errs)
 	}
-	var rows []control.JobStatus
+	var rows []api.JobStatus
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("status -json: %v in %q", err, out)
 	}
-	m := map[string]control.JobStatus{}
+	m := map[string]api.JobStatus{}
 	for _, r := range rows {
 		m[r.Job] = r
 	}
@@ -139,7 +138,7 @@ func TestPauseResume_ShownInStatus(t *testing.T) {
 		t.Errorf("after resume: got paused, want not paused")
 	}
 	code, out, _ = runCLI(t, nil, "history", "-events", "-json", "-config", cfg, "backup")
-	var evs []control.Event
+	var evs []api.Event
 	if err := json.Unmarshal([]byte(out), &evs); code != 0 || err != nil || len(evs) != 2 ||
 		evs[0].Type != "resume" || evs[0].By != "dev@"+host || evs[1].Type != "pause" || evs[1].Note != "db migration" {
 		t.Errorf("history -events: exit %d, %v, %+v; want resume by dev, then pause with the note", code, err, evs)
@@ -196,7 +195,7 @@ func TestHistory_NewestFirstJSON(t *testing.T) {
 	}
 
 	code, out, errs = runCLI(t, nil, "history", "-config", cfg, "-runs", "-json", "backup")
-	var rows []control.Run
+	var rows []api.Run
 	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil {
 		t.Fatalf("history -runs -json: exit %d, %v in %q (stderr %q)", code, err, out, errs)
 	}

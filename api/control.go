@@ -1,11 +1,4 @@
-// Package control is the cluster's operator model over Redis: what
-// `cronlock status`, `nodes`, `history`, `pause` and `resume` and the HTTP
-// API (package api) read and write, so that the commands and the API
-// answer alike (docs/architecture.md, "Control plane"). It holds no state:
-// every call reads or writes a Store (Redis through a *redislock.Redis,
-// or a memory-backend daemon's own state) and blocks until it answers or
-// ctx ends.
-package control
+package api
 
 import (
 	"context"
