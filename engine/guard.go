@@ -15,7 +15,6 @@ import (
 
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -137,17 +136,17 @@ var writeRefusals = []string{"NOREPLICAS", "READONLY", "OOM", "MISCONF"}
 // its state, until a claim succeeds. The read-only readiness probe cannot
 // see these. Safe for concurrent use.
 func (g *guard) noteClaim(err error) {
-	var re *rueidis.RedisError
+	reply, isReply := redislock.ServerReply(err)
 	switch {
 	case err == nil:
 		g.noteAnswer()
 		if g.writeRefused.Load() != nil {
 			g.writeRefused.Store(nil)
 		}
-	case errors.As(err, &re):
-		word, _, _ := strings.Cut(re.Error(), " ")
+	case isReply:
+		word, _, _ := strings.Cut(reply, " ")
 		if slices.Contains(writeRefusals, word) {
-			state := "failing: " + shortRedisErr(re)
+			state := "failing: " + shortRedisErr(reply)
 			g.writeRefused.Store(&state)
 		}
 	}
@@ -264,7 +263,7 @@ type policyDecision struct {
 // (one entry per shard that owns job keys) or its error. ok is false for a
 // transient error (the server did not answer): keep the last decision.
 func decidePolicy(infos []redislock.ServerInfo, err error, allowEviction bool) (d policyDecision, ok bool) {
-	var re *rueidis.RedisError
+	_, isReply := redislock.ServerReply(err)
 	switch {
 	case errors.Is(err, redislock.ErrClusterNode):
 		return policyDecision{key: "cluster_node", refuse: true, state: "unsafe: a Cluster node used as a standalone server",
@@ -273,7 +272,7 @@ func decidePolicy(infos []redislock.ServerInfo, err error, allowEviction bool) (
 				"given or inferred from one address): not claiming, every slot is skipped (redis_unsafe); keys on other " +
 				"shards are redirected (MOVED). Fix: set redis.mode: cluster (one address is then a seed node), or list " +
 				"the cluster's nodes in redis.addresses: [host:port, ...]"}, true
-	case errors.As(err, &re) && !re.IsNil():
+	case isReply && !redislock.IsNilReply(err):
 		return unreadablePolicy(err, allowEviction), true
 	case err != nil:
 		return policyDecision{}, false

@@ -21,7 +21,6 @@ import (
 	"github.com/cronlock/cronlock/engine"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/statedir"
-	"github.com/redis/rueidis"
 )
 
 // opsCallTimeout bounds every backend call of the operator commands
@@ -264,9 +263,9 @@ func (s *opsSession) nodes(ctx context.Context) (*api.Cluster, error) {
 // reply such as WRONGPASS or NOPERM), not from reading what it holds.
 func fromReachingRedis(err error) bool {
 	var ne net.Error
-	var re *rueidis.RedisError
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, rueidis.ErrClosing) ||
-		errors.As(err, &ne) || errors.As(err, &re)
+	_, isReply := redislock.ServerReply(err)
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || redislock.IsClosing(err) ||
+		errors.As(err, &ne) || isReply
 }
 
 // runPause implements `cronlock pause [-config FILE] [-for D | -until
