@@ -15,12 +15,12 @@ const SkipNodeBusy = "node_busy"
 
 // busyWait is how long a node at its limit waits for a place after the
 // fire (each Release wakes it to try again) before it skips the slot
-// node_busy: longer than the claim delay (nodeload.MaxDelay), so that a
+// node_busy: longer than the claim delay (cluster.MaxDelay), so that a
 // place freed within the slot's claim order is still used.
 const busyWait = 100 * time.Millisecond
 
 // reserve waits the claim delay of the slot's claim order
-// (nodeload.Load.Enter: this node's rank among the live nodes that may
+// (cluster.Load.Enter: this node's rank among the live nodes that may
 // run the job), then takes this node's place for a scheduled or catch-up run's claim
 // (JobDeps.Load; manual runs are not limited). The place is held from here
 // to the end of the run, or only for the claim's round trip when the claim

@@ -61,7 +61,7 @@ func (c *capNode) skip(slot time.Time) (reason string, level zapcore.Level) {
 
 // rankedSlot is the first whole second after after at which node has rank
 // in the claim order of job (index 0 of its load's jobs) among ids
-// (nodeload.Rank).
+// (cluster.Rank).
 func rankedSlot(after time.Time, job, node string, rank int, ids []string) time.Time {
 	s := after.Truncate(time.Second).Add(time.Second)
 	for cluster.Rank(job, 0, s.Unix(), node, ids) != rank {

@@ -10,7 +10,7 @@ import (
 // RunRecords keeps, while a run is in progress, its current attempt's
 // process group and its exact lease value where the next incarnation of a
 // daemon that died without shutting down finds them
-// (*runrecords.Store; docs/architecture.md, "Start-up"). Put, Replace
+// (*statedir.RunRecords; docs/architecture.md, "Start-up"). Put, Replace
 // and Remove block for one write each (the first call also opens the
 // file).
 type RunRecords interface {

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// recordingStore is a real runrecords.Store that notes each call with the
+// recordingStore is a real statedir.RunRecords that notes each call with the
 // lease holder and the records on disk at that moment.
 type recordingStore struct {
 	store  *statedir.RunRecords

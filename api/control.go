@@ -62,7 +62,7 @@ type JobStatus struct {
 	// Nodes is the job's nodes: (empty when any node may run it); Runners
 	// the live nodes whose node.tags match it (every live node for a job
 	// without nodes:, sorted), by their heartbeat records written within
-	// targeting.MaxAge beats; Unrunnable is true when the job has a
+	// cluster.MaxAge beats; Unrunnable is true when the job has a
 	// nodes: and no live node matches it: its slots are not run.
 	Nodes      []string `json:"nodes"`
 	Runners    []string `json:"runners"`
@@ -159,7 +159,7 @@ type ReadStore interface {
 	// to], oldest first (docs/protocol.md).
 	Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error)
 	Events(ctx context.Context, job string, n int) ([]redislock.Event, error)
-	// Nodes returns the heartbeat records (registry.Record as JSON).
+	// Nodes returns the heartbeat records (cluster.Record as JSON).
 	Nodes(ctx context.Context) ([][]byte, error)
 	cluster.JobsReader
 }

@@ -34,13 +34,13 @@ type Cluster struct {
 	Drift []cluster.Job `json:"drift"`
 	byJob map[string]cluster.Job
 	// targets are the nodes that count as live for job targeting
-	// (targeting.LiveNodes: written within two beats).
+	// (cluster.LiveNodes: written within two beats).
 	targets []cluster.Node
 }
 
 // Nodes reads every node record (two round trips), then the job hashes of
 // the records that do not hold them, one node per config hash (one more
-// round trip when there is any; registry.JobsCache), and compares the live
+// round trip when there is any; cluster.JobsCache), and compares the live
 // ones.
 func Nodes(ctx context.Context, r ReadStore, now time.Time) (*Cluster, error) {
 	values, err := r.Nodes(ctx)

@@ -15,7 +15,7 @@ import (
 	"github.com/cronlock/cronlock/config"
 )
 
-// jobs answers GET /api/v1/jobs: control.Jobs of every configured job.
+// jobs answers GET /api/v1/jobs: api.Jobs of every configured job.
 func (s *server) jobs(w http.ResponseWriter, r *http.Request) {
 	rd, ctx, cancel, ok := s.store(w, r)
 	if !ok {

@@ -65,7 +65,7 @@ type Record struct {
 	// without runs are absent).
 	Running map[string]int64 `json:"running,omitempty"`
 	// Tags are the node's node.tags; other nodes read them to tell whether
-	// a job's nodes: matches a live node (package targeting).
+	// a job's nodes: matches a live node (package cluster).
 	Tags map[string]string `json:"tags,omitempty"`
 	// Duplicates are the other live daemons found writing this record
 	// within the last TTL: the node id is used twice (node.id is not

@@ -20,7 +20,7 @@ const MaxDelay = 20 * time.Millisecond
 const RankStep = 5 * time.Millisecond
 
 // Peer is another live node as the claim order sees it: its id and its
-// node.tags (which jobs it may run, package targeting). Running and At
+// node.tags (which jobs it may run, package cluster). Running and At
 // (its runs in progress at the write of its last heartbeat record) are
 // carried from the record; the claim order does not use them.
 type Peer struct {
@@ -171,7 +171,7 @@ func (l *Load) InProgress() int {
 // id, peers the others (an entry with id self is left out), valid for
 // validFor from now (after it the view is unknown again: a node whose
 // reads of the heartbeat records keep failing stops waiting on a stale
-// view). It is called at every heartbeat (package registry) and never
+// view). It is called at every heartbeat (package cluster) and never
 // blocks. peers must not be modified afterwards.
 func (l *Load) SetPeers(self string, peers []Peer, validFor time.Duration) {
 	v := view{self: self, until: time.Now().Add(validFor)}
@@ -189,7 +189,7 @@ func (l *Load) SetPeers(self string, peers []Peer, validFor time.Duration) {
 // Enter returns how long to wait before sending the claim of job's slot
 // (Unix seconds) and this node's rank in the slot's claim order (-1 when
 // there is no order: then the delay is 0); selectors is the job's nodes:
-// (package targeting), which decides which peers rank. It never blocks.
+// (package cluster), which decides which peers rank. It never blocks.
 //
 // This is the one spreading rule (protocol v2, issue 32): every node
 // ranks the live nodes that may run the job (Rank), the same ranking

@@ -11,7 +11,7 @@ import (
 )
 
 // compare indexes this node and reads the other nodes' records, hands the
-// live ones to Options.Peers (the claim order, package nodeload), then
+// live ones to Options.Peers (the claim order, package cluster), then
 // their job hashes to the drift detector: those a record does not hold
 // come from the cache, or are read once per config hash (JobsCache.Fill;
 // a peer with this node's config hash needs no read). A failed read, or a

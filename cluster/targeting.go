@@ -47,7 +47,7 @@ const MaxAge = 2
 
 // LiveNodes decodes heartbeat records (the values of
 // redislock.Redis.Nodes, the node list) and keeps those written within
-// MaxAge beats of their writer's interval (registry.DefaultHeartbeatEvery for a
+// MaxAge beats of their writer's interval (cluster.DefaultHeartbeatEvery for a
 // record without one) before now. The age is judged by the writer's
 // clock against the reader's (node.max_clock_skew warns when they differ
 // by more than 2 s; two beats are 10 s by default). A value that does not

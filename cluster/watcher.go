@@ -31,7 +31,7 @@ type WatcherOptions struct {
 	// Registry receives cronlock_job_unrunnable; nil = not registered.
 	Registry prometheus.Registerer
 	// Every is the check interval, this node's heartbeat interval
-	// (default registry.DefaultHeartbeatEvery).
+	// (default cluster.DefaultHeartbeatEvery).
 	Every time.Duration
 }
 

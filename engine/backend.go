@@ -19,7 +19,7 @@ import (
 )
 
 // Backend is what the engine needs from a lock backend beyond
-// actors.Locker: liveness, server time for clock-skew checks, and Close.
+// ledger.Locker: liveness, server time for clock-skew checks, and Close.
 type Backend interface {
 	claimer
 	Ping(ctx context.Context) error

@@ -24,7 +24,7 @@ type BackfillOptions struct {
 }
 
 // BackfillResult is what happened to one slot: Ran.Skip is "" when it ran
-// (Ran.Finished holds the result), actors.SkipAlreadyRun when an earlier
+// (Ran.Finished holds the result), ledger.SkipAlreadyRun when an earlier
 // backfill ran it, or the reason it was not run.
 type BackfillResult struct {
 	Slot time.Time

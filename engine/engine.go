@@ -58,7 +58,7 @@ type Options struct {
 	// daemon always passes one. nil (tests of the engine alone) = nothing
 	// is kept across restarts.
 	State *statedir.Dir
-	// Version goes into the node's heartbeat record (package registry).
+	// Version goes into the node's heartbeat record (package cluster).
 	Version string
 }
 

@@ -97,7 +97,7 @@ func (g *guard) register(reg prometheus.Registerer) {
 
 // guardedLocker is the Locker the job actors get for a Redis backend: a
 // claim first asks the guard, and a refused claim is never sent (its
-// error is an *actors.ClaimRefusedError). Renew, Release and Finish pass
+// error is an *ledger.ClaimRefusedError). Renew, Release and Finish pass
 // through: runs already going keep and release their leases (an answered
 // Finish is noted for the health monitor, answeredSince).
 type guardedLocker struct {
@@ -181,7 +181,7 @@ func (l guardedLocker) Audit(ctx context.Context, req ledger.AuditRequest) (ledg
 }
 
 // refusal returns nil when a claim may be sent, else the
-// *actors.ClaimRefusedError to return. Before the health monitor's first
+// *ledger.ClaimRefusedError to return. Before the health monitor's first
 // check has ended it waits for it (at start: milliseconds, bounded by ctx),
 // so that no claim reaches a Redis whose policy has not been read.
 func (g *guard) refusal(ctx context.Context) error {

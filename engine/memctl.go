@@ -24,7 +24,7 @@ import (
 // The memory backend's control state (docs/architecture.md, "Control
 // plane"): what `cronlock status`, `history`, `pause`, `resume` and
 // `nodes` and the HTTP API read and change on a daemon without Redis. The
-// backend (redislock.Memory) keeps each job's paused flag, which its claims
+// backend (memory.Memory) keeps each job's paused flag, which its claims
 // obey, in its state file; memControl keeps over it what Redis keeps in a
 // job's pause key and event stream: who paused, when, why and until (the
 // pause lifts itself at its end, by a timer), in the state file
@@ -163,7 +163,7 @@ func (c *memControl) arm(job string, p ledger.Pause) {
 }
 
 // lift ends job's pause p at its end, unless it was replaced or resumed
-// meanwhile. No event is written: control.Events derives the
+// meanwhile. No event is written: api.Events derives the
 // auto_resume row from the pause event, as for Redis, whose pause key
 // expires by itself.
 func (c *memControl) lift(job string, p ledger.Pause) {

@@ -19,7 +19,7 @@ import (
 
 // What the engine keeps about the node itself: the memory backend's state
 // file in the state directory, and the node's heartbeat record in Redis
-// (package registry).
+// (package cluster).
 
 var (
 	_ memory.StateStore      = (*statedir.Dir)(nil)
@@ -28,7 +28,7 @@ var (
 )
 
 // persistMemory replaces a fresh memory backend by one persisted in state
-// (redislock.OpenMemory), so that a restart never re-runs a slot nor
+// (memory.OpenMemory), so that a restart never re-runs a slot nor
 // reuses a fencing token. Other backends, and a nil state (engine tests),
 // are returned unchanged. A state file that cannot be used is an error.
 func persistMemory(b backend, state *statedir.Dir, log *zap.Logger) (backend, error) {

@@ -29,7 +29,7 @@ func (e *Engine) newTaker() *cluster.Taker {
 }
 
 // startRequested hands a taken run request to job's actor as RunNow
-// (runrequests.TakerOptions.Start); wait blocks until the actor's answer.
+// (cluster.TakerOptions.Start); wait blocks until the actor's answer.
 func (e *Engine) startRequested(ctx context.Context, job string, force bool, requester string) (func() cluster.RunOutcome, error) {
 	reply := make(chan actors.Ran, 1) // the actor answers every RunNow it took, without blocking
 	if err := e.jobs.RunNow(ctx, job, actors.RunNow{Force: force, Requester: requester, Reply: reply}); err != nil {
@@ -88,7 +88,7 @@ func (e *Engine) runHere(ctx context.Context, job string, req api.RunRequest) (r
 }
 
 // holds reports whether job is configured and enabled on this node, and
-// scheduled here (its nodes: matches node.tags: package targeting).
+// scheduled here (its nodes: matches node.tags: package cluster).
 func (e *Engine) holds(job string) bool {
 	for _, j := range e.runningJobs() {
 		if j.Name == job {

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Job targeting (package targeting): the job set gets only the jobs whose
+// Job targeting (package cluster): the job set gets only the jobs whose
 // nodes: this node's node.tags match; the watcher judges every job.
 
 var (

@@ -17,7 +17,7 @@ import (
 // Locker is the coordination backend the actors use (docs/protocol.md).
 // Every method makes one round trip, blocks until it answers or ctx ends,
 // and owns no goroutines. Implemented by *redislock.Redis and
-// *redislock.Memory; both pass the same conformance suite.
+// *memory.Memory; both pass the same conformance suite.
 type Locker interface {
 	// Claim decides one occurrence (rules R1–R7) atomically.
 	Claim(ctx context.Context, req ClaimRequest) (Claim, error)

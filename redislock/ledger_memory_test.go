@@ -15,7 +15,7 @@ import (
 // The Redis memory of one job's ledger at the default retention
 // (actors.DefaultRetentionMax records), measured with MEMORY USAGE and
 // documented in docs/protocol.md (R9): runs with a short output tail, and
-// runs with the longest tail kept (actors.MaxOutputTail).
+// runs with the longest tail kept (ledger.MaxOutputTail).
 func TestRedis_LedgerMemoryAtDefaultRetention(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})

@@ -220,7 +220,7 @@ func flag(b bool) string {
 // still holds owner: compare-and-PEXPIRE. When renewed it returns the job's
 // pending slot (Unix seconds; 0 = none: overlap queue and replace,
 // docs/protocol.md, "Queue and replace") and nil; an error wrapping
-// actors.ErrNotHeld when the lease is gone or held by someone else, and any
+// ledger.ErrNotHeld when the lease is gone or held by someone else, and any
 // other error when the result is unknown.
 func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error) {
 	if err := ledger.CheckLease(job, owner, ttl); err != nil {

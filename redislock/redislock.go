@@ -15,7 +15,7 @@
 //	P+"occ:"+J      hash             the ledger: occurrence id → record (JSON)
 //	P+"occidx:"+J   sorted set       occurrence ids by slot
 //	P+"paused:"+J   string           present ⇒ job paused cluster-wide
-//	P+"node:"+ID    string, PX ttl   a daemon's heartbeat record (node.go, package registry)
+//	P+"node:"+ID    string, PX ttl   a daemon's heartbeat record (node.go, package cluster)
 //
 // In Cluster mode with a prefix without a hash tag, J and ID are the keys'
 // hash tag: P+"job:{"+J+"}" and so on (keys.go, docs/protocol.md "Redis

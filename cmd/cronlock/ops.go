@@ -29,7 +29,7 @@ import (
 const opsCallTimeout = 5 * time.Second
 
 // opsBackend is what the operator commands need from a lock backend.
-// Implemented by *redislock.Redis and *redislock.Memory.
+// Implemented by *redislock.Redis and *memory.Memory.
 type opsBackend interface {
 	Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error)
 	Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error)

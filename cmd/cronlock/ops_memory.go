@@ -15,7 +15,7 @@ import (
 
 // openManualMemory returns the memory backend of `cronlock run`. When no
 // daemon holds the node's state directory and it belongs to this user, the
-// run uses the daemon's state file (redislock.OpenMemory, with the pause
+// run uses the daemon's state file (memory.OpenMemory, with the pause
 // records applied: engine.ApplyMemoryPauses): its fencing
 // token continues the daemon's and the daemon's next start continues
 // after it. Otherwise (a daemon is running, and its state lives in its
