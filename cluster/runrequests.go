@@ -31,10 +31,8 @@ const SkipNotHeld = "not_held"
 // announcements is in force; DefaultIdleEvery the poll interval while one
 // is (a request whose announcement was lost, e.g. one written by a
 // cronlock whose Redis user may not PUBLISH, waits at most that long).
-//
-// Why announcements: a poll is a Redis round trip and about seven thread
-// switches of the daemon; four polls a second were a third of an idle
-// node's CPU (README.md, "Performance").
+// DefaultIdleEvery bounds how late a request whose announcement was lost
+// is taken (docs/decisions/0002-run-request-announcements.md).
 const (
 	DefaultTakerEvery = 250 * time.Millisecond
 	DefaultIdleEvery  = 5 * time.Second

@@ -7,10 +7,9 @@ import (
 
 // appendStored appends st as the JSON object encoding/json.Marshal would
 // write (the same keys in the same order, leader_start_last_ticks omitted
-// when 0), without reflection: a run writes two records, and
-// json.Marshal of the struct was about 2% of the daemon's CPU under
-// 3 nodes × 200 runs/s (README.md "Performance"). Load reads it back with
-// encoding/json; FuzzAppendStored checks that every string survives.
+// when 0), without reflection (docs/decisions/0001-run-records-hand-written-encoder.md).
+// It must stay equivalent to json.Marshal of st: Load reads it back with
+// encoding/json, and FuzzAppendStored checks that every string survives.
 func appendStored(b []byte, st stored) []byte {
 	b = append(b, `{"run_id":`...)
 	b = appendString(b, st.RunID)
