@@ -65,7 +65,7 @@ test: ensure-redis
 test-topologies: ensure-redis
 	TEST_TOPOLOGIES=1 $(GO) test -race -count=1 -timeout 240s -run 'Failover|Topologies' ./internal/redistest ./redislock ./e2e
 
-# The randomized fault test (chaos/, docs/protocol.md; not part of `make
+# The randomized fault test (internal/chaos/, docs/protocol.md; not part of `make
 # test`): 3-5 daemons and one Redis under a fault plan drawn from a seed,
 # then a checker on the jobs' output and the occurrence ledger.
 # CRONLOCK_CHAOS_SECONDS is its length (default 120, at least 40),
@@ -75,7 +75,7 @@ CRONLOCK_CHAOS_SECONDS ?= 120
 .PHONY: test-chaos
 test-chaos: ensure-redis
 	CRONLOCK_CHAOS_SECONDS=$(CRONLOCK_CHAOS_SECONDS) $(GO) test -tags chaos -run '^(TestLedgerRead|TestChaos)$$' -count=1 -v \
-		-timeout $$(( $(CRONLOCK_CHAOS_SECONDS) + 300 ))s ./chaos
+		-timeout $$(( $(CRONLOCK_CHAOS_SECONDS) + 300 ))s ./internal/chaos
 
 test-cover: ensure-redis
 	$(GO) test -race -count=1 -parallel 4 -timeout 295s -coverprofile=coverage.out ./...

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
@@ -28,13 +30,13 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 	if err != nil {
 		r.logger().Error("run could not start", zap.Error(err))
 		now := time.Now()
-		return outcome{Result: process.Result{ExitCode: -1, Started: now, Finished: now, Err: err}, result: ResultError}
+		return outcome{Result: process.Result{ExitCode: -1, Started: now, Finished: now, Err: err}, result: ledger.ResultError}
 	}
 	// The timeout and the lease-loss kill are armed (below) before the
 	// state-directory write, which runs beside them (docs/protocol.md, R3).
 	recorded := r.recordGroupAsync(attempt, p)
 	fields := []zap.Field{zap.Int("pid", p.Pid())}
-	if attempt == 1 && r.info.Trigger == TriggerSchedule {
+	if attempt == 1 && r.info.Trigger == ledger.TriggerSchedule {
 		delay := p.Started().Sub(r.info.Slot)
 		r.deps.Metrics.ObserveFireDelay(r.job.Name, delay)
 		fields = append(fields, zap.Int64("fire_delay_us", delay.Microseconds()))
@@ -59,21 +61,21 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 			recorded = nil
 			r.recordedGroup(rec)
 		case <-timeout:
-			timeout, result = nil, ResultTimeout
+			timeout, result = nil, ledger.ResultTimeout
 			r.logger().Warn("run timed out; terminating its process group", zap.Duration("timeout", r.job.Timeout))
 			p.Terminate(r.job.KillGrace)
 		case slot := <-replaced:
 			replaced = nil
 			r.onReplaced(slot)
 			if result == "" {
-				result = ResultReplaced
+				result = ledger.ResultReplaced
 			}
 			p.Terminate(r.job.KillGrace)
 		case l := <-lost:
 			lost = nil
 			r.onLost(l)
 			if r.job.OnLockLost == config.LockLostKill {
-				result = ResultLockLost
+				result = ledger.ResultLockLost
 				r.logger().Error("lease lost; terminating the run before the lease can expire",
 					zap.Duration("grace", min(r.job.KillGrace, l.Grace)))
 				p.Terminate(min(r.job.KillGrace, l.Grace))
@@ -83,7 +85,7 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 		case <-killNow:
 			killNow, kill = nil, nil
 			if result == "" {
-				result = ResultFailure
+				result = ledger.ResultFailure
 			}
 			r.logger().Warn("second signal: killing the run at once")
 			p.Terminate(0)
@@ -93,7 +95,7 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 				continue // a second signal: the killNow case handles it
 			}
 			if result == "" {
-				result = ResultFailure
+				result = ledger.ResultFailure
 			}
 			r.logger().Warn("shutdown timeout passed; terminating the run")
 			p.Terminate(r.job.KillGrace)
@@ -153,14 +155,14 @@ func (r *run) startProcess(spec process.Spec) (Proc, error) {
 func (r *run) finish(res process.Result, result string) outcome {
 	switch {
 	case r.lostErr != nil:
-		result = ResultLockLost
+		result = ledger.ResultLockLost
 	case result != "":
 	case res.Err != nil:
-		result = ResultError
+		result = ledger.ResultError
 	case res.ExitCode == 0:
-		result = ResultSuccess
+		result = ledger.ResultSuccess
 	default:
-		result = ResultFailure
+		result = ledger.ResultFailure
 	}
 	r.logger().Log(finishedLevel(result), "run finished", zap.String("result", result),
 		zap.Int("exit_code", res.ExitCode), zap.Duration("duration", res.Finished.Sub(res.Started)))
@@ -173,9 +175,9 @@ func (r *run) finish(res process.Result, result string) outcome {
 // warn for any other failure.
 func finishedLevel(result string) zapcore.Level {
 	switch result {
-	case ResultSuccess, ResultReplaced:
+	case ledger.ResultSuccess, ledger.ResultReplaced:
 		return zapcore.InfoLevel
-	case ResultError:
+	case ledger.ResultError:
 		return zapcore.ErrorLevel
 	}
 	return zapcore.WarnLevel

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -29,12 +31,12 @@ const AuditGrace = 2 * time.Second
 type Auditor struct {
 	Log     *zap.Logger
 	Metrics *Metrics
-	Locker  Locker
+	Locker  ledger.Locker
 	NodeID  string
 	// MaxSkew is node.max_clock_skew (the answer window's first term).
 	MaxSkew time.Duration
 	// Retention bounds the ledger (rule R9).
-	Retention Retention
+	Retention ledger.Retention
 	// Now reads the wall clock; it only chooses which slots to send: the
 	// backend decides by Redis time.
 	Now func() time.Time
@@ -80,7 +82,7 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job, job *Job) ([]int64
 	if now.Before(st.due) {
 		return nil, nil // no slot became certain since the last audit
 	}
-	window := AnswerWindow(a.MaxSkew, cfg.LockTTL, cfg.Jitter)
+	window := ledger.AnswerWindow(a.MaxSkew, cfg.LockTTL, cfg.Jitter)
 	if st.from == 0 && st.due.IsZero() {
 		// The first look: at once when a slot came due in the last hour
 		// (a downtime's misses are recorded at start); a job whose slots
@@ -91,12 +93,12 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job, job *Job) ([]int64
 			return nil, nil
 		}
 	}
-	req := AuditRequest{Job: cfg.Name, Window: window, Grace: AuditGrace, Node: a.NodeID, Retention: a.Retention,
+	req := ledger.AuditRequest{Job: cfg.Name, Window: window, Grace: AuditGrace, Node: a.NodeID, Retention: a.Retention,
 		MaxRuns: int64(cfg.MaxRuns), LockTTL: cfg.LockTTL, Early: a.MaxSkew}
 	if job != nil {
 		req.SeenSeq = job.seenSeq.Load()
 	}
-	saw := func(got Audited) {
+	saw := func(got ledger.Audited) {
 		if job != nil {
 			job.See(got.Seq, got.Runs)
 		}

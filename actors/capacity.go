@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/cronlock/cronlock/nodeload"
+	"github.com/cronlock/cronlock/cluster"
+	"github.com/cronlock/cronlock/ledger"
+
 	"go.uber.org/zap"
 )
 
@@ -14,12 +16,12 @@ const SkipNodeBusy = "node_busy"
 
 // busyWait is how long a node at its limit waits for a place after the
 // fire (each Release wakes it to try again) before it skips the slot
-// node_busy: longer than the claim delay (nodeload.MaxDelay), so that a
+// node_busy: longer than the claim delay (cluster.MaxDelay), so that a
 // place freed within the slot's claim order is still used.
-const busyWait = 2 * nodeload.MaxDelay
+const busyWait = 2 * cluster.MaxDelay
 
 // reserve waits the claim delay of the slot's claim order
-// (nodeload.Load.Enter: this node's rank among the live nodes that may
+// (cluster.Load.Enter: this node's rank among the live nodes that may
 // run the job), then takes this node's place for a scheduled or catch-up run's claim
 // (JobDeps.Load; manual runs are not limited). The place is held from here
 // to the end of the run, or only for the claim's round trip when the claim
@@ -39,7 +41,7 @@ const busyWait = 2 * nodeload.MaxDelay
 // run that held no place (a manual run) it takes one even at the limit.
 func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	l := r.deps.Load
-	if l == nil || r.info.Trigger == TriggerManual {
+	if l == nil || r.info.Trigger == ledger.TriggerManual {
 		return Ran{}, true
 	}
 	if r.pre != nil {
@@ -55,7 +57,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	deadline := time.Now().Add(busyWait) // from the fire, not from the end of the claim delay
 	delay, _ := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
 	if !sleepCtx(ctx, delay) {
-		return r.notClaimed(SkipShuttingDown), false
+		return r.notClaimed(ledger.SkipShuttingDown), false
 	}
 	var timeout <-chan time.Time // made at the first wait: most claims find a place
 	for {
@@ -73,7 +75,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 		case <-timeout:
 			return r.busy(ctx), false
 		case <-ctx.Done():
-			return r.notClaimed(SkipShuttingDown), false
+			return r.notClaimed(ledger.SkipShuttingDown), false
 		}
 	}
 	r.reserved = true
@@ -87,7 +89,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 func (r *run) placeWon() {
 	l := r.deps.Load
 	switch {
-	case l == nil || r.info.Trigger == TriggerManual:
+	case l == nil || r.info.Trigger == ledger.TriggerManual:
 	case !r.reserved && r.queueClaim:
 		l.Hold()
 		r.reserved, r.inProgress = true, true

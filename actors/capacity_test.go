@@ -2,15 +2,17 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
-	"github.com/cronlock/cronlock/nodeload"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -23,12 +25,12 @@ type capNode struct {
 	stop func()
 }
 
-func startCapNode(t *testing.T, node, job, command string, mem *redislock.Memory, load *nodeload.Load) *capNode {
+func startCapNode(t *testing.T, node, job, command string, mem *memory.Memory, load *cluster.Load) *capNode {
 	t.Helper()
 	return startCapNodeJob(t, node, testJob(t, job, command), mem, load)
 }
 
-func startCapNodeJob(t *testing.T, node string, cfg config.Job, mem *redislock.Memory, load *nodeload.Load) *capNode {
+func startCapNodeJob(t *testing.T, node string, cfg config.Job, mem *memory.Memory, load *cluster.Load) *capNode {
 	t.Helper()
 	job := cfg.Name
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -59,10 +61,10 @@ func (c *capNode) skip(slot time.Time) (reason string, level zapcore.Level) {
 
 // rankedSlot is the first whole second after after at which node has rank
 // in the claim order of job (index 0 of its load's jobs) among ids
-// (nodeload.Rank).
+// (cluster.Rank).
 func rankedSlot(after time.Time, job, node string, rank int, ids []string) time.Time {
 	s := after.Truncate(time.Second).Add(time.Second)
-	for nodeload.Rank(job, 0, s.Unix(), node, ids) != rank {
+	for cluster.Rank(job, 0, s.Unix(), node, ids) != rank {
 		s = s.Add(time.Second)
 	}
 	return s
@@ -75,11 +77,11 @@ func rankedSlot(after time.Time, job, node string, rank int, ids []string) time.
 // room.
 func TestJob_MaxParallel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
-		load1 := nodeload.New(1, true, nil)
+		mem := memory.NewMemory()
+		load1 := cluster.NewLoad(1, true, nil)
 		a1 := startCapNode(t, "n1", "a", "sleep 10s", mem, load1)
 		b1 := startCapNode(t, "n1", "b", "exit 0", mem, load1)
-		b2 := startCapNode(t, "n2", "b", "exit 0", mem, nodeload.New(0, true, nil))
+		b2 := startCapNode(t, "n2", "b", "exit 0", mem, cluster.NewLoad(0, true, nil))
 		s := time.Now().Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(s))
 
@@ -143,8 +145,8 @@ func TestJob_MaxParallel(t *testing.T) {
 // given back once it ends.
 func TestJob_MaxParallelQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
-		load := nodeload.New(1, true, nil)
+		mem := memory.NewMemory()
+		load := cluster.NewLoad(1, true, nil)
 		cfg := testJob(t, "q", "sleep 2500ms")
 		cfg.Overlap, cfg.CatchupWindow = config.OverlapQueue, 5*time.Second // the pending slot runs after its next came due (R7)
 		q := startCapNodeJob(t, "n1", cfg, mem, load)
@@ -192,10 +194,10 @@ func TestJob_MaxParallelQueue(t *testing.T) {
 // winner, not which fire arrived first.
 func TestJob_ClaimOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
-		load1, load2 := nodeload.New(0, true, nil), nodeload.New(0, true, nil)
-		load1.SetPeers("n1", []nodeload.Peer{{ID: "n2"}}, time.Hour)
-		load2.SetPeers("n2", []nodeload.Peer{{ID: "n1"}}, time.Hour)
+		mem := memory.NewMemory()
+		load1, load2 := cluster.NewLoad(0, true, nil), cluster.NewLoad(0, true, nil)
+		load1.SetPeers("n1", []cluster.Peer{{ID: "n2"}}, time.Hour)
+		load2.SetPeers("n2", []cluster.Peer{{ID: "n1"}}, time.Hour)
 		load1.SetJobs([]string{"a"})
 		load2.SetJobs([]string{"a"})
 		a1 := startCapNode(t, "n1", "a", "exit 0", mem, load1)
@@ -223,8 +225,8 @@ func TestJob_ClaimOrder(t *testing.T) {
 			if len(started) != 1 || started[0]["fire_delay_us"] != int64(0) {
 				t.Fatalf("slot %d: %s (rank 0) logged run started %v, want once with fire_delay_us 0", tc.slot.Unix(), tc.winnerName, started)
 			}
-			if reason, _ := tc.loser.skip(tc.slot); reason != SkipClaimedElsewhere {
-				t.Errorf("slot %d: the rank-1 node skipped it %q, want %q", tc.slot.Unix(), reason, SkipClaimedElsewhere)
+			if reason, _ := tc.loser.skip(tc.slot); reason != ledger.SkipClaimedElsewhere {
+				t.Errorf("slot %d: the rank-1 node skipped it %q, want %q", tc.slot.Unix(), reason, ledger.SkipClaimedElsewhere)
 			}
 			if o := occurrence(t, mem, "a", tc.slot); o.Node != tc.winnerName || o.Status != "ran" {
 				t.Errorf("slot %d's record: %+v, want ran by %s", tc.slot.Unix(), o, tc.winnerName)

@@ -2,16 +2,18 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -22,7 +24,7 @@ import (
 // error when the delay outlasts it. The Memory can be swapped for an empty
 // one: Redis restarted without persistence.
 type slowLocker struct {
-	mem         atomic.Pointer[redislock.Memory]
+	mem         atomic.Pointer[memory.Memory]
 	delay       atomic.Int64 // time.Duration, of each claim
 	finishDelay atomic.Int64 // time.Duration, of each finish (release and record)
 	claims      atomic.Int32
@@ -30,11 +32,11 @@ type slowLocker struct {
 
 func newSlowLocker() *slowLocker {
 	l := &slowLocker{}
-	l.mem.Store(redislock.NewMemory())
+	l.mem.Store(memory.NewMemory())
 	return l
 }
 
-func (l *slowLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+func (l *slowLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	l.claims.Add(1)
 	t := time.NewTimer(time.Duration(l.delay.Load()))
 	defer t.Stop()
@@ -42,7 +44,7 @@ func (l *slowLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error)
 	case <-t.C:
 		return l.mem.Load().Claim(ctx, req)
 	case <-ctx.Done():
-		return Claim{}, ctx.Err()
+		return ledger.Claim{}, ctx.Err()
 	}
 }
 func (l *slowLocker) Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error) {
@@ -51,17 +53,17 @@ func (l *slowLocker) Renew(ctx context.Context, job, owner string, ttl time.Dura
 func (l *slowLocker) Release(ctx context.Context, job, owner string) (bool, error) {
 	return l.mem.Load().Release(ctx, job, owner)
 }
-func (l *slowLocker) Audit(ctx context.Context, req AuditRequest) (Audited, error) {
+func (l *slowLocker) Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error) {
 	return l.mem.Load().Audit(ctx, req)
 }
-func (l *slowLocker) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
+func (l *slowLocker) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	t := time.NewTimer(time.Duration(l.finishDelay.Load()))
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return l.mem.Load().Finish(ctx, req)
 	case <-ctx.Done():
-		return Finished{}, ctx.Err()
+		return ledger.Finished{}, ctx.Err()
 	}
 }
 
@@ -72,20 +74,20 @@ type logHarness struct {
 	phantoms chan Phantom
 }
 
-func startJobOn(t *testing.T, name, command string, l Locker) *logHarness {
+func startJobOn(t *testing.T, name, command string, l ledger.Locker) *logHarness {
 	t.Helper()
 	return startJobCfgOn(t, testJob(t, name, command), l)
 }
 
 // startJobCfgOn is startJobOn with a job configuration of the caller's.
-func startJobCfgOn(t *testing.T, cfg config.Job, l Locker) *logHarness {
+func startJobCfgOn(t *testing.T, cfg config.Job, l ledger.Locker) *logHarness {
 	t.Helper()
 	return startJobDeps(t, cfg, l, nil)
 }
 
 // startJobDeps is startJobCfgOn whose JobDeps set changes (nil: none)
 // before the actor is made.
-func startJobDeps(t *testing.T, cfg config.Job, l Locker, set func(*JobDeps)) *logHarness {
+func startJobDeps(t *testing.T, cfg config.Job, l ledger.Locker, set func(*JobDeps)) *logHarness {
 	t.Helper()
 	name := cfg.Name
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -144,19 +146,19 @@ func TestJob_FireDuringFailingClaimIsRedisError(t *testing.T) {
 		synctest.Wait()
 		// Both slots are counted redis_error; the second line is
 		// summarised (repeats.go), so only the first must be logged.
-		if n := h.skips(t, SkipRedisError); n != 2 {
+		if n := h.skips(t, ledger.SkipRedisError); n != 2 {
 			t.Errorf("redis_error skips: got %v, want 2", n)
 		}
 		got := h.skipped()
-		if got[s.Unix()] != SkipRedisError {
+		if got[s.Unix()] != ledger.SkipRedisError {
 			t.Errorf("logged skips %v: want slot %d logged redis_error", got, s.Unix())
 		}
 		for slot, reason := range got {
-			if reason != SkipRedisError {
+			if reason != ledger.SkipRedisError {
 				t.Errorf("slot %d logged %s, want redis_error", slot, reason)
 			}
 		}
-		if n := h.skips(t, SkipOverlapLocal); n != 0 {
+		if n := h.skips(t, ledger.SkipOverlapLocal); n != 0 {
 			t.Errorf("overlap_local skips: got %v, want 0", n)
 		}
 		if n := l.claims.Load(); n != 1 {
@@ -184,10 +186,10 @@ func TestJob_FireDuringFailingReleaseIsRedisError(t *testing.T) {
 		}
 		time.Sleep(1500 * time.Millisecond)
 		synctest.Wait()
-		if got := h.skipped(); len(got) != 1 || got[s.Unix()+1] != SkipRedisError {
+		if got := h.skipped(); len(got) != 1 || got[s.Unix()+1] != ledger.SkipRedisError {
 			t.Errorf("got skips %v, want slot %d redis_error", got, s.Unix()+1)
 		}
-		if fin := <-h.results; !fin.Slot.Equal(s) || fin.Result != ResultSuccess {
+		if fin := <-h.results; !fin.Slot.Equal(s) || fin.Result != ledger.ResultSuccess {
 			t.Errorf("first run: got slot %v result %q, want %v success", fin.Slot, fin.Result, s)
 		}
 		l.finishDelay.Store(0)
@@ -199,7 +201,7 @@ func TestJob_FireDuringFailingReleaseIsRedisError(t *testing.T) {
 		if fin := <-h.results; !fin.Slot.Equal(s.Add(3 * time.Second)) {
 			t.Errorf("after Redis answers: got run of slot %v, want %v", fin.Slot, s.Add(3*time.Second))
 		}
-		if n := h.skips(t, SkipOverlapLocal); n != 0 {
+		if n := h.skips(t, ledger.SkipOverlapLocal); n != 0 {
 			t.Errorf("overlap_local skips: got %v, want 0", n)
 		}
 		h.stop(t)
@@ -221,7 +223,7 @@ func TestJob_FireDuringWinningClaimIsOverlapLocal(t *testing.T) {
 		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)} // while the claim of s is pending
 		time.Sleep(3 * time.Second)                               // its own claim (too early, then at its slot) is answered
 		synctest.Wait()
-		if got := h.skipped(); len(got) != 1 || got[s.Unix()+1] != SkipOverlapLocal {
+		if got := h.skipped(); len(got) != 1 || got[s.Unix()+1] != ledger.SkipOverlapLocal {
 			t.Errorf("got skips %v, want slot %d overlap_local", got, s.Unix()+1)
 		}
 		if got := h.running(t); got != 1 {
@@ -242,7 +244,7 @@ func TestJob_FireDuringLosingClaimIsClaimed(t *testing.T) {
 		s := time.Now().Truncate(time.Second)
 		n2 := scheduleClaim("j", s, "n2", "x")
 		n2.Lease = false // n2's run holds no lease here: the next slot is free to claim
-		if c, err := l.mem.Load().Claim(t.Context(), n2); err != nil || c.Outcome != Claimed {
+		if c, err := l.mem.Load().Claim(t.Context(), n2); err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("n2's claim: %+v, %v", c, err)
 		}
 		l.delay.Store(int64(600 * time.Millisecond)) // twice within the answer window (rule R3)
@@ -251,10 +253,10 @@ func TestJob_FireDuringLosingClaimIsClaimed(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		h.job.Inbox() <- Fire{Job: "j", Slot: s.Add(time.Second)} // while the claim of s is pending
 		fin := <-h.results
-		if !fin.Slot.Equal(s.Add(time.Second)) || fin.Result != ResultSuccess {
+		if !fin.Slot.Equal(s.Add(time.Second)) || fin.Result != ledger.ResultSuccess {
 			t.Errorf("got run of slot %v result %q, want slot %v success", fin.Slot, fin.Result, s.Add(time.Second))
 		}
-		if got := h.skipped(); len(got) != 1 || got[s.Unix()] != SkipClaimedElsewhere {
+		if got := h.skipped(); len(got) != 1 || got[s.Unix()] != ledger.SkipClaimedElsewhere {
 			t.Errorf("got skips %v, want only slot %d claimed_elsewhere", got, s.Unix())
 		}
 		h.stop(t)
@@ -284,7 +286,7 @@ func TestJob_RepairsStateRedisLost(t *testing.T) {
 			}
 			last = fin.Fence
 		}
-		l.mem.Store(redislock.NewMemory()) // restarted empty
+		l.mem.Store(memory.NewMemory()) // restarted empty
 		for i := 3; i <= 6; i++ {
 			slot := s.Add(time.Duration(i) * time.Second)
 			time.Sleep(time.Until(slot))
@@ -292,16 +294,16 @@ func TestJob_RepairsStateRedisLost(t *testing.T) {
 			synctest.Wait()
 		}
 		fin := <-h.results
-		if want := s.Add(6 * time.Second); !fin.Slot.Equal(want) || fin.Result != ResultSuccess || fin.Fence <= last {
+		if want := s.Add(6 * time.Second); !fin.Slot.Equal(want) || fin.Result != ledger.ResultSuccess || fin.Fence <= last {
 			t.Errorf("after the loss: got run of slot %v result %s fence %d, want slot %v success with a fence above %d",
 				fin.Slot, fin.Result, fin.Fence, want, last)
 		}
 		got := h.skipped()
 		for i := int64(3); i <= 5; i++ {
-			if got[s.Unix()+i] != SkipStateLost {
+			if got[s.Unix()+i] != ledger.SkipStateLost {
 				t.Errorf("slot %d (within max_clock_skew of the loss): got skips %v, want state_lost", s.Unix()+i, got)
 			}
-			if o := occurrence(t, l.mem.Load(), "j", s.Add(time.Duration(i)*time.Second)); o.Status != "skipped" || o.Reason != SkipStateLost {
+			if o := occurrence(t, l.mem.Load(), "j", s.Add(time.Duration(i)*time.Second)); o.Status != "skipped" || o.Reason != ledger.SkipStateLost {
 				t.Errorf("slot %d's record: %+v, want skipped state_lost", s.Unix()+i, o)
 			}
 		}

@@ -4,8 +4,8 @@
 // trigger), the Lease handle of each claimed run (renews every TTL/3,
 // reports loss, releases), the hook runner (fan-in of run results:
 // metrics, hooks), the janitor (leases whose claim or release timed out),
-// the messages they exchange, and the types of the exactly-once protocol
-// beside the Locker interface the backends implement (protocol.go).
+// and the messages they exchange. The protocol's types (the Locker
+// backend interface, claims, records, skip reasons) are package ledger's.
 //
 // Every actor has a Run(ctx) method that returns only when it has fully
 // stopped; constructors do no I/O and start no goroutines.

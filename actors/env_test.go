@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 )
 
@@ -28,7 +30,7 @@ func TestCommandEnv_DropsDaemonVariables(t *testing.T) {
 		"WATCHDOG_PID=1", "LISTEN_FDS=1", "LISTEN_PID=1", "LISTEN_FDNAMES=x", "INVOCATION_ID=abc",
 		"CRONLOCK_REDIS_PASSWORD=secret", "CRONLOCK_NODE_ID=n", "CRONLOCK_INTERNAL_CLOCK_OFFSET=1s", "KEEP=1", "GOMAXPROCS=8"}
 	job := config.Job{Name: "j", Shell: "/bin/sh", InheritEnv: true, Env: map[string]string{"A": "b"}}
-	info := RunInfo{Job: "j", RunID: "r", Node: "n1", Slot: time.Unix(60, 0), Trigger: TriggerSchedule, Fence: 3}
+	info := RunInfo{Job: "j", RunID: "r", Node: "n1", Slot: time.Unix(60, 0), Trigger: ledger.TriggerSchedule, Fence: 3}
 	env := envMap(commandEnv(JobEnviron(daemon), job, info, 2))
 	for _, k := range []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
 		"LISTEN_FDNAMES", "INVOCATION_ID", "CRONLOCK_REDIS_PASSWORD", "CRONLOCK_INTERNAL_CLOCK_OFFSET", "GOMAXPROCS"} {
@@ -50,7 +52,7 @@ func TestCommandEnv_DropsDaemonVariables(t *testing.T) {
 func TestCommandEnv_MinimalWithoutInherit(t *testing.T) {
 	daemon := []string{"PATH=/opt/bin", "HOME=/root", "USER=root", "LOGNAME=root", "LANG=C.UTF-8", "TZ=UTC", "EDITOR=vi"}
 	job := config.Job{Name: "j", Shell: "/bin/bash", Env: map[string]string{"A": "b"}}
-	got := commandEnv(JobEnviron(daemon), job, RunInfo{Job: "j", Trigger: TriggerManual}, 1)
+	got := commandEnv(JobEnviron(daemon), job, RunInfo{Job: "j", Trigger: ledger.TriggerManual}, 1)
 	var names []string
 	for k := range envMap(got) {
 		if !strings.HasPrefix(k, "CRONLOCK_") {

@@ -2,26 +2,28 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
 // finishRecorder is the memory backend, recording the FinishRequests.
 type finishRecorder struct {
-	*redislock.Memory
+	*memory.Memory
 	mu   sync.Mutex
-	reqs []FinishRequest
+	reqs []ledger.FinishRequest
 }
 
-func (f *finishRecorder) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
+func (f *finishRecorder) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
 	f.mu.Unlock()
@@ -39,7 +41,7 @@ func TestJob_HandOverTakesReloadedSettings(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := testJob(t, "q", "sleep 2500ms")
 		cfg.Overlap, cfg.CatchupWindow = config.OverlapQueue, 5*time.Second // the pending slots run after their next came due (R7)
-		locker := &finishRecorder{Memory: redislock.NewMemory()}
+		locker := &finishRecorder{Memory: memory.NewMemory()}
 		metrics := NewMetrics(nil)
 		metrics.InitJob(cfg.Name)
 		results, kill := make(chan RunFinished, 10), make(chan struct{})
@@ -71,7 +73,7 @@ func TestJob_HandOverTakesReloadedSettings(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if second.Trigger != TriggerQueued || second.Slot != slot.Add(time.Second) {
+		if second.Trigger != ledger.TriggerQueued || second.Slot != slot.Add(time.Second) {
 			t.Fatalf("second run: got trigger %s slot %v, want queued %v (first %v)", second.Trigger, second.Slot, slot.Add(time.Second), first.Slot)
 		}
 		select {

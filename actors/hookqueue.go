@@ -3,6 +3,8 @@ package actors
 import (
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"go.uber.org/zap"
 )
 
@@ -37,7 +39,7 @@ type hookTask struct {
 // else on_failure), or nil when the job has none.
 func newHookTask(fin RunFinished) *hookTask {
 	hook, cmd := "on_failure", fin.Cfg.OnFailure
-	if fin.Result == ResultSuccess {
+	if fin.Result == ledger.ResultSuccess {
 		hook, cmd = "on_success", fin.Cfg.OnSuccess
 	}
 	if cmd == "" {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
 )
@@ -168,9 +170,9 @@ func (h *HookRunner) runHook(t *hookTask) {
 	log := h.log.With(t.fields()...)
 	file, cleanup := tailFile(t.tail, log)
 	defer cleanup()
-	tail := strings.ReplaceAll(string(lastBytes(t.tail, MaxOutputTail)), "\x00", "")
+	tail := strings.ReplaceAll(string(lastBytes(t.tail, ledger.MaxOutputTail)), "\x00", "")
 	p, err := h.start(process.Spec{Shell: t.shell, Command: t.command, Dir: t.dir, User: t.user,
-		Env: hookEnv(h.environ, t, tail, file), KillGrace: t.killGrace, Log: log, TailSize: MaxOutputTail})
+		Env: hookEnv(h.environ, t, tail, file), KillGrace: t.killGrace, Log: log, TailSize: ledger.MaxOutputTail})
 	if err != nil {
 		h.metrics.HookFailed(t.run.Job, t.hook, HookFailStart)
 		log.Error("hook could not start", zap.Error(err))

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
@@ -74,7 +76,7 @@ func startHooks(t *testing.T, jobs ...string) *hookHarness {
 
 // finished is a result of job's run id whose job has the given hooks.
 func finished(job, id, result, onSuccess, onFailure string, hookTimeout time.Duration) RunFinished {
-	return RunFinished{RunInfo: RunInfo{Job: job, RunID: id, Node: "n1", Trigger: TriggerSchedule},
+	return RunFinished{RunInfo: RunInfo{Job: job, RunID: id, Node: "n1", Trigger: ledger.TriggerSchedule},
 		Cfg: config.Job{Name: job, Shell: "/bin/sh", OnSuccess: onSuccess, OnFailure: onFailure,
 			HookTimeout: hookTimeout, KillGrace: time.Second},
 		Result: result, Attempts: 1}
@@ -102,8 +104,8 @@ func TestHookRunner_FullQueueDropsOldestOfThatJobOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startHooks(t, "hang", "quick")
 		for i := range 7 { // a0 runs; a1..a4 wait; a5 and a6 drop a1 and a2
-			h.runner.Inbox() <- finished("hang", fmt.Sprintf("a%d", i), ResultFailure, "", "sleep 1h", 2*time.Hour)
-			h.runner.Inbox() <- finished("quick", fmt.Sprintf("b%d", i), ResultSuccess, "exit 0", "", time.Minute)
+			h.runner.Inbox() <- finished("hang", fmt.Sprintf("a%d", i), ledger.ResultFailure, "", "sleep 1h", 2*time.Hour)
+			h.runner.Inbox() <- finished("quick", fmt.Sprintf("b%d", i), ledger.ResultSuccess, "exit 0", "", time.Minute)
 			synctest.Wait() // quick's hook has ended: one result of each job at a time
 		}
 		synctest.Wait()
@@ -148,7 +150,7 @@ func TestHookRunner_FullQueueDropsOldestOfThatJobOnly(t *testing.T) {
 func TestHookRunner_HookTimeoutZeroIsNoLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startHooks(t, "j")
-		h.runner.Inbox() <- finished("j", "r1", ResultSuccess, "sleep 10h", "", 0)
+		h.runner.Inbox() <- finished("j", "r1", ledger.ResultSuccess, "sleep 10h", "", 0)
 		time.Sleep(10*time.Hour - time.Second)
 		synctest.Wait()
 		if got := h.logs.FilterMessage("hook succeeded").Len() + h.logs.FilterMessage("hook failed").Len(); got != 0 {
@@ -171,7 +173,7 @@ func TestHookRunner_HookTimeoutTerminates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startHooks(t, "j")
 		start := time.Now()
-		h.runner.Inbox() <- finished("j", "r1", ResultFailure, "", "sleep 1h", time.Minute)
+		h.runner.Inbox() <- finished("j", "r1", ledger.ResultFailure, "", "sleep 1h", time.Minute)
 		h.closeAndWait(t)
 		if took := time.Since(start); took != time.Minute {
 			t.Errorf("hook ended after %v, want 1m (hook_timeout)", took)
@@ -189,11 +191,11 @@ func TestHookRunner_KillTerminatesRunningAndStartsNoMore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startHooks(t, "j")
 		for i := range 3 {
-			h.runner.Inbox() <- finished("j", fmt.Sprintf("r%d", i), ResultFailure, "", "sleep 1h", 2*time.Hour)
+			h.runner.Inbox() <- finished("j", fmt.Sprintf("r%d", i), ledger.ResultFailure, "", "sleep 1h", 2*time.Hour)
 		}
 		synctest.Wait()
 		close(h.kill)
-		h.runner.Inbox() <- finished("j", "late", ResultFailure, "", "sleep 1h", 2*time.Hour)
+		h.runner.Inbox() <- finished("j", "late", ledger.ResultFailure, "", "sleep 1h", 2*time.Hour)
 		start := time.Now()
 		h.closeAndWait(t)
 		if took := time.Since(start); took != 0 {

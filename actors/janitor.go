@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"go.uber.org/zap"
 )
 
@@ -30,9 +32,9 @@ type Phantom struct {
 // expired, and a finish until it succeeds or unfinishedFor has passed.
 type Janitor struct {
 	log        *zap.Logger
-	locker     Locker
+	locker     ledger.Locker
 	inbox      chan Phantom
-	finishes   chan FinishRequest
+	finishes   chan ledger.FinishRequest
 	sweeps     chan chan struct{}
 	pending    map[Phantom]struct{}
 	unfinished []unfinished // oldest first
@@ -40,7 +42,7 @@ type Janitor struct {
 
 // unfinished is a finish the janitor sends again.
 type unfinished struct {
-	req   FinishRequest // Retry set, Next ""
+	req   ledger.FinishRequest // Retry set, Next ""
 	since time.Time
 }
 
@@ -56,8 +58,8 @@ const (
 )
 
 // NewJanitor returns a janitor with inboxes (phantoms, finishes) of size n.
-func NewJanitor(log *zap.Logger, locker Locker, n int) *Janitor {
-	return &Janitor{log: log, locker: locker, inbox: make(chan Phantom, n), finishes: make(chan FinishRequest, n),
+func NewJanitor(log *zap.Logger, locker ledger.Locker, n int) *Janitor {
+	return &Janitor{log: log, locker: locker, inbox: make(chan Phantom, n), finishes: make(chan ledger.FinishRequest, n),
 		sweeps: make(chan chan struct{}), pending: map[Phantom]struct{}{}}
 }
 
@@ -87,7 +89,7 @@ func (j *Janitor) Inbox() chan<- Phantom { return j.inbox }
 // (a lease handed on is released as a phantom); non-blocking sends. The
 // janitor sends each again with Retry set, which records the run once
 // whether the first one was applied or not.
-func (j *Janitor) Finishes() chan<- FinishRequest { return j.finishes }
+func (j *Janitor) Finishes() chan<- ledger.FinishRequest { return j.finishes }
 
 // Run retries releases and finishes until ctx ends; then it makes one
 // last attempt for each (bounded), logs the records it could not write
@@ -132,7 +134,7 @@ func (j *Janitor) Run(ctx context.Context) error {
 }
 
 // addFinish queues req to be sent again.
-func (j *Janitor) addFinish(req FinishRequest) {
+func (j *Janitor) addFinish(req ledger.FinishRequest) {
 	req.Retry, req.Next = true, ""
 	u := unfinished{req: req, since: time.Now()}
 	if len(j.unfinished) >= maxUnfinished {
@@ -181,7 +183,7 @@ func (j *Janitor) releasePhantoms(ctx context.Context) {
 		var released bool
 		var back int64
 		var err error
-		if u, ok := j.locker.(Unhander); ok && p.HandedOn {
+		if u, ok := j.locker.(ledger.Unhander); ok && p.HandedOn {
 			back, released, err = u.Unhand(rctx, p.Job, p.Owner)
 		} else {
 			released, err = j.locker.Release(rctx, p.Job, p.Owner)

@@ -3,15 +3,17 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/fakeproc"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -21,8 +23,8 @@ import (
 // are left alone.
 func TestJanitor_SweepReleasesPhantomLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := &countingLocker{Memory: redislock.NewMemory()}
-		if c, err := mem.Claim(t.Context(), manualClaim("j", "n1", "phantom", time.Hour)); err != nil || c.Outcome != Claimed {
+		mem := &countingLocker{Memory: memory.NewMemory()}
+		if c, err := mem.Claim(t.Context(), manualClaim("j", "n1", "phantom", time.Hour)); err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("claim: %+v, %v", c, err)
 		}
 		jan := NewJanitor(zap.NewNop(), mem, 4)
@@ -51,7 +53,7 @@ func TestJanitor_SweepReleasesPhantomLeases(t *testing.T) {
 
 // countingLocker counts Release calls.
 type countingLocker struct {
-	*redislock.Memory
+	*memory.Memory
 	releases atomic.Int32
 }
 
@@ -63,17 +65,17 @@ func (c *countingLocker) Release(ctx context.Context, job, owner string) (bool, 
 // lossyFinish loses the answers of the first finishes: the first is
 // applied and then fails (its answer lost), the second fails unapplied.
 type lossyFinish struct {
-	*redislock.Memory
+	*memory.Memory
 	calls atomic.Int32
 }
 
-func (l *lossyFinish) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
+func (l *lossyFinish) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	switch l.calls.Add(1) {
 	case 1:
 		_, _ = l.Memory.Finish(ctx, req)
-		return Finished{}, context.DeadlineExceeded
+		return ledger.Finished{}, context.DeadlineExceeded
 	case 2:
-		return Finished{}, context.DeadlineExceeded
+		return ledger.Finished{}, context.DeadlineExceeded
 	}
 	return l.Memory.Finish(ctx, req)
 }
@@ -84,7 +86,7 @@ func (l *lossyFinish) Finish(ctx context.Context, req FinishRequest) (Finished, 
 // released.
 func TestJanitor_FailedFinishIsSentAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := &lossyFinish{Memory: redislock.NewMemory()}
+		mem := &lossyFinish{Memory: memory.NewMemory()}
 		jan := NewJanitor(zap.NewNop(), mem, 4)
 		jctx, stopJanitor := context.WithCancel(t.Context())
 		janDone := make(chan error, 1)
@@ -127,11 +129,11 @@ func TestJanitor_FailedFinishIsSentAgain(t *testing.T) {
 
 // refusingFinish refuses every finish of job "bad" (a server that keeps
 // answering an error: full memory, a key of the wrong type).
-type refusingFinish struct{ *redislock.Memory }
+type refusingFinish struct{ *memory.Memory }
 
-func (r refusingFinish) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
+func (r refusingFinish) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	if req.Job == "bad" {
-		return Finished{}, errors.New("OOM command not allowed when used memory > 'maxmemory'")
+		return ledger.Finished{}, errors.New("OOM command not allowed when used memory > 'maxmemory'")
 	}
 	return r.Memory.Finish(ctx, req)
 }
@@ -140,8 +142,8 @@ func (r refusingFinish) Finish(ctx context.Context, req FinishRequest) (Finished
 // releases nor the other finishes.
 func TestJanitor_RefusedFinishHoldsNothingBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := refusingFinish{redislock.NewMemory()}
-		if c, err := mem.Claim(t.Context(), manualClaim("j", "n1", "phantom", time.Hour)); err != nil || c.Outcome != Claimed {
+		mem := refusingFinish{memory.NewMemory()}
+		if c, err := mem.Claim(t.Context(), manualClaim("j", "n1", "phantom", time.Hour)); err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("claim: %+v, %v", c, err)
 		}
 		jan := NewJanitor(zap.NewNop(), mem, 4)
@@ -149,8 +151,8 @@ func TestJanitor_RefusedFinishHoldsNothingBack(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- jan.Run(ctx) }()
 		slot := time.Now().Unix()
-		jan.Finishes() <- FinishRequest{Job: "bad", Record: RunRecord{RunID: "r-bad", Slot: slot, End: time.Now(), Result: ResultSuccess}}
-		jan.Finishes() <- FinishRequest{Job: "good", Record: RunRecord{RunID: "r-good", Slot: slot, End: time.Now(), Result: ResultSuccess}}
+		jan.Finishes() <- ledger.FinishRequest{Job: "bad", Record: ledger.RunRecord{RunID: "r-bad", Slot: slot, End: time.Now(), Result: ledger.ResultSuccess}}
+		jan.Finishes() <- ledger.FinishRequest{Job: "good", Record: ledger.RunRecord{RunID: "r-good", Slot: slot, End: time.Now(), Result: ledger.ResultSuccess}}
 		jan.Inbox() <- Phantom{Job: "j", Owner: "n1:phantom", Until: time.Now().Add(time.Hour)}
 		time.Sleep(time.Second) // four sweeps
 		synctest.Wait()
@@ -171,8 +173,8 @@ func TestJanitor_RefusedFinishHoldsNothingBack(t *testing.T) {
 // is logged as an error naming the job: that pending slot does not run.
 func TestJanitor_HandedOnLeaseReleasedIsAnError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
-		if c, err := mem.Claim(t.Context(), manualClaim("q", "n1", "next", time.Hour)); err != nil || c.Outcome != Claimed {
+		mem := memory.NewMemory()
+		if c, err := mem.Claim(t.Context(), manualClaim("q", "n1", "next", time.Hour)); err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("claim: %+v, %v", c, err)
 		}
 		logs := sweepHandedOn(t, mem, "q", "n1:next")
@@ -188,13 +190,13 @@ func TestJanitor_HandedOnLeaseReleasedIsAnError(t *testing.T) {
 // with a warning naming it.
 func TestJanitor_HandedOnSlotPutBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		s := time.Now()
 		var token int64
 		for i, c := range []struct {
 			node, run string
-			want      Outcome
-		}{{"n1", "a", Claimed}, {"n2", "b", Queued}} {
+			want      ledger.Outcome
+		}{{"n1", "a", ledger.Claimed}, {"n2", "b", ledger.Queued}} {
 			time.Sleep(time.Until(s.Add(time.Duration(i) * time.Second))) // each claim at its slot (R2: none early)
 			req := scheduleClaim("q", s.Add(time.Duration(i)*time.Second), c.node, c.run)
 			req.TTL, req.Queue = time.Hour, true
@@ -204,8 +206,8 @@ func TestJanitor_HandedOnSlotPutBack(t *testing.T) {
 			}
 			token = max(token, got.Token)
 		}
-		if f, err := mem.Finish(t.Context(), FinishRequest{Job: "q", Owner: "n1:a", Next: "n1:next", TTL: time.Hour,
-			Record: RunRecord{RunID: "a", Slot: s.Unix(), Fence: token}}); err != nil || f.Token == 0 || f.Pending != s.Unix()+1 {
+		if f, err := mem.Finish(t.Context(), ledger.FinishRequest{Job: "q", Owner: "n1:a", Next: "n1:next", TTL: time.Hour,
+			Record: ledger.RunRecord{RunID: "a", Slot: s.Unix(), Fence: token}}); err != nil || f.Token == 0 || f.Pending != s.Unix()+1 {
 			t.Fatalf("finish handing on: %+v, %v; want slot %d handed on with a token", f, err, s.Unix()+1)
 		}
 		logs := sweepHandedOn(t, mem, "q", "n1:next")
@@ -220,7 +222,7 @@ func TestJanitor_HandedOnSlotPutBack(t *testing.T) {
 
 // sweepHandedOn runs a janitor on locker for one sweep of the HandedOn
 // phantom of job's owner and returns its log.
-func sweepHandedOn(t *testing.T, locker Locker, job, owner string) *observer.ObservedLogs {
+func sweepHandedOn(t *testing.T, locker ledger.Locker, job, owner string) *observer.ObservedLogs {
 	core, logs := observer.New(zap.InfoLevel)
 	jan := NewJanitor(zap.New(core), locker, 4)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -235,7 +237,7 @@ func sweepHandedOn(t *testing.T, locker Locker, job, owner string) *observer.Obs
 
 // flakyRelease fails the next fail Release calls, then releases.
 type flakyRelease struct {
-	Locker
+	ledger.Locker
 	calls, fail atomic.Int32
 }
 

@@ -6,8 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/nodeload"
 	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -18,7 +20,7 @@ import (
 type JobDeps struct {
 	Log     *zap.Logger
 	Metrics *Metrics
-	Locker  Locker
+	Locker  ledger.Locker
 	NodeID  string
 	// Environ is what runs inherit: the daemon's environment filtered by
 	// JobEnviron (once, by the caller: it is shared by every job actor).
@@ -31,7 +33,7 @@ type JobDeps struct {
 	// Finishes receives the finishes that failed (Janitor.Finishes): the
 	// janitor sends them again so that the run's record is written. nil =
 	// none (the record of such a run is lost, with an error log).
-	Finishes chan<- FinishRequest
+	Finishes chan<- ledger.FinishRequest
 	// Kill is closed when running runs must be terminated (shutdown_timeout
 	// has passed, or a second signal arrived): SIGTERM, SIGKILL after
 	// kill_grace.
@@ -55,13 +57,13 @@ type JobDeps struct {
 	// Load counts this node's runs in progress (node.max_parallel and the
 	// load-ordered claim delay, actors/capacity.go); optional (nil = no
 	// limit, no delay; manual runs never use it).
-	Load *nodeload.Load
+	Load *cluster.Load
 	// MaxSkew is node.max_clock_skew: a scheduled claim's early edge and
 	// the first term of a job's answer window (docs/protocol.md, R2).
 	MaxSkew time.Duration
 	// Retention bounds the jobs' ledgers (ledger.retention,
 	// ledger.max_occurrences; docs/protocol.md, R9).
-	Retention Retention
+	Retention ledger.Retention
 }
 
 // jobDeps are one job's dependencies: the shared JobDeps and the state of
@@ -169,7 +171,7 @@ type Job struct {
 // heldFire is a fire that came while a claim or release was pending.
 type heldFire struct {
 	slot    time.Time
-	trigger Trigger
+	trigger ledger.Trigger
 }
 
 // runEvent is what a run goroutine tells its job actor, in this order:
@@ -180,11 +182,11 @@ type heldFire struct {
 type runEvent struct {
 	kind        runEventKind
 	won, failed bool
-	slot        time.Time // the run's slot (zero for a manual run)
-	claim       Claim     // evClaimed: the answer, when not failed
-	next        *handoff  // evEnded: the pending slot the run's Finish handed the lease to
-	finished    *Finished // evEnded: the run's finish answer, nil when none came
-	decided     bool      // evClaimed: the answer says the slot has a record
+	slot        time.Time        // the run's slot (zero for a manual run)
+	claim       ledger.Claim     // evClaimed: the answer, when not failed
+	next        *handoff         // evEnded: the pending slot the run's Finish handed the lease to
+	finished    *ledger.Finished // evEnded: the run's finish answer, nil when none came
+	decided     bool             // evClaimed: the answer says the slot has a record
 }
 
 type runEventKind int
@@ -353,9 +355,9 @@ func (j *Job) loop(stay bool) {
 func (j *Job) drainMsg(m jobMsg) {
 	switch m := m.(type) {
 	case Fire:
-		j.skip(m.Slot, SkipShuttingDown)
+		j.skip(m.Slot, ledger.SkipShuttingDown)
 	case RunNow:
-		m.Reply <- Ran{Skip: SkipShuttingDown}
+		m.Reply <- Ran{Skip: ledger.SkipShuttingDown}
 	}
 }
 
@@ -405,7 +407,7 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 		if m.Passed > 0 {
 			j.markGap(1, m.Slot.Unix()) // the slots passed over lie before it
 		}
-		j.onFire(ctx, m.Slot, TriggerSchedule)
+		j.onFire(ctx, m.Slot, ledger.TriggerSchedule)
 	case Catchup:
 		j.onCatchup(ctx, m)
 	case Reconfigure:
@@ -418,13 +420,13 @@ func (j *Job) handle(ctx context.Context, m jobMsg) {
 
 // onFire decides a due slot: skipped locally, held while this node's claim
 // of an earlier slot is pending (overlap ≠ allow), or started.
-func (j *Job) onFire(ctx context.Context, slot time.Time, trigger Trigger) {
+func (j *Job) onFire(ctx context.Context, slot time.Time, trigger ledger.Trigger) {
 	exclusive := j.cfg.Overlap != config.OverlapAllow
 	switch {
 	case !j.cfg.Enabled:
-		j.skip(slot, SkipDisabled)
+		j.skip(slot, ledger.SkipDisabled)
 	case ctx.Err() != nil:
-		j.skip(slot, SkipShuttingDown)
+		j.skip(slot, ledger.SkipShuttingDown)
 	case exclusive && (j.claiming > 0 || j.releasing > 0):
 		j.held = append(j.held, heldFire{slot: slot, trigger: trigger})
 	default:
@@ -449,7 +451,7 @@ func (j *Job) decideHeld(ctx context.Context, failed bool, pending time.Time) {
 	j.held = nil
 	for _, f := range held {
 		if failed {
-			skipSlot(&j.deps, j.cfg.Name, f.slot, SkipRedisError, zap.Int64("pending_call_slot", unixOrZero(pending)))
+			skipSlot(&j.deps, j.cfg.Name, f.slot, ledger.SkipRedisError, zap.Int64("pending_call_slot", unixOrZero(pending)))
 			continue
 		}
 		j.onFire(ctx, f.slot, f.trigger)
@@ -458,7 +460,7 @@ func (j *Job) decideHeld(ctx context.Context, failed bool, pending time.Time) {
 
 // see raises the highest ledger seq and run count seen to a claim
 // answer's (docs/protocol.md, R5, R6).
-func (j *Job) see(c Claim) { j.See(c.Seq, c.Runs) }
+func (j *Job) see(c ledger.Claim) { j.See(c.Seq, c.Runs) }
 
 // See raises the highest ledger seq and run count this node has seen for
 // the job (docs/protocol.md, R5, R6). Safe from any goroutine.
@@ -482,7 +484,7 @@ func atomicMax(a *atomic.Int64, v int64) {
 // shutdown has begun: the slot is claimed, and a claimed slot nobody runs
 // would be silently missed.
 func (j *Job) startPending(ctx context.Context, h *handoff) {
-	r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: TriggerQueued, RunID: h.runID}, pre: h}
+	r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: h.slot, Trigger: ledger.TriggerQueued, RunID: h.runID}, pre: h}
 	j.start(ctx, r, nil)
 }
 
@@ -491,15 +493,15 @@ func (j *Job) startPending(ctx context.Context, h *handoff) {
 func (j *Job) onRunNow(ctx context.Context, m RunNow) {
 	switch {
 	case !j.cfg.Enabled && !m.Force:
-		j.deps.Log.Warn("manual run not started", zap.String("job", j.cfg.Name), zap.String("reason", SkipDisabled))
-		m.Reply <- Ran{Skip: SkipDisabled}
+		j.deps.Log.Warn("manual run not started", zap.String("job", j.cfg.Name), zap.String("reason", ledger.SkipDisabled))
+		m.Reply <- Ran{Skip: ledger.SkipDisabled}
 	case ctx.Err() != nil:
-		m.Reply <- Ran{Skip: SkipShuttingDown}
+		m.Reply <- Ran{Skip: ledger.SkipShuttingDown}
 	case m.Backfill:
-		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: TriggerBackfill},
+		j.start(ctx, &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Slot: m.Slot, Trigger: ledger.TriggerBackfill},
 			force: m.Force}, m.Reply)
 	default:
-		r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: TriggerManual, Requester: m.Requester}, force: m.Force}
+		r := &run{job: j.cfg, env: j.baseEnv(), info: RunInfo{Job: j.cfg.Name, Trigger: ledger.TriggerManual, Requester: m.Requester}, force: m.Force}
 		j.start(ctx, r, m.Reply)
 	}
 }
@@ -525,7 +527,7 @@ func (j *Job) onCatchup(ctx context.Context, _ Catchup) {
 	}
 	j.lastCatchup = latest
 	j.deps.Log.Info("catch-up: claiming the latest missed slot", zap.String("job", j.cfg.Name), slotField(latest))
-	j.onFire(ctx, latest, TriggerCatchup)
+	j.onFire(ctx, latest, ledger.TriggerCatchup)
 }
 
 func (j *Job) skip(slot time.Time, reason string) {
@@ -580,18 +582,18 @@ func skipSlot(deps *jobDeps, job string, slot time.Time, reason string, fields .
 	deps.Metrics.Skip(job, reason)
 	level := zapcore.InfoLevel
 	switch reason {
-	case SkipClaimedElsewhere, SkipDisabled:
+	case ledger.SkipClaimedElsewhere, ledger.SkipDisabled:
 		level = zapcore.DebugLevel
-	case SkipOverlapLocal:
+	case ledger.SkipOverlapLocal:
 		level = zapcore.WarnLevel
-	case SkipMaxRuns:
+	case ledger.SkipMaxRuns:
 		if deps.maxRunsTold.Swap(true) {
 			level = zapcore.DebugLevel
 		} else {
 			fields = append(fields, zap.String("cause", "job done: it has made its max_runs successful runs in the cluster"))
 		}
 	}
-	if reason == SkipOverlapLocal || reason == SkipRedisError || reason == SkipNotReplicated {
+	if reason == ledger.SkipOverlapLocal || reason == ledger.SkipRedisError || reason == ledger.SkipNotReplicated {
 		deps.repeats.Log(reason, func(extra ...zap.Field) {
 			writeSkip(deps.Log, level, job, deps.NodeID, slot, reason, fields, extra...)
 		}, func() {
@@ -619,7 +621,7 @@ func writeSkip(log *zap.Logger, level zapcore.Level, job, node string, slot time
 // claim carries the highest slot and fence seen (state repair).
 func (j *Job) start(ctx context.Context, r *run, reply chan<- Ran) {
 	if !r.localOverlap {
-		j.deps.repeats.End(SkipOverlapLocal) // no run was left in progress
+		j.deps.repeats.End(ledger.SkipOverlapLocal) // no run was left in progress
 	}
 	j.running++
 	j.claiming++

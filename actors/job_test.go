@@ -3,16 +3,18 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
@@ -24,19 +26,19 @@ const testMaxSkew = 2 * time.Second
 
 // scheduleClaim is a scheduled claim of job's slot by node:runID, with
 // testJob's lease and testMaxSkew's windows.
-func scheduleClaim(job string, slot time.Time, node, runID string) ClaimRequest {
-	return ClaimRequest{Job: job, Slot: slot.Unix(), Trigger: TriggerSchedule, Node: node, RunID: runID,
-		TTL: 30 * time.Second, Lease: true, Windows: Windows{Early: testMaxSkew, Answer: testMaxSkew}}
+func scheduleClaim(job string, slot time.Time, node, runID string) ledger.ClaimRequest {
+	return ledger.ClaimRequest{Job: job, Slot: slot.Unix(), Trigger: ledger.TriggerSchedule, Node: node, RunID: runID,
+		TTL: 30 * time.Second, Lease: true, Windows: ledger.Windows{Early: testMaxSkew, Answer: testMaxSkew}}
 }
 
 // manualClaim is a manual run's claim of job's lease by node:runID.
-func manualClaim(job, node, runID string, ttl time.Duration) ClaimRequest {
-	return ClaimRequest{Job: job, Trigger: TriggerManual, Node: node, RunID: runID, TTL: ttl, Lease: true}
+func manualClaim(job, node, runID string, ttl time.Duration) ledger.ClaimRequest {
+	return ledger.ClaimRequest{Job: job, Trigger: ledger.TriggerManual, Node: node, RunID: runID, TTL: ttl, Lease: true}
 }
 
 // occurrence returns the ledger's record of job's slot in mem ("" status
 // when there is none).
-func occurrence(t *testing.T, mem *redislock.Memory, job string, slot time.Time) Occurrence {
+func occurrence(t *testing.T, mem *memory.Memory, job string, slot time.Time) ledger.Occurrence {
 	t.Helper()
 	occ, err := mem.Occurrences(t.Context(), job, slot.Unix(), slot.Unix())
 	if err != nil {
@@ -47,7 +49,7 @@ func occurrence(t *testing.T, mem *redislock.Memory, job string, slot time.Time)
 			return o
 		}
 	}
-	return Occurrence{}
+	return ledger.Occurrence{}
 }
 
 func testJob(t *testing.T, name, command string) config.Job {
@@ -61,7 +63,7 @@ type jobHarness struct {
 	name    string
 	job     *Job
 	metrics *Metrics
-	locker  *redislock.Memory
+	locker  *memory.Memory
 	results chan RunFinished
 	kill    chan struct{}
 	cancel  context.CancelFunc
@@ -70,7 +72,7 @@ type jobHarness struct {
 
 func startJob(t *testing.T, cfg config.Job) *jobHarness {
 	t.Helper()
-	h := &jobHarness{name: cfg.Name, metrics: NewMetrics(nil), locker: redislock.NewMemory(),
+	h := &jobHarness{name: cfg.Name, metrics: NewMetrics(nil), locker: memory.NewMemory(),
 		results: make(chan RunFinished, 10), kill: make(chan struct{}), done: make(chan error, 1)}
 	h.metrics.InitJob(cfg.Name)
 	h.job = NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: h.metrics, Locker: h.locker, NodeID: "n1",
@@ -101,8 +103,8 @@ func TestJob_SkipsWhileRunning(t *testing.T) {
 		h.job.Inbox() <- Fire{Job: "long", Slot: slot}
 		time.Sleep(time.Second)
 		h.job.Inbox() <- Fire{Job: "long", Slot: slot.Add(time.Second)}
-		waitFor(t, func() bool { return h.skips(t, SkipOverlapLocal) == 1 })
-		if o := occurrence(t, h.locker, "long", slot.Add(time.Second)); o.Status != "skipped" || o.Reason != SkipOverlap {
+		waitFor(t, func() bool { return h.skips(t, ledger.SkipOverlapLocal) == 1 })
+		if o := occurrence(t, h.locker, "long", slot.Add(time.Second)); o.Status != "skipped" || o.Reason != ledger.SkipOverlap {
 			t.Errorf("the overlapped slot's record: %+v, want skipped overlap", o)
 		}
 		if got := h.running(t); got != 1 {
@@ -114,8 +116,8 @@ func TestJob_SkipsWhileRunning(t *testing.T) {
 			t.Fatalf("Run: got %v, want nil", err)
 		}
 		fin := <-h.results
-		if o := occurrence(t, h.locker, "long", slot); fin.Result != ResultFailure || fin.Fence <= 0 || o.Token != fin.Fence ||
-			o.Status != "ran" || o.Result != ResultFailure {
+		if o := occurrence(t, h.locker, "long", slot); fin.Result != ledger.ResultFailure || fin.Fence <= 0 || o.Token != fin.Fence ||
+			o.Status != "ran" || o.Result != ledger.ResultFailure {
 			t.Errorf("got result %q fence %d, record %+v; want failure (killed at shutdown) with the fence of the slot's record", fin.Result, fin.Fence, o)
 		}
 	})
@@ -156,11 +158,11 @@ func TestJob_SkipsSlotClaimedElsewhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startJob(t, testJob(t, "j", "true"))
 		slot := time.Now()
-		if c, err := h.locker.Claim(t.Context(), scheduleClaim("j", slot, "other", "1")); err != nil || c.Outcome != Claimed {
+		if c, err := h.locker.Claim(t.Context(), scheduleClaim("j", slot, "other", "1")); err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("other node's claim: %+v, %v", c, err)
 		}
 		h.job.Inbox() <- Fire{Job: "j", Slot: slot}
-		waitFor(t, func() bool { return h.skips(t, SkipClaimedElsewhere) == 1 })
+		waitFor(t, func() bool { return h.skips(t, ledger.SkipClaimedElsewhere) == 1 })
 		h.cancel()
 		<-h.done
 		select {
@@ -177,7 +179,7 @@ func TestJob_DisabledSkips(t *testing.T) {
 		cfg.Enabled = false
 		h := startJob(t, cfg)
 		h.job.Inbox() <- Fire{Job: "off", Slot: time.Now()}
-		waitFor(t, func() bool { return h.skips(t, SkipDisabled) == 1 })
+		waitFor(t, func() bool { return h.skips(t, ledger.SkipDisabled) == 1 })
 		h.cancel()
 		<-h.done
 	})
@@ -191,7 +193,7 @@ func TestJob_RetriesWithBackoff(t *testing.T) {
 		h := startJob(t, cfg)
 		h.job.Inbox() <- Fire{Job: "r", Slot: time.Now()}
 		fin := <-h.results
-		if fin.Attempts != 3 || fin.Result != ResultFailure || fin.ExitCode != 3 {
+		if fin.Attempts != 3 || fin.Result != ledger.ResultFailure || fin.ExitCode != 3 {
 			t.Errorf("got attempts %d result %q exit %d, want 3 failure 3", fin.Attempts, fin.Result, fin.ExitCode)
 		}
 		h.cancel()
@@ -213,7 +215,7 @@ var errRenew = errors.New("renew failed")
 
 // flakyLocker wraps Memory and fails renewals on demand.
 type flakyLocker struct {
-	*redislock.Memory
+	*memory.Memory
 	fail     atomic.Bool
 	notHeld  atomic.Bool
 	renewals atomic.Int32
@@ -223,7 +225,7 @@ func (f *flakyLocker) Renew(ctx context.Context, job, owner string, ttl time.Dur
 	f.renewals.Add(1)
 	switch {
 	case f.notHeld.Load():
-		return 0, ErrNotHeld
+		return 0, ledger.ErrNotHeld
 	case f.fail.Load():
 		return 0, errRenew
 	}

@@ -2,15 +2,17 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
@@ -37,7 +39,7 @@ func TestJob_StartHoldsNoGoroutineWhileIdle(t *testing.T) {
 	metrics.InitJob("lazy")
 	results := make(chan RunFinished, 4)
 	job := NewJob(testJob(t, "lazy", "exit 0"), JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: metrics,
-		Locker: redislock.NewMemory(), NodeID: "n1", Results: results, Phantoms: make(chan Phantom, 10),
+		Locker: memory.NewMemory(), NodeID: "n1", Results: results, Phantoms: make(chan Phantom, 10),
 		Kill: make(chan struct{})})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -61,8 +63,8 @@ func TestJob_StartHoldsNoGoroutineWhileIdle(t *testing.T) {
 	}
 	select {
 	case r := <-results:
-		if r.Result != ResultSuccess {
-			t.Fatalf("run result: got %q, want %q", r.Result, ResultSuccess)
+		if r.Result != ledger.ResultSuccess {
+			t.Fatalf("run result: got %q, want %q", r.Result, ledger.ResultSuccess)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no run result within 10s of the fire: the fire did not wake the actor")
@@ -80,7 +82,7 @@ func TestJob_StartHoldsNoGoroutineWhileIdle(t *testing.T) {
 	}
 	job.TryFire(Fire{Job: "lazy", Slot: time.Now().Truncate(time.Second).Add(time.Second)})
 	deadline := time.Now().Add(5 * time.Second)
-	for promtest.Value(t, metrics, "cronlock_skips_total", "job", "lazy", "reason", SkipShuttingDown) != 1 {
+	for promtest.Value(t, metrics, "cronlock_skips_total", "job", "lazy", "reason", ledger.SkipShuttingDown) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("a fire after the end: not skipped shutting_down within 5s")
 		}

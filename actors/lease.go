@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"go.uber.org/zap"
 )
 
@@ -35,7 +37,7 @@ func safetyMargin(ttl time.Duration) time.Duration {
 // clock, so wall-clock steps cannot stretch it.
 type Lease struct {
 	log      *zap.Logger
-	locker   Locker
+	locker   ledger.Locker
 	job      string
 	owner    string // "" when no lease is held
 	ttl      time.Duration
@@ -89,7 +91,7 @@ const replaceRenewEvery = 500 * time.Millisecond
 // Lease is nil and Claim says why. The renewals run until End, whatever
 // happens to ctx (a run outlives the start of a shutdown). log should carry
 // the job's name.
-func Acquire(ctx context.Context, log *zap.Logger, locker Locker, req ClaimRequest) (Claim, *Lease, error) {
+func Acquire(ctx context.Context, log *zap.Logger, locker ledger.Locker, req ledger.ClaimRequest) (ledger.Claim, *Lease, error) {
 	return acquire(ctx, fixedLog{log}, locker, req, leaseOpts{})
 }
 
@@ -105,10 +107,10 @@ func (f fixedLog) logger() *zap.Logger { return f.l }
 
 // acquire is Acquire with the job's lease options; log is asked for the
 // lease's logger once the claim is won.
-func acquire(ctx context.Context, log logSource, locker Locker, req ClaimRequest, o leaseOpts) (Claim, *Lease, error) {
+func acquire(ctx context.Context, log logSource, locker ledger.Locker, req ledger.ClaimRequest, o leaseOpts) (ledger.Claim, *Lease, error) {
 	sent := time.Now()
 	c, err := locker.Claim(ctx, req)
-	if err != nil || c.Outcome != Claimed {
+	if err != nil || c.Outcome != ledger.Claimed {
 		return c, nil, err
 	}
 	if !req.Lease {
@@ -119,7 +121,7 @@ func acquire(ctx context.Context, log logSource, locker Locker, req ClaimRequest
 	return c, adoptLease(ctx, log.logger(), locker, req.Job, req.Owner(), req.TTL, sent, o), nil
 }
 
-func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
+func newLease(log *zap.Logger, locker ledger.Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
 	l := &Lease{log: log, locker: locker, job: job, owner: owner, ttl: ttl, acquired: sent,
 		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{}),
 		replace: o.replace, replaced: make(chan int64, 1), maxRuns: o.maxRuns}
@@ -130,7 +132,7 @@ func newLease(log *zap.Logger, locker Locker, job, owner string, ttl time.Durati
 // adoptLease returns a renewing Lease for a lease that owner holds since
 // the call sent at sent (a claim, or a Finish that handed the lease on).
 // The renewals run until End, whatever happens to ctx.
-func adoptLease(ctx context.Context, log *zap.Logger, locker Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
+func adoptLease(ctx context.Context, log *zap.Logger, locker ledger.Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
 	l := newLease(log, locker, job, owner, ttl, sent, o)
 	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	// The renewal loop's goroutine starts when its first event is due (the
@@ -178,14 +180,14 @@ func (l *Lease) Lost() <-chan LeaseLost { return l.lost }
 // returned *Lease (non-nil only then, logging to nextLog) already renews
 // it with this lease's ttl (endHanding: with the job's current settings). It returns the backend's error; the lease (and next's) may then
 // still be held and should be handed to the janitor. Call it once.
-func (l *Lease) End(ctx context.Context, rec RunRecord, next string, nextLog *zap.Logger) (Finished, *Lease, error) {
+func (l *Lease) End(ctx context.Context, rec ledger.RunRecord, next string, nextLog *zap.Logger) (ledger.Finished, *Lease, error) {
 	return l.endHanding(ctx, rec, next, nextLog, l.ttl, leaseOpts{replace: l.replace, maxRuns: l.maxRuns})
 }
 
 // endHanding is End whose finish and handed lease take ttl and o (the
 // job's configuration at the finish, which a reload may have changed
 // since this lease was taken) instead of this lease's own settings.
-func (l *Lease) endHanding(ctx context.Context, rec RunRecord, next string, nextLog *zap.Logger, ttl time.Duration, o leaseOpts) (Finished, *Lease, error) {
+func (l *Lease) endHanding(ctx context.Context, rec ledger.RunRecord, next string, nextLog *zap.Logger, ttl time.Duration, o leaseOpts) (ledger.Finished, *Lease, error) {
 	l.stop()
 	<-l.done
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
@@ -194,7 +196,7 @@ func (l *Lease) endHanding(ctx context.Context, rec RunRecord, next string, next
 		next = ""
 	}
 	sent := time.Now()
-	f, err := l.locker.Finish(rctx, FinishRequest{Job: l.job, Owner: l.owner, Record: rec, Next: next, TTL: ttl,
+	f, err := l.locker.Finish(rctx, ledger.FinishRequest{Job: l.job, Owner: l.owner, Record: rec, Next: next, TTL: ttl,
 		MaxRuns: o.maxRuns})
 	if err != nil || f.Token == 0 || f.NotReplicated { // not replicated: the caller releases next
 		return f, nil, err
@@ -249,7 +251,7 @@ func (l *Lease) keepAlive(ctx context.Context, renewFirst bool) {
 				asked = true
 				l.replaced <- pending // 1-buffered, sent once
 			}
-		case errors.Is(err, ErrNotHeld):
+		case errors.Is(err, ledger.ErrNotHeld):
 			l.liveFor.Store(0)
 			l.report(err, margin/2)
 			return

@@ -3,34 +3,36 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
 // acquire claims job "j" for a manual run of owner n1:x and returns the
 // renewing Lease; stop ends it (release and a history record).
-func acquire(t *testing.T, l Locker, ttl time.Duration) (*Lease, func()) {
+func acquire(t *testing.T, l ledger.Locker, ttl time.Duration) (*Lease, func()) {
 	t.Helper()
 	c, lease, err := Acquire(t.Context(), zap.NewNop(), l, manualClaim("j", "n1", "x", ttl))
-	if err != nil || c.Outcome != Claimed {
+	if err != nil || c.Outcome != ledger.Claimed {
 		t.Fatalf("Acquire: got %v, %v, want claimed", c.Outcome, err)
 	}
 	return lease, func() {
-		_, _, _ = lease.End(context.Background(), RunRecord{RunID: "x", Trigger: TriggerManual, Fence: c.Token}, "", nil)
+		_, _, _ = lease.End(context.Background(), ledger.RunRecord{RunID: "x", Trigger: ledger.TriggerManual, Fence: c.Token}, "", nil)
 	}
 }
 
 // The lease is renewed every TTL/3 and outlives its TTL many times over.
 func TestLease_RenewsEveryThirdOfTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyLocker{Memory: redislock.NewMemory()}
+		f := &flakyLocker{Memory: memory.NewMemory()}
 		lease, stop := acquire(t, f, 3*time.Second)
 		time.Sleep(10*time.Second + 500*time.Millisecond)
 		synctest.Wait()
@@ -54,7 +56,7 @@ func TestLease_RenewsEveryThirdOfTTL(t *testing.T) {
 // last success + TTL − safety margin: before the server could expire it.
 func TestLease_LostBeforeServerExpiryWhenRenewalsFail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyLocker{Memory: redislock.NewMemory()}
+		f := &flakyLocker{Memory: memory.NewMemory()}
 		f.fail.Store(true)
 		ttl := 6 * time.Second
 		start := time.Now()
@@ -74,7 +76,7 @@ func TestLease_LostBeforeServerExpiryWhenRenewalsFail(t *testing.T) {
 // A renewal that says the lease is not ours reports loss at once.
 func TestLease_LostWhenNotHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyLocker{Memory: redislock.NewMemory()}
+		f := &flakyLocker{Memory: memory.NewMemory()}
 		f.notHeld.Store(true)
 		start := time.Now()
 		lease, stop := acquire(t, f, 3*time.Second)
@@ -83,7 +85,7 @@ func TestLease_LostWhenNotHeld(t *testing.T) {
 		if got := time.Since(start); got != time.Second {
 			t.Errorf("lost after %v, want 1s (first renewal)", got)
 		}
-		if !errors.Is(l.Err, ErrNotHeld) {
+		if !errors.Is(l.Err, ledger.ErrNotHeld) {
 			t.Errorf("got %v, want ErrNotHeld", l.Err)
 		}
 	})
@@ -93,17 +95,17 @@ func TestLease_LostWhenNotHeld(t *testing.T) {
 // one call: the lease is free and the history has the record.
 func TestLease_EndReleasesAndRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		c, lease, err := Acquire(t.Context(), zap.NewNop(), mem, manualClaim("j", "n1", "r1", 3*time.Second))
-		if err != nil || c.Outcome != Claimed {
+		if err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("Acquire: got %v, %v, want claimed", c.Outcome, err)
 		}
-		if _, _, err := lease.End(t.Context(), RunRecord{RunID: "r1", Trigger: TriggerManual, Fence: c.Token,
-			Result: ResultSuccess}, "", nil); err != nil {
+		if _, _, err := lease.End(t.Context(), ledger.RunRecord{RunID: "r1", Trigger: ledger.TriggerManual, Fence: c.Token,
+			Result: ledger.ResultSuccess}, "", nil); err != nil {
 			t.Fatalf("End: %v", err)
 		}
 		st, _ := mem.State(t.Context(), "j")
-		if st.LeaseHolder != "" || st.Last == nil || st.Last.RunID != "r1" || st.Last.Trigger != TriggerManual {
+		if st.LeaseHolder != "" || st.Last == nil || st.Last.RunID != "r1" || st.Last.Trigger != ledger.TriggerManual {
 			t.Errorf("state after End: got holder %q last %+v, want no holder and last run r1 (manual)", st.LeaseHolder, st.Last)
 		}
 	})
@@ -114,7 +116,7 @@ func TestLease_EndReleasesAndRecords(t *testing.T) {
 // stops either.
 func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyLocker{Memory: redislock.NewMemory()}
+		f := &flakyLocker{Memory: memory.NewMemory()}
 		_, stop := acquire(t, f, 3*time.Second)
 		time.Sleep(999 * time.Millisecond)
 		if n := renewalLoops(); n != 0 {
@@ -127,9 +129,9 @@ func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 			t.Errorf("renewals after End before the first was due: %d, want 0", got)
 		}
 
-		f2 := &flakyLocker{Memory: redislock.NewMemory()}
+		f2 := &flakyLocker{Memory: memory.NewMemory()}
 		c, lease, err := Acquire(t.Context(), zap.NewNop(), f2, manualClaim("k", "n1", "y", 3*time.Second))
-		if err != nil || c.Outcome != Claimed {
+		if err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("Acquire k: %v, %v", c.Outcome, err)
 		}
 		time.Sleep(1500 * time.Millisecond)
@@ -140,7 +142,7 @@ func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 		if got := f2.renewals.Load(); got != 1 {
 			t.Errorf("renewals 1.5 s into a 3 s lease: %d, want 1 (at 1 s)", got)
 		}
-		if _, _, err := lease.End(t.Context(), RunRecord{RunID: "y", Trigger: TriggerManual, Fence: c.Token}, "", nil); err != nil {
+		if _, _, err := lease.End(t.Context(), ledger.RunRecord{RunID: "y", Trigger: ledger.TriggerManual, Fence: c.Token}, "", nil); err != nil {
 			t.Fatalf("End: %v", err)
 		}
 		time.Sleep(5 * time.Second)
@@ -156,7 +158,7 @@ func TestLease_RenewalGoroutineOnlyOnceARenewalIsDue(t *testing.T) {
 // not at the renewal: the renewal loop starts at whichever is first.
 func TestLease_LateClaimAnswerLostAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &slowClaimLocker{flakyLocker: flakyLocker{Memory: redislock.NewMemory()}, delay: 2 * time.Second}
+		l := &slowClaimLocker{flakyLocker: flakyLocker{Memory: memory.NewMemory()}, delay: 2 * time.Second}
 		start := time.Now()
 		lease, stop := acquire(t, l, 3*time.Second)
 		defer stop()
@@ -176,7 +178,7 @@ type slowClaimLocker struct {
 	delay time.Duration
 }
 
-func (s *slowClaimLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+func (s *slowClaimLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	time.Sleep(s.delay)
 	return s.flakyLocker.Claim(ctx, req)
 }

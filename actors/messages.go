@@ -4,76 +4,21 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"go.uber.org/zap"
 )
 
-// Skip reasons (docs/protocol.md, "Skip reasons").
-const (
-	SkipClaimedElsewhere = "claimed_elsewhere"
-	SkipOverlap          = "overlap"
-	SkipOverlapLocal     = "overlap_local"
-	SkipPaused           = "paused"
-	SkipRedisError       = "redis_error"
-	SkipDisabled         = "disabled"
-	SkipShuttingDown     = "shutting_down"
-	// SkipRedisUnsafe: the Redis policy guard refuses claims on this Redis
-	// (an evicting maxmemory-policy, a Cluster node used as a standalone
-	// server); docs/protocol.md, "Redis policy guard".
-	SkipRedisUnsafe = "redis_unsafe"
-	// SkipClockSkew: Redis time was outside the slot's claim window when
-	// this node's claim arrived (docs/protocol.md, rule R2): its clock is
-	// wrong, or the claim came too late; nothing was recorded.
-	SkipClockSkew = "clock_skew"
-	// SkipOutsideClaimWindow: a catch-up or backfill claim outside its
-	// window in Redis time (rule R2).
-	SkipOutsideClaimWindow = "outside_claim_window"
-	// SkipNoRecord: a backfill slot without a record, due before the
-	// job's ledger began: it may have run (-force runs it).
-	SkipNoRecord = "no_record"
-	// SkipStateLost: the ledger may have lost the slot's record (rule R5).
-	SkipStateLost = "state_lost"
-	// SkipOutsideRetention: a backfill slot older than the ledger keeps.
-	SkipOutsideRetention = "outside_retention"
-	// SkipLockLost: a won claim whose lease or answer window ran out
-	// before its process started (rule R3).
-	SkipLockLost = "lock_lost"
-	// SkipExpired: a pending slot (overlap queue or replace) that a later
-	// slot overtook (rule R7).
-	SkipExpired = "expired"
-	// SkipNotReplicated: a won claim that fewer replicas than
-	// redis.min_replicas_acked acknowledged in time: a failover could
-	// forget it, so the slot is not run and the lease is released.
-	SkipNotReplicated = "not_replicated"
-	// SkipAlreadyRun: a backfill slot that an earlier backfill ran (it is
-	// listed, not counted: `cronlock backfill` is no daemon).
-	SkipAlreadyRun = "already_run"
-	// SkipMaxRuns: the job has made its max_runs successful runs in the
-	// cluster (counted in Redis): it is done.
-	SkipMaxRuns = "max_runs"
-)
-
 // skipReasons lists every skip reason, in metric order; its length sizes
 // the per-job counters.
-var skipReasons = [...]string{SkipClaimedElsewhere, SkipOverlap, SkipOverlapLocal,
-	SkipPaused, SkipRedisError, SkipDisabled, SkipShuttingDown, SkipRedisUnsafe, SkipNodeBusy, SkipMaxRuns, SkipNotReplicated,
-	SkipClockSkew, SkipOutsideClaimWindow, SkipStateLost, SkipOutsideRetention, SkipLockLost, SkipExpired, SkipNoRecord}
-
-// Run results; a hook sees them as CRONLOCK_RESULT.
-const (
-	ResultSuccess  = "success"
-	ResultFailure  = "failure"
-	ResultTimeout  = "timeout"
-	ResultLockLost = "lock_lost"
-	ResultError    = "error"
-	// ResultReplaced: the run was terminated (SIGTERM, SIGKILL after
-	// kill_grace) because a newer slot replaces it (overlap replace).
-	ResultReplaced = "replaced"
-)
+var skipReasons = [...]string{ledger.SkipClaimedElsewhere, ledger.SkipOverlap, ledger.SkipOverlapLocal,
+	ledger.SkipPaused, ledger.SkipRedisError, ledger.SkipDisabled, ledger.SkipShuttingDown, ledger.SkipRedisUnsafe, SkipNodeBusy, ledger.SkipMaxRuns, ledger.SkipNotReplicated,
+	ledger.SkipClockSkew, ledger.SkipOutsideClaimWindow, ledger.SkipStateLost, ledger.SkipOutsideRetention, ledger.SkipLockLost, ledger.SkipExpired, ledger.SkipNoRecord}
 
 // results lists every run result, in metric order; its length sizes the
 // per-job counters.
-var results = [...]string{ResultSuccess, ResultFailure, ResultTimeout, ResultLockLost, ResultError, ResultReplaced}
+var results = [...]string{ledger.ResultSuccess, ledger.ResultFailure, ledger.ResultTimeout, ledger.ResultLockLost, ledger.ResultError, ledger.ResultReplaced}
 
 // jobMsg is the sealed set of messages a job actor accepts.
 type jobMsg interface{ jobMsg() }
@@ -142,7 +87,7 @@ type RunInfo struct {
 	RunID   string
 	Node    string
 	Slot    time.Time // zero for a manual run
-	Trigger Trigger
+	Trigger ledger.Trigger
 	Fence   int64
 	// Requester is who asked for a manual run ("" otherwise).
 	Requester string
@@ -163,14 +108,14 @@ type RunFinished struct {
 }
 
 // Record is the history entry of the finished run.
-func (f RunFinished) Record() RunRecord {
+func (f RunFinished) Record() ledger.RunRecord {
 	var slot int64
 	if !f.Slot.IsZero() {
 		slot = f.Slot.Unix()
 	}
-	return RunRecord{RunID: f.RunID, Slot: slot, Trigger: f.Trigger, Requester: f.Requester, Node: f.Node, Start: f.Started,
+	return ledger.RunRecord{RunID: f.RunID, Slot: slot, Trigger: f.Trigger, Requester: f.Requester, Node: f.Node, Start: f.Started,
 		End: f.Finished, Attempts: f.Attempts, Result: f.Result, ExitCode: f.ExitCode, Fence: f.Fence,
-		OutputTail: string(lastBytes(f.Tail, MaxOutputTail))}
+		OutputTail: string(lastBytes(f.Tail, ledger.MaxOutputTail))}
 }
 
 // unixOrZero is a slot's Unix second, 0 for the zero time (a manual run).

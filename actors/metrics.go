@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -248,7 +250,7 @@ func (m *Metrics) RunFinished(job, result string, d time.Duration, finished time
 		s.runs[i].Add(1)
 	}
 	s.duration.observe(durationBuckets, d.Seconds())
-	if result == ResultSuccess {
+	if result == ledger.ResultSuccess {
 		storeFloat(&s.lastSuccess, float64(finished.UnixNano())/1e9)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -16,8 +18,8 @@ func TestMetrics_ExportsSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	m.InitJob("backup")
-	m.Skip("backup", SkipOverlap)
-	m.RunFinished("backup", ResultSuccess, 1500*time.Millisecond, time.Unix(1_800_000_000, 0))
+	m.Skip("backup", ledger.SkipOverlap)
+	m.RunFinished("backup", ledger.ResultSuccess, 1500*time.Millisecond, time.Unix(1_800_000_000, 0))
 	m.ObserveFireDelay("backup", 3*time.Millisecond)
 	m.SetRedisUp(true)
 	m.OccurrencesMissed("backup", 3)
@@ -103,7 +105,7 @@ func TestMetrics_IdleJobExportedAtZero(t *testing.T) {
 	m := NewMetrics(reg)
 	m.InitJob("idle")
 	m.InitJob("busy")
-	m.Skip("busy", SkipDisabled)
+	m.Skip("busy", ledger.SkipDisabled)
 	m.SetRunning("idle", 0)
 	perJob := func(name string) int {
 		n, err := testutil.GatherAndCount(reg, name)
@@ -161,7 +163,7 @@ cronlock_skips_total{job="idle",reason="state_lost"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "cronlock_skips_total"); err != nil {
 		t.Error(err)
 	}
-	m.Skip("idle", SkipDisabled)
+	m.Skip("idle", ledger.SkipDisabled)
 	m.SetRunning("idle", 2)
 	if got := m.TotalRunning(); got != 2 {
 		t.Errorf("TotalRunning after the idle job's first update: got %d, want 2", got)

@@ -5,6 +5,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 )
@@ -27,19 +29,19 @@ func TestJob_QueueRunsPendingSlotAfterRun(t *testing.T) {
 		}
 		first, second := <-h.results, <-h.results
 		synctest.Wait()
-		if first.Slot != slot || first.Trigger != TriggerSchedule || first.Result != ResultSuccess || first.Fence <= 0 {
+		if first.Slot != slot || first.Trigger != ledger.TriggerSchedule || first.Result != ledger.ResultSuccess || first.Fence <= 0 {
 			t.Errorf("first run: got slot %v trigger %s result %s fence %d, want slot %v schedule success with a fence",
 				first.Slot, first.Trigger, first.Result, first.Fence, slot)
 		}
-		if second.Slot != slot.Add(time.Second) || second.Trigger != TriggerQueued || second.Fence <= first.Fence ||
+		if second.Slot != slot.Add(time.Second) || second.Trigger != ledger.TriggerQueued || second.Fence <= first.Fence ||
 			!second.Started.Equal(first.Finished) {
 			t.Errorf("second run: got slot %v trigger %s fence %d started %v, want slot %v queued, fence above %d, started %v",
 				second.Slot, second.Trigger, second.Fence, second.Started, slot.Add(time.Second), first.Fence, first.Finished)
 		}
-		if got := h.skips(t, SkipOverlap); got != 1 {
+		if got := h.skips(t, ledger.SkipOverlap); got != 1 {
 			t.Errorf("overlap skips: got %v, want 1 (the third slot)", got)
 		}
-		if got := h.skips(t, SkipOverlapLocal); got != 0 {
+		if got := h.skips(t, ledger.SkipOverlapLocal); got != 0 {
 			t.Errorf("overlap_local skips: got %v, want 0", got)
 		}
 		h.cancel()
@@ -68,7 +70,7 @@ func TestJob_ReplaceTerminatesRunningRun(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		h.job.Inbox() <- Fire{Job: "r", Slot: slot.Add(3 * time.Second)}
 		first := <-h.results
-		if first.Slot != slot || first.Result != ResultReplaced || first.Attempts != 1 {
+		if first.Slot != slot || first.Result != ledger.ResultReplaced || first.Attempts != 1 {
 			t.Errorf("first run: got slot %v result %s attempts %d, want slot %v replaced 1", first.Slot, first.Result,
 				first.Attempts, slot)
 		}
@@ -78,7 +80,7 @@ func TestJob_ReplaceTerminatesRunningRun(t *testing.T) {
 		h.cancel()
 		close(h.kill)
 		second := <-h.results
-		if second.Slot != slot.Add(3*time.Second) || second.Trigger != TriggerQueued || second.Started.Before(first.Finished) {
+		if second.Slot != slot.Add(3*time.Second) || second.Trigger != ledger.TriggerQueued || second.Started.Before(first.Finished) {
 			t.Errorf("second run: got slot %v trigger %s started %v, want slot %v queued, started at or after %v",
 				second.Slot, second.Trigger, second.Started, slot.Add(3*time.Second), first.Finished)
 		}

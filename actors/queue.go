@@ -3,6 +3,8 @@ package actors
 import (
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"go.uber.org/zap"
 )
@@ -44,23 +46,23 @@ func (r *run) adopt() (Ran, bool) {
 	next := r.job.Sched.Next(h.slot)
 	if !next.IsZero() && !next.After(h.now) && h.now.Sub(h.slot) > r.job.CatchupWindow {
 		r.events <- runEvent{kind: evClaimed, won: false, slot: r.info.Slot, decided: true,
-			claim: Claim{Outcome: Claimed, Token: h.fence, Seq: h.seq, Runs: h.runs}}
+			claim: ledger.Claim{Outcome: ledger.Claimed, Token: h.fence, Seq: h.seq, Runs: h.runs}}
 		r.logger().Info("pending slot dropped: a later slot came due before it could run (docs/protocol.md, R7)",
-			zap.String("reason", SkipExpired))
+			zap.String("reason", ledger.SkipExpired))
 		h.lease.halt()
-		r.recordUnrun(h.lease.Owner(), SkipExpired)
-		return r.skip(SkipExpired, nil), false
+		r.recordUnrun(h.lease.Owner(), ledger.SkipExpired)
+		return r.skip(ledger.SkipExpired, nil), false
 	}
 	r.won = true
 	r.events <- runEvent{kind: evClaimed, won: true, slot: r.info.Slot, decided: true,
-		claim: Claim{Outcome: Claimed, Token: h.fence, Seq: h.seq, Runs: h.runs}}
+		claim: ledger.Claim{Outcome: ledger.Claimed, Token: h.fence, Seq: h.seq, Runs: h.runs}}
 	r.logger().Info("running the pending slot: the run before it ended and handed on the lease")
 	return Ran{}, true
 }
 
 // queued logs a slot recorded as the job's pending slot: it is not
 // skipped, it runs once the lease holder's run ends.
-func (r *run) queued(c Claim) Ran {
+func (r *run) queued(c ledger.Claim) Ran {
 	msg := "slot queued: the job runs elsewhere; this slot runs when that run ends"
 	if r.job.Overlap == config.OverlapReplace {
 		msg = "slot queued: the running run is asked to stop (overlap replace); this slot runs once it is dead"
@@ -75,7 +77,7 @@ func (r *run) queued(c Claim) Ran {
 // the slot it claimed for is the pending one now.
 func (r *run) takePending(slot int64) {
 	queued := r.info.Slot
-	r.info.Slot, r.info.Trigger = time.Unix(slot, 0).In(queued.Location()), TriggerQueued
+	r.info.Slot, r.info.Trigger = time.Unix(slot, 0).In(queued.Location()), ledger.TriggerQueued
 	r.relog()
 	r.logger().Info("running the pending slot: the run it waited for ended without handing on the lease "+
 		"(its node stopped or crashed, or its finish failed); the slot that came due is pending now",

@@ -3,21 +3,21 @@ package actors
 import (
 	"time"
 
-	"github.com/cronlock/cronlock/runrecords"
+	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 )
 
 // RunRecords keeps, while a run is in progress, its current attempt's
 // process group and its exact lease value where the next incarnation of a
 // daemon that died without shutting down finds them
-// (*runrecords.Store; docs/architecture.md, "Start-up"). Put, Replace
+// (*statedir.RunRecords; docs/architecture.md, "Start-up"). Put, Replace
 // and Remove block for one write each (the first call also opens the
 // file).
 type RunRecords interface {
-	Put(runrecords.Record) error
+	Put(statedir.Record) error
 	// Replace writes rec in place of the record of its run's attempt
 	// old, in one write (Put when there is none).
-	Replace(old int, rec runrecords.Record) error
+	Replace(old int, rec statedir.Record) error
 	Remove(runID string, attempt int) error
 }
 
@@ -44,7 +44,7 @@ func (r *run) recordGroupAsync(attempt int, p Proc) <-chan groupRecorded {
 	}
 	r.recordGiveUp = make(chan struct{})
 	giveUp := r.recordGiveUp
-	rec := runrecords.Record{RunID: r.info.RunID, Attempt: attempt, Job: r.job.Name, Owner: r.lease.Owner(),
+	rec := statedir.Record{RunID: r.info.RunID, Attempt: attempt, Job: r.job.Name, Owner: r.lease.Owner(),
 		LockTTL: r.job.LockTTL, KillGrace: r.job.KillGrace, Group: p.Group()}
 	old, replace := r.lastRecord()
 	store := r.deps.Records

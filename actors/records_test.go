@@ -3,23 +3,22 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/cronlock/cronlock/actors"
-	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
-// recordingStore is a real runrecords.Store that notes each call with the
+// recordingStore is a real statedir.RunRecords that notes each call with the
 // lease holder and the records on disk at that moment.
 type recordingStore struct {
-	store  *runrecords.Store
-	locker *redislock.Memory
+	store  *statedir.RunRecords
+	locker *memory.Memory
 	job    string
 	mu     sync.Mutex
 	calls  []recordCall
@@ -28,11 +27,11 @@ type recordingStore struct {
 type recordCall struct {
 	op      string // "put 1", "remove 1", …
 	holder  string // lease holder after the call
-	onDisk  []runrecords.Record
-	written runrecords.Record // for put
+	onDisk  []statedir.Record
+	written statedir.Record // for put
 }
 
-func (s *recordingStore) note(op string, rec runrecords.Record) {
+func (s *recordingStore) note(op string, rec statedir.Record) {
 	left, _ := s.store.Load()
 	st, _ := s.locker.State(context.Background(), s.job)
 	s.mu.Lock()
@@ -40,13 +39,13 @@ func (s *recordingStore) note(op string, rec runrecords.Record) {
 	s.calls = append(s.calls, recordCall{op: op, holder: st.LeaseHolder, onDisk: left.Records, written: rec})
 }
 
-func (s *recordingStore) Put(rec runrecords.Record) error {
+func (s *recordingStore) Put(rec statedir.Record) error {
 	err := s.store.Put(rec)
 	s.note(fmt.Sprintf("put %d", rec.Attempt), rec)
 	return err
 }
 
-func (s *recordingStore) Replace(old int, rec runrecords.Record) error {
+func (s *recordingStore) Replace(old int, rec statedir.Record) error {
 	err := s.store.Replace(old, rec)
 	s.note(fmt.Sprintf("replace %d by %d", old, rec.Attempt), rec)
 	return err
@@ -54,7 +53,7 @@ func (s *recordingStore) Replace(old int, rec runrecords.Record) error {
 
 func (s *recordingStore) Remove(runID string, attempt int) error {
 	err := s.store.Remove(runID, attempt)
-	s.note(fmt.Sprintf("remove %d", attempt), runrecords.Record{})
+	s.note(fmt.Sprintf("remove %d", attempt), statedir.Record{})
 	return err
 }
 
@@ -69,8 +68,8 @@ func TestRun_RecordsItsGroupUntilTheLeaseIsReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dir.Close() })
-	locker := redislock.NewMemory()
-	rs := &recordingStore{store: runrecords.New(dir), locker: locker, job: "flaky"}
+	locker := memory.NewMemory()
+	rs := &recordingStore{store: statedir.NewRunRecords(dir), locker: locker, job: "flaky"}
 	t.Cleanup(func() { rs.store.Close() })
 	cfg := testJob(t, "flaky", "exit 1")
 	cfg.Retries, cfg.RetryBackoff = 1, 10*time.Millisecond

@@ -3,14 +3,16 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -19,12 +21,12 @@ import (
 // refusingLocker refuses every claim the way the engine's Redis policy
 // guard does; everything else goes to the memory backend.
 type refusingLocker struct {
-	*redislock.Memory
+	*memory.Memory
 	reason string
 }
 
-func (l refusingLocker) Claim(context.Context, ClaimRequest) (Claim, error) {
-	return Claim{}, &ClaimRefusedError{Reason: l.reason, Err: errors.New("maxmemory-policy allkeys-lru")}
+func (l refusingLocker) Claim(context.Context, ledger.ClaimRequest) (ledger.Claim, error) {
+	return ledger.Claim{}, &ledger.ClaimRefusedError{Reason: l.reason, Err: errors.New("maxmemory-policy allkeys-lru")}
 }
 
 // A claim the Locker refused without sending it skips the slot with the
@@ -39,7 +41,7 @@ func TestJob_RefusedClaimSkipsWithItsReason(t *testing.T) {
 		phantoms := make(chan Phantom, 10)
 		results := make(chan RunFinished, 10)
 		job := NewJob(testJob(t, "j", "true"), JobDeps{MaxSkew: testMaxSkew, Log: zap.New(core), Metrics: m,
-			Locker: refusingLocker{redislock.NewMemory(), SkipRedisUnsafe}, NodeID: "n1", Results: results,
+			Locker: refusingLocker{memory.NewMemory(), ledger.SkipRedisUnsafe}, NodeID: "n1", Results: results,
 			Phantoms: phantoms, Kill: make(chan struct{}), Start: fakeproc.Start})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -50,16 +52,16 @@ func TestJob_RefusedClaimSkipsWithItsReason(t *testing.T) {
 			job.Inbox() <- Fire{Job: "j", Slot: slot.Add(time.Duration(i) * time.Second)}
 			synctest.Wait()
 		}
-		if got := promtest.Value(t, m, "cronlock_skips_total", "job", "j", "reason", SkipRedisUnsafe); got != 2 {
+		if got := promtest.Value(t, m, "cronlock_skips_total", "job", "j", "reason", ledger.SkipRedisUnsafe); got != 2 {
 			t.Errorf("redis_unsafe skips: got %v, want 2", got)
 		}
-		if got := promtest.Value(t, m, "cronlock_skips_total", "job", "j", "reason", SkipRedisError); got != 0 {
+		if got := promtest.Value(t, m, "cronlock_skips_total", "job", "j", "reason", ledger.SkipRedisError); got != 0 {
 			t.Errorf("redis_error skips: got %v, want 0", got)
 		}
 		if n := logs.FilterMessage("claim failed; not run").Len(); n != 0 {
 			t.Errorf("claim failed warnings: got %d, want 0", n)
 		}
-		if n := logs.FilterMessage("slot skipped").FilterField(zap.String("reason", SkipRedisUnsafe)).Len(); n != 2 {
+		if n := logs.FilterMessage("slot skipped").FilterField(zap.String("reason", ledger.SkipRedisUnsafe)).Len(); n != 2 {
 			t.Errorf("slot skipped (redis_unsafe) lines: got %d, want 2", n)
 		}
 		select {

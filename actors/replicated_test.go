@@ -2,26 +2,28 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
 // unreplicatedLocker answers from the memory backend, but a won claim
 // comes back NotReplicated (no replica acknowledged it), as the Redis
 // backend's does with redis.min_replicas_acked.
-type unreplicatedLocker struct{ *redislock.Memory }
+type unreplicatedLocker struct{ *memory.Memory }
 
-func (l unreplicatedLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+func (l unreplicatedLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	c, err := l.Memory.Claim(ctx, req)
-	if err == nil && c.Outcome == Claimed {
-		c.Outcome = NotReplicated
+	if err == nil && c.Outcome == ledger.Claimed {
+		c.Outcome = ledger.NotReplicated
 	}
 	return c, err
 }
@@ -32,7 +34,7 @@ func (l unreplicatedLocker) Claim(ctx context.Context, req ClaimRequest) (Claim,
 // lease is released at once, so the next slot is not an overlap.
 func TestJob_NotReplicatedClaimIsNotRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		h := startJobOn(t, "j", "exit 0", unreplicatedLocker{mem})
 		s := time.Now().Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(s))
@@ -41,7 +43,7 @@ func TestJob_NotReplicatedClaimIsNotRun(t *testing.T) {
 			synctest.Wait()
 			time.Sleep(time.Second)
 		}
-		if got := promtest.Value(t, h.metrics, "cronlock_skips_total", "job", "j", "reason", SkipNotReplicated); got != 2 {
+		if got := promtest.Value(t, h.metrics, "cronlock_skips_total", "job", "j", "reason", ledger.SkipNotReplicated); got != 2 {
 			t.Errorf("not_replicated skips: got %v, want 2 (the lease of the first was released: no overlap)", got)
 		}
 		if n := h.logs.FilterMessageSnippet("claim not replicated; not run").FilterField(zap.Int("replicas_acked", 0)).Len(); n != 1 {
@@ -52,7 +54,7 @@ func TestJob_NotReplicatedClaimIsNotRun(t *testing.T) {
 			t.Errorf("state: got %+v, %v; want no lease held and the tokens minted", st, err)
 		}
 		for i := range 2 {
-			if o := occurrence(t, mem, "j", s.Add(time.Duration(i)*time.Second)); o.Status != "skipped" || o.Reason != SkipNotReplicated {
+			if o := occurrence(t, mem, "j", s.Add(time.Duration(i)*time.Second)); o.Status != "skipped" || o.Reason != ledger.SkipNotReplicated {
 				t.Errorf("slot %d's record: %+v, want skipped not_replicated (the won claim did not run)", s.Unix()+int64(i), o)
 			}
 		}
@@ -70,9 +72,9 @@ func TestJob_NotReplicatedClaimIsNotRun(t *testing.T) {
 // unreplicatedHandOver answers from the memory backend, but a finish that
 // hands the lease to the pending slot comes back NotReplicated, as the
 // Redis backend's does with redis.min_replicas_acked.
-type unreplicatedHandOver struct{ *redislock.Memory }
+type unreplicatedHandOver struct{ *memory.Memory }
 
-func (l unreplicatedHandOver) Finish(ctx context.Context, req FinishRequest) (Finished, error) {
+func (l unreplicatedHandOver) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	f, err := l.Memory.Finish(ctx, req)
 	if err == nil && f.Token > 0 {
 		f.NotReplicated = true
@@ -85,7 +87,7 @@ func (l unreplicatedHandOver) Finish(ctx context.Context, req FinishRequest) (Fi
 // the lease handed to it is released at once.
 func TestJob_NotReplicatedHandOverIsNotRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		cfg := testJob(t, "q", "sleep 1500ms")
 		cfg.Overlap = config.OverlapQueue
 		h := startJobCfgOn(t, cfg, unreplicatedHandOver{mem})
@@ -100,7 +102,7 @@ func TestJob_NotReplicatedHandOverIsNotRun(t *testing.T) {
 		if first.Slot != s {
 			t.Errorf("first run: slot %v, want %v", first.Slot, s)
 		}
-		if got := promtest.Value(t, h.metrics, "cronlock_skips_total", "job", "q", "reason", SkipNotReplicated); got != 1 {
+		if got := promtest.Value(t, h.metrics, "cronlock_skips_total", "job", "q", "reason", ledger.SkipNotReplicated); got != 1 {
 			t.Errorf("not_replicated skips: got %v, want 1 (the queued slot)", got)
 		}
 		if n := h.logs.FilterMessageSnippet("pending slot handed the lease but not run").Len(); n != 1 {

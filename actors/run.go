@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -41,7 +43,7 @@ type run struct {
 	won    bool // the claim was won: the run goes on to its attempts
 	// claimed is the answer of a won claim, reported to the job actor
 	// (evClaimed) once the start check (R3) has said whether it starts.
-	claimed       Claim
+	claimed       ledger.Claim
 	releaseFailed bool // the release with the history record failed
 
 	lease   *Lease
@@ -76,7 +78,7 @@ type run struct {
 	// is expected to find the lease held by that run: skip overlap_local.
 	localOverlap bool
 	// finished is the answer of the run's finish (nil: none came).
-	finished *Finished
+	finished *ledger.Finished
 	// finishSent is when the finish that may hand the lease on was sent
 	// (monotonic): the handed-on run's lease counts from it (R3).
 	finishSent time.Time
@@ -92,7 +94,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	r.relog()
 	if ctx.Err() != nil && r.pre == nil { // a handed-on slot is claimed: it runs (or is recorded)
 		r.events <- runEvent{kind: evClaimed, slot: r.info.Slot}
-		return r.skip(SkipShuttingDown, nil)
+		return r.skip(ledger.SkipShuttingDown, nil)
 	}
 	if ran, ok := r.reserve(ctx); !ok {
 		return ran // node at max_parallel (capacity.go)
@@ -133,7 +135,7 @@ func (r *run) execute(ctx context.Context) Ran {
 // skip logs and counts a slot that is not run (a manual run that is
 // refused is logged, not counted: it is no slot).
 func (r *run) skip(reason string, err error, fields ...zap.Field) Ran {
-	if r.info.Trigger == TriggerManual {
+	if r.info.Trigger == ledger.TriggerManual {
 		r.logger().Warn("manual run not started", append(fields, zap.String("reason", reason), zap.Error(err))...)
 	} else {
 		skipSlot(r.deps, r.job.Name, r.info.Slot, reason, fields...)
@@ -142,8 +144,8 @@ func (r *run) skip(reason string, err error, fields ...zap.Field) Ran {
 }
 
 // windows are the job's claim windows (docs/protocol.md, R2).
-func (r *run) windows() Windows {
-	return Windows{Early: r.deps.MaxSkew, Answer: AnswerWindow(r.deps.MaxSkew, r.job.LockTTL, r.job.Jitter),
+func (r *run) windows() ledger.Windows {
+	return ledger.Windows{Early: r.deps.MaxSkew, Answer: ledger.AnswerWindow(r.deps.MaxSkew, r.job.LockTTL, r.job.Jitter),
 		Catchup: r.job.CatchupWindow}
 }
 
@@ -155,31 +157,31 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	if r.pre != nil {
 		return r.adopt()
 	}
-	useLease := r.job.Overlap != config.OverlapAllow || r.info.Trigger == TriggerManual
-	req := ClaimRequest{Job: r.job.Name, Trigger: r.info.Trigger, Node: r.info.Node, RunID: r.info.RunID,
+	useLease := r.job.Overlap != config.OverlapAllow || r.info.Trigger == ledger.TriggerManual
+	req := ledger.ClaimRequest{Job: r.job.Name, Trigger: r.info.Trigger, Node: r.info.Node, RunID: r.info.RunID,
 		TTL: r.job.LockTTL, Lease: useLease, IgnorePause: r.force, SeenSeq: r.seenSeq, SeenRuns: r.seenRuns,
 		Windows: r.windows(), Retention: r.deps.Retention}
-	if r.info.Trigger != TriggerManual {
+	if r.info.Trigger != ledger.TriggerManual {
 		req.MaxRuns = int64(r.job.MaxRuns)
 		req.Slot = r.info.Slot.Unix()
-		req.Queue = queues(*r.job) && r.info.Trigger == TriggerSchedule
+		req.Queue = queues(*r.job) && r.info.Trigger == ledger.TriggerSchedule
 	}
 	c, lease, err := r.send(ctx, req)
-	for tries := 0; err == nil && c.Outcome == TooEarly; tries++ {
+	for tries := 0; err == nil && c.Outcome == ledger.TooEarly; tries++ {
 		// Sent before the slot in Redis time (this clock is fast, within
 		// the early edge): sent again once Redis time has reached it (R2),
 		// by Redis time as it answered (in milliseconds: a claim sent less
 		// than one early is answered too_early once more, and sent again).
 		if tries == 3 {
-			c.Outcome = ClockSkew // Redis time does not advance as the answers say
+			c.Outcome = ledger.ClockSkew // Redis time does not advance as the answers say
 			break
 		}
 		sleepCtx(context.WithoutCancel(ctx), r.info.Slot.Sub(c.Now)-time.Since(r.sent))
 		c, lease, err = r.send(ctx, req)
 	}
-	var refused *ClaimRefusedError
+	var refused *ledger.ClaimRefusedError
 	isRefused := errors.As(err, &refused)
-	r.won = err == nil && c.Outcome == Claimed
+	r.won = err == nil && c.Outcome == ledger.Claimed
 	if r.won {
 		r.claimed = c // reported after the start check (execute)
 	} else {
@@ -197,10 +199,10 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		if useLease {
 			r.phantom(req.Owner())
 		}
-		return r.skip(SkipRedisError, err), false
+		return r.skip(ledger.SkipRedisError, err), false
 	}
 	r.deps.repeats.End(repeatClaimFailed) // Redis answers again
-	r.deps.repeats.End(SkipRedisError)
+	r.deps.repeats.End(ledger.SkipRedisError)
 	if c.Repaired {
 		r.stateRepaired(c)
 	}
@@ -214,9 +216,9 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 
 // recorded reports whether a claim answered o leaves the slot with a
 // record in the ledger (R1): the audit has nothing to add for it.
-func recorded(o Outcome) bool {
+func recorded(o ledger.Outcome) bool {
 	switch o {
-	case Claimed, ClaimedElsewhere, Paused, Overlap, Queued, MaxRunsReached, StateLost, NotReplicated:
+	case ledger.Claimed, ledger.ClaimedElsewhere, ledger.Paused, ledger.Overlap, ledger.Queued, ledger.MaxRunsReached, ledger.StateLost, ledger.NotReplicated:
 		return true
 	}
 	return false
@@ -225,7 +227,7 @@ func recorded(o Outcome) bool {
 // send sends req once, bounded by the claim timeout (a claim in flight at
 // shutdown is completed), noting when it was sent (r.sent, monotonic: the
 // lease and the answer window count from there, R3).
-func (r *run) send(ctx context.Context, req ClaimRequest) (Claim, *Lease, error) {
+func (r *run) send(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, *Lease, error) {
 	r.sent = time.Now()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
@@ -237,50 +239,50 @@ func (r *run) send(ctx context.Context, req ClaimRequest) (Claim, *Lease, error)
 // (and takes over a pending slot the claim took); any other outcome is
 // logged and, for a slot, counted as a skip (a queued slot is not a skip).
 // owner is the lease value the claim asked for ("" without a lease).
-func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
+func (r *run) answer(c ledger.Claim, lease *Lease, owner string) (Ran, bool) {
 	if c.Expired > 0 {
 		r.logger().Info("pending slot dropped: a later slot came due before it could run (docs/protocol.md, R7)",
-			zap.Int64("pending_slot", c.Expired), zap.String("reason", SkipExpired))
-		r.deps.Metrics.Skip(r.job.Name, SkipExpired)
+			zap.Int64("pending_slot", c.Expired), zap.String("reason", ledger.SkipExpired))
+		r.deps.Metrics.Skip(r.job.Name, ledger.SkipExpired)
 	}
 	switch c.Outcome {
-	case Claimed:
+	case ledger.Claimed:
 		r.deps.repeats.End(repeatNotReplicated)
-		r.deps.repeats.End(SkipNotReplicated)
-		r.deps.repeats.End(SkipClockSkew)
+		r.deps.repeats.End(ledger.SkipNotReplicated)
+		r.deps.repeats.End(ledger.SkipClockSkew)
 		if c.Takes > 0 {
 			r.takePending(c.Takes)
 		}
 		r.lease, r.info.Fence = lease, c.Token
 		r.relog()
 		return Ran{}, true
-	case Paused:
-		return r.skip(SkipPaused, nil), false
-	case Overlap:
+	case ledger.Paused:
+		return r.skip(ledger.SkipPaused, nil), false
+	case ledger.Overlap:
 		if r.localOverlap && strings.HasPrefix(c.Holder, r.info.Node+":") { // this node's own run: the job runs longer than its period
-			return r.skip(SkipOverlapLocal, nil, zap.String("lease_holder", c.Holder)), false
+			return r.skip(ledger.SkipOverlapLocal, nil, zap.String("lease_holder", c.Holder)), false
 		}
 		if c.Pending > 0 {
-			return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder), zap.Int64("pending_slot", c.Pending)), false
+			return r.skip(ledger.SkipOverlap, nil, zap.String("lease_holder", c.Holder), zap.Int64("pending_slot", c.Pending)), false
 		}
-		return r.skip(SkipOverlap, nil, zap.String("lease_holder", c.Holder)), false
-	case Queued:
+		return r.skip(ledger.SkipOverlap, nil, zap.String("lease_holder", c.Holder)), false
+	case ledger.Queued:
 		return r.queued(c), false
-	case MaxRunsReached:
-		return r.skip(SkipMaxRuns, nil, zap.Int("max_runs", r.job.MaxRuns)), false
-	case ClockSkew:
+	case ledger.MaxRunsReached:
+		return r.skip(ledger.SkipMaxRuns, nil, zap.Int("max_runs", r.job.MaxRuns)), false
+	case ledger.ClockSkew:
 		return r.clockSkew(c), false
-	case OutsideWindow:
-		return r.skip(SkipOutsideClaimWindow, nil, zap.Time("redis_time", c.Now)), false
-	case StateLost:
+	case ledger.OutsideWindow:
+		return r.skip(ledger.SkipOutsideClaimWindow, nil, zap.Time("redis_time", c.Now)), false
+	case ledger.StateLost:
 		r.logger().Warn("slot not run: redis lost the job's ledger around it, so it may already have run "+
 			"(docs/protocol.md, R5)", zap.Time("lost_at", c.Now))
-		return r.skip(SkipStateLost, nil), false
-	case OutsideRetention:
-		return r.skip(SkipOutsideRetention, nil), false
-	case NoRecord:
-		return r.skip(SkipNoRecord, nil), false
-	case NotReplicated:
+		return r.skip(ledger.SkipStateLost, nil), false
+	case ledger.OutsideRetention:
+		return r.skip(ledger.SkipOutsideRetention, nil), false
+	case ledger.NoRecord:
+		return r.skip(ledger.SkipNoRecord, nil), false
+	case ledger.NotReplicated:
 		log := r.logger() // built here: another run's End may write the line (repeatLog)
 		r.deps.repeats.Log(repeatNotReplicated, func(extra ...zap.Field) {
 			log.Warn("claim not replicated; not run: fewer replicas than redis.min_replicas_acked acknowledged it "+
@@ -288,47 +290,47 @@ func (r *run) answer(c Claim, lease *Lease, owner string) (Ran, bool) {
 				append(extra, zap.Int("replicas_acked", c.Replicas), zap.Int64("fence", c.Token))...)
 		}, nil)
 		r.info.Fence = c.Token
-		r.recordUnrun(owner, SkipNotReplicated)
-		return r.skip(SkipNotReplicated, nil, zap.Int("replicas_acked", c.Replicas)), false
+		r.recordUnrun(owner, ledger.SkipNotReplicated)
+		return r.skip(ledger.SkipNotReplicated, nil, zap.Int("replicas_acked", c.Replicas)), false
 	}
-	if r.info.Trigger == TriggerBackfill {
+	if r.info.Trigger == ledger.TriggerBackfill {
 		// The caller lists it: not a skip of the schedule. A record that
 		// ran nothing (state_lost without -force) says why instead.
 		if c.Status == "skipped" || c.Status == "missed" {
 			return Ran{Skip: c.Reason}, false
 		}
-		return Ran{Skip: SkipAlreadyRun}, false
+		return Ran{Skip: ledger.SkipAlreadyRun}, false
 	}
 	if c.Status == "skipped" && c.Reason != "" {
 		// Another node decided the slot without running it: every node
 		// reports the ledger's reason (overlap, paused, max_runs, ...); the
 		// node whose own run overlaps, overlap_local.
-		if r.localOverlap && c.Reason == SkipOverlap {
-			return r.skip(SkipOverlapLocal, nil), false
+		if r.localOverlap && c.Reason == ledger.SkipOverlap {
+			return r.skip(ledger.SkipOverlapLocal, nil), false
 		}
 		return r.skip(c.Reason, nil, zap.String("decided_by", "ledger")), false
 	}
-	return r.skip(SkipClaimedElsewhere, nil, zap.String("record", c.Status), zap.String("record_reason", c.Reason)), false
+	return r.skip(ledger.SkipClaimedElsewhere, nil, zap.String("record", c.Status), zap.String("record_reason", c.Reason)), false
 }
 
 // clockSkew reports a claim refused because Redis time was outside the
 // slot's claim window (docs/protocol.md, R2): a warning with this node's
 // offset from Redis time, summarised while it repeats.
-func (r *run) clockSkew(c Claim) Ran {
+func (r *run) clockSkew(c ledger.Claim) Ran {
 	offset := r.deps.Now().Sub(c.Now) // local clock − Redis time, give or take the round trip
 	log := r.logger()
-	r.deps.repeats.Log(SkipClockSkew, func(extra ...zap.Field) {
+	r.deps.repeats.Log(ledger.SkipClockSkew, func(extra ...zap.Field) {
 		log.Warn("claim refused: redis time is outside the slot's claim window; this node's clock is off "+
 			"(or its claim came too late), so it runs nothing (docs/protocol.md, R2)",
 			append(extra, zap.Duration("offset_from_redis", offset), zap.Time("redis_time", c.Now))...)
 	}, nil)
-	r.deps.Metrics.Skip(r.job.Name, SkipClockSkew)
-	return Ran{Skip: SkipClockSkew}
+	r.deps.Metrics.Skip(r.job.Name, ledger.SkipClockSkew)
+	return Ran{Skip: ledger.SkipClockSkew}
 }
 
 // stateRepaired reports a claim that found the job's ledger behind what
 // this node had seen: Redis lost data (docs/protocol.md, R5).
-func (r *run) stateRepaired(c Claim) {
+func (r *run) stateRepaired(c ledger.Claim) {
 	r.deps.Metrics.StateRepaired(r.job.Name)
 	r.logger().Warn("ledger state repaired: redis had lost part of the job's ledger (restart without persistence, "+
 		"eviction or failover); slots around the loss are not run, runs counted for max_runs raised to what this node had seen",
@@ -346,18 +348,18 @@ func (r *run) startCheck() (reason string, late bool) {
 		return "", false // a handed-on slot: adopt checked it
 	}
 	elapsed := time.Since(r.sent)
-	if r.info.Trigger == TriggerSchedule || r.info.Trigger == TriggerQueued {
+	if r.info.Trigger == ledger.TriggerSchedule || r.info.Trigger == ledger.TriggerQueued {
 		if wait := r.info.Slot.Sub(r.redisNow) - elapsed; wait > 0 { // a slot queued early runs at its time too
 			sleepCtx(context.Background(), wait)
 			elapsed = time.Since(r.sent)
 		}
 	}
 	if !r.lease.Live() {
-		return SkipLockLost, true
+		return ledger.SkipLockLost, true
 	}
-	if r.info.Trigger == TriggerSchedule {
+	if r.info.Trigger == ledger.TriggerSchedule {
 		if r.redisNow.Add(elapsed).After(r.info.Slot.Add(r.windows().Answer)) {
-			return SkipLockLost, true
+			return ledger.SkipLockLost, true
 		}
 	}
 	return "", false
@@ -383,9 +385,9 @@ func (r *run) notStarted(ctx context.Context, reason string) Ran {
 func (r *run) recordUnrun(owner, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.deps.ClaimTimeout)
 	defer cancel()
-	rec := RunRecord{RunID: r.info.RunID, Slot: unixOrZero(r.info.Slot), Trigger: r.info.Trigger, Node: r.info.Node,
+	rec := ledger.RunRecord{RunID: r.info.RunID, Slot: unixOrZero(r.info.Slot), Trigger: r.info.Trigger, Node: r.info.Node,
 		Fence: r.info.Fence, Claimed: r.redisNow, Skip: why}
-	req := FinishRequest{Job: r.job.Name, Owner: owner, Record: rec}
+	req := ledger.FinishRequest{Job: r.job.Name, Owner: owner, Record: rec}
 	if _, err := r.deps.Locker.Finish(ctx, req); err != nil {
 		r.logger().Warn("record of a won claim not run not written; the janitor retries", zap.Error(err))
 		r.sendFinish(req)
@@ -425,7 +427,7 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-ch
 		}
 		fin.Result, fin.ExitCode, fin.Signal = out.result, out.ExitCode, out.Signal
 		fin.Tail, fin.Finished = out.Tail, out.Finished
-		if fin.Result == ResultSuccess || r.lostErr != nil || r.replacedBy != 0 || attempt > r.job.Retries || ctx.Err() != nil {
+		if fin.Result == ledger.ResultSuccess || r.lostErr != nil || r.replacedBy != 0 || attempt > r.job.Retries || ctx.Err() != nil {
 			return fin
 		}
 		r.logger().Info("attempt failed; retrying", zap.String("result", fin.Result),
@@ -433,15 +435,15 @@ func (r *run) attempts(ctx context.Context, lost <-chan LeaseLost, replaced <-ch
 		if !r.sleep(ctx, backoff, lost, replaced) {
 			switch {
 			case r.lostErr != nil:
-				fin.Result = ResultLockLost
+				fin.Result = ledger.ResultLockLost
 			case r.replacedBy != 0:
-				fin.Result = ResultReplaced
+				fin.Result = ledger.ResultReplaced
 			}
 			return fin
 		}
 		backoff = min(backoff*2, maxRetryBackoff)
 		if !r.stillHeld(lost) { // R3 before every attempt, not only the first
-			fin.Result = ResultLockLost
+			fin.Result = ledger.ResultLockLost
 			r.logger().Warn("retry not started: the lease was lost during the backoff (the node was paused or " +
 				"redis unreachable); another node may hold it now (docs/protocol.md, R3)")
 			return fin
@@ -514,7 +516,7 @@ func (r *run) waitGrace() {
 func (r *run) end(ctx context.Context, fin RunFinished) {
 	var next string
 	var nextID string
-	if queues(*r.job) && r.info.Trigger != TriggerBackfill && ctx.Err() == nil {
+	if queues(*r.job) && r.info.Trigger != ledger.TriggerBackfill && ctx.Err() == nil {
 		r.finishSent = time.Now()
 		nextID = uuid.NewString()
 		next = r.info.Node + ":" + nextID
@@ -522,7 +524,7 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	var nextLog *zap.Logger // only a lease handed on logs (Finished.Fence > 0 needs a Next)
 	if next != "" {
 		nextLog = r.deps.Log.With(zap.String("job", r.job.Name), zap.String("run_id", nextID),
-			zap.String("node_id", r.info.Node), zap.String("trigger", string(TriggerQueued)))
+			zap.String("node_id", r.info.Node), zap.String("trigger", string(ledger.TriggerQueued)))
 	}
 	cur := *r.job
 	if p := r.deps.latest.Load(); p != nil {
@@ -535,7 +537,7 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	if err != nil {
 		r.releaseFailed = true
 		r.logger().Warn("lease release and run record failed; the janitor sends them again", zap.Error(err))
-		r.sendFinish(FinishRequest{Job: r.job.Name, Owner: r.lease.Owner(), Record: rec, MaxRuns: int64(cur.MaxRuns), Retry: true})
+		r.sendFinish(ledger.FinishRequest{Job: r.job.Name, Owner: r.lease.Owner(), Record: rec, MaxRuns: int64(cur.MaxRuns), Retry: true})
 		if owner := r.lease.Owner(); owner != "" {
 			r.phantom(owner)
 			if next != "" { // the call may have handed it the lease
@@ -555,10 +557,10 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 		r.logger().Warn("pending slot handed the lease but not run: fewer replicas than redis.min_replicas_acked "+
 			"acknowledged the hand-over within redis.replica_ack_timeout, and a failover could forget it; releasing the lease",
 			zap.Int64("pending_slot", f.Pending), zap.Int("replicas_acked", f.Replicas), zap.Int64("fence", f.Token))
-		h := &run{job: r.job, deps: r.deps, info: RunInfo{Job: r.job.Name, Slot: time.Unix(f.Pending, 0), Trigger: TriggerQueued,
+		h := &run{job: r.job, deps: r.deps, info: RunInfo{Job: r.job.Name, Slot: time.Unix(f.Pending, 0), Trigger: ledger.TriggerQueued,
 			RunID: nextID, Node: r.info.Node, Fence: f.Token}, redisNow: f.Now}
-		h.recordUnrun(next, SkipNotReplicated)
-		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipNotReplicated, zap.Int("replicas_acked", f.Replicas))
+		h.recordUnrun(next, ledger.SkipNotReplicated)
+		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), ledger.SkipNotReplicated, zap.Int("replicas_acked", f.Replicas))
 	case f.Pending > 0 && lease != nil:
 		r.next = &handoff{slot: time.Unix(f.Pending, 0), runID: nextID, lease: lease, fence: f.Token,
 			seq: f.Seq, runs: f.Runs, now: f.Now, sent: r.finishSent}
@@ -566,14 +568,14 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 		r.logger().Info("pending slot left for another node: this node stops; the next claim of the job runs it "+
 			"(or drops it, once a later slot came due: docs/protocol.md, R7)", zap.Int64("pending_slot", f.Pending))
 	case f.Pending > 0:
-		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), SkipMaxRuns, zap.Int("max_runs", cur.MaxRuns))
+		skipSlot(r.deps, r.job.Name, time.Unix(f.Pending, 0), ledger.SkipMaxRuns, zap.Int("max_runs", cur.MaxRuns))
 	}
 }
 
 // sendFinish hands a finish that failed (Redis may or may not have applied
 // it) to the janitor, which sends it again until it is applied (a finish
 // is idempotent).
-func (r *run) sendFinish(req FinishRequest) {
+func (r *run) sendFinish(req ledger.FinishRequest) {
 	req.Retry, req.Next = true, ""
 	if r.deps.Finishes != nil {
 		select {

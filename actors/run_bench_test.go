@@ -2,17 +2,19 @@ package actors_test
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"io"
 	"os"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/nodeload"
 	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/schedule"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -44,14 +46,14 @@ func BenchmarkRunPath(b *testing.B) {
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	results := make(chan RunFinished, 1)
 	cfg := benchJob(b)
-	job := runBenchJob(b, cfg, log, redislock.NewMemory(), results)
+	job := runBenchJob(b, cfg, log, memory.NewMemory(), results)
 
 	slot := time.Now().Truncate(time.Second).Add(-benchMaxSkew / 2) // 43,200 iterations before a slot comes after now
 	cpu0 := cpuSelf(b)
 	for b.Loop() {
 		slot = slot.Add(time.Second)
 		job.Inbox() <- Fire{Job: cfg.Name, Slot: slot}
-		if fin := <-results; fin.Result != ResultSuccess {
+		if fin := <-results; fin.Result != ledger.ResultSuccess {
 			b.Fatalf("run: got result %q (exit %d), want success", fin.Result, fin.ExitCode)
 		}
 	}
@@ -61,7 +63,7 @@ func BenchmarkRunPath(b *testing.B) {
 // runBenchJob runs a job actor for cfg with locker, logging to log and
 // sending results to results, until the benchmark ends (a cleanup stops
 // it and waits).
-func runBenchJob(b *testing.B, cfg config.Job, log *zap.Logger, locker Locker, results chan RunFinished) *Job {
+func runBenchJob(b *testing.B, cfg config.Job, log *zap.Logger, locker ledger.Locker, results chan RunFinished) *Job {
 	kill := make(chan struct{})
 	metrics := NewMetrics(nil)
 	metrics.InitJob(cfg.Name)
@@ -69,7 +71,7 @@ func runBenchJob(b *testing.B, cfg config.Job, log *zap.Logger, locker Locker, r
 		Results: results, Phantoms: make(chan Phantom, 10), Kill: kill,
 		Environ: JobEnviron(os.Environ()),
 		// As the daemon has them (engine.New; no peers: the claim order ranks this node first).
-		Load: nodeload.New(0, true, nil)})
+		Load: cluster.NewLoad(0, true, nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- job.Run(ctx) }()
@@ -139,10 +141,10 @@ func BenchmarkLosingClaim(b *testing.B) {
 
 // elsewhere is a Locker whose every claim finds the slot claimed by
 // another node.
-type elsewhere struct{ Locker }
+type elsewhere struct{ ledger.Locker }
 
-func (elsewhere) Claim(context.Context, ClaimRequest) (Claim, error) {
-	return Claim{Outcome: ClaimedElsewhere}, nil
+func (elsewhere) Claim(context.Context, ledger.ClaimRequest) (ledger.Claim, error) {
+	return ledger.Claim{Outcome: ledger.ClaimedElsewhere}, nil
 }
 
 // signalCore is a zapcore.Core that signals ch for each entry with

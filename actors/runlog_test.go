@@ -3,17 +3,19 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -29,7 +31,7 @@ type loggedJob struct {
 	logs *observer.ObservedLogs
 }
 
-func startLoggedJob(t *testing.T, cfg config.Job, locker Locker) *loggedJob {
+func startLoggedJob(t *testing.T, cfg config.Job, locker ledger.Locker) *loggedJob {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	h := &jobHarness{name: cfg.Name, metrics: NewMetrics(nil), results: make(chan RunFinished, 10),
@@ -68,10 +70,10 @@ func (h *loggedJob) fireEverySecond(n int) {
 // and cronlock_runs_total and the last success still count the run.
 func TestJob_RunMetricsRecordedWhereTheRunEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := startLoggedJob(t, testJob(t, "m", "exit 0"), redislock.NewMemory())
+		h := startLoggedJob(t, testJob(t, "m", "exit 0"), memory.NewMemory())
 		h.job.Inbox() <- Fire{Job: "m", Slot: time.Now()}
 		synctest.Wait()
-		if got := promtest.Value(t, h.metrics, "cronlock_runs_total", "job", "m", "result", ResultSuccess); got != 1 {
+		if got := promtest.Value(t, h.metrics, "cronlock_runs_total", "job", "m", "result", ledger.ResultSuccess); got != 1 {
 			t.Errorf("runs_total{success}: got %v, want 1 with no hook runner reading", got)
 		}
 		if got := promtest.Value(t, h.metrics, "cronlock_last_success_timestamp_seconds", "job", "m"); got == 0 {
@@ -91,21 +93,21 @@ func TestJob_RunLinesLevelsAndFields(t *testing.T) {
 		result  string
 		level   zapcore.Level
 	}{
-		{"exit 0", 0, ResultSuccess, zapcore.InfoLevel},
-		{"exit 3", 0, ResultFailure, zapcore.WarnLevel},
-		{"sleep 1h", time.Minute, ResultTimeout, zapcore.WarnLevel},
+		{"exit 0", 0, ledger.ResultSuccess, zapcore.InfoLevel},
+		{"exit 3", 0, ledger.ResultFailure, zapcore.WarnLevel},
+		{"sleep 1h", time.Minute, ledger.ResultTimeout, zapcore.WarnLevel},
 	} {
 		t.Run(c.result, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := testJob(t, "j", c.command)
 				cfg.Timeout, cfg.Retries = c.timeout, 1
-				h := startLoggedJob(t, cfg, redislock.NewMemory())
+				h := startLoggedJob(t, cfg, memory.NewMemory())
 				h.job.Inbox() <- Fire{Job: "j", Slot: time.Now()}
 				time.Sleep(time.Hour)
 				synctest.Wait()
 				finished := h.logs.FilterMessage("run finished").All()
 				want := 2 // both attempts
-				if c.result == ResultSuccess {
+				if c.result == ledger.ResultSuccess {
 					want = 1
 				}
 				if len(finished) != want {
@@ -122,7 +124,7 @@ func TestJob_RunLinesLevelsAndFields(t *testing.T) {
 				}
 				for _, e := range h.logs.FilterFieldKey("run_id").All() {
 					m := e.ContextMap()
-					if m["node_id"] != "n1" || m["trigger"] != string(TriggerSchedule) {
+					if m["node_id"] != "n1" || m["trigger"] != string(ledger.TriggerSchedule) {
 						t.Errorf("%q: got node_id %v trigger %v, want n1 schedule", e.Message, m["node_id"], m["trigger"])
 					}
 					if _, ok := m["attempt"]; !ok {
@@ -141,7 +143,7 @@ func TestJob_RunLinesLevelsAndFields(t *testing.T) {
 // count. Every skip is counted in the metric.
 func TestJob_OverlapLocalSummarised(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := startLoggedJob(t, testJob(t, "long", "sleep 149500ms"), redislock.NewMemory())
+		h := startLoggedJob(t, testJob(t, "long", "sleep 149500ms"), memory.NewMemory())
 		h.job.Inbox() <- Fire{Job: "long", Slot: time.Now()}
 		h.fireEverySecond(149) // 149 slots skipped overlap_local; the run ends at 149.5s
 		lines := h.logs.FilterMessage("slot skipped").Filter(notDebug).All()
@@ -153,7 +155,7 @@ func TestJob_OverlapLocalSummarised(t *testing.T) {
 		if got := suppressedCounts(lines); !slices.Equal(got, []int64{0, 59, 59, 27}) {
 			t.Errorf("skip lines after a run started again: got suppressed counts %v, want [0 59 59 27]", got)
 		}
-		if got := h.skips(t, SkipOverlapLocal); got != 149 {
+		if got := h.skips(t, ledger.SkipOverlapLocal); got != 149 {
 			t.Errorf("overlap_local skips counted: got %v, want 149", got)
 		}
 		h.stop(t)
@@ -165,7 +167,7 @@ func TestJob_OverlapLocalSummarised(t *testing.T) {
 // never once per slot; a claim that succeeds again ends the summary.
 func TestJob_ClaimFailuresSummarised(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		locker := &downLocker{Memory: redislock.NewMemory()}
+		locker := &downLocker{Memory: memory.NewMemory()}
 		locker.down.Store(true)
 		h := startLoggedJob(t, testJob(t, "j", "exit 0"), locker)
 		h.fireEverySecond(130)
@@ -182,10 +184,10 @@ func TestJob_ClaimFailuresSummarised(t *testing.T) {
 		if got := suppressedCounts(h.logs.FilterMessage("claim failed; not run").All()); !slices.Equal(got, []int64{0, 59, 59, 8}) {
 			t.Errorf("claim failed lines once claims succeed: got suppressed counts %v, want [0 59 59 8]", got)
 		}
-		if got := h.skips(t, SkipRedisError); got != 130 {
+		if got := h.skips(t, ledger.SkipRedisError); got != 130 {
 			t.Errorf("redis_error skips counted: got %v, want 130", got)
 		}
-		if got := promtest.Value(t, h.metrics, "cronlock_runs_total", "job", "j", "result", ResultSuccess); got != 1 {
+		if got := promtest.Value(t, h.metrics, "cronlock_runs_total", "job", "j", "result", ledger.ResultSuccess); got != 1 {
 			t.Errorf("runs once Redis answers: got %v, want 1", got)
 		}
 		h.stop(t)
@@ -207,13 +209,13 @@ var errDown = errors.New("redis down")
 
 // downLocker wraps Memory; while down, every claim fails.
 type downLocker struct {
-	*redislock.Memory
+	*memory.Memory
 	down atomic.Bool
 }
 
-func (d *downLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+func (d *downLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	if d.down.Load() {
-		return Claim{}, errDown
+		return ledger.Claim{}, errDown
 	}
 	return d.Memory.Claim(ctx, req)
 }

@@ -3,18 +3,20 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	. "github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/runrecords"
+	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -51,7 +53,7 @@ func (h *logHarness) noResult(t *testing.T, why string) {
 // and the tokens follow the order of the claims, not of the slots.
 func TestRule1_LaterSlotClaimedFirstDoesNotLoseTheEarlierOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		cfg := testJob(t, "a", "exit 0")
 		cfg.Overlap = config.OverlapAllow
 		h := startJobCfgOn(t, cfg, mem)
@@ -61,8 +63,8 @@ func TestRule1_LaterSlotClaimedFirstDoesNotLoseTheEarlierOne(t *testing.T) {
 		first := <-h.results
 		h.job.Inbox() <- Fire{Job: "a", Slot: s} // 1 s late: within its answer window
 		second := <-h.results
-		if !first.Slot.Equal(s.Add(time.Second)) || !second.Slot.Equal(s) || first.Result != ResultSuccess ||
-			second.Result != ResultSuccess {
+		if !first.Slot.Equal(s.Add(time.Second)) || !second.Slot.Equal(s) || first.Result != ledger.ResultSuccess ||
+			second.Result != ledger.ResultSuccess {
 			t.Fatalf("runs: slot %v (%s) then slot %v (%s); want %v then %v, both success", first.Slot, first.Result,
 				second.Slot, second.Result, s.Add(time.Second), s)
 		}
@@ -89,7 +91,7 @@ func TestRule1_LaterSlotClaimedFirstDoesNotLoseTheEarlierOne(t *testing.T) {
 // recorded for the slot, and nothing runs.
 func TestRule3_FastClockWaitsForTheSlotBeforeForking(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		var skew atomic.Int64 // the node's clock minus the bubble's (Redis time)
 		h := startJobDeps(t, testJob(t, "j", "exit 0"), mem, func(d *JobDeps) {
 			d.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
@@ -100,7 +102,7 @@ func TestRule3_FastClockWaitsForTheSlotBeforeForking(t *testing.T) {
 		time.Sleep(time.Until(s.Add(-1500 * time.Millisecond))) // the node's clock says s: its ticker fires
 		h.job.Inbox() <- Fire{Job: "j", Slot: s}
 		fin := <-h.results
-		if !fin.Started.Equal(s) || fin.Result != ResultSuccess {
+		if !fin.Started.Equal(s) || fin.Result != ledger.ResultSuccess {
 			t.Errorf("run of slot %v: started %v (%s), want at the slot", s, fin.Started, fin.Result)
 		}
 		if got := h.runStarted(s); len(got) != 1 || got[0].ContextMap()["fire_delay_us"] != int64(0) {
@@ -121,7 +123,7 @@ func TestRule3_FastClockWaitsForTheSlotBeforeForking(t *testing.T) {
 		if got := h.skipped(); got[s2.Unix()] != "" {
 			t.Errorf("slot skipped lines %v: want none for slot %d (clock_skew is a warning of its own)", got, s2.Unix())
 		}
-		if n := h.skips(t, SkipClockSkew); n != 1 {
+		if n := h.skips(t, ledger.SkipClockSkew); n != 1 {
 			t.Errorf("clock_skew skips: got %v, want 1", n)
 		}
 		warned := h.logs.FilterMessageSnippet("redis time is outside the slot's claim window").All()
@@ -140,11 +142,11 @@ func TestRule3_FastClockWaitsForTheSlotBeforeForking(t *testing.T) {
 // and delivers its answer delay later: a node paused, or an answer held
 // by the network, right after the claim.
 type lateAnswerLocker struct {
-	*redislock.Memory
+	*memory.Memory
 	delay atomic.Int64 // time.Duration
 }
 
-func (l *lateAnswerLocker) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+func (l *lateAnswerLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	c, err := l.Memory.Claim(ctx, req)
 	time.Sleep(time.Duration(l.delay.Load()))
 	return c, err
@@ -165,13 +167,13 @@ func TestRule3_WonClaimWithoutALiveLeaseIsNotStarted(t *testing.T) {
 		wantRunStarted  bool
 		wantRecordState string
 	}{
-		{"lease no longer live", 3 * time.Second, 10 * time.Second, 2500 * time.Millisecond, SkipLockLost, false, "skipped"},
-		{"answer window passed", 30 * time.Second, 2 * time.Second, 2500 * time.Millisecond, SkipLockLost, false, "skipped"},
+		{"lease no longer live", 3 * time.Second, 10 * time.Second, 2500 * time.Millisecond, ledger.SkipLockLost, false, "skipped"},
+		{"answer window passed", 30 * time.Second, 2 * time.Second, 2500 * time.Millisecond, ledger.SkipLockLost, false, "skipped"},
 		{"both within", 3 * time.Second, 10 * time.Second, 1500 * time.Millisecond, "", true, "ran"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l := &lateAnswerLocker{Memory: redislock.NewMemory()}
+				l := &lateAnswerLocker{Memory: memory.NewMemory()}
 				l.delay.Store(int64(tc.delay))
 				cfg := testJob(t, "j", "exit 0")
 				cfg.LockTTL = tc.lockTTL
@@ -193,21 +195,21 @@ func TestRule3_WonClaimWithoutALiveLeaseIsNotStarted(t *testing.T) {
 					t.Errorf("lease held by %q after the slot, want released", st.LeaseHolder)
 				}
 				if tc.wantSkip == "" {
-					if fin := <-h.results; !fin.Slot.Equal(s) || fin.Result != ResultSuccess {
+					if fin := <-h.results; !fin.Slot.Equal(s) || fin.Result != ledger.ResultSuccess {
 						t.Errorf("run: slot %v result %s, want %v success", fin.Slot, fin.Result, s)
 					}
 					h.stop(t)
 					return
 				}
 				h.noResult(t, "a claim not started")
-				if n := h.skips(t, SkipLockLost); n != 1 {
+				if n := h.skips(t, ledger.SkipLockLost); n != 1 {
 					t.Errorf("lock_lost skips: got %v, want 1", n)
 				}
 				warned := h.logs.FilterMessageSnippet("won claim not started").All()
-				if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel || warned[0].ContextMap()["reason"] != SkipLockLost {
+				if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel || warned[0].ContextMap()["reason"] != ledger.SkipLockLost {
 					t.Errorf("not-started warnings: %v, want one warning with reason lock_lost", warned)
 				}
-				if got := h.skipped(); got[s.Unix()] != SkipLockLost {
+				if got := h.skipped(); got[s.Unix()] != ledger.SkipLockLost {
 					t.Errorf("skips %v, want slot %d lock_lost", got, s.Unix())
 				}
 
@@ -215,7 +217,7 @@ func TestRule3_WonClaimWithoutALiveLeaseIsNotStarted(t *testing.T) {
 				next := s.Add(10 * time.Second)
 				time.Sleep(time.Until(next))
 				h.job.Inbox() <- Fire{Job: "j", Slot: next}
-				if fin := <-h.results; !fin.Slot.Equal(next) || fin.Result != ResultSuccess {
+				if fin := <-h.results; !fin.Slot.Equal(next) || fin.Result != ledger.ResultSuccess {
 					t.Errorf("next slot: run of %v (%s), want %v success", fin.Slot, fin.Result, next)
 				}
 				h.stop(t)
@@ -232,7 +234,7 @@ func TestRule3_WonClaimWithoutALiveLeaseIsNotStarted(t *testing.T) {
 // starts, and the job runs again at its next slot.
 func TestRule7_HandedOnPendingSlotExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		cfg := testJob(t, "q", "sleep 2500ms")
 		cfg.Overlap = config.OverlapQueue
 		h := startJobCfgOn(t, cfg, mem)
@@ -244,13 +246,13 @@ func TestRule7_HandedOnPendingSlotExpires(t *testing.T) {
 		first := <-h.results
 		time.Sleep(time.Until(s.Add(4 * time.Second)))
 		synctest.Wait()
-		if !first.Slot.Equal(s) || first.Result != ResultSuccess {
+		if !first.Slot.Equal(s) || first.Result != ledger.ResultSuccess {
 			t.Fatalf("first run: slot %v result %s, want %v success", first.Slot, first.Result, s)
 		}
 		h.noResult(t, "the expired pending slot")
 		pending := s.Add(time.Second)
-		if o := occurrence(t, mem, "q", pending); o.Status != "skipped" || o.Reason != SkipExpired ||
-			o.Trigger != string(TriggerQueued) || o.Token <= first.Fence {
+		if o := occurrence(t, mem, "q", pending); o.Status != "skipped" || o.Reason != ledger.SkipExpired ||
+			o.Trigger != string(ledger.TriggerQueued) || o.Token <= first.Fence {
 			t.Errorf("pending slot's record: %+v, want skipped expired, trigger queued, with the token the hand-on minted", o)
 		}
 		dropped := h.logs.FilterMessageSnippet("pending slot dropped").All()
@@ -260,10 +262,10 @@ func TestRule7_HandedOnPendingSlotExpires(t *testing.T) {
 		if len(h.runStarted(pending)) != 0 {
 			t.Errorf("the expired pending slot started a process")
 		}
-		if n := h.skips(t, SkipExpired); n != 1 {
+		if n := h.skips(t, ledger.SkipExpired); n != 1 {
 			t.Errorf("expired skips: got %v, want 1", n)
 		}
-		if n := h.skips(t, SkipOverlap); n != 1 {
+		if n := h.skips(t, ledger.SkipOverlap); n != 1 {
 			t.Errorf("overlap skips: got %v, want 1 (slot %d)", n, s.Unix()+2)
 		}
 		if st, _ := mem.State(t.Context(), "q"); st.LeaseHolder != "" || st.Pending != 0 {
@@ -272,7 +274,7 @@ func TestRule7_HandedOnPendingSlotExpires(t *testing.T) {
 		next := s.Add(5 * time.Second)
 		time.Sleep(time.Until(next))
 		h.job.Inbox() <- Fire{Job: "q", Slot: next}
-		if fin := <-h.results; !fin.Slot.Equal(next) || fin.Trigger != TriggerSchedule || fin.Result != ResultSuccess {
+		if fin := <-h.results; !fin.Slot.Equal(next) || fin.Trigger != ledger.TriggerSchedule || fin.Result != ledger.ResultSuccess {
 			t.Errorf("next slot: run of %v (%s, %s), want %v schedule success", fin.Slot, fin.Trigger, fin.Result, next)
 		}
 		h.stop(t)
@@ -281,18 +283,18 @@ func TestRule7_HandedOnPendingSlotExpires(t *testing.T) {
 
 // countingAudits counts the audit calls that reach the backend.
 type countingAudits struct {
-	*redislock.Memory
+	*memory.Memory
 	calls atomic.Int32
 }
 
-func (c *countingAudits) Audit(ctx context.Context, req AuditRequest) (Audited, error) {
+func (c *countingAudits) Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error) {
 	c.calls.Add(1)
 	return c.Memory.Audit(ctx, req)
 }
 
 // newAuditor is an Auditor of node on l with testMaxSkew, started at
 // started, logging to an observer; it returns its metrics too.
-func newAuditor(l Locker, node string, started time.Time) (*Auditor, *observer.ObservedLogs, *Metrics) {
+func newAuditor(l ledger.Locker, node string, started time.Time) (*Auditor, *observer.ObservedLogs, *Metrics) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	m := NewMetrics(nil)
 	m.InitJob("tick")
@@ -310,7 +312,7 @@ func newAuditor(l Locker, node string, started time.Time) (*Auditor, *observer.O
 // warns again. A slot not yet certain sends nothing to the backend.
 func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &countingAudits{Memory: redislock.NewMemory()}
+		l := &countingAudits{Memory: memory.NewMemory()}
 		t0 := time.Now() // 2000-01-01T00:00:00Z: a slot of the job
 		cfg := testJob(t, "tick", "exit 0")
 		cfg.Schedule, cfg.Sched = "*/5 * * * * *", MustSchedule(t, "*/5 * * * * *")
@@ -324,7 +326,7 @@ func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		ran := scheduleClaim("tick", t0.Add(10*time.Second), "n3", "r")
 		ran.Lease = false
-		if c, err := l.Claim(t.Context(), ran); err != nil || c.Outcome != Claimed { // slot t0+10 is claimed
+		if c, err := l.Claim(t.Context(), ran); err != nil || c.Outcome != ledger.Claimed { // slot t0+10 is claimed
 			t.Fatalf("claim of t0+10: %+v, %v", c, err)
 		}
 		time.Sleep(10 * time.Second) // t0+20: t0+5 and t0+15 are certain (window 2 s + grace 2 s), t0+20 not yet
@@ -390,7 +392,7 @@ func TestRule8_AuditorRecordsMissedOccurrencesOnce(t *testing.T) {
 		ran = scheduleClaim("tick", t0.Add(25*time.Second), "n3", "r2")
 		ran.Lease = false
 		c, err := l.Claim(t.Context(), ran) // t0+25 is claimed
-		if err != nil || c.Outcome != Claimed {
+		if err != nil || c.Outcome != ledger.Claimed {
 			t.Fatalf("claim of t0+25: %+v, %v", c, err)
 		}
 		time.Sleep(5 * time.Second) // t0+30: t0+25 is certain, and decided: the outage is over
@@ -417,13 +419,13 @@ type blockingRecords struct {
 	writes  atomic.Int32 // writes begun
 }
 
-func (b *blockingRecords) Put(runrecords.Record) error {
+func (b *blockingRecords) Put(statedir.Record) error {
 	b.writes.Add(1)
 	<-b.release
 	return nil
 }
 
-func (b *blockingRecords) Replace(int, runrecords.Record) error {
+func (b *blockingRecords) Replace(int, statedir.Record) error {
 	b.writes.Add(1)
 	<-b.release
 	return nil
@@ -438,7 +440,7 @@ func (b *blockingRecords) Remove(string, int) error { return nil }
 // starts on time meanwhile.
 func TestRule3_BlockedRunRecordDelaysNoTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		store := &blockingRecords{release: make(chan struct{})}
 		withStore := func(d *JobDeps) { d.Records = store }
 		cfg := testJob(t, "slow", "sleep 10s")
@@ -454,7 +456,7 @@ func TestRule3_BlockedRunRecordDelaysNoTimeout(t *testing.T) {
 		synctest.Wait()
 
 		fin := <-slow.results
-		if fin.Result != ResultTimeout || !fin.Started.Equal(s) || fin.Finished.Sub(fin.Started) != cfg.Timeout {
+		if fin.Result != ledger.ResultTimeout || !fin.Started.Equal(s) || fin.Finished.Sub(fin.Started) != cfg.Timeout {
 			t.Errorf("slow run: %s, started %v, lasted %v; want timeout, started %v, killed after %v",
 				fin.Result, fin.Started, fin.Finished.Sub(fin.Started), s, cfg.Timeout)
 		}
@@ -465,7 +467,7 @@ func TestRule3_BlockedRunRecordDelaysNoTimeout(t *testing.T) {
 		if n := slow.logs.FilterMessageSnippet("run record write blocked").FilterLevelExact(zapcore.ErrorLevel).Len(); n != 1 {
 			t.Errorf("blocked-write error lines: %d, want 1", n)
 		}
-		if o := occurrence(t, mem, "slow", s); o.Status != "ran" || o.Result != ResultTimeout {
+		if o := occurrence(t, mem, "slow", s); o.Status != "ran" || o.Result != ledger.ResultTimeout {
 			t.Errorf("slow slot's record: %+v, want ran with result timeout", o)
 		}
 		if st, _ := mem.State(t.Context(), "slow"); st.LeaseHolder != "" {
@@ -474,7 +476,7 @@ func TestRule3_BlockedRunRecordDelaysNoTimeout(t *testing.T) {
 		if got := other.runStarted(s.Add(time.Second)); len(got) != 1 || got[0].ContextMap()["fire_delay_us"] != int64(0) {
 			t.Errorf("other job's run started lines: %v, want one at its slot (fire_delay_us 0)", got)
 		}
-		if fin := <-other.results; fin.Result != ResultSuccess {
+		if fin := <-other.results; fin.Result != ledger.ResultSuccess {
 			t.Errorf("other job's run: %s, want success", fin.Result)
 		}
 		if n := store.writes.Load(); n != 2 {
@@ -509,14 +511,14 @@ func (h *hungStart) start(s process.Spec) (Proc, error) {
 // later, the process it started is killed at once.
 func TestRule3_HungStartIsAbandoned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		hs := &hungStart{release: make(chan struct{})}
 		h := startJobDeps(t, testJob(t, "j", "sleep 1h"), mem, func(d *JobDeps) { d.Start = hs.start })
 		s := time.Now().Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(s))
 		h.job.Inbox() <- Fire{Job: "j", Slot: s}
 		fin := <-h.results
-		if fin.Result != ResultError || !fin.Finished.Equal(s.Add(StartTimeout)) {
+		if fin.Result != ledger.ResultError || !fin.Finished.Equal(s.Add(StartTimeout)) {
 			t.Errorf("run: %s, ended %v; want error, ended %v (StartTimeout after the slot)", fin.Result, fin.Finished, s.Add(StartTimeout))
 		}
 		synctest.Wait()

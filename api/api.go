@@ -1,8 +1,17 @@
-// Package api is cronlock's HTTP control API (docs/api.md), mounted by the
-// engine on http.listen under /api/v1/: JSON reads of the jobs, their runs
-// and audit trail and the nodes (the same documents as `cronlock status
-// -json`, `history -json`, `history -events -json` and `nodes -json`, built
-// by package control), and pause, resume and run requests. The OpenAPI
+// Package api is cronlock's control plane: the operator model that the
+// commands and the HTTP API share, and the HTTP API itself (docs/api.md).
+//
+// The operator model (control*.go) is what `cronlock status`, `nodes`,
+// `history`, `pause` and `resume` and the API read and write, so that they
+// answer alike (docs/architecture.md, "Control plane"). It holds no state:
+// every call reads or writes a ReadStore (Redis through a
+// *redislock.Redis, or a memory-backend daemon's own state) and blocks
+// until it answers or ctx ends.
+//
+// The HTTP API is mounted by the engine on http.listen under /api/v1/:
+// JSON reads of the jobs, their runs and audit trail and the nodes (the
+// same documents as `cronlock status -json`, `history -json`, `history
+// -events -json` and `nodes -json`), and pause, resume and run requests. The OpenAPI
 // description (openapi.json, embedded) is served at /api/v1/openapi.json.
 //
 // Mutating requests need the bearer token of http.token_file, compared in
@@ -23,6 +32,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger"
 	"net"
 	"net/http"
 	"strconv"
@@ -30,7 +40,6 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
@@ -84,9 +93,9 @@ type Options struct {
 // Store is the state the API reads and changes: *redislock.Redis, or a
 // memory-backend daemon's (Options.Memory).
 type Store interface {
-	control.Store
-	PauseFor(ctx context.Context, job string, p redislock.Pause) error
-	ResumeBy(ctx context.Context, job, by string, at time.Time) (*redislock.Pause, error)
+	ReadStore
+	PauseFor(ctx context.Context, job string, p ledger.Pause) error
+	ResumeBy(ctx context.Context, job, by string, at time.Time) (*ledger.Pause, error)
 }
 
 var _ Store = (*redislock.Redis)(nil)

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -55,16 +56,16 @@ jobs:
 	}
 	ctx := t.Context()
 	start := time.Now().Add(-time.Hour).UTC()
-	if _, err := r.Finish(ctx, actors.FinishRequest{Job: "backup", Record: actors.RunRecord{RunID: "r1", Slot: start.Unix(), Node: "web1", Start: start,
-		End: start.Add(time.Second), Attempts: 1, Result: "success", Trigger: actors.TriggerSchedule, Fence: 3, OutputTail: "done\n"}}); err != nil {
+	if _, err := r.Finish(ctx, ledger.FinishRequest{Job: "backup", Record: ledger.RunRecord{RunID: "r1", Slot: start.Unix(), Node: "web1", Start: start,
+		End: start.Add(time.Second), Attempts: 1, Result: "success", Trigger: ledger.TriggerSchedule, Fence: 3, OutputTail: "done\n"}}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
 	// The record as the heartbeat writes it: the job hashes in their own key.
-	rec, _ := json.Marshal(registry.Record{NodeID: "web1", Instance: "i1", Hostname: "web1", PID: 1, Version: "test", Started: now,
+	rec, _ := json.Marshal(cluster.Record{NodeID: "web1", Instance: "i1", Hostname: "web1", PID: 1, Version: "test", Started: now,
 		Heartbeat: now, EveryMs: 5000, TTLMs: 15000, ConfigHash: "h", JobsKey: true, Running: map[string]int64{"backup": 1},
 		Tags: map[string]string{"role": "web"}})
-	hashes, _ := json.Marshal(registry.JobHashes{ConfigHash: "h", Jobs: config.JobHashes(cfg.Jobs)})
+	hashes, _ := json.Marshal(cluster.JobHashes{ConfigHash: "h", Jobs: config.JobHashes(cfg.Jobs)})
 	if _, _, err := r.SwapNode(ctx, "web1", rec, hashes, time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -6,24 +6,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
-	"github.com/cronlock/cronlock/redislock"
 )
 
-// jobs answers GET /api/v1/jobs: control.Jobs of every configured job.
+// jobs answers GET /api/v1/jobs: api.Jobs of every configured job.
 func (s *server) jobs(w http.ResponseWriter, r *http.Request) {
 	rd, ctx, cancel, ok := s.store(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
-	rows, err := control.Jobs(ctx, rd, s.o.Jobs(), s.o.Now())
+	rows, err := Jobs(ctx, rd, s.o.Jobs(), s.o.Now())
 	if err != nil {
 		s.redisError(w, err)
 		return
@@ -42,7 +41,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	rows, err := control.Jobs(ctx, rd, []config.Job{j}, s.o.Now())
+	rows, err := Jobs(ctx, rd, []config.Job{j}, s.o.Now())
 	if err != nil {
 		s.redisError(w, err)
 		return
@@ -53,7 +52,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 // runs answers GET /api/v1/jobs/{job}/runs?limit=N, with output tails.
 func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 	s.jobList(w, r, func(ctx context.Context, rd Store, job string, n int) (any, error) {
-		return control.Runs(ctx, rd, job, n, true)
+		return Runs(ctx, rd, job, n, true)
 	})
 }
 
@@ -68,14 +67,14 @@ func (s *server) occurrences(w http.ResponseWriter, r *http.Request) {
 	}
 	s.jobList(w, r, func(ctx context.Context, rd Store, job string, n int) (any, error) {
 		q.Limit = n
-		return control.Occurrences(ctx, rd, job, q)
+		return Occurrences(ctx, rd, job, q)
 	})
 }
 
 // occurrenceQuery reads from, to and status (limit is jobList's); from
 // defaults to 0, to to now.
-func occurrenceQuery(w http.ResponseWriter, r *http.Request, now int64) (control.OccurrenceQuery, bool) {
-	q := control.OccurrenceQuery{To: now, Status: r.URL.Query().Get("status"), Limit: 1}
+func occurrenceQuery(w http.ResponseWriter, r *http.Request, now int64) (OccurrenceQuery, bool) {
+	q := OccurrenceQuery{To: now, Status: r.URL.Query().Get("status"), Limit: 1}
 	for name, dst := range map[string]*int64{"from": &q.From, "to": &q.To} {
 		if v := r.URL.Query().Get(name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -96,7 +95,7 @@ func occurrenceQuery(w http.ResponseWriter, r *http.Request, now int64) (control
 // events answers GET /api/v1/jobs/{job}/events?limit=N.
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	s.jobList(w, r, func(ctx context.Context, rd Store, job string, n int) (any, error) {
-		return control.Events(ctx, rd, job, n, s.o.Now())
+		return Events(ctx, rd, job, n, s.o.Now())
 	})
 }
 
@@ -133,7 +132,7 @@ func (s *server) nodes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	v, err := control.Nodes(ctx, rd, s.o.Now())
+	v, err := Nodes(ctx, rd, s.o.Now())
 	if err != nil {
 		s.redisError(w, err)
 		return
@@ -155,8 +154,8 @@ type pauseRequest struct {
 }
 
 // spec converts the request, naming the bad field.
-func (p pauseRequest) spec() (control.PauseSpec, error) {
-	spec := control.PauseSpec{Note: p.Note}
+func (p pauseRequest) spec() (PauseSpec, error) {
+	spec := PauseSpec{Note: p.Note}
 	var err error
 	if p.For != "" {
 		spec.ForSet = true
@@ -184,7 +183,7 @@ func (s *server) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec, err := req.spec()
-	var p redislock.Pause
+	var p ledger.Pause
 	if err == nil {
 		p, err = spec.Pause(s.requester(r), s.o.Now())
 	}
@@ -270,15 +269,15 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := control.CheckText("reason", req.Reason); err != nil {
+	if err := CheckText("reason", req.Reason); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	timeout := 30 * time.Second
 	if req.Timeout != "" {
 		d, err := time.ParseDuration(req.Timeout)
-		if err != nil || d <= 0 || d > control.MaxRunTimeout {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("timeout %q: want a duration above 0 and at most %v", req.Timeout, control.MaxRunTimeout))
+		if err != nil || d <= 0 || d > MaxRunTimeout {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("timeout %q: want a duration above 0 and at most %v", req.Timeout, MaxRunTimeout))
 			return
 		}
 		timeout = d
@@ -305,10 +304,10 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 		s.redisError(w, fmt.Errorf("not reachable: %w", err))
 		return
 	}
-	rr := control.NewRunRequest(j.Name, s.requester(r), req.Reason, req.Force, s.o.Now())
-	st, err := control.RequestRun(r.Context(), rd, rr, timeout)
+	rr := NewRunRequest(j.Name, s.requester(r), req.Reason, req.Force, s.o.Now())
+	st, err := RequestRun(r.Context(), rd, rr, timeout)
 	switch {
-	case errors.Is(err, control.ErrNotTaken):
+	case errors.Is(err, ErrNotTaken):
 		writeHint(w, http.StatusGatewayTimeout, fmt.Sprintf("no daemon took the run request of %s within %v; it was withdrawn and will not run",
 			j.Name, timeout), "is the job configured and enabled on a live daemon? GET "+Prefix+"nodes lists the live daemons and their config drift")
 		return
@@ -317,8 +316,8 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Wait {
-		st, err = control.WaitRun(r.Context(), rd, j.Name, rr.ID)
-		if errors.Is(err, control.ErrTakerGone) || errors.Is(err, control.ErrStatusLost) {
+		st, err = WaitRun(r.Context(), rd, j.Name, rr.ID)
+		if errors.Is(err, ErrTakerGone) || errors.Is(err, ErrStatusLost) {
 			writeError(w, http.StatusBadGateway, err.Error())
 			return
 		}

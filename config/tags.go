@@ -119,8 +119,8 @@ func checkSelectors(p *problems, path string, sel []string) {
 
 // SelectorsMatch reports whether a node with tags may run a job whose
 // nodes: is selectors: every "key=value" of selectors is in tags. No
-// selectors match every node. (package targeting applies it to jobs and
-// live nodes; package nodeload to the nodes that rank for a claim.)
+// selectors match every node. (package cluster applies it to jobs and
+// live nodes; package cluster to the nodes that rank for a claim.)
 func SelectorsMatch(selectors []string, tags map[string]string) bool {
 	for _, s := range selectors {
 		k, v, _ := strings.Cut(s, "=")

@@ -52,7 +52,7 @@ type Node struct {
 	// MaxClockSkew: |local clock − Redis TIME| above it is warned about (2s).
 	MaxClockSkew time.Duration `mapstructure:"max_clock_skew"`
 	// HeartbeatInterval is how often the node rewrites its heartbeat record
-	// in Redis (package registry; default 5s, 100ms..1m). The record counts
+	// in Redis (package cluster; default 5s, 100ms..1m). The record counts
 	// as live for 3 intervals (its TTL).
 	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
 	// StateDir holds what the node keeps across its restarts (package
@@ -62,11 +62,11 @@ type Node struct {
 	StateDir string `mapstructure:"state_dir"`
 	// Tags describe this node for job targeting (a job's `nodes:`), e.g.
 	// {role: db}; keys are lower case. They go into the node's heartbeat
-	// record, where other nodes read them (package targeting).
+	// record, where other nodes read them (package cluster).
 	Tags map[string]string `mapstructure:"tags"`
 	// MaxParallel caps the runs in progress on this node (0 = unlimited):
 	// a node at its limit does not claim (skip reason node_busy when no
-	// node claims the slot; package nodeload).
+	// node claims the slot; package cluster).
 	MaxParallel int `mapstructure:"max_parallel"`
 
 	// IDSource is where ID came from: IDConfigured, IDMachine,

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/nodeload"
 )
 
 // spreadSpan is how long the spread scenario runs: 15 s of issue 13's
@@ -22,7 +22,7 @@ const spreadSpan = 15 * time.Second
 // every second that each run 2 s. Every slot runs exactly once or is
 // skipped with a reason (overlap: the job's previous run still holds its
 // lease), and no node runs more than 40% of the runs. The claim order
-// (package nodeload: a rank per job and slot among the live nodes, a
+// (package cluster: a rank per job and slot among the live nodes, a
 // fixed delay per rank) gives each node the rank-0 claims of about a third
 // of each burst.
 func TestSpread_LoadOrderedClaims(t *testing.T) {
@@ -54,7 +54,7 @@ func spreadScenario(t *testing.T, maxParallel int) {
 	}
 	cfg := redisConfig(srv.Addr(), list...)
 	// Heartbeats every 500 ms: each node learns the others, and so its rank
-	// in each slot's claim order, within the first second (nodeload.Enter:
+	// in each slot's claim order, within the first second (cluster.Enter:
 	// without a view a node ranks itself 0 everywhere).
 	cfg["node"] = map[string]any{"shutdown_timeout": "10s", "max_parallel": maxParallel, // 0 = unlimited
 		"heartbeat_interval": "500ms"}
@@ -97,7 +97,7 @@ func spreadScenario(t *testing.T, maxParallel int) {
 			perNode[f[2]]++
 			var index int // s00..s59: the job's place among the sorted names
 			fmt.Sscanf(f[0], "s%d", &index)
-			if nodeload.Rank(f[0], index, slot.Unix(), f[2], []string{"n1", "n2", "n3"}) == 0 {
+			if cluster.Rank(f[0], index, slot.Unix(), f[2], []string{"n1", "n2", "n3"}) == 0 {
 				rank0++
 			} else {
 				offOrder[f[2]]++

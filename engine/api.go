@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 	"go.uber.org/zap"
 )
 
@@ -68,14 +68,14 @@ func (e *Engine) runningHashes() (map[string]string, string) {
 // selfRecord is this daemon's node record as the memory backend's node
 // list shows it (the Redis backend's heartbeat writes the same fields),
 // written now; safe from any goroutine.
-func (e *Engine) selfRecord() registry.Record {
+func (e *Engine) selfRecord() cluster.Record {
 	host, _ := os.Hostname()
 	every := e.cfg.Node.HeartbeatInterval
 	if every <= 0 {
-		every = registry.DefaultEvery
+		every = cluster.DefaultHeartbeatEvery
 	}
 	jobs, hash := e.runningHashes()
-	r := registry.Record{NodeID: e.cfg.Node.ID, Instance: e.instance, Hostname: host, PID: os.Getpid(), Version: e.opts.Version,
+	r := cluster.Record{NodeID: e.cfg.Node.ID, Instance: e.instance, Hostname: host, PID: os.Getpid(), Version: e.opts.Version,
 		Started: e.started, Heartbeat: e.opts.Now().UTC(), EveryMs: every.Milliseconds(), TTLMs: 3 * every.Milliseconds(),
 		ConfigHash: hash, Jobs: jobs, Running: e.metrics.Running(), Tags: e.cfg.Node.Tags}
 	if e.opts.State != nil {

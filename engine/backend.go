@@ -5,9 +5,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
@@ -16,7 +19,7 @@ import (
 )
 
 // Backend is what the engine needs from a lock backend beyond
-// actors.Locker: liveness, server time for clock-skew checks, and Close.
+// ledger.Locker: liveness, server time for clock-skew checks, and Close.
 type Backend interface {
 	claimer
 	Ping(ctx context.Context) error
@@ -26,7 +29,7 @@ type Backend interface {
 
 var (
 	_ Backend = (*redislock.Redis)(nil)
-	_ Backend = (*redislock.Memory)(nil)
+	_ Backend = (*memory.Memory)(nil)
 	_ Backend = (*lazyRedis)(nil)
 )
 
@@ -62,9 +65,9 @@ type backend struct {
 // lease a lost finish handed on), the auditor and `history` use of a
 // backend.
 type claimer interface {
-	actors.Locker
-	actors.Unhander
-	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
+	ledger.Locker
+	ledger.Unhander
+	Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error)
 }
 
 // locker is the claimer of the job actors, the janitor and the auditor:
@@ -83,7 +86,7 @@ func (b backend) close() { b.Close() }
 // start is not fatal).
 func newBackend(cfg *config.Config, log *zap.Logger) (backend, error) {
 	if cfg.Lock.Backend != "redis" {
-		return backend{Backend: redislock.NewMemory(), kind: "memory"}, nil
+		return backend{Backend: memory.NewMemory(), kind: "memory"}, nil
 	}
 	opts, err := RedisOptions(cfg)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"go.uber.org/zap"
@@ -22,7 +24,7 @@ type BackfillOptions struct {
 }
 
 // BackfillResult is what happened to one slot: Ran.Skip is "" when it ran
-// (Ran.Finished holds the result), actors.SkipAlreadyRun when an earlier
+// (Ran.Finished holds the result), ledger.SkipAlreadyRun when an earlier
 // backfill ran it, or the reason it was not run.
 type BackfillResult struct {
 	Slot time.Time
@@ -50,7 +52,7 @@ func Backfill(ctx context.Context, cfg *config.Config, job config.Job, slots []t
 	}
 	out := make([]BackfillResult, len(slots))
 	for i, s := range slots {
-		out[i] = BackfillResult{Slot: s, Ran: actors.Ran{Skip: actors.SkipShuttingDown}}
+		out[i] = BackfillResult{Slot: s, Ran: actors.Ran{Skip: ledger.SkipShuttingDown}}
 	}
 	if ctx.Err() != nil {
 		return out
@@ -76,7 +78,7 @@ func backfillOne(ctx context.Context, log *zap.Logger, a *actors.Job, kill chan<
 	waiting := false
 	for {
 		ran := sendRunNow(ctx, a, kill, actors.RunNow{Backfill: true, Slot: slot, Force: force})
-		if ran.Skip != actors.SkipOverlap || ctx.Err() != nil {
+		if ran.Skip != ledger.SkipOverlap || ctx.Err() != nil {
 			return ran
 		}
 		if !waiting {
@@ -88,7 +90,7 @@ func backfillOne(ctx context.Context, log *zap.Logger, a *actors.Job, kill chan<
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return actors.Ran{Skip: actors.SkipShuttingDown, Err: ctx.Err()}
+			return actors.Ran{Skip: ledger.SkipShuttingDown, Err: ctx.Err()}
 		}
 	}
 }

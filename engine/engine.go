@@ -8,20 +8,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/nodeload"
-	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
-	"github.com/cronlock/cronlock/runrecords"
-	"github.com/cronlock/cronlock/runrequests"
 	"github.com/cronlock/cronlock/statedir"
-	"github.com/cronlock/cronlock/targeting"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -60,7 +58,7 @@ type Options struct {
 	// daemon always passes one. nil (tests of the engine alone) = nothing
 	// is kept across restarts.
 	State *statedir.Dir
-	// Version goes into the node's heartbeat record (package registry).
+	// Version goes into the node's heartbeat record (package cluster).
 	Version string
 }
 
@@ -75,10 +73,10 @@ type Engine struct {
 	ticker  *actors.Ticker
 	hooks   *actors.HookRunner
 	janitor *actors.Janitor
-	node    *registry.Heartbeat // nil for the memory backend
-	load    *nodeload.Load      // runs in progress, max_parallel, the claim order
-	targets *targeting.Watcher  // reports jobs no live node may run
-	taker   *runrequests.Taker  // nil for the memory backend
+	node    *cluster.Heartbeat // nil for the memory backend
+	load    *cluster.Load      // runs in progress, max_parallel, the claim order
+	targets *cluster.Watcher   // reports jobs no live node may run
+	taker   *cluster.Taker     // nil for the memory backend
 	jobs    *jobSet
 	health  *health
 	ready   atomic.Bool   // READY=1 sent; STATUS= updates may follow
@@ -95,7 +93,7 @@ type Engine struct {
 	// stores a rotated one.
 	apiToken atomic.Pointer[[]byte]
 
-	records *runrecords.Store // run records in the state directory; nil without one
+	records *statedir.RunRecords // run records in the state directory; nil without one
 	// wrapRecords is Options.WrapRecords.
 	wrapRecords func(actors.RunRecords) actors.RunRecords
 
@@ -152,13 +150,13 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.backend = b
-	if m, ok := b.Backend.(*redislock.Memory); ok {
+	if m, ok := b.Backend.(*memory.Memory); ok {
 		if e.mem, err = newMemControl(m, opts.State, opts.Log, opts.Now, e.selfRecord); err != nil {
 			return nil, err
 		}
 	}
 	e.metrics = actors.NewMetrics(e.reg)
-	e.load = nodeload.New(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
+	e.load = cluster.NewLoad(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
 	load := e.load
 	if e.node, err = newRegistry(cfg, b, opts, e.reg, e.metrics.Running, load); err != nil {
 		return nil, err
@@ -169,7 +167,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	locker := b.locker()
 	e.janitor = actors.NewJanitor(opts.Log, locker, 1024)
 	if opts.State != nil {
-		e.records = runrecords.New(opts.State)
+		e.records = statedir.NewRunRecords(opts.State)
 		e.wrapRecords = opts.WrapRecords
 	}
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,
@@ -376,8 +374,8 @@ func (e *Engine) logStart() {
 }
 
 // retentionOf is the ledger retention of cfg (docs/protocol.md, R9).
-func retentionOf(cfg *config.Config) actors.Retention {
-	return actors.Retention{Age: cfg.Ledger.Retention, Max: cfg.Ledger.MaxOccurrences}
+func retentionOf(cfg *config.Config) ledger.Retention {
+	return ledger.Retention{Age: cfg.Ledger.Retention, Max: cfg.Ledger.MaxOccurrences}
 }
 
 // nowOr is now, or time.Now when nil.

@@ -11,10 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -70,7 +70,7 @@ type guard struct {
 
 // verdict is one policy decision as claims see it.
 type verdict struct {
-	refused *actors.ClaimRefusedError // nil: claims may go to Redis
+	refused *ledger.ClaimRefusedError // nil: claims may go to Redis
 	state   string                    // health state while refused ("unsafe: …")
 }
 
@@ -97,7 +97,7 @@ func (g *guard) register(reg prometheus.Registerer) {
 
 // guardedLocker is the Locker the job actors get for a Redis backend: a
 // claim first asks the guard, and a refused claim is never sent (its
-// error is an *actors.ClaimRefusedError). Renew, Release and Finish pass
+// error is an *ledger.ClaimRefusedError). Renew, Release and Finish pass
 // through: runs already going keep and release their leases (an answered
 // Finish is noted for the health monitor, answeredSince).
 type guardedLocker struct {
@@ -105,9 +105,9 @@ type guardedLocker struct {
 	g *guard
 }
 
-func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+func (l guardedLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	if err := l.g.refusal(ctx); err != nil {
-		return actors.Claim{}, err
+		return ledger.Claim{}, err
 	}
 	c, err := l.claimer.Claim(ctx, req)
 	l.g.noteClaim(err)
@@ -117,7 +117,7 @@ func (l guardedLocker) Claim(ctx context.Context, req actors.ClaimRequest) (acto
 // Finish passes through; an answered finish is noted like an answered
 // claim (answeredSince): after a herd's claims, its finishes are what Redis
 // answers while the forks run.
-func (l guardedLocker) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
+func (l guardedLocker) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	f, err := l.claimer.Finish(ctx, req)
 	if err == nil {
 		l.g.noteAnswer()
@@ -136,17 +136,17 @@ var writeRefusals = []string{"NOREPLICAS", "READONLY", "OOM", "MISCONF"}
 // its state, until a claim succeeds. The read-only readiness probe cannot
 // see these. Safe for concurrent use.
 func (g *guard) noteClaim(err error) {
-	var re *rueidis.RedisError
+	reply, isReply := redislock.ServerReply(err)
 	switch {
 	case err == nil:
 		g.noteAnswer()
 		if g.writeRefused.Load() != nil {
 			g.writeRefused.Store(nil)
 		}
-	case errors.As(err, &re):
-		word, _, _ := strings.Cut(re.Error(), " ")
+	case isReply:
+		word, _, _ := strings.Cut(reply, " ")
 		if slices.Contains(writeRefusals, word) {
-			state := "failing: " + shortRedisErr(re)
+			state := "failing: " + shortRedisErr(reply)
 			g.writeRefused.Store(&state)
 		}
 	}
@@ -171,17 +171,17 @@ func (g *guard) writeRefusal() string {
 // claims it is refused too: the audit writes to Redis, and a Redis the
 // guard refuses is not written to. The slots are audited once claims are
 // allowed again (audited_to has not moved).
-func (l guardedLocker) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error) {
+func (l guardedLocker) Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error) {
 	if len(req.Slots) > 0 {
 		if err := l.g.refusal(ctx); err != nil {
-			return actors.Audited{}, err
+			return ledger.Audited{}, err
 		}
 	}
 	return l.claimer.Audit(ctx, req)
 }
 
 // refusal returns nil when a claim may be sent, else the
-// *actors.ClaimRefusedError to return. Before the health monitor's first
+// *ledger.ClaimRefusedError to return. Before the health monitor's first
 // check has ended it waits for it (at start: milliseconds, bounded by ctx),
 // so that no claim reaches a Redis whose policy has not been read.
 func (g *guard) refusal(ctx context.Context) error {
@@ -192,7 +192,7 @@ func (g *guard) refusal(ctx context.Context) error {
 	v := g.verdict.Load()
 	switch {
 	case v == nil:
-		return &actors.ClaimRefusedError{Reason: actors.SkipRedisError, Err: errNotVerified}
+		return &ledger.ClaimRefusedError{Reason: ledger.SkipRedisError, Err: errNotVerified}
 	case v.refused != nil:
 		return v.refused
 	}
@@ -236,7 +236,7 @@ func (g *guard) observe(infos []redislock.ServerInfo, err error) {
 	}
 	v := &verdict{}
 	if d.refuse {
-		v.refused = &actors.ClaimRefusedError{Reason: actors.SkipRedisUnsafe, Err: errors.New(d.state)}
+		v.refused = &ledger.ClaimRefusedError{Reason: ledger.SkipRedisUnsafe, Err: errors.New(d.state)}
 		v.state = d.state
 	}
 	g.verdict.Store(v)
@@ -263,7 +263,7 @@ type policyDecision struct {
 // (one entry per shard that owns job keys) or its error. ok is false for a
 // transient error (the server did not answer): keep the last decision.
 func decidePolicy(infos []redislock.ServerInfo, err error, allowEviction bool) (d policyDecision, ok bool) {
-	var re *rueidis.RedisError
+	_, isReply := redislock.ServerReply(err)
 	switch {
 	case errors.Is(err, redislock.ErrClusterNode):
 		return policyDecision{key: "cluster_node", refuse: true, state: "unsafe: a Cluster node used as a standalone server",
@@ -272,7 +272,7 @@ func decidePolicy(infos []redislock.ServerInfo, err error, allowEviction bool) (
 				"given or inferred from one address): not claiming, every slot is skipped (redis_unsafe); keys on other " +
 				"shards are redirected (MOVED). Fix: set redis.mode: cluster (one address is then a seed node), or list " +
 				"the cluster's nodes in redis.addresses: [host:port, ...]"}, true
-	case errors.As(err, &re) && !re.IsNil():
+	case isReply && !redislock.IsNilReply(err):
 		return unreadablePolicy(err, allowEviction), true
 	case err != nil:
 		return policyDecision{}, false

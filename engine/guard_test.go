@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -134,12 +136,12 @@ func TestGuard_LogsOncePerChange(t *testing.T) {
 // nothing, so the same slot is claimable once the guard allows.
 func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 	g := newGuard(zap.NewNop(), false)
-	mem := redislock.NewMemory()
+	mem := memory.NewMemory()
 	l := guardedLocker{claimer: mem, g: g}
-	req := actors.ClaimRequest{Job: "j", Slot: time.Now().Unix(), Trigger: actors.TriggerSchedule, Node: "n", RunID: "1",
-		TTL: time.Minute, Lease: true, Windows: actors.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}}
+	req := ledger.ClaimRequest{Job: "j", Slot: time.Now().Unix(), Trigger: ledger.TriggerSchedule, Node: "n", RunID: "1",
+		TTL: time.Minute, Lease: true, Windows: ledger.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}}
 	reason := func(err error) string {
-		var r *actors.ClaimRefusedError
+		var r *ledger.ClaimRefusedError
 		if !errors.As(err, &r) {
 			return fmt.Sprintf("not refused (%v)", err)
 		}
@@ -148,13 +150,13 @@ func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // before the first check: refusal waits for it or for ctx
-	if _, err := l.Claim(ctx, req); reason(err) != actors.SkipRedisError {
-		t.Fatalf("before the first check: got %s, want %s", reason(err), actors.SkipRedisError)
+	if _, err := l.Claim(ctx, req); reason(err) != ledger.SkipRedisError {
+		t.Fatalf("before the first check: got %s, want %s", reason(err), ledger.SkipRedisError)
 	}
 	g.markChecked()
 	g.observe([]redislock.ServerInfo{shard("allkeys-random", 1)}, nil)
-	if _, err := l.Claim(context.Background(), req); reason(err) != actors.SkipRedisUnsafe {
-		t.Fatalf("evicting policy: got %s, want %s", reason(err), actors.SkipRedisUnsafe)
+	if _, err := l.Claim(context.Background(), req); reason(err) != ledger.SkipRedisUnsafe {
+		t.Fatalf("evicting policy: got %s, want %s", reason(err), ledger.SkipRedisUnsafe)
 	}
 	occ, err := mem.Occurrences(context.Background(), "j", 0, 1<<53)
 	if err != nil || len(occ) != 0 {
@@ -162,7 +164,7 @@ func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 	}
 	g.observe([]redislock.ServerInfo{shard("noeviction", 1)}, nil)
 	c, err := l.Claim(context.Background(), req)
-	if err != nil || c.Outcome != actors.Claimed || c.Token <= 0 {
+	if err != nil || c.Outcome != ledger.Claimed || c.Token <= 0 {
 		t.Fatalf("allowed: got %+v, %v; want the slot claimed with a token (nothing sent before)", c, err)
 	}
 }
@@ -174,21 +176,21 @@ func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 func TestGuardedLocker_RefusesAudit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGuard(zap.NewNop(), false)
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		l := guardedLocker{claimer: mem, g: g}
 		g.markChecked()
 		g.observe([]redislock.ServerInfo{shard("allkeys-lru", 1)}, nil)
-		read, err := l.Audit(t.Context(), actors.AuditRequest{Job: "j"}) // starts the ledger's audited_to at now
+		read, err := l.Audit(t.Context(), ledger.AuditRequest{Job: "j"}) // starts the ledger's audited_to at now
 		if err != nil || read.From != time.Now().Unix() {
 			t.Fatalf("audit read while refusing: got %+v, %v; want audited_to now", read, err)
 		}
 		time.Sleep(10 * time.Second)
-		req := actors.AuditRequest{Job: "j", From: read.From, Window: time.Second, Grace: time.Second, Node: "n1", Reason: "test"}
+		req := ledger.AuditRequest{Job: "j", From: read.From, Window: time.Second, Grace: time.Second, Node: "n1", Reason: "test"}
 		for s := read.From + 1; s <= read.From+5; s++ {
 			req.Slots = append(req.Slots, s)
 		}
-		var refused *actors.ClaimRefusedError
-		if _, err := l.Audit(t.Context(), req); !errors.As(err, &refused) || refused.Reason != actors.SkipRedisUnsafe {
+		var refused *ledger.ClaimRefusedError
+		if _, err := l.Audit(t.Context(), req); !errors.As(err, &refused) || refused.Reason != ledger.SkipRedisUnsafe {
 			t.Fatalf("while refusing: got %v, want a redis_unsafe refusal", err)
 		}
 		if occ, _ := mem.Occurrences(t.Context(), "j", 0, 1<<53); len(occ) != 0 {

@@ -14,7 +14,6 @@ import (
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 )
 
@@ -270,7 +269,7 @@ func (h *health) stalledFor(waits []uint64) bool {
 
 // classify names a probe's outcome (see probeKind).
 func (h *health) classify(ctx context.Context, err error) string {
-	var re *rueidis.RedisError
+	reply, isReply := redislock.ServerReply(err)
 	var acl *redislock.ScriptACLError
 	switch {
 	case err == nil:
@@ -282,8 +281,8 @@ func (h *health) classify(ctx context.Context, err error) string {
 		return "misconfigured: redis.mode does not match the server"
 	case errors.As(err, &acl):
 		return "failing: the ACL user may not run " + acl.Command + " (grant +" + strings.ToLower(acl.Command) + ")"
-	case errors.As(err, &re):
-		return "failing: " + shortRedisErr(re)
+	case isReply:
+		return "failing: " + shortRedisErr(reply)
 	}
 	return h.explainUnreachable(ctx, err)
 }
@@ -372,8 +371,7 @@ func (h *health) readServer(ctx context.Context, connected bool) {
 	}
 	if connected || !g.saveRead {
 		save, serr := h.b.checks.SavePoints(ictx)
-		var re *rueidis.RedisError
-		if serr == nil || errors.As(serr, &re) { // the server's answer, not a timeout
+		if _, isReply := redislock.ServerReply(serr); serr == nil || isReply { // the server's answer, not a timeout
 			g.setSavePoints(save, serr)
 		}
 	}
@@ -383,8 +381,8 @@ func (h *health) readServer(ctx context.Context, connected bool) {
 
 // shortRedisErr is the server's error text for a state line: without the
 // echoed arguments of "unknown command", at most 100 bytes.
-func shortRedisErr(re *rueidis.RedisError) string {
-	s, _, _ := strings.Cut(re.Error(), ", with args beginning with")
+func shortRedisErr(reply string) string {
+	s, _, _ := strings.Cut(reply, ", with args beginning with")
 	if len(s) > 100 {
 		s = s[:100]
 	}

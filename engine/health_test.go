@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/promtest"
 	"github.com/cronlock/cronlock/internal/redistest"
@@ -83,9 +85,9 @@ func (hh *healthHarness) claimReason(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := hh.b.locker().Claim(ctx, actors.ClaimRequest{Job: "backup", Trigger: actors.TriggerManual, Node: "n", RunID: "1",
+	c, err := hh.b.locker().Claim(ctx, ledger.ClaimRequest{Job: "backup", Trigger: ledger.TriggerManual, Node: "n", RunID: "1",
 		TTL: time.Second})
-	var refused *actors.ClaimRefusedError
+	var refused *ledger.ClaimRefusedError
 	switch {
 	case errors.As(err, &refused):
 		return refused.Reason
@@ -114,8 +116,8 @@ func TestHealth_EvictingPolicyRefusedUntilFixed(t *testing.T) {
 	hh.check(t, true)
 	hh.check(t, false)
 	hh.expect(t, "allkeys-lru", false, "unsafe: maxmemory-policy allkeys-lru")
-	if got := hh.claimReason(t); got != actors.SkipRedisUnsafe {
-		t.Errorf("claim under allkeys-lru: got %s, want %s", got, actors.SkipRedisUnsafe)
+	if got := hh.claimReason(t); got != ledger.SkipRedisUnsafe {
+		t.Errorf("claim under allkeys-lru: got %s, want %s", got, ledger.SkipRedisUnsafe)
 	}
 	if n := hh.count(zapcore.ErrorLevel, "CONFIG SET maxmemory-policy noeviction"); n != 1 {
 		t.Errorf("error lines naming the fix after 2 checks: got %d, want 1", n)
@@ -231,8 +233,8 @@ func TestHealth_Cluster(t *testing.T) {
 			if n := hh.count(zapcore.ErrorLevel, "redis.addresses: [host:port, ...]"); n != 1 {
 				t.Errorf("error lines naming redis.addresses: got %d, want 1", n)
 			}
-			if got := hh.claimReason(t); got != actors.SkipRedisUnsafe {
-				t.Errorf("claim: got %s, want %s", got, actors.SkipRedisUnsafe)
+			if got := hh.claimReason(t); got != ledger.SkipRedisUnsafe {
+				t.Errorf("claim: got %s, want %s", got, ledger.SkipRedisUnsafe)
 			}
 		})
 	}
@@ -318,8 +320,8 @@ func TestHealth_ModeConfirmedAtConnect(t *testing.T) {
 		if n := hh.count(zapcore.ErrorLevel, "redis.mode does not match the redis server"); n != 1 {
 			t.Errorf("error lines about redis.mode: got %d, want 1", n)
 		}
-		if got := hh.claimReason(t); got != actors.SkipRedisError {
-			t.Errorf("claim: got %s, want %s", got, actors.SkipRedisError)
+		if got := hh.claimReason(t); got != ledger.SkipRedisError {
+			t.Errorf("claim: got %s, want %s", got, ledger.SkipRedisError)
 		}
 	})
 	t.Run("cluster mode, one seed address", func(t *testing.T) {

@@ -2,15 +2,17 @@ package engine
 
 import (
 	"context"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/internal/fakeproc"
 	"github.com/cronlock/cronlock/internal/promtest"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -33,10 +35,10 @@ func TestJobSet_AuditsMissedOccurrencesOnce(t *testing.T) {
 jobs:
   - {name: tick, schedule: "*/5 * * * * *", command: "exit 0"}
 `)
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		t0 := time.Now() // 2000-01-01T00:00:00Z in a bubble: a slot of the job
 		// A node audited the job up to t0, then every node stopped.
-		if a, err := mem.Audit(t.Context(), actors.AuditRequest{Job: "tick"}); err != nil || a.From != t0.Unix() {
+		if a, err := mem.Audit(t.Context(), ledger.AuditRequest{Job: "tick"}); err != nil || a.From != t0.Unix() {
 			t.Fatalf("first audit: %+v, %v; want audited_to %d", a, err, t0.Unix())
 		}
 		time.Sleep(19500 * time.Millisecond) // t0+5, +10, +15 pass; each answer window + grace (4 s) has too
@@ -79,7 +81,7 @@ jobs:
 			t.Errorf("ledger: got %v, want %v", got, want)
 		}
 		for i := range 3 {
-			if fin := <-results; fin.Slot.Unix() != t0.Unix()+20+5*int64(i) || fin.Trigger != actors.TriggerSchedule {
+			if fin := <-results; fin.Slot.Unix() != t0.Unix()+20+5*int64(i) || fin.Trigger != ledger.TriggerSchedule {
 				t.Errorf("run %d: slot %d trigger %s, want %d schedule", i, fin.Slot.Unix(), fin.Trigger, t0.Unix()+20+5*int64(i))
 			}
 		}
@@ -95,9 +97,9 @@ func TestJobSet_CatchupRunsTheSlotTheAuditThenSkips(t *testing.T) {
 jobs:
   - {name: tick, schedule: "*/10 * * * * *", command: "exit 0", catchup_window: 30s}
 `)
-		mem := redislock.NewMemory()
+		mem := memory.NewMemory()
 		t0 := time.Now()
-		if _, err := mem.Audit(t.Context(), actors.AuditRequest{Job: "tick"}); err != nil {
+		if _, err := mem.Audit(t.Context(), ledger.AuditRequest{Job: "tick"}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(15 * time.Second) // t0+10 passes while the daemon is down
@@ -113,7 +115,7 @@ jobs:
 			t.Fatal(err)
 		}
 		s.Catchup(ctx)
-		if fin := <-results; fin.Slot.Unix() != t0.Unix()+10 || fin.Trigger != actors.TriggerCatchup || fin.Result != actors.ResultSuccess {
+		if fin := <-results; fin.Slot.Unix() != t0.Unix()+10 || fin.Trigger != ledger.TriggerCatchup || fin.Result != ledger.ResultSuccess {
 			t.Errorf("catch-up run: slot %d trigger %s result %s, want %d catchup success", fin.Slot.Unix(), fin.Trigger,
 				fin.Result, t0.Unix()+10)
 		}
@@ -125,7 +127,7 @@ jobs:
 		if got := promtest.Value(t, m, "cronlock_occurrences_missed_total", "job", "tick"); got != 0 {
 			t.Errorf("cronlock_occurrences_missed_total: got %v, want 0", got)
 		}
-		if fin := <-results; fin.Slot.Unix() != t0.Unix()+20 || fin.Trigger != actors.TriggerSchedule {
+		if fin := <-results; fin.Slot.Unix() != t0.Unix()+20 || fin.Trigger != ledger.TriggerSchedule {
 			t.Errorf("next run: slot %d trigger %s, want %d schedule", fin.Slot.Unix(), fin.Trigger, t0.Unix()+20)
 		}
 	})

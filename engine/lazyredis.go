@@ -8,7 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/redislock"
 )
 
@@ -57,10 +58,10 @@ func (l *lazyRedis) client() (*redislock.Redis, error) {
 	return r, nil
 }
 
-func (l *lazyRedis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+func (l *lazyRedis) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	r, err := l.client()
 	if err != nil {
-		return actors.Claim{}, err
+		return ledger.Claim{}, err
 	}
 	return r.Claim(ctx, req)
 }
@@ -89,10 +90,10 @@ func (l *lazyRedis) Release(ctx context.Context, job, owner string) (bool, error
 	return r.Release(ctx, job, owner)
 }
 
-func (l *lazyRedis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
+func (l *lazyRedis) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	r, err := l.client()
 	if err != nil {
-		return actors.Finished{}, err
+		return ledger.Finished{}, err
 	}
 	return r.Finish(ctx, req)
 }

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
 )
@@ -30,7 +31,7 @@ func TestLazyRedis_UnreachableFailsFastAndBacksOff(t *testing.T) {
 		t.Fatalf("first Ping: got %v, want errNotConnected", err)
 	}
 	start := time.Now()
-	if _, err := l.Claim(ctx, actors.ClaimRequest{Job: "j", Slot: 1}); !errors.Is(err, errNotConnected) {
+	if _, err := l.Claim(ctx, ledger.ClaimRequest{Job: "j", Slot: 1}); !errors.Is(err, errNotConnected) {
 		t.Fatalf("Claim during backoff: got %v, want errNotConnected", err)
 	}
 	if d := time.Since(start); d > 100*time.Millisecond {
@@ -48,8 +49,8 @@ func TestLazyRedis_ConnectsWhenReachable(t *testing.T) {
 	if err := l.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
-	c, err := l.Claim(ctx, actors.ClaimRequest{Job: "j", Trigger: actors.TriggerManual, Node: "n", RunID: "1", TTL: time.Second, Lease: true})
-	if err != nil || c.Outcome != actors.Claimed {
+	c, err := l.Claim(ctx, ledger.ClaimRequest{Job: "j", Trigger: ledger.TriggerManual, Node: "n", RunID: "1", TTL: time.Second, Lease: true})
+	if err != nil || c.Outcome != ledger.Claimed {
 		t.Fatalf("Claim: got %+v, %v; want claimed", c, err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/process"
-	"github.com/cronlock/cronlock/runrecords"
+	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 )
 
@@ -73,8 +73,8 @@ func (e *Engine) clearLeftovers(ctx context.Context) {
 // processes are gone, so that their leases may be released. A group that
 // could not be verified or survived SIGKILL keeps its lease until it
 // expires: its processes may still run.
-func (e *Engine) killLeftovers(all []runrecords.Record) []runrecords.Record {
-	var free, recs []runrecords.Record
+func (e *Engine) killLeftovers(all []statedir.Record) []statedir.Record {
+	var free, recs []statedir.Record
 	for _, r := range all {
 		if r.Attempt == 0 { // a claim record: the lease was won, no process started
 			e.log.Info("leftover run had won its claim but started no process; releasing its lease",
@@ -117,7 +117,7 @@ func (e *Engine) killLeftovers(all []runrecords.Record) []runrecords.Record {
 // backend fails to answer, the rest go to the janitor as phantoms, which
 // releases them when it answers (they would expire lock_ttl after the
 // daemon died in any case).
-func (e *Engine) releaseLeftovers(ctx context.Context, recs []runrecords.Record) {
+func (e *Engine) releaseLeftovers(ctx context.Context, recs []statedir.Record) {
 	seen := map[string]bool{}
 	down := false
 	for _, r := range recs {

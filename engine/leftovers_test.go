@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/process"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/statedir"
 )
 
@@ -58,9 +58,9 @@ func leftoverSetup(t *testing.T, srv *redistest.Server, g process.Group) (*state
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dir.Close() })
-	store := runrecords.New(dir) // the previous incarnation's
+	store := statedir.NewRunRecords(dir) // the previous incarnation's
 	defer store.Close()
-	rec := runrecords.Record{RunID: "old", Attempt: 1, Job: "a", Owner: "n1:old", LockTTL: 5 * time.Minute,
+	rec := statedir.Record{RunID: "old", Attempt: 1, Job: "a", Owner: "n1:old", LockTTL: 5 * time.Minute,
 		KillGrace: 10 * time.Second, Group: g}
 	if err := store.Put(rec); err != nil {
 		t.Fatal(err)
@@ -70,9 +70,9 @@ func leftoverSetup(t *testing.T, srv *redistest.Server, g process.Group) (*state
 		t.Fatal(err)
 	}
 	t.Cleanup(rl.Close)
-	c, err := rl.Claim(t.Context(), actors.ClaimRequest{Job: "a", Trigger: actors.TriggerManual, Node: "n1", RunID: "old",
+	c, err := rl.Claim(t.Context(), ledger.ClaimRequest{Job: "a", Trigger: ledger.TriggerManual, Node: "n1", RunID: "old",
 		TTL: 5 * time.Minute, Lease: true})
-	if err != nil || c.Outcome != actors.Claimed {
+	if err != nil || c.Outcome != ledger.Claimed {
 		t.Fatalf("take the old lease: %+v, %v", c, err)
 	}
 	return dir, rl
@@ -130,7 +130,7 @@ func TestEngine_KillsLeftoversAndReleasesTheirLeaseBeforeClaiming(t *testing.T) 
 		order[1] != "stale lease of the previous daemon released" || order[2] != "run started" {
 		t.Errorf("log order: got %q, want the kill, the release, then the first run", order)
 	}
-	after := runrecords.New(dir)
+	after := statedir.NewRunRecords(dir)
 	defer after.Close()
 	if left, err := after.Load(); err != nil || len(left.Records)+len(left.Elsewhere)+len(left.Bad) != 0 {
 		t.Errorf("run records after the engine stopped: %+v, %v; want none", left, err)
@@ -147,11 +147,11 @@ func TestEngine_ReleasesTheLeaseOfAClaimRecord(t *testing.T) {
 	dir, rl := leftoverSetup(t, srv, process.Group{})
 	// The setup's record (attempt 1 without a group) is replaced by the
 	// claim record.
-	store := runrecords.New(dir)
+	store := statedir.NewRunRecords(dir)
 	if err := store.Clear(); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Put(runrecords.Record{RunID: "old", Job: "a", Owner: "n1:old", LockTTL: 5 * time.Minute}); err != nil {
+	if err := store.Put(statedir.Record{RunID: "old", Job: "a", Owner: "n1:old", LockTTL: 5 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	store.Close()

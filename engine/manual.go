@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"go.uber.org/zap"
@@ -12,7 +14,7 @@ import (
 type ManualOptions struct {
 	Log     *zap.Logger   // required; run and hook lines, and the job's output
 	Environ []string      // the caller's environment, passed to the run and hooks
-	Locker  actors.Locker // required: the configured backend, already open
+	Locker  ledger.Locker // required: the configured backend, already open
 	Force   bool          // run even if the job is paused or disabled
 	// Requester (user@host) goes into the history record.
 	Requester string
@@ -28,7 +30,7 @@ type ManualOptions struct {
 // kill_grace); the lease is still released and the run recorded.
 func RunJob(ctx context.Context, cfg *config.Config, job config.Job, o ManualOptions) actors.Ran {
 	if ctx.Err() != nil {
-		return actors.Ran{Skip: actors.SkipShuttingDown, Err: ctx.Err()}
+		return actors.Ran{Skip: ledger.SkipShuttingDown, Err: ctx.Err()}
 	}
 	var ran actors.Ran
 	withJobActor(ctx, cfg, job, o, func(a *actors.Job, kill chan<- struct{}) {

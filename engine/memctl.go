@@ -5,16 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"io/fs"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 )
@@ -22,7 +24,7 @@ import (
 // The memory backend's control state (docs/architecture.md, "Control
 // plane"): what `cronlock status`, `history`, `pause`, `resume` and
 // `nodes` and the HTTP API read and change on a daemon without Redis. The
-// backend (redislock.Memory) keeps each job's paused flag, which its claims
+// backend (memory.Memory) keeps each job's paused flag, which its claims
 // obey, in its state file; memControl keeps over it what Redis keeps in a
 // job's pause key and event stream: who paused, when, why and until (the
 // pause lifts itself at its end, by a timer), in the state file
@@ -37,21 +39,21 @@ const memEventsLen = 100
 
 // memPausesFile is the JSON layout of MemoryPausesFile.
 type memPausesFile struct {
-	Pauses map[string]redislock.Pause `json:"pauses"`
+	Pauses map[string]ledger.Pause `json:"pauses"`
 }
 
 // memControl is the memory backend's side of the control plane; it
 // implements api.Store. Safe for concurrent use.
 type memControl struct {
-	m     *redislock.Memory
+	m     *memory.Memory
 	state *statedir.Dir // nil: pause records are not kept (engine tests)
 	log   *zap.Logger
 	now   func() time.Time
-	self  func() registry.Record // this daemon's node record (Nodes)
+	self  func() cluster.Record // this daemon's node record (Nodes)
 
 	mu     sync.Mutex
-	pauses map[string]redislock.Pause // jobs paused through memControl
-	timers map[string]*time.Timer     // the end of each pause that has one
+	pauses map[string]ledger.Pause // jobs paused through memControl
+	timers map[string]*time.Timer  // the end of each pause that has one
 	events map[string][]redislock.Event
 	closed bool
 }
@@ -65,9 +67,9 @@ var (
 // in state are loaded; a pause whose end has passed is lifted, and the
 // others get their timer. A file that cannot be read or decoded is an
 // error naming it.
-func newMemControl(m *redislock.Memory, state *statedir.Dir, log *zap.Logger, now func() time.Time,
-	self func() registry.Record) (*memControl, error) {
-	c := &memControl{m: m, state: state, log: log, now: now, self: self, pauses: map[string]redislock.Pause{},
+func newMemControl(m *memory.Memory, state *statedir.Dir, log *zap.Logger, now func() time.Time,
+	self func() cluster.Record) (*memControl, error) {
+	c := &memControl{m: m, state: state, log: log, now: now, self: self, pauses: map[string]ledger.Pause{},
 		timers: map[string]*time.Timer{}, events: map[string][]redislock.Event{}}
 	if state == nil {
 		return c, nil
@@ -116,8 +118,8 @@ func newMemControl(m *redislock.Memory, state *statedir.Dir, log *zap.Logger, no
 // date with the pause records the daemon keeps there: a pause whose end
 // passed while the daemon was stopped is lifted, as the daemon would at
 // its start.
-func ApplyMemoryPauses(m *redislock.Memory, state *statedir.Dir) error {
-	c, err := newMemControl(m, state, zap.NewNop(), time.Now, func() registry.Record { return registry.Record{} })
+func ApplyMemoryPauses(m *memory.Memory, state *statedir.Dir) error {
+	c, err := newMemControl(m, state, zap.NewNop(), time.Now, func() cluster.Record { return cluster.Record{} })
 	if err != nil {
 		return err
 	}
@@ -149,7 +151,7 @@ func (c *memControl) save() error {
 
 // arm starts the timer that lifts job's pause p at its end (none without
 // one), replacing any earlier timer. c.mu must be held.
-func (c *memControl) arm(job string, p redislock.Pause) {
+func (c *memControl) arm(job string, p ledger.Pause) {
 	if t := c.timers[job]; t != nil {
 		t.Stop()
 		delete(c.timers, job)
@@ -161,10 +163,10 @@ func (c *memControl) arm(job string, p redislock.Pause) {
 }
 
 // lift ends job's pause p at its end, unless it was replaced or resumed
-// meanwhile. No event is written: control.Events derives the
+// meanwhile. No event is written: api.Events derives the
 // auto_resume row from the pause event, as for Redis, whose pause key
 // expires by itself.
-func (c *memControl) lift(job string, p redislock.Pause) {
+func (c *memControl) lift(job string, p ledger.Pause) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cur, ok := c.pauses[job]; !ok || c.closed || !cur.At.Equal(p.At) || !cur.Until.Equal(p.Until) {
@@ -187,7 +189,7 @@ func (c *memControl) lift(job string, p redislock.Pause) {
 
 // State returns the backend's state of job with its pause record (an
 // empty one for a job paused without one).
-func (c *memControl) State(ctx context.Context, job string) (redislock.JobState, error) {
+func (c *memControl) State(ctx context.Context, job string) (ledger.JobState, error) {
 	st, err := c.m.State(ctx, job)
 	if err != nil || !st.Paused {
 		return st, err
@@ -200,12 +202,12 @@ func (c *memControl) State(ctx context.Context, job string) (redislock.JobState,
 }
 
 // Occurrences returns the backend's ledger records of job.
-func (c *memControl) Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
+func (c *memControl) Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error) {
 	return c.m.Occurrences(ctx, job, from, to)
 }
 
 // History returns the backend's run records of job.
-func (c *memControl) History(ctx context.Context, job string, n int) ([]actors.RunRecord, error) {
+func (c *memControl) History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error) {
 	return c.m.History(ctx, job, n)
 }
 
@@ -261,7 +263,7 @@ func (c *memControl) addEvent(job string, e redislock.Event) {
 // appends a pause event, as Redis.PauseFor: the record is written to the
 // state directory first, then the backend's paused flag; a pause with an
 // end lifts itself then. A new pause replaces the previous one.
-func (c *memControl) PauseFor(ctx context.Context, job string, p redislock.Pause) error {
+func (c *memControl) PauseFor(ctx context.Context, job string, p ledger.Pause) error {
 	if !p.Until.IsZero() && !p.Until.After(p.At) {
 		return fmt.Errorf("pause %q: end %s is not after %s", job, p.Until.Format(time.RFC3339), p.At.Format(time.RFC3339))
 	}
@@ -289,7 +291,7 @@ func (c *memControl) PauseFor(ctx context.Context, job string, p redislock.Pause
 // Redis.ResumeBy: it returns the pause it lifted (an empty record for a
 // job paused without one), nil when the job was not paused. The record is
 // deleted from the state directory first, then the backend's flag.
-func (c *memControl) ResumeBy(ctx context.Context, job, by string, at time.Time) (*redislock.Pause, error) {
+func (c *memControl) ResumeBy(ctx context.Context, job, by string, at time.Time) (*ledger.Pause, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st, err := c.m.State(ctx, job)
@@ -307,7 +309,7 @@ func (c *memControl) ResumeBy(ctx context.Context, job, by string, at time.Time)
 	if err := c.m.Resume(ctx, job); err != nil {
 		return nil, err
 	}
-	c.arm(job, redislock.Pause{})
+	c.arm(job, ledger.Pause{})
 	c.addEvent(job, redislock.Event{Type: redislock.EventResume, At: at, By: by})
 	if !st.Paused && !had {
 		return nil, nil

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 )
@@ -29,12 +30,12 @@ func openMemControl(t *testing.T, dir string) (*memControl, *statedir.Dir) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := redislock.OpenMemory(st)
+	m, err := memory.OpenMemory(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := newMemControl(m, st, zap.NewNop(), time.Now, func() registry.Record {
-		return registry.Record{NodeID: "n1", Instance: "i1", Heartbeat: time.Now().UTC(), EveryMs: 5000, TTLMs: 15000,
+	c, err := newMemControl(m, st, zap.NewNop(), time.Now, func() cluster.Record {
+		return cluster.Record{NodeID: "n1", Instance: "i1", Heartbeat: time.Now().UTC(), EveryMs: 5000, TTLMs: 15000,
 			Jobs: map[string]string{"backup": "h"}, Running: map[string]int64{"backup": 1}}
 	})
 	if err != nil {
@@ -53,7 +54,7 @@ func TestMemControl_PauseLiftsItselfAndResumes(t *testing.T) {
 	defer c.close()
 	ctx := t.Context()
 	now := time.Now().UTC()
-	p := redislock.Pause{By: "ops@web1", At: now, Note: "migration", Until: now.Add(300 * time.Millisecond)}
+	p := ledger.Pause{By: "ops@web1", At: now, Note: "migration", Until: now.Add(300 * time.Millisecond)}
 	if err := c.PauseFor(ctx, "backup", p); err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +62,9 @@ func TestMemControl_PauseLiftsItselfAndResumes(t *testing.T) {
 	if err != nil || !s.Paused || s.Pause == nil || s.Pause.By != "ops@web1" || s.Pause.Note != "migration" || !s.Pause.Until.Equal(p.Until) {
 		t.Fatalf("state after the pause: %+v %v; want paused with its record", s, err)
 	}
-	claim, err := c.m.Claim(ctx, actors.ClaimRequest{Job: "backup", Slot: now.Unix(), Trigger: actors.TriggerSchedule,
-		Node: "n1", RunID: "x", TTL: time.Minute, Windows: actors.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}})
-	if err != nil || claim.Outcome != actors.Paused {
+	claim, err := c.m.Claim(ctx, ledger.ClaimRequest{Job: "backup", Slot: now.Unix(), Trigger: ledger.TriggerSchedule,
+		Node: "n1", RunID: "x", TTL: time.Minute, Windows: ledger.Windows{Early: 2 * time.Second, Answer: 2 * time.Second}})
+	if err != nil || claim.Outcome != ledger.Paused {
 		t.Fatalf("claim while paused: %+v %v; want Paused", claim, err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -74,7 +75,7 @@ func TestMemControl_PauseLiftsItselfAndResumes(t *testing.T) {
 	if s.Paused {
 		t.Fatalf("still paused %v after its end", time.Since(p.Until))
 	}
-	if err := c.PauseFor(ctx, "backup", redislock.Pause{By: "ops@web1", At: time.Now().UTC()}); err != nil {
+	if err := c.PauseFor(ctx, "backup", ledger.Pause{By: "ops@web1", At: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := c.ResumeBy(ctx, "backup", "dev@web2", time.Now().UTC())
@@ -107,7 +108,7 @@ func TestMemControl_PausesSurviveRestart(t *testing.T) {
 	ctx := t.Context()
 	now := time.Now().UTC()
 	for job, until := range map[string]time.Time{"long": now.Add(time.Hour), "short": now.Add(200 * time.Millisecond), "forever": {}} {
-		if err := c.PauseFor(ctx, job, redislock.Pause{By: "ops@web1", At: now, Until: until}); err != nil {
+		if err := c.PauseFor(ctx, job, ledger.Pause{By: "ops@web1", At: now, Until: until}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -240,7 +241,7 @@ func TestApplyMemoryPauses(t *testing.T) {
 	c, st := openMemControl(t, dir)
 	now := time.Now().UTC()
 	for job, until := range map[string]time.Time{"ended": now.Add(100 * time.Millisecond), "on": now.Add(time.Hour)} {
-		if err := c.PauseFor(t.Context(), job, redislock.Pause{By: "ops@web1", At: now, Until: until}); err != nil {
+		if err := c.PauseFor(t.Context(), job, ledger.Pause{By: "ops@web1", At: now, Until: until}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,7 +253,7 @@ func TestApplyMemoryPauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	m, err := redislock.OpenMemory(st)
+	m, err := memory.OpenMemory(st)
 	if err != nil {
 		t.Fatal(err)
 	}

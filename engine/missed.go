@@ -3,20 +3,20 @@ package engine
 import (
 	"context"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
 )
 
 // Audit runs the missed-occurrence audit once a client exists.
-func (l *lazyRedis) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error) {
+func (l *lazyRedis) Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error) {
 	r, err := l.client()
 	if err != nil {
-		return actors.Audited{}, err
+		return ledger.Audited{}, err
 	}
 	return r.Audit(ctx, req)
 }
 
 // Occurrences reads the ledger once a client exists.
-func (l *lazyRedis) Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
+func (l *lazyRedis) Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error) {
 	r, err := l.client()
 	if err != nil {
 		return nil, err

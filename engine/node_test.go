@@ -3,16 +3,17 @@ package engine
 import (
 	"context"
 	"errors"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -41,12 +42,12 @@ func openStateDir(t *testing.T) *statedir.Dir {
 // file; without one (engine tests) it starts empty.
 func TestEngine_MemoryBackendLoadsTheStateFile(t *testing.T) {
 	dir := openStateDir(t)
-	m, err := redislock.OpenMemory(dir)
+	m, err := memory.OpenMemory(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := m.Claim(t.Context(), actors.ClaimRequest{Job: "yearly", Trigger: actors.TriggerManual, Node: "n1", RunID: "r1"})
-	if err != nil || c.Outcome != actors.Claimed || c.Token <= 0 {
+	c, err := m.Claim(t.Context(), ledger.ClaimRequest{Job: "yearly", Trigger: ledger.TriggerManual, Node: "n1", RunID: "r1"})
+	if err != nil || c.Outcome != ledger.Claimed || c.Token <= 0 {
 		t.Fatalf("manual claim: %+v, %v; want claimed with a token", c, err)
 	}
 	cfg := parseConfig(t, oneYearlyJob)
@@ -58,7 +59,7 @@ func TestEngine_MemoryBackendLoadsTheStateFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := e.backend.Backend.(*redislock.Memory).State(t.Context(), "yearly")
+		st, err := e.backend.Backend.(*memory.Memory).State(t.Context(), "yearly")
 		if err != nil || st.Fence != tt.fence {
 			t.Errorf("state dir %v: fence %d (%v), want %d", tt.state != nil, st.Fence, err, tt.fence)
 		}
@@ -71,12 +72,12 @@ func TestEngine_MemoryBackendLoadsTheStateFile(t *testing.T) {
 // A state file that cannot be used stops the start with its name.
 func TestEngine_CorruptMemoryStateStopsTheStart(t *testing.T) {
 	dir := openStateDir(t)
-	if err := dir.WriteFile(redislock.MemoryStateFile, []byte("{")); err != nil {
+	if err := dir.WriteFile(memory.MemoryStateFile, []byte("{")); err != nil {
 		t.Fatal(err)
 	}
 	cfg := parseConfig(t, oneYearlyJob)
 	_, err := New(cfg, Options{Log: zaptest.NewLogger(t), State: dir})
-	if !errors.Is(err, redislock.ErrCorruptState) || !strings.Contains(err.Error(), filepath.Join(dir.Path(), redislock.MemoryStateFile)) {
+	if !errors.Is(err, memory.ErrCorruptState) || !strings.Contains(err.Error(), filepath.Join(dir.Path(), memory.MemoryStateFile)) {
 		t.Fatalf("New: got %v, want ErrCorruptState naming the file", err)
 	}
 }
@@ -145,7 +146,7 @@ func TestEngine_RedisBackendKeepsTheHeartbeatRecord(t *testing.T) {
 // together and the record's write time.
 func TestLoadPeers(t *testing.T) {
 	at := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
-	got := loadPeers([]registry.Record{{NodeID: "n2", Tags: map[string]string{"role": "db"}, Heartbeat: at,
+	got := loadPeers([]cluster.Record{{NodeID: "n2", Tags: map[string]string{"role": "db"}, Heartbeat: at,
 		Running: map[string]int64{"a": 2, "b": 3}}})
 	if len(got) != 1 || got[0].ID != "n2" || got[0].Tags["role"] != "db" || got[0].Running != 5 || !got[0].At.Equal(at) {
 		t.Errorf("loadPeers: %+v, want n2, role=db, 5 running at %v", got, at)

@@ -6,28 +6,40 @@ import (
 
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/runrequests"
-	"github.com/cronlock/cronlock/targeting"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 )
 
 var (
-	_ runrequests.Store = (*redislock.Redis)(nil)
-	_ runrequests.Store = (*lazyRedis)(nil)
+	_ cluster.RunRequestStore = (*redislock.Redis)(nil)
+	_ cluster.RunRequestStore = (*lazyRedis)(nil)
 )
 
 // newTaker returns the actor that takes the cluster's run requests for
 // this node's enabled jobs, or nil for the memory backend.
-func (e *Engine) newTaker() *runrequests.Taker {
-	store, ok := e.backend.Backend.(runrequests.Store)
+func (e *Engine) newTaker() *cluster.Taker {
+	store, ok := e.backend.Backend.(cluster.RunRequestStore)
 	if e.backend.kind != "redis" || !ok {
 		return nil
 	}
-	return runrequests.New(runrequests.Options{Log: e.log, Store: store, Node: e.cfg.Node.ID, Held: e.holds,
-		Start: func(ctx context.Context, job string, m actors.RunNow) error { return e.jobs.RunNow(ctx, job, m) },
-		Now:   e.opts.Now})
+	return cluster.NewTaker(cluster.TakerOptions{Log: e.log, Store: store, Node: e.cfg.Node.ID, Held: e.holds,
+		Start: e.startRequested, Now: e.opts.Now})
+}
+
+// startRequested hands a taken run request to job's actor as RunNow
+// (cluster.TakerOptions.Start); wait blocks until the actor's answer.
+func (e *Engine) startRequested(ctx context.Context, job string, force bool, requester string) (func() cluster.RunOutcome, error) {
+	reply := make(chan actors.Ran, 1) // the actor answers every RunNow it took, without blocking
+	if err := e.jobs.RunNow(ctx, job, actors.RunNow{Force: force, Requester: requester, Reply: reply}); err != nil {
+		return nil, err
+	}
+	return func() cluster.RunOutcome {
+		ran := <-reply
+		return cluster.RunOutcome{Skip: ran.Skip, Err: ran.Err, RunID: ran.Finished.RunID, Result: ran.Finished.Result,
+			ExitCode: ran.Finished.ExitCode}
+	}, nil
 }
 
 // runHere runs job in this daemon now, for a run requested through the
@@ -49,7 +61,7 @@ func (e *Engine) runHere(ctx context.Context, job string, req api.RunRequest) (r
 	err := e.jobs.RunNow(hctx, job, actors.RunNow{Force: req.Force, Requester: req.Requester, Reply: reply})
 	cancel()
 	if err != nil {
-		st.State, st.Skip, st.Error, st.At = redislock.RunRefused, runrequests.SkipNotHeld, err.Error(), e.opts.Now().UTC()
+		st.State, st.Skip, st.Error, st.At = redislock.RunRefused, cluster.SkipNotHeld, err.Error(), e.opts.Now().UTC()
 		return st, nil
 	}
 	var answer <-chan time.Time // nil: wait for the end
@@ -76,11 +88,11 @@ func (e *Engine) runHere(ctx context.Context, job string, req api.RunRequest) (r
 }
 
 // holds reports whether job is configured and enabled on this node, and
-// scheduled here (its nodes: matches node.tags: package targeting).
+// scheduled here (its nodes: matches node.tags: package cluster).
 func (e *Engine) holds(job string) bool {
 	for _, j := range e.runningJobs() {
 		if j.Name == job {
-			return j.Enabled && targeting.Matches(j.Nodes, e.cfg.Node.Tags)
+			return j.Enabled && cluster.Matches(j.Nodes, e.cfg.Node.Tags)
 		}
 	}
 	return false

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,8 +14,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/cronlock/cronlock/redislock"
 )
 
 // A shutdown begun by the caller's ctx, then one SIGTERM: that is the
@@ -99,7 +98,7 @@ jobs:
 			t.Errorf("job process %d still alive after the second signal", pid)
 		}
 	}
-	st, err := e.backend.Backend.(*redislock.Memory).State(context.Background(), "stubborn")
+	st, err := e.backend.Backend.(*memory.Memory).State(context.Background(), "stubborn")
 	if err != nil || st.LeaseHolder != "" {
 		t.Errorf("lease after the second signal: holder %q (err %v), want released", st.LeaseHolder, err)
 	}
@@ -146,7 +145,7 @@ jobs:
 		if took := time.Since(start); took != 0 {
 			t.Errorf("exit took %v of the bubble's clock after the second signal, want 0", took)
 		}
-		st, err := te.e.backend.Backend.(*redislock.Memory).State(context.Background(), "stubborn")
+		st, err := te.e.backend.Backend.(*memory.Memory).State(context.Background(), "stubborn")
 		if err != nil || st.LeaseHolder != "" {
 			t.Errorf("lease after the second signal: holder %q (err %v), want released", st.LeaseHolder, err)
 		}

@@ -3,32 +3,32 @@ package engine
 import (
 	"context"
 
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/targeting"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
-// Job targeting (package targeting): the job set gets only the jobs whose
+// Job targeting (package cluster): the job set gets only the jobs whose
 // nodes: this node's node.tags match; the watcher judges every job.
 
 var (
-	_ targeting.Lister = (*redislock.Redis)(nil)
-	_ targeting.Lister = (*lazyRedis)(nil)
+	_ cluster.Lister = (*redislock.Redis)(nil)
+	_ cluster.Lister = (*lazyRedis)(nil)
 )
 
 // newWatcher returns the actor that reports jobs no live node may run. On
 // a Redis backend it reads the other nodes' heartbeat records (the node
 // list) once per heartbeat interval; on the memory backend (one node) it
 // judges by this node alone.
-func newWatcher(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer) *targeting.Watcher {
-	o := targeting.Options{Log: opts.Log, Self: targeting.Node{ID: cfg.Node.ID, Tags: cfg.Node.Tags}, Registry: reg,
+func newWatcher(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer) *cluster.Watcher {
+	o := cluster.WatcherOptions{Log: opts.Log, Self: cluster.Node{ID: cfg.Node.ID, Tags: cfg.Node.Tags}, Registry: reg,
 		Every: cfg.Node.HeartbeatInterval}
-	if l, ok := b.Backend.(targeting.Lister); ok && b.kind == "redis" {
+	if l, ok := b.Backend.(cluster.Lister); ok && b.kind == "redis" {
 		o.Lister = l
 	}
-	return targeting.NewWatcher(o)
+	return cluster.NewWatcher(o)
 }
 
 // applyJobs applies the jobs this node may run to the job set (a job whose
@@ -41,7 +41,7 @@ func (e *Engine) applyJobs(ctx context.Context, jobs []config.Job) error {
 		names[i] = j.Name
 	}
 	e.load.SetJobs(names) // every job's index in the claim order, the same on every node
-	mine, others := targeting.ForNode(jobs, e.cfg.Node.Tags)
+	mine, others := cluster.ForNode(jobs, e.cfg.Node.Tags)
 	if len(others) > 0 {
 		e.log.Info("jobs not scheduled on this node: their nodes: does not match node.tags",
 			zap.Strings("jobs", others), zap.Any("node_tags", e.cfg.Node.Tags))

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 	"go.uber.org/zap/zapcore"
 )
@@ -60,8 +61,8 @@ func TestHealth_TLS(t *testing.T) {
 			if n := hh.count(zapcore.ErrorLevel, tc.fix); n != 1 {
 				t.Errorf("error lines naming %q: got %d, want 1", tc.fix, n)
 			}
-			if got := hh.claimReason(t); got != actors.SkipRedisError {
-				t.Errorf("claim: got %s, want %s", got, actors.SkipRedisError)
+			if got := hh.claimReason(t); got != ledger.SkipRedisError {
+				t.Errorf("claim: got %s, want %s", got, ledger.SkipRedisError)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger"
 	"strconv"
 	"strings"
 	"time"
@@ -31,14 +32,6 @@ const (
 	// time.
 	EventUnreadable = "unreadable"
 )
-
-// Pause is the value of a job's pause key.
-type Pause struct {
-	By    string    `json:"by"`             // user@host of the operator
-	At    time.Time `json:"at"`             // when, UTC, by the operator's clock
-	Note  string    `json:"note,omitempty"` // why
-	Until time.Time `json:"until,omitzero"` // the pause's end, UTC; zero = until resumed
-}
 
 // Event is one entry of a job's event stream. ID is the stream entry id;
 // the other fields are those the type uses.
@@ -116,7 +109,7 @@ return old
 // pause event, in one round trip. A pause with an end lifts itself: the
 // key gets a TTL of p.Until − p.At. An end not after p.At is an error.
 // A new pause replaces the previous one.
-func (r *Redis) PauseFor(ctx context.Context, job string, p Pause) error {
+func (r *Redis) PauseFor(ctx context.Context, job string, p ledger.Pause) error {
 	ttl := int64(0)
 	if !p.Until.IsZero() {
 		if ttl = p.Until.Sub(p.At).Milliseconds(); ttl <= 0 {
@@ -137,7 +130,7 @@ func (r *Redis) PauseFor(ctx context.Context, job string, p Pause) error {
 // ResumeBy lifts job's pause and appends a resume event naming by, in one
 // round trip. It returns the pause it lifted, nil when the job was not
 // paused (the event is written anyway: someone asked).
-func (r *Redis) ResumeBy(ctx context.Context, job, by string, at time.Time) (*Pause, error) {
+func (r *Redis) ResumeBy(ctx context.Context, job, by string, at time.Time) (*ledger.Pause, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	ev := Event{Type: EventResume, At: at, By: by}
@@ -155,8 +148,8 @@ func (r *Redis) ResumeBy(ctx context.Context, job, by string, at time.Time) (*Pa
 
 // decodePause reads a pause key's value; the bare "1" of cronlock before
 // audited pauses (and of Pause) gives a Pause without details.
-func decodePause(v string) Pause {
-	var p Pause
+func decodePause(v string) ledger.Pause {
+	var p ledger.Pause
 	_ = json.Unmarshal([]byte(v), &p)
 	return p
 }

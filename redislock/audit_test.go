@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger/ledgertest"
+
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -17,21 +20,21 @@ func TestRedis_AuditedPauseAndEvents(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:"})
 	c := raw(t, srv.Addr())
-	ctx := ctxT(t)
+	ctx := ledgertest.Ctx(t)
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	p := Pause{By: "ops@box", At: at, Note: "db migration", Until: at.Add(10 * time.Second)}
+	p := ledger.Pause{By: "ops@box", At: at, Note: "db migration", Until: at.Add(10 * time.Second)}
 	if err := r.PauseFor(ctx, "backup", p); err != nil {
 		t.Fatal(err)
 	}
 	if ms, _ := c.Do(ctx, c.B().Pttl().Key("{cl}:paused:backup").Build()).AsInt64(); ms <= 9_000 || ms > 10_000 {
 		t.Errorf("PTTL of the pause key: %d ms, want (9000, 10000]", ms)
 	}
-	mustClaim(t, r, leaseReq("backup", time.Minute), actors.Paused)
+	ledgertest.MustClaim(t, r, ledgertest.LeaseReq("backup", time.Minute), ledger.Paused)
 	st, err := r.State(ctx, "backup")
 	if err != nil || !st.Paused || st.Pause == nil || *st.Pause != p {
 		t.Fatalf("State: %+v (pause %+v), %v; want paused with %+v", st, st.Pause, err, p)
 	}
-	if err := r.PauseFor(ctx, "backup", Pause{By: "x", At: at, Until: at}); err == nil {
+	if err := r.PauseFor(ctx, "backup", ledger.Pause{By: "x", At: at, Until: at}); err == nil {
 		t.Errorf("a pause ending at its start: got nil error")
 	}
 	old, err := r.ResumeBy(ctx, "backup", "dev@laptop", at.Add(time.Second))
@@ -76,7 +79,7 @@ func TestRedis_UnreadableEventListed(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:"})
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	if err := r.PauseFor(t.Context(), "j", Pause{By: "ops@h", At: at}); err != nil {
+	if err := r.PauseFor(t.Context(), "j", ledger.Pause{By: "ops@h", At: at}); err != nil {
 		t.Fatal(err)
 	}
 	srv.Do("XADD", "{cl}:events:j", "9999999999999-0", "type", "pause", "at", "notatime")

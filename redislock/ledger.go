@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/redis/rueidis"
 )
 
@@ -23,18 +23,6 @@ func (r *Redis) ledgerKeys(job string, extra ...string) []string {
 	return keys
 }
 
-// retention fills a request's zero retention with the defaults.
-func retention(rt actors.Retention) (age time.Duration, max int) {
-	age, max = rt.Age, rt.Max
-	if age <= 0 {
-		age = actors.DefaultRetentionAge
-	}
-	if max <= 0 {
-		max = actors.DefaultRetentionMax
-	}
-	return age, max
-}
-
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // Claim decides one occurrence in one claimScript call (docs/protocol.md,
@@ -43,20 +31,20 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 // error means the outcome is unknown: the claim may have been applied, so
 // the caller must not run the slot and should later Release any lease
 // under req.Owner().
-func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error) {
+func (r *Redis) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	if err := req.Validate(); err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
+		return ledger.Claim{}, fmt.Errorf("claim %q: %w", req.Job, err)
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	keys := r.ledgerKeys(req.Job, "paused", "pending", "inflight")
-	age, max := retention(req.Retention)
+	age, max := req.Retention.Resolved()
 	w := req.Windows
 	args := []string{strconv.FormatInt(req.Slot, 10), string(req.Trigger), req.Node, req.RunID, ms(req.TTL),
 		flag(req.Lease), flag(req.Queue), flag(req.IgnorePause), strconv.FormatInt(req.MaxRuns, 10),
 		strconv.FormatInt(req.SeenSeq, 10), strconv.FormatInt(req.SeenRuns, 10),
 		ms(w.Early), ms(w.Answer), ms(w.Catchup), ms(age), strconv.Itoa(max)}
-	var c actors.Claim
+	var c ledger.Claim
 	var err error
 	if r.minAcks > 0 {
 		c, err = r.claimReplicated(ctx, keys, args)
@@ -67,15 +55,15 @@ func (r *Redis) Claim(ctx context.Context, req actors.ClaimRequest) (actors.Clai
 		}
 	}
 	if err != nil {
-		return actors.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
+		return ledger.Claim{}, fmt.Errorf("claim %q: %w", req.Job, explainScript(err))
 	}
 	return c, nil
 }
 
 // decodeClaim reads claimScript's reply.
-func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
+func decodeClaim(vals []rueidis.RedisMessage) (ledger.Claim, error) {
 	if len(vals) != 13 {
-		return actors.Claim{}, fmt.Errorf("script returned %d values, want 13", len(vals))
+		return ledger.Claim{}, fmt.Errorf("script returned %d values, want 13", len(vals))
 	}
 	var n [13]int64
 	var s [13]string
@@ -90,9 +78,9 @@ func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return actors.Claim{}, err
+		return ledger.Claim{}, err
 	}
-	return actors.Claim{Outcome: actors.Outcome(n[0]), Token: n[1], Now: time.UnixMilli(n[2]), Seq: n[3], Runs: n[4],
+	return ledger.Claim{Outcome: ledger.Outcome(n[0]), Token: n[1], Now: time.UnixMilli(n[2]), Seq: n[3], Runs: n[4],
 		Repaired: n[5] == 1, FoundSeq: n[6], Status: s[7], Reason: s[8], Holder: s[9], Pending: n[10], Takes: n[11],
 		Expired: n[12]}, nil
 }
@@ -104,18 +92,18 @@ func decodeClaim(vals []rueidis.RedisMessage) (actors.Claim, error) {
 // to the janitor, which sends the finish again: it is idempotent). With
 // Options.MinReplicasAcked a finish that handed the lease on, or that
 // reached max_runs, waits for the replicas (finishReplicated).
-func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error) {
+func (r *Redis) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
 	if err := req.Validate(); err != nil {
-		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+		return ledger.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	args, err := finishArgs(req)
 	if err != nil {
-		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
+		return ledger.Finished{}, fmt.Errorf("finish %q: %w", req.Job, err)
 	}
 	keys := r.ledgerKeys(req.Job, "pending", "inflight")
-	var f actors.Finished
+	var f ledger.Finished
 	if r.minAcks > 0 {
 		f, err = r.finishReplicated(ctx, keys, args, req.MaxRuns)
 	} else {
@@ -125,13 +113,13 @@ func (r *Redis) Finish(ctx context.Context, req actors.FinishRequest) (actors.Fi
 		}
 	}
 	if err != nil {
-		return actors.Finished{}, fmt.Errorf("finish %q: %w", req.Job, explainScript(err))
+		return ledger.Finished{}, fmt.Errorf("finish %q: %w", req.Job, explainScript(err))
 	}
 	return f, nil
 }
 
 // finishArgs are finishScript's ARGV for req.
-func finishArgs(req actors.FinishRequest) ([]string, error) {
+func finishArgs(req ledger.FinishRequest) ([]string, error) {
 	rec := req.Record
 	o := rec.Occurrence()
 	body, err := json.Marshal(o)
@@ -142,48 +130,33 @@ func finishArgs(req actors.FinishRequest) ([]string, error) {
 	if score == 0 {
 		score = max(rec.Claimed.Unix(), rec.Start.Unix(), 1)
 	}
-	nextNode, nextRun := splitOwner(req.Next)
+	nextNode, nextRun := ledger.SplitOwner(req.Next)
 	return []string{req.Owner, req.Next, ms(req.TTL), strconv.FormatInt(req.MaxRuns, 10), o.ID,
-		strconv.FormatInt(score, 10), string(body), flag(rec.Skip == "" && rec.Result == actors.ResultSuccess),
+		strconv.FormatInt(score, 10), string(body), flag(rec.Skip == "" && rec.Result == ledger.ResultSuccess),
 		flag(rec.Skip == ""), rec.RunID, nextNode, nextRun}, nil
 }
 
-// splitOwner splits a lease value node:run at its last colon.
-func splitOwner(owner string) (node, run string) {
-	for i := len(owner) - 1; i >= 0; i-- {
-		if owner[i] == ':' {
-			return owner[:i], owner[i+1:]
-		}
-	}
-	return owner, ""
-}
-
 // decodeFinished reads finishScript's reply.
-func decodeFinished(vals []int64) (actors.Finished, error) {
+func decodeFinished(vals []int64) (ledger.Finished, error) {
 	if len(vals) != 8 {
-		return actors.Finished{}, fmt.Errorf("script returned %d values, want 8", len(vals))
+		return ledger.Finished{}, fmt.Errorf("script returned %d values, want 8", len(vals))
 	}
 	if vals[7] == 1 {
-		return actors.Finished{}, ErrRecordConflict
+		return ledger.Finished{}, ledger.ErrRecordConflict
 	}
-	return actors.Finished{Released: vals[0] == 1, Pending: vals[1], Token: vals[2], Left: vals[3] == 1, Runs: vals[4],
+	return ledger.Finished{Released: vals[0] == 1, Pending: vals[1], Token: vals[2], Left: vals[3] == 1, Runs: vals[4],
 		Seq: vals[5], Now: time.UnixMilli(vals[6])}, nil
 }
 
-// ErrRecordConflict: a finish found its occurrence's record written by
-// another run (only after Redis lost state, docs/protocol.md R5): the
-// record is kept, this run is not recorded.
-var ErrRecordConflict = errors.New("redislock: the occurrence's record belongs to another run")
-
 // Audit records a job's missed occurrences in one auditScript call
 // (docs/protocol.md, R8).
-func (r *Redis) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error) {
+func (r *Redis) Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error) {
 	if req.Job == "" {
-		return actors.Audited{}, errors.New("audit: empty job name")
+		return ledger.Audited{}, errors.New("audit: empty job name")
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	age, max := retention(req.Retention)
+	age, max := req.Retention.Resolved()
 	args := []string{strconv.FormatInt(req.From, 10), ms(req.Window + req.Grace), req.Node, req.Reason, ms(age), strconv.Itoa(max),
 		strconv.FormatInt(req.MaxRuns, 10), strconv.FormatInt(req.SeenSeq, 10), ms(req.LockTTL), ms(req.Early)}
 	for _, s := range req.Slots {
@@ -191,19 +164,19 @@ func (r *Redis) Audit(ctx context.Context, req actors.AuditRequest) (actors.Audi
 	}
 	vals, err := auditScript.Exec(ctx, r.c, r.ledgerKeys(req.Job, "inflight"), args).ToArray()
 	if err != nil {
-		return actors.Audited{}, fmt.Errorf("audit %q: %w", req.Job, explainScript(err))
+		return ledger.Audited{}, fmt.Errorf("audit %q: %w", req.Job, explainScript(err))
 	}
 	a, err := decodeAudited(vals)
 	if err != nil {
-		return actors.Audited{}, fmt.Errorf("audit %q: %w", req.Job, err)
+		return ledger.Audited{}, fmt.Errorf("audit %q: %w", req.Job, err)
 	}
 	return a, nil
 }
 
 // decodeAudited reads auditScript's reply.
-func decodeAudited(vals []rueidis.RedisMessage) (actors.Audited, error) {
+func decodeAudited(vals []rueidis.RedisMessage) (ledger.Audited, error) {
 	if len(vals) != 9 {
-		return actors.Audited{}, fmt.Errorf("script returned %d values, want 9", len(vals))
+		return ledger.Audited{}, fmt.Errorf("script returned %d values, want 9", len(vals))
 	}
 	var n [9]int64
 	var errs []error
@@ -215,16 +188,16 @@ func decodeAudited(vals []rueidis.RedisMessage) (actors.Audited, error) {
 	missed, err1 := vals[4].AsIntSlice()
 	unknown, err2 := vals[8].AsStrSlice()
 	if err := errors.Join(append(errs, err1, err2)...); err != nil {
-		return actors.Audited{}, err
+		return ledger.Audited{}, err
 	}
-	return actors.Audited{From: n[0], Stale: n[1] == 1, To: n[2], Now: time.UnixMilli(n[3]), Missed: missed,
+	return ledger.Audited{From: n[0], Stale: n[1] == 1, To: n[2], Now: time.UnixMilli(n[3]), Missed: missed,
 		Seq: n[5], Runs: n[6], Repaired: n[7] == 1, Unknown: unknown}, nil
 }
 
 // Occurrences returns the job's ledger records whose index score (the
 // slot; a manual run's claim time) lies in [from, to] (Unix seconds),
 // oldest first: one ZRANGE and one HMGET.
-func (r *Redis) Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
+func (r *Redis) Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	ids, err := r.c.Do(ctx, r.c.B().Zrange().Key(r.key("occidx", job)).Min(strconv.FormatInt(from, 10)).
@@ -236,7 +209,7 @@ func (r *Redis) Occurrences(ctx context.Context, job string, from, to int64) ([]
 	if err != nil {
 		return nil, wrapOp("occurrences", job, err)
 	}
-	out := make([]actors.Occurrence, 0, len(vals))
+	out := make([]ledger.Occurrence, 0, len(vals))
 	for i, v := range vals {
 		s, err := v.ToString()
 		if rueidis.IsRedisNil(err) {
@@ -259,8 +232,8 @@ func wrapOp(op, job string, err error) error {
 	return fmt.Errorf("%s %q: %w", op, job, err)
 }
 
-func decodeOccurrence(s string, err error) (actors.Occurrence, error) {
-	var o actors.Occurrence
+func decodeOccurrence(s string, err error) (ledger.Occurrence, error) {
+	var o ledger.Occurrence
 	if err != nil {
 		return o, err
 	}
@@ -270,7 +243,7 @@ func decodeOccurrence(s string, err error) (actors.Occurrence, error) {
 
 // History returns up to n of the job's most recent runs (ledger records
 // with status ran), newest first.
-func (r *Redis) History(ctx context.Context, job string, n int) ([]actors.RunRecord, error) {
+func (r *Redis) History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -278,16 +251,25 @@ func (r *Redis) History(ctx context.Context, job string, n int) ([]actors.RunRec
 	if err != nil {
 		return nil, err
 	}
-	return runsOf(occ, n), nil
+	return ledger.RunsOf(occ, n), nil
 }
 
-// runsOf returns up to n runs of occ (oldest first), newest first.
-func runsOf(occ []actors.Occurrence, n int) []actors.RunRecord {
-	var out []actors.RunRecord
-	for _, o := range slices.Backward(occ) {
-		if o.Status == "ran" && len(out) < n {
-			out = append(out, o.RunRecord())
-		}
+var _ ledger.Unhander = (*Redis)(nil)
+
+// Unhand takes back the lease a Finish may have handed to the job's
+// pending slot, owner (FinishRequest.Next), when that finish's answer was
+// lost and nobody runs the slot: if the lease still holds owner it is
+// deleted and, when the finish noted handing owner that slot and no other
+// slot is pending, the slot is pending again, for the job's next claim
+// (unhandScript). held says the lease was owner's; slot is the slot put
+// back (0 = none). One round trip.
+func (r *Redis) Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	n, err := unhandScript.Exec(ctx, r.c, []string{r.key("job", job), r.key("state", job), r.key("pending", job)},
+		[]string{owner}).AsInt64()
+	if err != nil {
+		return 0, false, fmt.Errorf("unhand %q: %w", job, explainScript(err))
 	}
-	return out
+	return max(n, 0), n >= 0, nil
 }

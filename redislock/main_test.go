@@ -1,10 +1,9 @@
 package redislock
 
 import (
-	"context"
-	"github.com/cronlock/cronlock/actors"
 	"testing"
-	"time"
+
+	"github.com/cronlock/cronlock/ledger/ledgertest"
 
 	"github.com/cronlock/cronlock/internal/redistest"
 	"go.uber.org/goleak"
@@ -20,29 +19,7 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
 }
 
-// backend is the method set both implementations share; the conformance
-// suite runs against it. (Consumers declare their own small interfaces.)
-type backend interface {
-	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
-	Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error)
-	Release(ctx context.Context, job, owner string) (bool, error)
-	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
-	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
-	State(ctx context.Context, job string) (JobState, error)
-	Pause(ctx context.Context, job string) error
-	Resume(ctx context.Context, job string) error
-	Time(ctx context.Context) (time.Time, error)
-	Ping(ctx context.Context) error
-	Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error)
-	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
-	Unhand(ctx context.Context, job, owner string) (int64, bool, error)
-	Close()
-}
-
-var (
-	_ backend = (*Redis)(nil)
-	_ backend = (*Memory)(nil)
-)
+var _ ledgertest.Backend = (*Redis)(nil)
 
 // newRedis returns a client for addr, closed at cleanup.
 func newRedis(t testing.TB, addr string, opts Options) *Redis {
@@ -56,41 +33,20 @@ func newRedis(t testing.TB, addr string, opts Options) *Redis {
 	return r
 }
 
-// store hands out clients that share one coordination store.
-type store struct {
-	name      string
-	newClient func(t testing.TB) backend
-	// loseState deletes everything the store holds of a job (lease,
-	// state, ledger), as a restart without persistence would.
-	loseState func(t testing.TB, job string)
+// TestConformance runs the protocol's conformance suite (package
+// ledgertest) against a real redis-server.
+func TestConformance(t *testing.T) {
+	ledgertest.Run(t, redisStore(t))
 }
 
-func redisStore(t testing.TB) store {
+func redisStore(t testing.TB) ledgertest.Store {
 	srv := redistest.Start(t)
-	return store{name: "redis", newClient: func(t testing.TB) backend { return newRedis(t, srv.Addr(), Options{}) },
-		loseState: func(t testing.TB, job string) {
+	return ledgertest.Store{Name: "redis", NewClient: func(t testing.TB) ledgertest.Backend { return newRedis(t, srv.Addr(), Options{}) },
+		LoseState: func(t testing.TB, job string) {
 			r := newRedis(t, srv.Addr(), Options{})
 			keys := r.ledgerKeys(job, "paused", "pending")
-			if err := r.c.Do(ctxT(t), r.c.B().Del().Key(keys...).Build()).Error(); err != nil {
+			if err := r.c.Do(ledgertest.Ctx(t), r.c.B().Del().Key(keys...).Build()).Error(); err != nil {
 				t.Fatalf("DEL keys of %q: %v", job, err)
 			}
 		}}
-}
-
-func memoryStore(testing.TB) store {
-	m := NewMemory()
-	return store{name: "memory", newClient: func(testing.TB) backend { return m },
-		loseState: func(_ testing.TB, job string) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			delete(m.jobs, job)
-		}}
-}
-
-// ctxT returns a context that ends with the test and has a deadline, as
-// every production Redis call must.
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }

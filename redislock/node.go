@@ -13,7 +13,7 @@ import (
 
 // The node heartbeat record P+"node:"+ID and the node's job hashes
 // P+"node-jobs:"+ID (docs/protocol.md, "Redis keys"): two strings with one
-// PX ttl whose values the caller (package registry) encodes. These methods
+// PX ttl whose values the caller (package cluster) encodes. These methods
 // only store them. Both keys are built by key with the node id, so in
 // Cluster mode they share the id's hash tag and one script may name both.
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger/ledgertest"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -13,7 +15,7 @@ func TestRedis_NodeRecordSwapAndDrop(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:"})
 	c := raw(t, srv.Addr())
-	ctx := ctxT(t)
+	ctx := ledgertest.Ctx(t)
 	if old, _, err := r.SwapNode(ctx, "n1", []byte("a"), []byte("j1"), 15*time.Second); err != nil || old != nil {
 		t.Fatalf("first swap: got %q, %v; want nil, nil", old, err)
 	}
@@ -56,7 +58,7 @@ func TestRedis_NodeJobsKey(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
 	c := raw(t, srv.Addr())
-	ctx := ctxT(t)
+	ctx := ledgertest.Ctx(t)
 	if _, kept, err := r.SwapNode(ctx, "n1", []byte("a"), nil, 15*time.Second); err != nil || kept {
 		t.Fatalf("swap without job hashes and no key: kept %v, %v; want false", kept, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger/ledgertest"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/redis/rueidis"
 )
@@ -19,17 +21,17 @@ import (
 func TestProbe_FailsWhereScriptsCannotRun(t *testing.T) {
 	jobs := []string{"backup"}
 	ok := newRedis(t, redistest.Start(t).Addr(), Options{})
-	if err := ok.Probe(ctxT(t), jobs); err != nil {
+	if err := ok.Probe(ledgertest.Ctx(t), jobs); err != nil {
 		t.Fatalf("Probe on a plain server: %v", err)
 	}
 	for _, cmd := range []string{"EVALSHA", "EVAL"} {
 		t.Run(cmd+" renamed", func(t *testing.T) {
 			r := newRedis(t, redistest.StartWith(t, "--rename-command", cmd, "").Addr(), Options{})
-			err := r.Probe(ctxT(t), jobs)
+			err := r.Probe(ledgertest.Ctx(t), jobs)
 			if _, isRedis := rueidis.IsRedisErr(errors.Unwrap(err)); !isRedis || !strings.Contains(err.Error(), "unknown command") {
 				t.Fatalf("Probe: got %v, want the server's unknown command error", err)
 			}
-			if _, err := r.Claim(ctxT(t), manualReq("backup")); err == nil {
+			if _, err := r.Claim(ledgertest.Ctx(t), ledgertest.ManualReq("backup")); err == nil {
 				t.Fatalf("Claim succeeded where the probe failed: the probe does not exercise what a claim needs")
 			}
 		})
@@ -42,7 +44,7 @@ func TestServerInfo_ReadsPolicyAndPersistence(t *testing.T) {
 	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "volatile-lru",
 		"--appendonly", "yes", "--rename-command", "CONFIG", "")
 	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "p:"})
-	infos, err := r.ServerInfo(ctxT(t), []string{"a", "b"})
+	infos, err := r.ServerInfo(ledgertest.Ctx(t), []string{"a", "b"})
 	if err != nil {
 		t.Fatalf("ServerInfo: %v", err)
 	}
@@ -50,7 +52,7 @@ func TestServerInfo_ReadsPolicyAndPersistence(t *testing.T) {
 	if len(infos) != 1 || infos[0] != want {
 		t.Fatalf("ServerInfo: got %+v, want [%+v] (one server)", infos, want)
 	}
-	if _, err := r.SavePoints(ctxT(t)); err == nil {
+	if _, err := r.SavePoints(ledgertest.Ctx(t)); err == nil {
 		t.Fatalf("SavePoints with CONFIG renamed away: got nil error, want the server's")
 	} else if _, isRedis := rueidis.IsRedisErr(errors.Unwrap(err)); !isRedis {
 		t.Fatalf("SavePoints: got %v, want a *rueidis.RedisError wrapped", err)
@@ -60,7 +62,7 @@ func TestServerInfo_ReadsPolicyAndPersistence(t *testing.T) {
 func TestSavePoints(t *testing.T) {
 	for _, tc := range []struct{ save, want string }{{"", ""}, {"3600 1 300 100", "3600 1 300 100"}} {
 		r := newRedis(t, redistest.StartWith(t, "--save", tc.save).Addr(), Options{})
-		got, err := r.SavePoints(ctxT(t))
+		got, err := r.SavePoints(ledgertest.Ctx(t))
 		if err != nil || got != tc.want {
 			t.Errorf("save %q: got %q, %v; want %q", tc.save, got, err, tc.want)
 		}
@@ -77,11 +79,11 @@ func TestProbe_SingleAddressClusterNode(t *testing.T) {
 	for name, srv := range map[string]*redistest.Server{"owner": c.Owner(key), "other": c.NotOwner(key)} {
 		t.Run(name, func(t *testing.T) {
 			r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cronlock}:"})
-			_, err := r.ServerInfo(ctxT(t), jobs)
+			_, err := r.ServerInfo(ledgertest.Ctx(t), jobs)
 			if !errors.Is(err, ErrClusterNode) {
 				t.Errorf("ServerInfo: got %v, want ErrClusterNode", err)
 			}
-			perr := r.Probe(ctxT(t), jobs)
+			perr := r.Probe(ledgertest.Ctx(t), jobs)
 			if name == "other" && !errors.Is(perr, ErrClusterNode) {
 				t.Errorf("Probe on a node that redirects the key: got %v, want ErrClusterNode", perr)
 			}
@@ -100,20 +102,20 @@ func TestProbe_ClusterOwningShardKilled(t *testing.T) {
 	}
 	t.Cleanup(r.Close)
 	jobs := []string{"backup", "report", "sync"}
-	if got := r.probeKeys(ctxT(t), jobs); len(got) != 1 || got[0] != "{cronlock}:job:backup" {
+	if got := r.probeKeys(ledgertest.Ctx(t), jobs); len(got) != 1 || got[0] != "{cronlock}:job:backup" {
 		t.Errorf("probeKeys with a hash-tagged prefix: got %q, want one key", got)
 	}
-	if err := r.Probe(ctxT(t), jobs); err != nil {
+	if err := r.Probe(ledgertest.Ctx(t), jobs); err != nil {
 		t.Fatalf("Probe with every shard up: %v", err)
 	}
-	infos, err := r.ServerInfo(ctxT(t), jobs)
+	infos, err := r.ServerInfo(ledgertest.Ctx(t), jobs)
 	if err != nil || len(infos) != 1 || !infos[0].ClusterEnabled {
 		t.Fatalf("ServerInfo in Cluster mode: got %+v, %v; want one shard with cluster_enabled", infos, err)
 	}
 	c.Owner("{cronlock}:job:backup").Kill()
 	// The probe is retryable (it writes nothing): it retries until its
 	// deadline, which the health monitor sets to 1 s.
-	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	ctx, cancel := context.WithTimeout(ledgertest.Ctx(t), time.Second)
 	defer cancel()
 	if err := r.Probe(ctx, jobs); err == nil {
 		t.Fatalf("Probe with the owning shard killed: got nil, want an error")
@@ -147,7 +149,7 @@ func TestProbe_ClusterKeysSpread(t *testing.T) {
 			}
 		}
 	}
-	keys := r.probeKeys(ctxT(t), jobs)
+	keys := r.probeKeys(ledgertest.Ctx(t), jobs)
 	owners := map[string]bool{}
 	for _, k := range keys {
 		owners[c.Owner(k).Addr()] = true
@@ -155,16 +157,16 @@ func TestProbe_ClusterKeysSpread(t *testing.T) {
 	if len(keys) != 3 || len(owners) != 3 {
 		t.Fatalf("probeKeys of 60 jobs on 3 masters: got %d keys on %d masters (%q), want 3 on 3", len(keys), len(owners), keys)
 	}
-	if err := r.Probe(ctxT(t), jobs); err != nil {
+	if err := r.Probe(ledgertest.Ctx(t), jobs); err != nil {
 		t.Fatalf("Probe with every shard up: %v", err)
 	}
-	infos, err := r.ServerInfo(ctxT(t), jobs)
+	infos, err := r.ServerInfo(ledgertest.Ctx(t), jobs)
 	if err != nil || len(infos) != 3 {
 		t.Fatalf("ServerInfo: got %d infos, %v; want one per master (3)", len(infos), err)
 	}
 	killed := c.Owner(keys[1])
 	killed.Kill()
-	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	ctx, cancel := context.WithTimeout(ledgertest.Ctx(t), time.Second)
 	defer cancel()
 	err = r.Probe(ctx, jobs)
 	var se *ShardError
@@ -195,7 +197,7 @@ func TestTopologies_SentinelModeMismatch(t *testing.T) {
 	redistest.RequireTopologies(t) // starts a Sentinel setup (about 4 s)
 	s := redistest.StartSentinel(t)
 	r := newRedis(t, s.Sentinels[0].Addr(), Options{})
-	err := r.Probe(ctxT(t), []string{"backup"})
+	err := r.Probe(ledgertest.Ctx(t), []string{"backup"})
 	if !errors.Is(err, ErrModeMismatch) || !strings.Contains(err.Error(), "redis.sentinel_master") {
 		t.Errorf("probe of a sentinel as a standalone server: got %v, want ErrModeMismatch naming redis.sentinel_master", err)
 	}

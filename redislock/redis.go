@@ -5,12 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/cronlock/cronlock/actors"
 	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/redis/rueidis"
 )
@@ -219,10 +220,10 @@ func flag(b bool) string {
 // still holds owner: compare-and-PEXPIRE. When renewed it returns the job's
 // pending slot (Unix seconds; 0 = none: overlap queue and replace,
 // docs/protocol.md, "Queue and replace") and nil; an error wrapping
-// actors.ErrNotHeld when the lease is gone or held by someone else, and any
+// ledger.ErrNotHeld when the lease is gone or held by someone else, and any
 // other error when the result is unknown.
 func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error) {
-	if err := validateLease(job, owner, ttl); err != nil {
+	if err := ledger.CheckLease(job, owner, ttl); err != nil {
 		return 0, fmt.Errorf("renew %q: %w", job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)
@@ -233,7 +234,7 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 	case err != nil:
 		return 0, fmt.Errorf("renew %q: %w", job, explainScript(err))
 	case n < 0:
-		return 0, fmt.Errorf("renew %q: %w", job, actors.ErrNotHeld)
+		return 0, fmt.Errorf("renew %q: %w", job, ledger.ErrNotHeld)
 	}
 	return n, nil
 }
@@ -243,7 +244,7 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 // expired or belongs to someone else, which is not an error. Use a fresh ctx
 // with its own timeout, never a run's cancelled one.
 func (r *Redis) Release(ctx context.Context, job, owner string) (released bool, err error) {
-	if err := validateLease(job, owner, -1); err != nil {
+	if err := ledger.CheckLease(job, owner, -1); err != nil {
 		return false, fmt.Errorf("release %q: %w", job, explainScript(err))
 	}
 	ctx, cancel := r.call(ctx)

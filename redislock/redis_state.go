@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cronlock/cronlock/actors"
 	"strconv"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/redis/rueidis"
 )
@@ -14,7 +15,7 @@ import (
 // State reads the job's state hash, pause key, lease and pending slot in
 // one pipelined round trip (HGETALL, GET, GET, PTTL, GET; not atomic, so a
 // lease expiring in between shows a holder with LeaseTTL 0).
-func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
+func (r *Redis) State(ctx context.Context, job string) (ledger.JobState, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	lease := r.key("job", job)
@@ -27,25 +28,25 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 	)
 	h, err := res[0].AsStrMap()
 	if err != nil {
-		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+		return ledger.JobState{}, fmt.Errorf("state %q: %w", job, err)
 	}
 	paused, perr := res[1].ToString()
 	if perr != nil && !rueidis.IsRedisNil(perr) {
-		return JobState{}, fmt.Errorf("state %q: %w", job, perr)
+		return ledger.JobState{}, fmt.Errorf("state %q: %w", job, perr)
 	}
 	holder, err := res[2].ToString()
 	if err != nil && !rueidis.IsRedisNil(err) {
-		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+		return ledger.JobState{}, fmt.Errorf("state %q: %w", job, err)
 	}
 	pttl, err := res[3].AsInt64()
 	if err != nil {
-		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+		return ledger.JobState{}, fmt.Errorf("state %q: %w", job, err)
 	}
 	pending, err := res[4].AsInt64()
 	if err != nil && !rueidis.IsRedisNil(err) {
-		return JobState{}, fmt.Errorf("state %q: pending slot: %w", job, err)
+		return ledger.JobState{}, fmt.Errorf("state %q: pending slot: %w", job, err)
 	}
-	st := JobState{Paused: perr == nil, LeaseHolder: holder, Pending: pending}
+	st := ledger.JobState{Paused: perr == nil, LeaseHolder: holder, Pending: pending}
 	if st.Paused {
 		p := decodePause(paused)
 		st.Pause = &p
@@ -61,14 +62,14 @@ func (r *Redis) State(ctx context.Context, job string) (JobState, error) {
 		st.Seq, err = parseInt(h, "seq")
 	}
 	if err == nil && h["last"] != "" {
-		var o actors.Occurrence
+		var o ledger.Occurrence
 		o, err = decodeOccurrence(h["last"], nil)
 		last := o.RunRecord()
 		last.OutputTail = ""
 		st.Last, st.Slot = &last, o.Slot
 	}
 	if err != nil {
-		return JobState{}, fmt.Errorf("state %q: %w", job, err)
+		return ledger.JobState{}, fmt.Errorf("state %q: %w", job, err)
 	}
 	return st, nil
 }

@@ -3,11 +3,14 @@ package redislock
 import (
 	"context"
 	"errors"
-	"github.com/cronlock/cronlock/actors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger/ledgertest"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/redis/rueidis"
@@ -27,7 +30,7 @@ func raw(t testing.TB, addr string) rueidis.Client {
 // cmdstats returns INFO commandstats as "evalsha" -> {"calls": n, ...}.
 func cmdstats(t testing.TB, c rueidis.Client) map[string]map[string]int64 {
 	t.Helper()
-	info, err := c.Do(ctxT(t), c.B().Info().Section("commandstats").Build()).ToString()
+	info, err := c.Do(ledgertest.Ctx(t), c.B().Info().Section("commandstats").Build()).ToString()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,19 +71,19 @@ func waitPing(t testing.TB, r *Redis) {
 func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
-	mustClaim(t, r, manualReq("j"), actors.Claimed) // loads the scripts (EVALSHA, NOSCRIPT, EVAL)
-	if _, err := r.Release(ctxT(t), "j", "x:y"); err != nil {
+	ledgertest.MustClaim(t, r, ledgertest.ManualReq("j"), ledger.Claimed) // loads the scripts (EVALSHA, NOSCRIPT, EVAL)
+	if _, err := r.Release(ledgertest.Ctx(t), "j", "x:y"); err != nil {
 		t.Fatal(err)
 	}
 	c := raw(t, srv.Addr())
-	if err := c.Do(ctxT(t), c.B().ConfigResetstat().Build()).Error(); err != nil {
+	if err := c.Do(ledgertest.Ctx(t), c.B().ConfigResetstat().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	const n = 50
 	for i := int64(2); i < 2+n; i++ {
-		req := leaseReq("j", time.Minute)
-		mustClaim(t, r, req, actors.Claimed)
-		if ok, err := r.Release(ctxT(t), "j", req.Owner()); err != nil || !ok {
+		req := ledgertest.LeaseReq("j", time.Minute)
+		ledgertest.MustClaim(t, r, req, ledger.Claimed)
+		if ok, err := r.Release(ledgertest.Ctx(t), "j", req.Owner()); err != nil || !ok {
 			t.Fatalf("release: %v %v", ok, err)
 		}
 	}
@@ -96,10 +99,10 @@ func TestRedis_ClaimIsOneRoundTrip(t *testing.T) {
 func TestRedis_ScriptReloadedAfterRestart(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
-	before := mustClaim(t, r, manualReq("j"), actors.Claimed)
+	before := ledgertest.MustClaim(t, r, ledgertest.ManualReq("j"), ledger.Claimed)
 	srv.Restart() // no persistence: state and scripts are gone
 	waitPing(t, r)
-	if c := mustClaim(t, r, manualReq("j"), actors.Claimed); c.Token <= before.Token {
+	if c := ledgertest.MustClaim(t, r, ledgertest.ManualReq("j"), ledger.Claimed); c.Token <= before.Token {
 		t.Fatalf("token after the restart: got %d, want > %d (docs/protocol.md R4)", c.Token, before.Token)
 	}
 	st := cmdstats(t, raw(t, srv.Addr()))
@@ -116,7 +119,7 @@ func TestRedis_ClaimFailsFastWhenDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := r.Claim(ctx, leaseReq("j", time.Second))
+	_, err := r.Claim(ctx, ledgertest.LeaseReq("j", time.Second))
 	if err == nil {
 		t.Fatalf("claim against stopped server: got nil error")
 	}
@@ -143,7 +146,7 @@ func TestRedis_NewWhileDownConnectsLater(t *testing.T) {
 	}
 	srv.Restart()
 	waitPing(t, r)
-	mustClaim(t, r, manualReq("j"), actors.Claimed)
+	ledgertest.MustClaim(t, r, ledgertest.ManualReq("j"), ledger.Claimed)
 }
 
 func TestRedis_NoDeadlineUsesCallTimeout(t *testing.T) {
@@ -157,7 +160,7 @@ func TestRedis_NoDeadlineUsesCallTimeout(t *testing.T) {
 		call func(context.Context) error
 	}{
 		{"claim", func(ctx context.Context) error {
-			_, err := r.Claim(ctx, manualReq("j"))
+			_, err := r.Claim(ctx, ledgertest.ManualReq("j"))
 			return err
 		}},
 		{"state", func(ctx context.Context) error { _, err := r.State(ctx, "j"); return err }},
@@ -177,15 +180,15 @@ func TestRedis_PartitionTimesOutThenRecovers(t *testing.T) {
 	srv := redistest.Start(t)
 	p := redistest.NewProxy(t, srv.Addr())
 	r := newRedis(t, p.Addr(), Options{CallTimeout: 300 * time.Millisecond})
-	mustClaim(t, r, manualReq("j"), actors.Claimed)
+	ledgertest.MustClaim(t, r, ledgertest.ManualReq("j"), ledger.Claimed)
 	p.Cut()
-	if _, err := r.Claim(context.Background(), manualReq("j")); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := r.Claim(context.Background(), ledgertest.ManualReq("j")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("claim while cut off: got %v, want deadline exceeded", err)
 	}
 	p.Restore()
 	waitPing(t, r)
 	// The timed-out claim of slot 2 may or may not have been applied.
-	if c := mustClaim(t, r, manualReq("j"), actors.Claimed); c.Token < 2 {
+	if c := ledgertest.MustClaim(t, r, ledgertest.ManualReq("j"), ledger.Claimed); c.Token < 2 {
 		t.Fatalf("fence after partition: got %d, want ≥ 2", c.Token)
 	}
 }
@@ -195,33 +198,33 @@ func TestRedis_PartitionTimesOutThenRecovers(t *testing.T) {
 func TestRedis_KeysFollowSpec(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:"})
-	held := leaseReq("backup", time.Minute)
-	mustClaim(t, r, held, actors.Claimed)
+	held := ledgertest.LeaseReq("backup", time.Minute)
+	ledgertest.MustClaim(t, r, held, ledger.Claimed)
 	base := time.Now().Add(-time.Hour).Unix()
 	for i := range int64(5) {
-		req := sched("backup", base+i, "n") // past slots (by backfill): old enough to be trimmed
-		req.Trigger, req.Lease, req.IgnorePause, req.Retention = actors.TriggerBackfill, false, true, actors.Retention{Max: 3}
-		c := mustClaim(t, r, req, actors.Claimed)
-		if _, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "backup", Record: actors.RunRecord{RunID: req.RunID,
-			Slot: req.Slot, Trigger: actors.TriggerBackfill, Node: "n", Fence: c.Token, Result: actors.ResultSuccess, Claimed: c.Now}}); err != nil {
+		req := ledgertest.Sched("backup", base+i, "n") // past slots (by backfill): old enough to be trimmed
+		req.Trigger, req.Lease, req.IgnorePause, req.Retention = ledger.TriggerBackfill, false, true, ledger.Retention{Max: 3}
+		c := ledgertest.MustClaim(t, r, req, ledger.Claimed)
+		if _, err := r.Finish(ledgertest.Ctx(t), ledger.FinishRequest{Job: "backup", Record: ledger.RunRecord{RunID: req.RunID,
+			Slot: req.Slot, Trigger: ledger.TriggerBackfill, Node: "n", Fence: c.Token, Result: ledger.ResultSuccess, Claimed: c.Now}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := r.Pause(ctxT(t), "backup"); err != nil {
+	if err := r.Pause(ledgertest.Ctx(t), "backup"); err != nil {
 		t.Fatal(err)
 	}
 	c := raw(t, srv.Addr())
 	want := map[string]string{"{cl}:job:backup": "string", "{cl}:state:backup": "hash",
 		"{cl}:occ:backup": "hash", "{cl}:occidx:backup": "zset", "{cl}:paused:backup": "string"}
 	for k, typ := range want {
-		if got, err := c.Do(ctxT(t), c.B().Type().Key(k).Build()).ToString(); err != nil || got != typ {
+		if got, err := c.Do(ledgertest.Ctx(t), c.B().Type().Key(k).Build()).ToString(); err != nil || got != typ {
 			t.Errorf("TYPE %s: got %q, %v; want %s", k, got, err, typ)
 		}
 	}
-	if n, _ := c.Do(ctxT(t), c.B().Hlen().Key("{cl}:occ:backup").Build()).AsInt64(); n > 4 {
+	if n, _ := c.Do(ledgertest.Ctx(t), c.B().Hlen().Key("{cl}:occ:backup").Build()).AsInt64(); n > 4 {
 		t.Errorf("HLEN of the ledger with max 3 records and the held lease's claim: got %d, want at most 4", n)
 	}
-	if v, _ := c.Do(ctxT(t), c.B().Get().Key("{cl}:job:backup").Build()).ToString(); v != held.Owner() {
+	if v, _ := c.Do(ledgertest.Ctx(t), c.B().Get().Key("{cl}:job:backup").Build()).ToString(); v != held.Owner() {
 		t.Errorf("lease value: got %q, want %s", v, held.Owner())
 	}
 }
@@ -229,13 +232,13 @@ func TestRedis_KeysFollowSpec(t *testing.T) {
 func TestRedis_ErrorsHidePassword(t *testing.T) {
 	srv := redistest.Start(t)
 	c := raw(t, srv.Addr())
-	if err := c.Do(ctxT(t), c.B().ConfigSet().ParameterValue().ParameterValue("requirepass", "right-pw").Build()).Error(); err != nil {
+	if err := c.Do(ledgertest.Ctx(t), c.B().ConfigSet().ParameterValue().ParameterValue("requirepass", "right-pw").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	r, err := New(Options{Addresses: []string{srv.Addr()}, Password: "wrong-s3cret"})
 	if err == nil {
 		defer r.Close()
-		_, err = r.Claim(ctxT(t), manualReq("j"))
+		_, err = r.Claim(ledgertest.Ctx(t), ledgertest.ManualReq("j"))
 	}
 	if err == nil {
 		t.Fatalf("wrong password: got nil error")

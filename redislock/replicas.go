@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/redis/rueidis"
 )
 
@@ -57,21 +58,21 @@ func (r *Redis) wait(ctx context.Context, dc rueidis.DedicatedClient, cut bool) 
 // run it and releases the lease. Two round trips for a win, one otherwise;
 // blocks until answered or ctx ends (WAIT at most ackTimeout). An error
 // means the outcome is unknown, as for Claim.
-func (r *Redis) claimReplicated(ctx context.Context, keys, args []string) (actors.Claim, error) {
-	var c actors.Claim
+func (r *Redis) claimReplicated(ctx context.Context, keys, args []string) (ledger.Claim, error) {
+	var c ledger.Claim
 	err := r.c.Dedicated(func(dc rueidis.DedicatedClient) error {
 		vals, err := evalsha(ctx, dc, claimSHA, claimSrc, keys, args).ToArray()
 		if err != nil {
 			return err
 		}
-		if c, err = decodeClaim(vals); err != nil || c.Outcome != actors.Claimed {
+		if c, err = decodeClaim(vals); err != nil || c.Outcome != ledger.Claimed {
 			return err
 		}
 		if c.Replicas, err = r.wait(ctx, dc, false); err != nil {
 			return err
 		}
 		if c.Replicas < r.minAcks {
-			c.Outcome = actors.NotReplicated
+			c.Outcome = ledger.NotReplicated
 		}
 		return nil
 	})
@@ -89,8 +90,8 @@ func (r *Redis) claimReplicated(ctx context.Context, keys, args []string) (actor
 // lease. A finish that reaches max_runs waits as well (docs/protocol.md,
 // R6: a failover must not forget the run that ended the job), but its
 // record stands whatever WAIT answers. Any other finish costs no WAIT.
-func (r *Redis) finishReplicated(ctx context.Context, keys, args []string, maxRuns int64) (actors.Finished, error) {
-	var f actors.Finished
+func (r *Redis) finishReplicated(ctx context.Context, keys, args []string, maxRuns int64) (ledger.Finished, error) {
+	var f ledger.Finished
 	err := r.c.Dedicated(func(dc rueidis.DedicatedClient) error {
 		vals, err := evalsha(ctx, dc, finishSHA, finishSrc, keys, args).AsIntSlice()
 		if err != nil {

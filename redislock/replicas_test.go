@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger/ledgertest"
+
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -20,13 +23,13 @@ func TestClaim_MinReplicasAcked(t *testing.T) {
 	replica := redistest.StartReplica(t, master)
 	const ackTimeout = 300 * time.Millisecond
 	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: ackTimeout})
-	now := nowSlot(t, r)
-	first := sched("backup", now-1, "n1")
-	c, err := r.Claim(ctxT(t), first)
-	if err != nil || c.Outcome != actors.Claimed || c.Replicas != 1 {
+	now := ledgertest.NowSlot(t, r)
+	first := ledgertest.Sched("backup", now-1, "n1")
+	c, err := r.Claim(ledgertest.Ctx(t), first)
+	if err != nil || c.Outcome != ledger.Claimed || c.Replicas != 1 {
 		t.Fatalf("claim with the replica up: got %+v, %v; want claimed, 1 replica", c, err)
 	}
-	if _, err := r.Release(ctxT(t), "backup", first.Owner()); err != nil {
+	if _, err := r.Release(ledgertest.Ctx(t), "backup", first.Owner()); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if v := replica.Do("HGET", r.Key("occ", "backup"), strconv.FormatInt(now-1, 10)); !strings.Contains(v, `"status":"claimed"`) {
@@ -34,11 +37,11 @@ func TestClaim_MinReplicasAcked(t *testing.T) {
 	}
 
 	replica.Kill()
-	second := sched("backup", now, "n1")
+	second := ledgertest.Sched("backup", now, "n1")
 	start := time.Now()
-	c, err = r.Claim(ctxT(t), second)
+	c, err = r.Claim(ledgertest.Ctx(t), second)
 	took := time.Since(start)
-	if err != nil || c.Outcome != actors.NotReplicated || c.Replicas != 0 || c.Token == 0 {
+	if err != nil || c.Outcome != ledger.NotReplicated || c.Replicas != 0 || c.Token == 0 {
 		t.Fatalf("claim with the replica stopped: got %+v, %v; want not_replicated, 0 replicas, a token", c, err)
 	}
 	if took < ackTimeout {
@@ -48,12 +51,12 @@ func TestClaim_MinReplicasAcked(t *testing.T) {
 		t.Errorf("lease after a not-replicated claim: got %q, want it held (the caller releases it)", holder)
 	}
 	start = time.Now()
-	c, err = r.Claim(ctxT(t), sched("backup", now, "n2"))
-	if err != nil || c.Outcome != actors.ClaimedElsewhere || time.Since(start) >= ackTimeout {
+	c, err = r.Claim(ledgertest.Ctx(t), ledgertest.Sched("backup", now, "n2"))
+	if err != nil || c.Outcome != ledger.ClaimedElsewhere || time.Since(start) >= ackTimeout {
 		t.Errorf("a losing claim: got %+v, %v after %v; want claimed_elsewhere without waiting", c, err, time.Since(start))
 	}
-	if got := actors.NotReplicated.String(); got != actors.SkipNotReplicated {
-		t.Errorf("NotReplicated.String(): got %q, want %q", got, actors.SkipNotReplicated)
+	if got := ledger.NotReplicated.String(); got != ledger.SkipNotReplicated {
+		t.Errorf("NotReplicated.String(): got %q, want %q", got, ledger.SkipNotReplicated)
 	}
 }
 
@@ -64,8 +67,8 @@ func TestClaim_MinReplicasAckedAfterScriptFlush(t *testing.T) {
 	redistest.StartReplica(t, master)
 	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1})
 	master.Do("SCRIPT", "FLUSH")
-	c, err := r.Claim(ctxT(t), leaseReq("j", time.Second))
-	if err != nil || c.Outcome != actors.Claimed || c.Replicas != 1 {
+	c, err := r.Claim(ledgertest.Ctx(t), ledgertest.LeaseReq("j", time.Second))
+	if err != nil || c.Outcome != ledger.Claimed || c.Replicas != 1 {
 		t.Fatalf("claim after SCRIPT FLUSH: got %+v, %v; want claimed by 1 replica", c, err)
 	}
 }
@@ -81,8 +84,8 @@ func TestTopologies_ClusterMinReplicasAcked(t *testing.T) {
 	}
 	t.Cleanup(r.Close)
 	for _, job := range []string{"a", "b", "c", "d"} {
-		cl, err := r.Claim(ctxT(t), leaseReq(job, time.Second))
-		if err != nil || cl.Outcome != actors.Claimed || cl.Replicas != 1 {
+		cl, err := r.Claim(ledgertest.Ctx(t), ledgertest.LeaseReq(job, time.Second))
+		if err != nil || cl.Outcome != ledger.Claimed || cl.Replicas != 1 {
 			t.Errorf("claim of %s on shard %d: got %+v, %v; want claimed, acknowledged by 1 replica", job, c.Shard(r.Key("job", job)), cl, err)
 		}
 	}
@@ -102,40 +105,40 @@ func TestFinish_MinReplicasAckedHandOver(t *testing.T) {
 	const ackTimeout = 300 * time.Millisecond
 	r := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: 3 * time.Second})
 	short := newRedis(t, master.Addr(), Options{MinReplicasAcked: 1, ReplicaAckTimeout: ackTimeout})
-	now := nowSlot(t, r)
-	claim := func(slot int64, node string) (actors.Claim, string) {
+	now := ledgertest.NowSlot(t, r)
+	claim := func(slot int64, node string) (ledger.Claim, string) {
 		t.Helper()
-		req := sched("q", slot, node)
+		req := ledgertest.Sched("q", slot, node)
 		req.TTL, req.Queue = 10*time.Second, true
-		c, err := r.Claim(ctxT(t), req)
+		c, err := r.Claim(ledgertest.Ctx(t), req)
 		if err != nil {
 			t.Fatalf("claim %d: %v", slot, err)
 		}
 		return c, req.Owner()
 	}
-	finish := func(r *Redis, owner, next string) (actors.Finished, time.Duration) {
+	finish := func(r *Redis, owner, next string) (ledger.Finished, time.Duration) {
 		t.Helper()
 		start := time.Now()
-		f, err := r.Finish(ctxT(t), actors.FinishRequest{Job: "q", Owner: owner, Next: next, TTL: 10 * time.Second,
-			Record: actors.RunRecord{RunID: owner, Slot: runs.Add(1), Fence: 1, Result: actors.ResultSuccess}})
+		f, err := r.Finish(ledgertest.Ctx(t), ledger.FinishRequest{Job: "q", Owner: owner, Next: next, TTL: 10 * time.Second,
+			Record: ledger.RunRecord{RunID: owner, Slot: ledgertest.Runs.Add(1), Fence: 1, Result: ledger.ResultSuccess}})
 		if err != nil {
 			t.Fatalf("finish: %v", err)
 		}
 		return f, time.Since(start)
 	}
 	c, a := claim(now-1, "n1")
-	if c.Outcome != actors.Claimed || c.Replicas != 1 {
+	if c.Outcome != ledger.Claimed || c.Replicas != 1 {
 		t.Fatalf("first claim: got %+v, want claimed by 1 replica", c)
 	}
-	if c, _ := claim(now, "n2"); c.Outcome != actors.Queued {
+	if c, _ := claim(now, "n2"); c.Outcome != ledger.Queued {
 		t.Fatalf("second claim: got %+v, want queued", c)
 	}
 	f, _ := finish(r, a, "n1:c")
 	if f.Pending != now || f.Token == 0 || f.NotReplicated || f.Replicas != 1 {
 		t.Fatalf("hand-over with the replica up: got %+v, want slot %d handed on, acknowledged by 1 replica", f, now)
 	}
-	waitPast(t, r, now)
-	if c, _ := claim(now+1, "n2"); c.Outcome != actors.Queued {
+	ledgertest.WaitPast(t, r, now)
+	if c, _ := claim(now+1, "n2"); c.Outcome != ledger.Queued {
 		t.Fatalf("third claim: got %+v, want queued", c)
 	}
 	replica.Kill()

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger/ledgertest"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -15,7 +17,7 @@ import (
 func TestRedis_RunRequestsTakenOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{KeyPrefix: "{cl}:"})
-	ctx := ctxT(t)
+	ctx := ledgertest.Ctx(t)
 	now := time.Now()
 	values := map[string]string{}
 	for i := range 50 {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger/ledgertest"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -16,7 +18,7 @@ func TestClaim_ACLDeniedScriptCommandIsNamed(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Do("ACL", "SETUSER", "cl", "on", ">pw", "~*", "+@all", "-hincrby")
 	r := newRedis(t, srv.Addr(), Options{Username: "cl", Password: "pw"})
-	_, err := r.Claim(ctxT(t), leaseReq("j", time.Second))
+	_, err := r.Claim(ledgertest.Ctx(t), ledgertest.LeaseReq("j", time.Second))
 	var acl *ScriptACLError
 	if !errors.As(err, &acl) || acl.Command != "HINCRBY" {
 		t.Fatalf("claim without +hincrby: got %v, want a ScriptACLError naming HINCRBY", err)

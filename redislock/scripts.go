@@ -88,7 +88,7 @@ end
 //	returns {outcome, token, now ms, seq, runs, repaired (0|1), found seq,
 //	         record status, record reason, lease holder, pending kept,
 //	         pending taken, pending expired}
-//	outcome numbers are the actors.Outcome constants.
+//	outcome numbers are the ledger.Outcome constants.
 const claimSrc = `local K, A = KEYS, ARGV
 ` + ledgerLib + `
 local slot, trig, node, run_id = tonumber(A[1]), A[2], A[3], A[4]

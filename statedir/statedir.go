@@ -1,9 +1,9 @@
-// Package statedir is the node's state directory (node.state_dir): the small
-// files a daemon keeps across its own restarts — the memory backend's
-// claimed slots and fences, the persisted node id, the process groups of
-// runs in progress. It offers an exclusive lock (one daemon per directory)
-// and crash-safe whole-file writes; what the files hold is up to their
-// owners.
+// Package statedir is the node's local state: the state directory
+// (node.state_dir) and the small files a daemon keeps across its own
+// restarts — the memory backend's claimed slots and fences, the persisted
+// node id, and the run records (runrecords.go: the process groups and lease
+// values of runs in progress). It offers an exclusive lock (one daemon per
+// directory) and crash-safe whole-file writes.
 package statedir
 
 import (

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/api"
-	"github.com/cronlock/cronlock/control"
 	"go.uber.org/zap"
 )
 
@@ -43,7 +42,7 @@ func (s *server) pause(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("unknown job %q", r.PathValue("job")))
 		return
 	}
-	spec := control.PauseSpec{Note: strings.TrimSpace(r.PostFormValue("note"))}
+	spec := api.PauseSpec{Note: strings.TrimSpace(r.PostFormValue("note"))}
 	if v := strings.TrimSpace(r.PostFormValue("for")); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -103,7 +102,7 @@ func (s *server) runNow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
-	if err := control.CheckText("reason", reason); err != nil {
+	if err := api.CheckText("reason", reason); err != nil {
 		s.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -129,10 +128,10 @@ func (s *server) runNow(w http.ResponseWriter, r *http.Request) {
 		s.backendError(w, r, err)
 		return
 	}
-	rr := control.NewRunRequest(j.Name, by, reason, false, s.o.Now())
-	st, err := control.RequestRun(r.Context(), rd, rr, runTakeTimeout)
+	rr := api.NewRunRequest(j.Name, by, reason, false, s.o.Now())
+	st, err := api.RequestRun(r.Context(), rd, rr, runTakeTimeout)
 	switch {
-	case errors.Is(err, control.ErrNotTaken):
+	case errors.Is(err, api.ErrNotTaken):
 		s.fail(w, r, http.StatusGatewayTimeout, fmt.Sprintf("no daemon took the run request of %s within %v; it was withdrawn "+
 			"and will not run (is the job enabled on a live node? see Nodes)", j.Name, runTakeTimeout))
 		return

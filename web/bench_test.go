@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
+	"github.com/cronlock/cronlock/ledger"
 )
 
 // benchJobs is the size of the benchmarks' configuration (issue 35:
@@ -39,26 +38,26 @@ func benchFixture(b *testing.B) (*fakeStore, api.Options) {
 		}
 		jobs[i] = j
 		hashes[j.Name] = "h"
-		var occ []actors.Occurrence
+		var occ []ledger.Occurrence
 		for h := 24; h >= 1; h-- {
 			s := now.Add(-time.Duration(h) * time.Hour).Unix()
-			o := actors.Occurrence{ID: fmt.Sprint(s), Slot: s, Status: "ran", Node: fmt.Sprintf("n%d", h%3), Result: "success",
+			o := ledger.Occurrence{ID: fmt.Sprint(s), Slot: s, Status: "ran", Node: fmt.Sprintf("n%d", h%3), Result: "success",
 				Claimed: s*1000 + 3, Started: s*1000 + 10, Finished: s*1000 + 2000, Attempts: 1, Output: "ok\n"}
 			if i%10 == 0 && h <= 2 {
 				o.Result, o.ExitCode = "failure", 1
 			}
 			if i%100 == 0 && h == 5 {
-				o = actors.Occurrence{ID: fmt.Sprint(s), Slot: s, Status: "missed", Reason: "not_claimed"}
+				o = ledger.Occurrence{ID: fmt.Sprint(s), Slot: s, Status: "missed", Reason: "not_claimed"}
 			}
 			occ = append(occ, o)
 		}
 		st.occ[j.Name] = occ
 		last := occ[len(occ)-1]
-		st.states[j.Name] = redislock.JobState{Slot: last.Slot, Last: &actors.RunRecord{Slot: last.Slot, Node: last.Node,
+		st.states[j.Name] = ledger.JobState{Slot: last.Slot, Last: &ledger.RunRecord{Slot: last.Slot, Node: last.Node,
 			Start: time.UnixMilli(last.Started), End: time.UnixMilli(last.Finished), Result: last.Result}}
 	}
 	for i := range 3 {
-		st.nodes = append(st.nodes, registry.Record{NodeID: fmt.Sprintf("n%d", i), Instance: fmt.Sprint(i), Heartbeat: now,
+		st.nodes = append(st.nodes, cluster.Record{NodeID: fmt.Sprintf("n%d", i), Instance: fmt.Sprint(i), Heartbeat: now,
 			EveryMs: 1000, TTLMs: 3000, Jobs: hashes, Tags: map[string]string{"role": fmt.Sprintf("r%d", i)},
 			Running: map[string]int64{fmt.Sprintf("job-%05d", i): 1}})
 	}

@@ -7,10 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
+	"github.com/cronlock/cronlock/ledger"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -44,7 +43,7 @@ const window = 24 * time.Hour
 
 // jobRow is one job of the all-jobs view.
 type jobRow struct {
-	control.JobStatus
+	api.JobStatus
 	Status string
 	// Failed, Missed, Late and TooLong count its occurrences of the last
 	// 24 hours of each problem kind.
@@ -55,7 +54,7 @@ type jobRow struct {
 type problem struct {
 	Job  string
 	Kind string
-	Occ  actors.Occurrence
+	Occ  ledger.Occurrence
 	At   time.Time // its slot, or its claim for a manual run
 	Note string
 }
@@ -65,7 +64,7 @@ type problem struct {
 type snapshot struct {
 	At      time.Time
 	Jobs    []jobRow // in configuration order
-	Cluster *control.Cluster
+	Cluster *api.Cluster
 	// Problems are newest first; read only for the overview (HasProblems).
 	Problems    []problem
 	HasProblems bool
@@ -118,15 +117,15 @@ func (c *snapCache) get(ctx context.Context, st api.Store, jobs []config.Job, no
 // Redis client pipelines concurrent calls on its connection).
 const parallel = 16
 
-// chunk is how many jobs one control.Cluster.Jobs call reads.
+// chunk is how many jobs one api.Cluster.Jobs call reads.
 const chunk = 500
 
 // buildSnapshot reads the node list once, then every job's state
-// (control.Cluster.Jobs, in chunks, parallel calls bounded by parallel);
+// (api.Cluster.Jobs, in chunks, parallel calls bounded by parallel);
 // it returns once every call has ended.
 func buildSnapshot(ctx context.Context, st api.Store, jobs []config.Job, now time.Time) (*snapshot, error) {
 	snap := &snapshot{At: now, Jobs: make([]jobRow, len(jobs))}
-	cluster, err := control.Nodes(ctx, st, now)
+	cluster, err := api.Nodes(ctx, st, now)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
@@ -190,7 +189,7 @@ func addProblems(ctx context.Context, st api.Store, jobs []config.Job, snap *sna
 }
 
 // jobStatus is the jobs list's status of a job.
-func jobStatus(j *config.Job, row control.JobStatus) string {
+func jobStatus(j *config.Job, row api.JobStatus) string {
 	switch {
 	case !j.Enabled:
 		return stDisabled
@@ -202,7 +201,7 @@ func jobStatus(j *config.Job, row control.JobStatus) string {
 		return stDone
 	case row.Last == nil:
 		return stNever
-	case row.Last.Result != actors.ResultSuccess:
+	case row.Last.Result != ledger.ResultSuccess:
 		return stFailing
 	}
 	return stOK
@@ -220,12 +219,12 @@ func runningLongAfter(j *config.Job) time.Duration {
 
 // problems returns the occurrences of occ (a job's last 24 hours) that
 // the overview lists, each with its kind.
-func problems(j *config.Job, occ []actors.Occurrence, now time.Time) []problem {
+func problems(j *config.Job, occ []ledger.Occurrence, now time.Time) []problem {
 	var out []problem
 	for _, o := range occ {
 		p := problem{Job: j.Name, Occ: o, At: occurrenceTime(o)}
 		switch {
-		case o.Status == "ran" && o.Result != actors.ResultSuccess:
+		case o.Status == "ran" && o.Result != ledger.ResultSuccess:
 			p.Kind, p.Note = pbFailed, resultText(o)
 		case o.Status == "missed":
 			p.Kind, p.Note = pbMissed, o.Reason
@@ -244,7 +243,7 @@ func problems(j *config.Job, occ []actors.Occurrence, now time.Time) []problem {
 
 // occurrenceTime is when an occurrence was due: its slot, or for a manual
 // run its claim.
-func occurrenceTime(o actors.Occurrence) time.Time {
+func occurrenceTime(o ledger.Occurrence) time.Time {
 	if o.Slot > 0 {
 		return time.Unix(o.Slot, 0)
 	}
@@ -253,7 +252,7 @@ func occurrenceTime(o actors.Occurrence) time.Time {
 
 // startDelay is how long after its slot a run started; 0 when it did not
 // or has no slot.
-func startDelay(o actors.Occurrence) time.Duration {
+func startDelay(o ledger.Occurrence) time.Duration {
 	if o.Slot == 0 || o.Started == 0 {
 		return 0
 	}
@@ -261,8 +260,8 @@ func startDelay(o actors.Occurrence) time.Duration {
 }
 
 // resultText is a run's result in words: "failure (exit 1)".
-func resultText(o actors.Occurrence) string {
-	if o.Result == actors.ResultSuccess {
+func resultText(o ledger.Occurrence) string {
+	if o.Result == ledger.ResultSuccess {
 		return o.Result
 	}
 	return fmt.Sprintf("%s (exit %d)", o.Result, o.ExitCode)
@@ -285,5 +284,5 @@ func (r jobRow) LastID() string {
 	if r.Last == nil {
 		return ""
 	}
-	return actors.OccurrenceID(r.Last.SlotUnix, r.Last.Fence)
+	return ledger.OccurrenceID(r.Last.SlotUnix, r.Last.Fence)
 }

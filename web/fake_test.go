@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/ledger"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 	"github.com/cronlock/cronlock/schedule"
 )
 
@@ -22,10 +22,10 @@ import (
 // events, and node records. Safe for concurrent use.
 type fakeStore struct {
 	mu     sync.Mutex
-	states map[string]redislock.JobState
-	occ    map[string][]actors.Occurrence // oldest first
+	states map[string]ledger.JobState
+	occ    map[string][]ledger.Occurrence // oldest first
 	events map[string][]redislock.Event   // newest first
-	nodes  []registry.Record
+	nodes  []cluster.Record
 	// nodeValues are nodes as JSON, made at the first Nodes call.
 	nodeValues [][]byte
 }
@@ -33,24 +33,24 @@ type fakeStore struct {
 var _ api.Store = (*fakeStore)(nil)
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{states: map[string]redislock.JobState{}, occ: map[string][]actors.Occurrence{},
+	return &fakeStore{states: map[string]ledger.JobState{}, occ: map[string][]ledger.Occurrence{},
 		events: map[string][]redislock.Event{}}
 }
 
-func (f *fakeStore) State(_ context.Context, job string) (redislock.JobState, error) {
+func (f *fakeStore) State(_ context.Context, job string) (ledger.JobState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.states[job], nil
 }
 
-func (f *fakeStore) History(context.Context, string, int) ([]actors.RunRecord, error) {
+func (f *fakeStore) History(context.Context, string, int) ([]ledger.RunRecord, error) {
 	return nil, nil
 }
 
-func (f *fakeStore) Occurrences(_ context.Context, job string, from, to int64) ([]actors.Occurrence, error) {
+func (f *fakeStore) Occurrences(_ context.Context, job string, from, to int64) ([]ledger.Occurrence, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]actors.Occurrence, 0, len(f.occ[job]))
+	out := make([]ledger.Occurrence, 0, len(f.occ[job]))
 	for _, o := range f.occ[job] {
 		if t := occurrenceTime(o).Unix(); t >= from && t <= to {
 			out = append(out, o)
@@ -85,7 +85,7 @@ func (f *fakeStore) NodeJobs(_ context.Context, ids []string) ([][]byte, error) 
 	return make([][]byte, len(ids)), nil
 }
 
-func (f *fakeStore) PauseFor(_ context.Context, job string, p redislock.Pause) error {
+func (f *fakeStore) PauseFor(_ context.Context, job string, p ledger.Pause) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.states[job]
@@ -95,7 +95,7 @@ func (f *fakeStore) PauseFor(_ context.Context, job string, p redislock.Pause) e
 	return nil
 }
 
-func (f *fakeStore) ResumeBy(_ context.Context, job, by string, at time.Time) (*redislock.Pause, error) {
+func (f *fakeStore) ResumeBy(_ context.Context, job, by string, at time.Time) (*ledger.Pause, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.states[job]
@@ -146,17 +146,17 @@ func newFixture(t testing.TB, auth string) *fixture {
 	backup.Env = map[string]string{"DB_PASSWORD": secretValue}
 	fx.jobs = []config.Job{backup, testJob(t, "report", "0 * * * *", "Europe/Paris"), testJob(t, "idle", "30 2 * * *", "America/New_York")}
 	slot := func(ago time.Duration) int64 { return now.Add(-ago).Truncate(time.Minute).Unix() }
-	ran := func(s int64, node, result string, exit int, out string) actors.Occurrence {
-		return actors.Occurrence{ID: fmt.Sprint(s), Slot: s, Status: "ran", Node: node, Token: s % 1000, Trigger: "schedule",
+	ran := func(s int64, node, result string, exit int, out string) ledger.Occurrence {
+		return ledger.Occurrence{ID: fmt.Sprint(s), Slot: s, Status: "ran", Node: node, Token: s % 1000, Trigger: "schedule",
 			RunID: fmt.Sprintf("run-%d", s), Claimed: s*1000 + 5, Started: s*1000 + 20, Finished: s*1000 + 1500,
 			Result: result, ExitCode: exit, Attempts: 1, Output: out}
 	}
-	fx.store.occ["backup"] = []actors.Occurrence{
+	fx.store.occ["backup"] = []ledger.Occurrence{
 		ran(slot(30*time.Minute), "n1", "success", 0, "ok\n"),
 		ran(slot(20*time.Minute), "n2", "failure", 2, "connecting with "+secretValue+"\nerror: disk full\n"),
 		ran(slot(10*time.Minute), "n1", "failure", 2, "error: disk full\n"),
 	}
-	fx.store.occ["report"] = []actors.Occurrence{
+	fx.store.occ["report"] = []ledger.Occurrence{
 		ran(slot(3*time.Hour), "n1", "success", 0, "report written\n"),
 		{ID: fmt.Sprint(slot(2 * time.Hour)), Slot: slot(2 * time.Hour), Status: "skipped", Reason: "paused", Node: "n2"},
 		{ID: fmt.Sprint(slot(time.Hour)), Slot: slot(time.Hour), Status: "skipped", Reason: "overlap", Node: "n1"},
@@ -166,17 +166,17 @@ func newFixture(t testing.TB, auth string) *fixture {
 		{Type: redislock.EventResume, At: now.Add(-90 * time.Minute), By: "ops@host"},
 		{Type: redislock.EventPause, At: now.Add(-150 * time.Minute), By: "ops@host", Note: "db migration"},
 	}
-	last := func(o actors.Occurrence) *actors.RunRecord {
-		return &actors.RunRecord{RunID: o.RunID, Slot: o.Slot, Node: o.Node, Start: time.UnixMilli(o.Started), End: time.UnixMilli(o.Finished),
+	last := func(o ledger.Occurrence) *ledger.RunRecord {
+		return &ledger.RunRecord{RunID: o.RunID, Slot: o.Slot, Node: o.Node, Start: time.UnixMilli(o.Started), End: time.UnixMilli(o.Finished),
 			Result: o.Result, ExitCode: o.ExitCode, Fence: o.Token}
 	}
-	fx.store.states["backup"] = redislock.JobState{Last: last(fx.store.occ["backup"][2])}
-	fx.store.states["report"] = redislock.JobState{Last: last(fx.store.occ["report"][0])}
-	beat := func(id string, age time.Duration, tags map[string]string) registry.Record {
-		return registry.Record{NodeID: id, Instance: "i-" + id, Jobs: map[string]string{"backup": "h1", "report": "h2", "idle": "h3"}, Hostname: id + ".local", PID: 42, Version: "test", Heartbeat: now.Add(-age), EveryMs: 1000,
+	fx.store.states["backup"] = ledger.JobState{Last: last(fx.store.occ["backup"][2])}
+	fx.store.states["report"] = ledger.JobState{Last: last(fx.store.occ["report"][0])}
+	beat := func(id string, age time.Duration, tags map[string]string) cluster.Record {
+		return cluster.Record{NodeID: id, Instance: "i-" + id, Jobs: map[string]string{"backup": "h1", "report": "h2", "idle": "h3"}, Hostname: id + ".local", PID: 42, Version: "test", Heartbeat: now.Add(-age), EveryMs: 1000,
 			TTLMs: 3000, Tags: tags, Running: map[string]int64{}}
 	}
-	fx.store.nodes = []registry.Record{beat("n1", time.Second, map[string]string{"role": "db"}), beat("n2", 2*time.Second, nil),
+	fx.store.nodes = []cluster.Record{beat("n1", time.Second, map[string]string{"role": "db"}), beat("n2", 2*time.Second, nil),
 		beat("old", time.Hour, nil)}
 	o := api.Options{Jobs: func() []config.Job { return fx.jobs }, Memory: fx.store, Token: func() []byte { return fx.token },
 		Auth: auth, NodeID: "n1", Now: func() time.Time { return fx.now }, Where: "memory backend of node n1",

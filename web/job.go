@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
+	"github.com/cronlock/cronlock/ledger"
 	"github.com/cronlock/cronlock/redislock"
 )
 
@@ -22,7 +22,7 @@ const (
 
 // jobPage is the job page's data.
 type jobPage struct {
-	Status   control.JobStatus
+	Status   api.JobStatus
 	Row      string // its status (stOK, …)
 	Words    string // the schedule in words
 	Next     []nextRun
@@ -30,7 +30,7 @@ type jobPage struct {
 	Occ      []occRow
 	Timeline template.HTML
 	Did      string // the change just made: paused, resumed, run
-	Events   []control.Event
+	Events   []api.Event
 	Overlap  string
 	Timeout  time.Duration
 }
@@ -45,7 +45,7 @@ type nextRun struct {
 // occRow is one occurrence of the list, with its answer to "ran where,
 // with what result" or "why didn't it run".
 type occRow struct {
-	actors.Occurrence
+	ledger.Occurrence
 	At     time.Time
 	Delay  time.Duration
 	Dur    time.Duration
@@ -67,17 +67,17 @@ func (s *server) job(w http.ResponseWriter, r *http.Request, a access) {
 	}
 	defer cancel()
 	now := s.o.Now()
-	rows, err := control.Jobs(ctx, st, []config.Job{j}, now)
+	rows, err := api.Jobs(ctx, st, []config.Job{j}, now)
 	if err != nil {
 		s.backendError(w, r, err)
 		return
 	}
-	occ, err := control.Occurrences(ctx, st, j.Name, control.OccurrenceQuery{To: now.Unix(), Limit: jobOccurrences})
+	occ, err := api.Occurrences(ctx, st, j.Name, api.OccurrenceQuery{To: now.Unix(), Limit: jobOccurrences})
 	if err != nil {
 		s.backendError(w, r, err)
 		return
 	}
-	evs, err := control.Events(ctx, st, j.Name, jobEvents, now)
+	evs, err := api.Events(ctx, st, j.Name, jobEvents, now)
 	if err != nil {
 		s.backendError(w, r, err)
 		return
@@ -151,7 +151,7 @@ func plural(n int, one, many string) string {
 // newOccRow answers, for occurrence o, "ran where, with what result" or
 // "why didn't it run"; a pause skip names the pause's note, found among
 // the job's events (newest first).
-func newOccRow(o actors.Occurrence, evs []control.Event, now time.Time) occRow {
+func newOccRow(o ledger.Occurrence, evs []api.Event, now time.Time) occRow {
 	row := occRow{Occurrence: o, At: occurrenceTime(o), Delay: startDelay(o), Class: o.Status}
 	if o.Started > 0 {
 		end := now
@@ -219,7 +219,7 @@ func skipText(reason, node string) string {
 
 // pauseAt returns the pause event in force at t: the newest pause or
 // resume event at or before t, when it is a pause.
-func pauseAt(evs []control.Event, t time.Time) (control.Event, bool) {
+func pauseAt(evs []api.Event, t time.Time) (api.Event, bool) {
 	for _, e := range evs { // newest first
 		if e.At.After(t) {
 			continue
@@ -227,11 +227,11 @@ func pauseAt(evs []control.Event, t time.Time) (control.Event, bool) {
 		switch e.Type {
 		case redislock.EventPause:
 			return e, true
-		case redislock.EventResume, control.EventAutoResume:
-			return control.Event{}, false
+		case redislock.EventResume, api.EventAutoResume:
+			return api.Event{}, false
 		}
 	}
-	return control.Event{}, false
+	return api.Event{}, false
 }
 
 // pauseText is " (by B: "note")" for a pause.

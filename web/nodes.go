@@ -4,14 +4,14 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/cronlock/cronlock/control"
+	"github.com/cronlock/cronlock/api"
 )
 
 // nodesPage is the nodes page's data.
 type nodesPage struct {
-	Cluster *control.Cluster
-	Live    []control.NodeRow // sorted by id
-	Gone    []control.NodeRow
+	Cluster *api.Cluster
+	Live    []api.NodeRow // sorted by id
+	Gone    []api.NodeRow
 	Backend Backend
 }
 
@@ -25,7 +25,7 @@ func (s *server) nodes(w http.ResponseWriter, r *http.Request, a access) {
 		return
 	}
 	defer cancel()
-	c, err := control.Nodes(ctx, st, s.o.Now())
+	c, err := api.Nodes(ctx, st, s.o.Now())
 	if err != nil {
 		s.backendError(w, r, err)
 		return
@@ -41,7 +41,7 @@ func (s *server) nodes(w http.ResponseWriter, r *http.Request, a access) {
 			p.Gone = append(p.Gone, n)
 		}
 	}
-	byID := func(a, b control.NodeRow) int {
+	byID := func(a, b api.NodeRow) int {
 		if a.NodeID < b.NodeID {
 			return -1
 		}

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
+	"github.com/cronlock/cronlock/ledger"
 )
 
 // runPage is the run page's data.
@@ -40,19 +40,19 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, a access) {
 	}
 	defer cancel()
 	now := s.o.Now()
-	q := control.OccurrenceQuery{To: now.Unix(), Limit: 10000}
+	q := api.OccurrenceQuery{To: now.Unix(), Limit: 10000}
 	if slot, err := strconv.ParseInt(id, 10, 64); err == nil && slot > 0 {
 		q.From, q.To = slot, slot
 	} else if !strings.HasPrefix(id, "m") {
 		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("%q is no occurrence id: want a slot in Unix seconds or m<token>", id))
 		return
 	}
-	occ, err := control.Occurrences(ctx, st, j.Name, q)
+	occ, err := api.Occurrences(ctx, st, j.Name, q)
 	if err != nil {
 		s.backendError(w, r, err)
 		return
 	}
-	var found *actors.Occurrence
+	var found *ledger.Occurrence
 	for i := range occ {
 		if occ[i].ID == id {
 			found = &occ[i]
@@ -64,7 +64,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, a access) {
 			"older than the ledger's retention)", j.Name, id))
 		return
 	}
-	evs, err := control.Events(ctx, st, j.Name, jobEvents, now)
+	evs, err := api.Events(ctx, st, j.Name, jobEvents, now)
 	if err != nil {
 		s.backendError(w, r, err)
 		return

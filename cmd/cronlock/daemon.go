@@ -13,7 +13,6 @@ import (
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/engine"
-	"github.com/cronlock/cronlock/runrecords"
 	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -57,8 +56,8 @@ func (b blockingRecords) wait() {
 	}
 }
 
-func (b blockingRecords) Put(r runrecords.Record) error { b.wait(); return b.RunRecords.Put(r) }
-func (b blockingRecords) Replace(old int, r runrecords.Record) error {
+func (b blockingRecords) Put(r statedir.Record) error { b.wait(); return b.RunRecords.Put(r) }
+func (b blockingRecords) Replace(old int, r statedir.Record) error {
 	b.wait()
 	return b.RunRecords.Replace(old, r)
 }

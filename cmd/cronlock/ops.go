@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"io"
 	"net"
 	"os"
@@ -13,13 +14,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/engine"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/statedir"
-	"github.com/redis/rueidis"
 )
 
 // opsCallTimeout bounds every backend call of the operator commands
@@ -28,22 +29,22 @@ import (
 const opsCallTimeout = 5 * time.Second
 
 // opsBackend is what the operator commands need from a lock backend.
-// Implemented by *redislock.Redis and *redislock.Memory.
+// Implemented by *redislock.Redis and *memory.Memory.
 type opsBackend interface {
-	Claim(ctx context.Context, req actors.ClaimRequest) (actors.Claim, error)
+	Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error)
 	Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error)
 	Release(ctx context.Context, job, owner string) (bool, error)
-	Finish(ctx context.Context, req actors.FinishRequest) (actors.Finished, error)
-	History(ctx context.Context, job string, n int) ([]actors.RunRecord, error)
-	State(ctx context.Context, job string) (redislock.JobState, error)
-	Occurrences(ctx context.Context, job string, from, to int64) ([]actors.Occurrence, error)
-	Audit(ctx context.Context, req actors.AuditRequest) (actors.Audited, error)
+	Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error)
+	History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error)
+	State(ctx context.Context, job string) (ledger.JobState, error)
+	Occurrences(ctx context.Context, job string, from, to int64) ([]ledger.Occurrence, error)
+	Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error)
 	Close()
 }
 
 var (
 	_ opsBackend = (*redislock.Redis)(nil)
-	_ opsBackend = (*redislock.Memory)(nil)
+	_ opsBackend = (*memory.Memory)(nil)
 )
 
 // opsFlags are the flags shared by the operator commands; args are the
@@ -198,7 +199,7 @@ func (s *opsSession) redisHint(err error) error {
 // header is the first line of a table: where the command read it, the
 // Redis (addresses, db, key prefix) or the memory-backend daemon
 // (cluster: its node list, when the command read it).
-func (s *opsSession) header(cluster *control.Cluster) string {
+func (s *opsSession) header(cluster *api.Cluster) string {
 	if s.daemon != nil {
 		return s.daemon.describe(cluster)
 	}
@@ -206,7 +207,7 @@ func (s *opsSession) header(cluster *control.Cluster) string {
 }
 
 // jobStatus returns the status of jobs (the named ones, in order).
-func (s *opsSession) jobStatus(ctx context.Context, jobs []config.Job, named bool) ([]control.JobStatus, error) {
+func (s *opsSession) jobStatus(ctx context.Context, jobs []config.Job, named bool) ([]api.JobStatus, error) {
 	if s.daemon != nil {
 		var names []string
 		if named {
@@ -216,44 +217,44 @@ func (s *opsSession) jobStatus(ctx context.Context, jobs []config.Job, named boo
 		}
 		return s.daemon.jobs(ctx, names)
 	}
-	rows, err := control.Jobs(ctx, s.redis, jobs, time.Now())
+	rows, err := api.Jobs(ctx, s.redis, jobs, time.Now())
 	return rows, s.redisHint(err)
 }
 
 // runs returns job's last n runs, newest first (output tails when tail;
 // always from a daemon).
-func (s *opsSession) runs(ctx context.Context, job string, n int, tail bool) ([]*control.Run, error) {
+func (s *opsSession) runs(ctx context.Context, job string, n int, tail bool) ([]*api.Run, error) {
 	if s.daemon != nil {
 		return s.daemon.runs(ctx, job, n)
 	}
-	rows, err := control.Runs(ctx, s.redis, job, n, tail)
+	rows, err := api.Runs(ctx, s.redis, job, n, tail)
 	return rows, s.redisHint(err)
 }
 
 // occurrences returns job's ledger records that q selects, newest first.
-func (s *opsSession) occurrences(ctx context.Context, job string, q control.OccurrenceQuery) ([]actors.Occurrence, error) {
+func (s *opsSession) occurrences(ctx context.Context, job string, q api.OccurrenceQuery) ([]ledger.Occurrence, error) {
 	if s.daemon != nil {
 		return s.daemon.occurrences(ctx, job, q)
 	}
-	rows, err := control.Occurrences(ctx, s.redis, job, q)
+	rows, err := api.Occurrences(ctx, s.redis, job, q)
 	return rows, s.redisHint(err)
 }
 
 // events returns job's last n events, newest first.
-func (s *opsSession) events(ctx context.Context, job string, n int) ([]control.Event, error) {
+func (s *opsSession) events(ctx context.Context, job string, n int) ([]api.Event, error) {
 	if s.daemon != nil {
 		return s.daemon.events(ctx, job, n)
 	}
-	rows, err := control.Events(ctx, s.redis, job, n, time.Now())
+	rows, err := api.Events(ctx, s.redis, job, n, time.Now())
 	return rows, s.redisHint(err)
 }
 
 // nodes returns the node list.
-func (s *opsSession) nodes(ctx context.Context) (*control.Cluster, error) {
+func (s *opsSession) nodes(ctx context.Context) (*api.Cluster, error) {
 	if s.daemon != nil {
 		return s.daemon.nodes(ctx)
 	}
-	v, err := control.Nodes(ctx, s.redis, time.Now())
+	v, err := api.Nodes(ctx, s.redis, time.Now())
 	return v, s.redisHint(err)
 }
 
@@ -262,9 +263,9 @@ func (s *opsSession) nodes(ctx context.Context) (*control.Cluster, error) {
 // reply such as WRONGPASS or NOPERM), not from reading what it holds.
 func fromReachingRedis(err error) bool {
 	var ne net.Error
-	var re *rueidis.RedisError
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, rueidis.ErrClosing) ||
-		errors.As(err, &ne) || errors.As(err, &re)
+	_, isReply := redislock.ServerReply(err)
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || redislock.IsClosing(err) ||
+		errors.As(err, &ne) || isReply
 }
 
 // runPause implements `cronlock pause [-config FILE] [-for D | -until
@@ -284,7 +285,7 @@ func runPause(ctx context.Context, args []string, env *runEnv) int {
 	if code := f.oneJob(); code >= 0 {
 		return code
 	}
-	spec := control.PauseSpec{For: *forD, Note: *note}
+	spec := api.PauseSpec{For: *forD, Note: *note}
 	f.fs.Visit(func(fl *flag.Flag) { spec.ForSet = spec.ForSet || fl.Name == "for" })
 	if spec.ForSet && *until != "" {
 		return opsFail(env, "pause", 2, errors.New("-for and -until both set: give one end"))
@@ -342,7 +343,7 @@ func runResume(ctx context.Context, args []string, env *runEnv) int {
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	var old *redislock.Pause
+	var old *ledger.Pause
 	if s.daemon != nil {
 		old, err = s.daemon.resume(cctx, f.args[0])
 	} else {
@@ -361,7 +362,7 @@ func runResume(ctx context.Context, args []string, env *runEnv) int {
 }
 
 // pauseText is " by ops@web1 at …, until …: note" (the parts that are set).
-func pauseText(p *redislock.Pause) string {
+func pauseText(p *ledger.Pause) string {
 	s := ""
 	if p.By != "" {
 		s += " by " + p.By

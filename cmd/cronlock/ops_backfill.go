@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/engine"
 	"go.uber.org/zap/zapcore"
@@ -135,7 +136,7 @@ func (s *opsSession) backfillDryRun(ctx context.Context, env *runEnv, job string
 	if err != nil {
 		return opsFail(env, "backfill", 1, s.redisHint(err))
 	}
-	rec := map[int64]actors.Occurrence{}
+	rec := map[int64]ledger.Occurrence{}
 	for _, o := range occ {
 		rec[o.Slot] = o
 	}
@@ -153,7 +154,7 @@ func (s *opsSession) backfillDryRun(ctx context.Context, env *runEnv, job string
 		}
 		if o, ok := rec[t.Unix()]; ok {
 			switch {
-			case o.Status == "skipped" && o.Reason == actors.SkipStateLost:
+			case o.Status == "skipped" && o.Reason == ledger.SkipStateLost:
 				what, note = "not run", "state_lost: redis lost the ledger around it; -force runs it"
 			case o.Status == "missed" || o.Status == "skipped":
 				note = o.Status + " (" + o.Reason + ")"
@@ -176,10 +177,10 @@ func printBackfill(env *runEnv, job string, res []engine.BackfillResult) int {
 		case "":
 			ran++
 			fmt.Fprintf(env.stdout, "%-12s %s %s\n", "ran", slot, r.Ran.Finished.Result)
-			if r.Ran.Finished.Result != actors.ResultSuccess {
+			if r.Ran.Finished.Result != ledger.ResultSuccess {
 				other++
 			}
-		case actors.SkipAlreadyRun:
+		case ledger.SkipAlreadyRun:
 			already++
 			fmt.Fprintf(env.stdout, "%-12s %s\n", "already run", slot)
 		default:

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/schedule"
 )
@@ -66,12 +67,12 @@ func TestBackfill_SkipsSlotsTheScheduleRan(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ran := actors.RunRecord{RunID: "sched-1", Slot: slots[0].Unix(), Trigger: actors.TriggerSchedule, Node: "node-2",
-		Start: slots[0], End: slots[0].Add(time.Second), Attempts: 1, Result: actors.ResultSuccess, Fence: 5}
-	lost := actors.RunRecord{RunID: "sched-2", Slot: slots[1].Unix(), Trigger: actors.TriggerSchedule, Node: "node-2",
-		Fence: 6, Skip: actors.SkipLockLost}
-	for _, rec := range []actors.RunRecord{ran, lost} {
-		if _, err := r.Finish(ctx, actors.FinishRequest{Job: "backup", Record: rec}); err != nil {
+	ran := ledger.RunRecord{RunID: "sched-1", Slot: slots[0].Unix(), Trigger: ledger.TriggerSchedule, Node: "node-2",
+		Start: slots[0], End: slots[0].Add(time.Second), Attempts: 1, Result: ledger.ResultSuccess, Fence: 5}
+	lost := ledger.RunRecord{RunID: "sched-2", Slot: slots[1].Unix(), Trigger: ledger.TriggerSchedule, Node: "node-2",
+		Fence: 6, Skip: ledger.SkipLockLost}
+	for _, rec := range []ledger.RunRecord{ran, lost} {
+		if _, err := r.Finish(ctx, ledger.FinishRequest{Job: "backup", Record: rec}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,9 +111,9 @@ func TestBackfill_SkipsSlotsTheScheduleRan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(occ) != 3 || occ[0].RunID != "sched-1" || occ[0].Trigger != string(actors.TriggerSchedule) ||
-		occ[1].Status != "ran" || occ[1].Trigger != string(actors.TriggerBackfill) ||
-		occ[2].Status != "ran" || occ[2].Trigger != string(actors.TriggerBackfill) {
+	if len(occ) != 3 || occ[0].RunID != "sched-1" || occ[0].Trigger != string(ledger.TriggerSchedule) ||
+		occ[1].Status != "ran" || occ[1].Trigger != string(ledger.TriggerBackfill) ||
+		occ[2].Status != "ran" || occ[2].Trigger != string(ledger.TriggerBackfill) {
 		t.Errorf("ledger: %+v; want the schedule's run kept and the two others run by the backfill", occ)
 	}
 

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/redislock"
 )
 
@@ -21,10 +23,10 @@ import (
 func (s *opsSession) runOnCluster(ctx context.Context, env *runEnv, j config.Job, rf runFlags) (code int, asked bool) {
 	job := j.Name
 	if ctx.Err() != nil {
-		return opsFail(env, "run", 1, s.refusal(ctx, job, actors.Ran{Skip: actors.SkipShuttingDown})), true
+		return opsFail(env, "run", 1, s.refusal(ctx, job, actors.Ran{Skip: ledger.SkipShuttingDown})), true
 	}
 	cctx, cancel := s.call(ctx)
-	cluster, err := control.Nodes(cctx, s.redis, time.Now())
+	cluster, err := api.Nodes(cctx, s.redis, time.Now())
 	cancel()
 	if err != nil {
 		return opsFail(env, "run", 1, s.redisHint(err)), true
@@ -34,10 +36,10 @@ func (s *opsSession) runOnCluster(ctx context.Context, env *runEnv, j config.Job
 		fmt.Fprintf(env.stderr, "cronlock run: no live daemon has %s in its configuration%s; running it here (as with -local)\n", job, tagsNote(j.Nodes))
 		return 0, false
 	}
-	req := control.NewRunRequest(job, requester(env), rf.reason, rf.force, time.Now())
-	st, err := control.RequestRun(ctx, s.redis, req, rf.timeout)
+	req := api.NewRunRequest(job, requester(env), rf.reason, rf.force, time.Now())
+	st, err := api.RequestRun(ctx, s.redis, req, rf.timeout)
 	switch {
-	case errors.Is(err, control.ErrNotTaken):
+	case errors.Is(err, api.ErrNotTaken):
 		return opsFail(env, "run", 1, fmt.Errorf("no daemon took the run request of %s within %v; it was withdrawn and will not run "+
 			"(live daemons with the job: %s; is it enabled there, and are they connected to Redis?)", job, rf.timeout,
 			strings.Join(holders, ", "))), true
@@ -48,8 +50,8 @@ func (s *opsSession) runOnCluster(ctx context.Context, env *runEnv, j config.Job
 	if !rf.wait {
 		return 0, true
 	}
-	end, err := control.WaitRun(ctx, s.redis, job, req.ID)
-	if errors.Is(err, control.ErrTakerGone) || errors.Is(err, control.ErrStatusLost) { // the run may not go on
+	end, err := api.WaitRun(ctx, s.redis, job, req.ID)
+	if errors.Is(err, api.ErrTakerGone) || errors.Is(err, api.ErrStatusLost) { // the run may not go on
 		return opsFail(env, "run", 1, fmt.Errorf("%w; see cronlock history %s", err, job)), true
 	}
 	if err != nil {
@@ -102,7 +104,7 @@ func (s *opsSession) reportRemote(ctx context.Context, env *runEnv, job string, 
 	switch {
 	case st.ExitCode > 0:
 		return st.ExitCode
-	case st.Result != actors.ResultSuccess:
+	case st.Result != ledger.ResultSuccess:
 		return 1
 	}
 	return 0

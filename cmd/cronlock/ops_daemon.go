@@ -15,12 +15,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/redislock"
-	"github.com/cronlock/cronlock/registry"
 )
 
 // daemonClient is the cronlock command's way to a daemon on the memory
@@ -110,14 +110,14 @@ func jobPath(job, sub string) string { return "jobs/" + url.PathEscape(job) + su
 
 // jobs returns the status of the named jobs, all of them when names is
 // empty.
-func (c *daemonClient) jobs(ctx context.Context, names []string) ([]control.JobStatus, error) {
-	var rows []control.JobStatus
+func (c *daemonClient) jobs(ctx context.Context, names []string) ([]api.JobStatus, error) {
+	var rows []api.JobStatus
 	if len(names) == 0 {
 		err := c.call(ctx, "GET", "jobs", nil, &rows)
 		return rows, err
 	}
 	for _, n := range names {
-		var row control.JobStatus
+		var row api.JobStatus
 		if err := c.call(ctx, "GET", jobPath(n, ""), nil, &row); err != nil {
 			return nil, err
 		}
@@ -127,15 +127,15 @@ func (c *daemonClient) jobs(ctx context.Context, names []string) ([]control.JobS
 }
 
 // runs returns job's last n runs, newest first, with their output tails.
-func (c *daemonClient) runs(ctx context.Context, job string, n int) ([]*control.Run, error) {
-	var rows []*control.Run
+func (c *daemonClient) runs(ctx context.Context, job string, n int) ([]*api.Run, error) {
+	var rows []*api.Run
 	err := c.call(ctx, "GET", jobPath(job, "/runs?limit="+strconv.Itoa(n)), nil, &rows)
 	return rows, err
 }
 
 // occurrences returns job's ledger records that q selects, newest first.
-func (c *daemonClient) occurrences(ctx context.Context, job string, q control.OccurrenceQuery) ([]actors.Occurrence, error) {
-	var rows []actors.Occurrence
+func (c *daemonClient) occurrences(ctx context.Context, job string, q api.OccurrenceQuery) ([]ledger.Occurrence, error) {
+	var rows []ledger.Occurrence
 	v := url.Values{"from": {strconv.FormatInt(q.From, 10)}, "to": {strconv.FormatInt(q.To, 10)},
 		"status": {q.Status}, "limit": {strconv.Itoa(q.Limit)}}
 	err := c.call(ctx, "GET", jobPath(job, "/occurrences?"+v.Encode()), nil, &rows)
@@ -143,22 +143,22 @@ func (c *daemonClient) occurrences(ctx context.Context, job string, q control.Oc
 }
 
 // events returns job's last n events, newest first.
-func (c *daemonClient) events(ctx context.Context, job string, n int) ([]control.Event, error) {
-	var rows []control.Event
+func (c *daemonClient) events(ctx context.Context, job string, n int) ([]api.Event, error) {
+	var rows []api.Event
 	err := c.call(ctx, "GET", jobPath(job, "/events?limit="+strconv.Itoa(n)), nil, &rows)
 	return rows, err
 }
 
 // nodes returns the daemon's node list: the daemon itself.
-func (c *daemonClient) nodes(ctx context.Context) (*control.Cluster, error) {
-	var v control.Cluster
+func (c *daemonClient) nodes(ctx context.Context) (*api.Cluster, error) {
+	var v api.Cluster
 	err := c.call(ctx, "GET", "nodes", nil, &v)
 	return &v, err
 }
 
 // pause pauses job as spec says; the daemon records the pause (its clock
 // sets when, and the end of a -for) and returns it.
-func (c *daemonClient) pause(ctx context.Context, job string, spec control.PauseSpec) (redislock.Pause, error) {
+func (c *daemonClient) pause(ctx context.Context, job string, spec api.PauseSpec) (ledger.Pause, error) {
 	body := map[string]string{"note": spec.Note}
 	if spec.ForSet {
 		body["for"] = spec.For.String()
@@ -167,7 +167,7 @@ func (c *daemonClient) pause(ctx context.Context, job string, spec control.Pause
 		body["until"] = spec.Until.UTC().Format(time.RFC3339Nano)
 	}
 	var res struct {
-		Pause redislock.Pause `json:"pause"`
+		Pause ledger.Pause `json:"pause"`
 	}
 	err := c.call(ctx, "POST", jobPath(job, "/pause"), body, &res)
 	return res.Pause, err
@@ -175,9 +175,9 @@ func (c *daemonClient) pause(ctx context.Context, job string, spec control.Pause
 
 // resume lifts job's pause and returns the pause lifted, nil when the job
 // was not paused.
-func (c *daemonClient) resume(ctx context.Context, job string) (*redislock.Pause, error) {
+func (c *daemonClient) resume(ctx context.Context, job string) (*ledger.Pause, error) {
 	var res struct {
-		Lifted *redislock.Pause `json:"lifted"`
+		Lifted *ledger.Pause `json:"lifted"`
 	}
 	err := c.call(ctx, "POST", jobPath(job, "/resume"), map[string]string{}, &res)
 	return res.Lifted, err
@@ -195,7 +195,7 @@ func (c *daemonClient) run(ctx context.Context, job string, rf runFlags) (redisl
 
 // describe names the daemon for an output header: its node id, pid and
 // host from its node record, the socket and the config file.
-func (c *daemonClient) describe(v *control.Cluster) string {
+func (c *daemonClient) describe(v *api.Cluster) string {
 	who := "daemon"
 	if v != nil && len(v.Nodes) == 1 {
 		r := v.Nodes[0].Record
@@ -205,7 +205,7 @@ func (c *daemonClient) describe(v *control.Cluster) string {
 }
 
 // versionOf is a node record's version, or "version unknown".
-func versionOf(r registry.Record) string {
+func versionOf(r cluster.Record) string {
 	if r.Version == "" {
 		return "version unknown"
 	}

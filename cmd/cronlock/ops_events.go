@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cronlock/cronlock/control"
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/redislock"
 )
 
@@ -34,7 +34,7 @@ func (s *opsSession) printEvents(ctx context.Context, env *runEnv, job string, n
 				details = "until " + r.Until.UTC().Format(time.RFC3339) + " "
 			}
 			details += r.Note
-		case control.EventAutoResume:
+		case api.EventAutoResume:
 			by, details = "-", "the pause ended"
 		case redislock.EventReload:
 			by, details = r.Node, "config hash "+r.ConfigHash

@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cronlock/cronlock/control"
-	"github.com/cronlock/cronlock/registry"
+	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 )
 
 // runNodes implements `cronlock nodes [-config FILE] [-json]`: every
@@ -47,7 +47,7 @@ func runNodes(ctx context.Context, args []string, env *runEnv) int {
 }
 
 // printNodes prints the node table, then one line per drifting job.
-func printNodes(env *runEnv, v *control.Cluster) {
+func printNodes(env *runEnv, v *api.Cluster) {
 	if len(v.Nodes) == 0 {
 		fmt.Fprintln(env.stdout, "no node records in Redis (no daemon on the redis backend has written a heartbeat within its TTL)")
 		return
@@ -98,7 +98,7 @@ func printNodes(env *runEnv, v *control.Cluster) {
 
 // duplicatesText names the daemons that write one node's record: the
 // record's writer and the others it found writing it.
-func duplicatesText(r registry.Record) string {
+func duplicatesText(r cluster.Record) string {
 	all := []string{daemonText(r.Hostname, r.PID, r.StateDir)}
 	for _, d := range r.Duplicates {
 		all = append(all, daemonText(d.Hostname, d.PID, d.StateDir))

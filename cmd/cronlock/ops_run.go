@@ -8,11 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/api"
+	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/engine"
-	"github.com/cronlock/cronlock/targeting"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -78,11 +80,11 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 	if code := f.oneJob(); code >= 0 {
 		return code
 	}
-	if err := control.CheckText("-reason", rf.reason); err != nil {
+	if err := api.CheckText("-reason", rf.reason); err != nil {
 		return opsFail(env, "run", 2, err)
 	}
-	if rf.timeout <= 0 || rf.timeout > control.MaxRunTimeout {
-		return opsFail(env, "run", 2, fmt.Errorf("-timeout %v: want more than 0 and at most %v", rf.timeout, control.MaxRunTimeout))
+	if rf.timeout <= 0 || rf.timeout > api.MaxRunTimeout {
+		return opsFail(env, "run", 2, fmt.Errorf("-timeout %v: want more than 0 and at most %v", rf.timeout, api.MaxRunTimeout))
 	}
 	// Output and log lines come from several goroutines: serialise writes.
 	out := zapcore.Lock(zapcore.AddSync(env.stdout))
@@ -117,7 +119,7 @@ func runManual(ctx context.Context, args []string, env *runEnv) int {
 		}
 		s.daemon, s.backend, s.state, s.note = nil, m, dir, note
 	}
-	if !rf.force && !targeting.Matches(job.Nodes, s.cfg.Node.Tags) {
+	if !rf.force && !cluster.Matches(job.Nodes, s.cfg.Node.Tags) {
 		return opsFail(env, "run", 1, fmt.Errorf("job %q runs only on nodes whose node.tags have %s, and this host's are %v: "+
 			"run it on such a node, or give -force", job.Name, strings.Join(job.Nodes, ", "), s.cfg.Node.Tags))
 	}
@@ -149,15 +151,15 @@ func isTerminal(w io.Writer) bool {
 // refusal explains why a manual run did not start, with the fix.
 func (s *opsSession) refusal(ctx context.Context, job string, ran actors.Ran) error {
 	switch ran.Skip {
-	case actors.SkipPaused:
+	case ledger.SkipPaused:
 		return fmt.Errorf("job %s is paused; not started (cronlock resume %s, or -force to run it anyway)", job, job)
-	case actors.SkipDisabled:
+	case ledger.SkipDisabled:
 		return fmt.Errorf("job %s is disabled (enabled: false); not started (-force runs it anyway)", job)
-	case actors.SkipOverlap:
+	case ledger.SkipOverlap:
 		return fmt.Errorf("job %s is running on %s (lease held); not started", job, s.holder(ctx, job))
-	case actors.SkipShuttingDown:
+	case ledger.SkipShuttingDown:
 		return fmt.Errorf("job %s: interrupted before it started; not started", job)
-	case actors.SkipRedisError:
+	case ledger.SkipRedisError:
 		return s.redisHint(ran.Err)
 	}
 	if ran.Err != nil && ran.Err.Error() != "" {
@@ -192,7 +194,7 @@ func exitCode(fin actors.RunFinished) int {
 		return 128 + int(fin.Signal)
 	case fin.ExitCode > 0:
 		return fin.ExitCode
-	case fin.Result != actors.ResultSuccess:
+	case fin.Result != ledger.ResultSuccess:
 		return 1
 	}
 	return 0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,12 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/cronlock/cronlock/statedir"
 )
 
-func history(t *testing.T, r *redislock.Redis, job string) []actors.RunRecord {
+func history(t *testing.T, r *redislock.Redis, job string) []ledger.RunRecord {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -89,9 +91,9 @@ func TestRun_LeaseHeldElsewhere(t *testing.T) {
 	cfg, r, addr := opsRedis(t, "echo should-not-run")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := r.Claim(ctx, actors.ClaimRequest{Job: "backup", Trigger: actors.TriggerManual, Node: "node-2", RunID: "abc",
+	c, err := r.Claim(ctx, ledger.ClaimRequest{Job: "backup", Trigger: ledger.TriggerManual, Node: "node-2", RunID: "abc",
 		TTL: time.Minute, Lease: true})
-	if err != nil || c.Outcome != actors.Claimed {
+	if err != nil || c.Outcome != ledger.Claimed {
 		t.Fatalf("claim: %v %v", c, err)
 	}
 	code, out, errs := runCLI(t, nil, "run", "-config", cfg, "backup")
@@ -159,7 +161,7 @@ func TestRun_RetriesHooksTriggerAndJobSettings(t *testing.T) {
 		t.Errorf("on_success saw %q, want %q", got, "manual success 2 hello")
 	}
 	recs := history(t, r, "backup")
-	if len(recs) != 1 || recs[0].Trigger != actors.TriggerManual || recs[0].Attempts != 2 || recs[0].Result != "success" {
+	if len(recs) != 1 || recs[0].Trigger != ledger.TriggerManual || recs[0].Attempts != 2 || recs[0].Result != "success" {
 		t.Errorf("got history %+v, want one successful manual run of 2 attempts", recs)
 	}
 	if code, out, _ := runCLI(t, nil, "history", "-config", cfg, "backup"); code != 0 || !strings.Contains(out, "manual") {
@@ -225,9 +227,9 @@ func TestRun_MemoryBackendWhileTheDaemonRuns(t *testing.T) {
 func TestRun_MemoryBackendCorruptStateFile(t *testing.T) {
 	cfg := opsConfig(t, "", "echo ran")
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, redislock.MemoryStateFile), "{")
+	writeFile(t, filepath.Join(dir, memory.MemoryStateFile), "{")
 	code, out, errs := runCLI(t, []string{"CRONLOCK_NODE_STATE_DIR=" + dir}, "run", "-config", cfg, "backup")
-	if code != 1 || out != "" || !strings.Contains(errs, filepath.Join(dir, redislock.MemoryStateFile)) {
+	if code != 1 || out != "" || !strings.Contains(errs, filepath.Join(dir, memory.MemoryStateFile)) {
 		t.Errorf("got exit %d, out %q, stderr %q; want 1, nothing run, an error naming the state file", code, out, errs)
 	}
 }
@@ -237,20 +239,20 @@ func TestRun_MemoryBackendCorruptStateFile(t *testing.T) {
 // claimed slot 1767225600.
 func daemonState(t *testing.T, dir string, fence int64) {
 	t.Helper()
-	writeFile(t, filepath.Join(dir, redislock.MemoryStateFile), fmt.Sprintf(
+	writeFile(t, filepath.Join(dir, memory.MemoryStateFile), fmt.Sprintf(
 		`{"format":"cronlock memory backend state","version":1,"jobs":{"backup":{"slot":1767225600,"fence":%d}}}`, fence))
 }
 
 // readState opens the state directory dir as a daemon would and returns
 // job backup's state.
-func readState(t *testing.T, dir string) redislock.JobState {
+func readState(t *testing.T, dir string) ledger.JobState {
 	t.Helper()
 	d, err := statedir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	m, err := redislock.OpenMemory(d)
+	m, err := memory.OpenMemory(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
 )
 
 // tableTime is how the status table shows instants: in the job's zone with
@@ -48,7 +49,7 @@ func runStatus(ctx context.Context, args []string, env *runEnv) int {
 	if *asJSON {
 		return printJSON(env, rows)
 	}
-	var cluster *control.Cluster
+	var cluster *api.Cluster
 	if s.daemon != nil {
 		cluster, _ = s.nodes(cctx) // for the header only
 	}
@@ -65,7 +66,7 @@ func runStatus(ctx context.Context, args []string, env *runEnv) int {
 // ever claimed or ran, none paused, and no live node (a job without
 // nodes: lists every live node as a runner). Then the command most
 // likely reads another Redis, db or key prefix than the daemons.
-func nothingThere(rows []control.JobStatus) bool {
+func nothingThere(rows []api.JobStatus) bool {
 	for _, r := range rows {
 		if r.Last != nil || r.Fence != 0 || r.Slot != 0 || r.Paused || r.LeaseHolder != "" || len(r.Runners) > 0 {
 			return false
@@ -76,7 +77,7 @@ func nothingThere(rows []control.JobStatus) bool {
 
 // daemonNodes is the memory-backend daemon's node list for a header; nil
 // on Redis, or when it cannot be read.
-func (s *opsSession) daemonNodes(ctx context.Context) *control.Cluster {
+func (s *opsSession) daemonNodes(ctx context.Context) *api.Cluster {
 	if s.daemon == nil {
 		return nil
 	}
@@ -104,7 +105,7 @@ func (s *opsSession) selectJobs(names []string) ([]config.Job, error) {
 }
 
 // printStatusTable prints the status rows as an aligned table.
-func printStatusTable(env *runEnv, rows []control.JobStatus) {
+func printStatusTable(env *runEnv, rows []api.JobStatus) {
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSCHEDULE\tNEXT FIRE\tLAST RUN\tNODE\tRESULT\tEXIT\tLEASE\tPAUSED\tFENCE\tDRIFT\t")
 	for _, r := range rows {
@@ -226,13 +227,13 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 }
 
 // historyQuery reads history's range and status flags.
-func historyQuery(fromS, toS, status string, missed bool, n int, now time.Time) (control.OccurrenceQuery, error) {
-	q := control.OccurrenceQuery{To: now.Unix(), Status: status, Limit: n}
+func historyQuery(fromS, toS, status string, missed bool, n int, now time.Time) (api.OccurrenceQuery, error) {
+	q := api.OccurrenceQuery{To: now.Unix(), Status: status, Limit: n}
 	if missed {
 		if status != "" {
 			return q, errors.New("-missed and -status: give one")
 		}
-		q.Status = control.StatusNotRun
+		q.Status = api.StatusNotRun
 	}
 	for _, f := range []struct {
 		name, v string
@@ -254,7 +255,7 @@ func historyQuery(fromS, toS, status string, missed bool, n int, now time.Time) 
 
 // printOccurrences prints ledger records as an aligned table; instants in
 // UTC.
-func printOccurrences(env *runEnv, rows []actors.Occurrence) {
+func printOccurrences(env *runEnv, rows []ledger.Occurrence) {
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tSTATUS\tRESULT OR REASON\tNODE\tTRIGGER\tSTARTED\tDURATION\tTOKEN\t")
 	for _, o := range rows {
@@ -304,7 +305,7 @@ func (s *opsSession) printRuns(ctx context.Context, env *runEnv, job string, n i
 }
 
 // printHistoryTable prints runs as an aligned table; instants in UTC.
-func printHistoryTable(env *runEnv, rows []*control.Run) {
+func printHistoryTable(env *runEnv, rows []*api.Run) {
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "START\tEND\tDURATION\tNODE\tSLOT\tTRIGGER\tATTEMPTS\tRESULT\tEXIT\tFENCE\t")
 	for _, r := range rows {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/actors"
+	"github.com/cronlock/cronlock/ledger"
+
 	"github.com/cronlock/cronlock/api"
-	"github.com/cronlock/cronlock/control"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/redis/rueidis"
@@ -59,25 +59,25 @@ func record(t *testing.T, r *redislock.Redis, job, node string, start time.Time,
 	if exit != 0 {
 		result = "failure"
 	}
-	rec := actors.RunRecord{RunID: node + start.Format("150405"), Slot: start.Truncate(time.Minute).Unix(),
+	rec := ledger.RunRecord{RunID: node + start.Format("150405"), Slot: start.Truncate(time.Minute).Unix(),
 		Node: node, Start: start, End: start.Add(1500 * time.Millisecond), Attempts: 1, Result: result,
 		ExitCode: exit, Fence: 7, OutputTail: "out of " + node}
-	if _, err := r.Finish(ctx, actors.FinishRequest{Job: job, Record: rec}); err != nil {
+	if _, err := r.Finish(ctx, ledger.FinishRequest{Job: job, Record: rec}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func statusJSON(t *testing.T, cfg string) map[string]control.JobStatus {
+func statusJSON(t *testing.T, cfg string) map[string]api.JobStatus {
 	t.Helper()
 	code, out, errs := runCLI(t, nil, "status", "-config", cfg, "-json")
 	if code != 0 {
 		t.Fatalf("status: exit %d, stderr %q", code, errs)
 	}
-	var rows []control.JobStatus
+	var rows []api.JobStatus
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("status -json: %v in %q", err, out)
 	}
-	m := map[string]control.JobStatus{}
+	m := map[string]api.JobStatus{}
 	for _, r := range rows {
 		m[r.Job] = r
 	}
@@ -138,7 +138,7 @@ func TestPauseResume_ShownInStatus(t *testing.T) {
 		t.Errorf("after resume: got paused, want not paused")
 	}
 	code, out, _ = runCLI(t, nil, "history", "-events", "-json", "-config", cfg, "backup")
-	var evs []control.Event
+	var evs []api.Event
 	if err := json.Unmarshal([]byte(out), &evs); code != 0 || err != nil || len(evs) != 2 ||
 		evs[0].Type != "resume" || evs[0].By != "dev@"+host || evs[1].Type != "pause" || evs[1].Note != "db migration" {
 		t.Errorf("history -events: exit %d, %v, %+v; want resume by dev, then pause with the note", code, err, evs)
@@ -163,9 +163,9 @@ func TestHistory_NewestFirstJSON(t *testing.T) {
 	record(t, r, "backup", "node-2", t0.Add(time.Hour), 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	lost := actors.RunRecord{RunID: "node-3", Slot: t0.Add(2 * time.Hour).Unix(), Trigger: actors.TriggerSchedule,
-		Node: "node-3", Fence: 8, Skip: actors.SkipLockLost}
-	if _, err := r.Finish(ctx, actors.FinishRequest{Job: "backup", Record: lost}); err != nil {
+	lost := ledger.RunRecord{RunID: "node-3", Slot: t0.Add(2 * time.Hour).Unix(), Trigger: ledger.TriggerSchedule,
+		Node: "node-3", Fence: 8, Skip: ledger.SkipLockLost}
+	if _, err := r.Finish(ctx, ledger.FinishRequest{Job: "backup", Record: lost}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -173,14 +173,14 @@ func TestHistory_NewestFirstJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("history: exit %d, stderr %q", code, errs)
 	}
-	var occ []actors.Occurrence
+	var occ []ledger.Occurrence
 	if err := json.Unmarshal([]byte(out), &occ); err != nil {
 		t.Fatalf("history -json: %v in %q", err, out)
 	}
 	if len(occ) != 3 || occ[0].Node != "node-3" || occ[1].Node != "node-2" || occ[2].Node != "node-1" {
 		t.Fatalf("got %+v, want node-3, node-2, node-1", occ)
 	}
-	if o := occ[0]; o.Status != "skipped" || o.Reason != actors.SkipLockLost || o.Slot != t0.Add(2*time.Hour).Unix() {
+	if o := occ[0]; o.Status != "skipped" || o.Reason != ledger.SkipLockLost || o.Slot != t0.Add(2*time.Hour).Unix() {
 		t.Errorf("got newest %+v, want skipped lock_lost at 04:00Z", o)
 	}
 	if o := occ[1]; o.Status != "ran" || o.Result != "failure" || o.ExitCode != 4 || o.Slot != t0.Add(time.Hour).Unix() ||
@@ -195,7 +195,7 @@ func TestHistory_NewestFirstJSON(t *testing.T) {
 	}
 
 	code, out, errs = runCLI(t, nil, "history", "-config", cfg, "-runs", "-json", "backup")
-	var rows []control.Run
+	var rows []api.Run
 	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil {
 		t.Fatalf("history -runs -json: exit %d, %v in %q (stderr %q)", code, err, out, errs)
 	}

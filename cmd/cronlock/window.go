@@ -3,14 +3,14 @@ package main
 import (
 	"time"
 
+	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/control"
 )
 
 // windowNote is the table's note for a job's active window: "" without
 // one, "active window ended 2027-…", "active from … until …".
 func windowNote(j *config.Job, now time.Time) string {
-	switch control.WindowState(j, now) {
+	switch api.WindowState(j, now) {
 	case "":
 		return ""
 	case "ended":

@@ -5,11 +5,10 @@ package subscription
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
+	"github.com/cronlock/cronlock/redislock"
 )
 
 // The backoff between two subscriptions after a failure: from Min,
@@ -27,7 +26,7 @@ const (
 // the first failure of each kind, lost connection or refusal, in a
 // streak: a refusal that follows connection errors is still reported)
 // and refused (the error is
-// Redis's own refusal, a *rueidis.RedisError such as an ACL's NOPERM,
+// Redis's own refusal (redislock.ServerReply) such as an ACL's NOPERM,
 // rather than a lost connection); wasConfirmed tells whether the
 // subscription that ended had been confirmed. Then it waits the backoff.
 // Keep returns when ctx ends, without calling ended.
@@ -43,8 +42,7 @@ func Keep(ctx context.Context, subscribe func(confirmed func()) error, ended fun
 		if confirmed.Load() {
 			wait, told = Min, [2]bool{}
 		}
-		var rerr *rueidis.RedisError
-		refused := errors.As(err, &rerr)
+		_, refused := redislock.ServerReply(err)
 		kind := 0
 		if refused {
 			kind = 1
