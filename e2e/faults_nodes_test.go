@@ -165,7 +165,7 @@ func TestNodeDeath_LeaseExpiresSurvivorRuns(t *testing.T) {
 	}
 	// The survivor claimed the first slot whose claim came after the
 	// expiry: the slot that began before lastHeld when its claims (sent
-	// up to nodeload.MaxDelay after it) came after the expiry, else a
+	// up to cluster.MaxDelay after it) came after the expiry, else a
 	// later one, at the latest the first slot after goneAt. The run
 	// started after lastHeld (below).
 	if s := next.Slot(); s < ceilSecond(lastHeld)-1 || s > ceilSecond(goneAt) {
