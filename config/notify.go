@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 )
