@@ -200,8 +200,9 @@ func (n *Notifier) handle(ctx context.Context, wg *sync.WaitGroup, f fact) {
 }
 
 // finished records a scheduled run's outcome in the backend and sends the
-// transition it makes. Manual runs (no slot) and results that are not the
-// job's own (lock_lost, replaced) are not recorded.
+// transition it makes. Manual runs (no slot), results that are not the
+// job's own (lock_lost, replaced) and the runs of jobs without a receiver
+// of failing or recovered are not recorded.
 func (n *Notifier) finished(ctx context.Context, wg *sync.WaitGroup, fin actors.RunFinished) {
 	var ok bool
 	switch fin.Result {
@@ -211,8 +212,8 @@ func (n *Notifier) finished(ctx context.Context, wg *sync.WaitGroup, fin actors.
 	default:
 		return
 	}
-	if fin.Slot.IsZero() {
-		return
+	if fin.Slot.IsZero() || n.outcomes == nil || !n.wanted(fin.Cfg.Notify.Webhooks, config.EventFailing, config.EventRecovered) {
+		return // no receiver: no round trip
 	}
 	cctx, cancel := context.WithTimeout(ctx, outcomeTimeout)
 	kind, err := n.outcomes.RecordOutcome(cctx, fin.Job, fin.Slot.Unix(), fin.RunID, ok)
@@ -266,6 +267,19 @@ func (n *Notifier) dispatch(ctx context.Context, wg *sync.WaitGroup, own []confi
 				zap.String("event", e.Kind), zap.String("job", e.Job), zap.Int("queue", queueSize))
 		}
 	}
+}
+
+// wanted reports whether a receiver (top-level, or of own) wants one of
+// kinds.
+func (n *Notifier) wanted(own []config.Webhook, kinds ...string) bool {
+	for _, w := range append(append([]config.Webhook(nil), n.global...), own...) {
+		for _, k := range kinds {
+			if (Receiver{Events: w.Events}).Wants(k) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // receiverName is Receiver.Name of w.
