@@ -76,7 +76,7 @@ type Engine struct {
 	ticker  *actors.Ticker
 	hooks   *actors.HookRunner
 	janitor *actors.Janitor
-	alerts  *notify.Notifier // webhook alerts (docs/alerts.md)
+	alerts  *notify.Notifier    // webhook alerts (docs/alerts.md)
 	node    *registry.Heartbeat // nil for the memory backend
 	load    *nodeload.Load      // runs in progress, max_parallel, the claim order
 	targets *targeting.Watcher  // reports jobs no live node may run
