@@ -94,3 +94,16 @@ func TestNotify_SecretFileWarningAtValidate(t *testing.T) {
 		t.Errorf("got warnings %v, want one about secret_file", cfg.Warnings)
 	}
 }
+
+func TestNotify_TOMLandJSON(t *testing.T) {
+	toml := "[[notify.webhooks]]\nurl = 'http://h/a'\nevents = ['missed']\n\n[[jobs]]\nname = 'j'\nschedule = '@daily'\ncommand = 'true'\nwarn_after = '1m'\n[[jobs.notify.webhooks]]\nurl = 'http://h/b'\nformat = 'slack'\n"
+	cfg := mustParse(t, toml, "toml", Options{})
+	if len(cfg.Notify.Webhooks) != 1 || len(cfg.Jobs[0].Notify.Webhooks) != 1 || cfg.Jobs[0].Notify.Webhooks[0].Format != "slack" {
+		t.Errorf("toml: got %+v / %+v", cfg.Notify, cfg.Jobs[0].Notify)
+	}
+	js := `{"notify": {"webhooks": [{"url": "http://h/a"}]}, "jobs": [{"name": "j", "schedule": "@daily", "command": "true", "notify": {"webhooks": [{"url": "http://h/b", "events": ["failing"]}]}}]}`
+	cfg = mustParse(t, js, "json", Options{})
+	if len(cfg.Notify.Webhooks) != 1 || len(cfg.Jobs[0].Notify.Webhooks) != 1 {
+		t.Errorf("json: got %+v / %+v", cfg.Notify, cfg.Jobs[0].Notify)
+	}
+}
