@@ -86,8 +86,15 @@ func (r Receiver) Name() string {
 	return Redact(r.URL)
 }
 
-// permanentError is a response that a retry would not change (a 4xx other
-// than 408 and 429).
+// NewClient returns the HTTP client alerts are sent with: it does not
+// follow redirects (a POST redirected would turn into a GET, and a 3xx is
+// reported as a refusal instead).
+func NewClient() *http.Client {
+	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// permanentError is a response that a retry would not change (a 3xx, or
+// a 4xx other than 408 and 429).
 type permanentError struct{ status int }
 
 func (e permanentError) Error() string { return "the receiver answered " + strconv.Itoa(e.status) }
@@ -122,7 +129,7 @@ func (r Receiver) Post(ctx context.Context, client *http.Client, kind string, bo
 	switch s := resp.StatusCode; {
 	case s >= 200 && s < 300:
 		return nil
-	case s >= 400 && s < 500 && s != http.StatusRequestTimeout && s != http.StatusTooManyRequests:
+	case s >= 300 && s < 500 && s != http.StatusRequestTimeout && s != http.StatusTooManyRequests:
 		return permanentError{s}
 	default:
 		return fmt.Errorf("the receiver answered %d", s)

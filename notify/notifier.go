@@ -36,7 +36,7 @@ type Options struct {
 	// Webhooks are the top-level notify.webhooks; each job's own come
 	// with its runs (config.Job.Notify).
 	Webhooks []config.Webhook
-	Client   *http.Client // nil = a client of its own
+	Client   *http.Client // nil = NewClient()
 	Policy   Policy       // zero = DefaultPolicy
 }
 
@@ -94,7 +94,7 @@ type longRun struct {
 // New returns a notifier; it does no I/O and starts nothing (Run does).
 func New(o Options) *Notifier {
 	if o.Client == nil {
-		o.Client = &http.Client{}
+		o.Client = NewClient()
 	}
 	if o.Policy == (Policy{}) {
 		o.Policy = DefaultPolicy

@@ -142,10 +142,12 @@ func TestDeliver_GivesUpAfterTheBound(t *testing.T) {
 }
 
 func TestDeliver_NoRetryOnRefusal(t *testing.T) {
-	rcv := newReceiver(t, 404)
-	r := Receiver{URL: rcv.srv.URL, Events: config.NotifyEvents, Format: config.FormatJSON}
-	if n, err := r.Deliver(t.Context(), http.DefaultClient, sample, fastPolicy); n != 1 || err == nil {
-		t.Fatalf("Deliver: got %d attempts, %v, want 1 and an error", n, err)
+	for _, code := range []int{404, 302} {
+		rcv := newReceiver(t, code)
+		r := Receiver{URL: rcv.srv.URL, Events: config.NotifyEvents, Format: config.FormatJSON}
+		if n, err := r.Deliver(t.Context(), NewClient(), sample, fastPolicy); n != 1 || err == nil {
+			t.Errorf("answer %d: got %d attempts, %v, want 1 and an error", code, n, err)
+		}
 	}
 }
 

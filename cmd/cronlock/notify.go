@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
@@ -100,7 +99,7 @@ func sendTest(ctx context.Context, env *runEnv, w config.Webhook, ev notify.Even
 		return 0
 	}
 	if err == nil {
-		_, err = r.Deliver(ctx, http.DefaultClient, ev, notifyTestPolicy)
+		_, err = r.Deliver(ctx, notify.NewClient(), ev, notifyTestPolicy)
 	}
 	if err != nil {
 		fmt.Fprintf(env.stdout, "FAIL  %s: %v\n", r.Name(), err)
