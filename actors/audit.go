@@ -43,6 +43,10 @@ type Auditor struct {
 	// Started is when this daemon started: a slot due before it that no
 	// node recorded was due while this node was down.
 	Started time.Time
+	// Missed, when set, is told the slots this node's audit recorded
+	// missed (each once in the cluster) and why, for alerts (package
+	// notify). It must not block.
+	Missed func(job *config.Job, node string, slots []int64, reason string)
 
 	jobs map[string]*auditState // owned by the caller's goroutine
 }
@@ -158,6 +162,9 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job, job *Job) ([]int64
 		return nil, nil
 	}
 	a.Metrics.OccurrencesMissed(cfg.Name, len(got.Missed))
+	if a.Missed != nil {
+		a.Missed(cfg, a.NodeID, got.Missed, req.Reason)
+	}
 	msg, level := "occurrences missed: due, and no node claimed or decided them within their answer window", zapcore.WarnLevel
 	if st.streak {
 		msg, level = "more occurrences missed (the outage goes on)", zapcore.InfoLevel

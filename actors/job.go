@@ -64,6 +64,16 @@ type JobDeps struct {
 	// Retention bounds the jobs' ledgers (ledger.retention,
 	// ledger.max_occurrences; docs/protocol.md, R9).
 	Retention ledger.Retention
+	// Watch sees every run start and end, for alerts (package notify);
+	// optional (nil = none).
+	Watch RunWatcher
+}
+
+// RunWatcher is told when a run's first attempt starts and when the run
+// has ended (its final result). Its methods must not block.
+type RunWatcher interface {
+	RunStarted(info RunInfo, job *config.Job, at time.Time)
+	RunFinished(fin RunFinished)
 }
 
 // jobDeps are one job's dependencies: the shared JobDeps and the state of

@@ -120,6 +120,9 @@ func (r *run) execute(ctx context.Context) Ran {
 	if late {
 		return r.notStarted(ctx, reason)
 	}
+	if r.deps.Watch != nil {
+		r.deps.Watch.RunStarted(r.info, r.job, time.Now())
+	}
 	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
 	if r.lease.Owner() != "" {
 		r.waitGrace()
@@ -594,6 +597,9 @@ func (r *run) sendFinish(req ledger.FinishRequest) {
 // hook runner's inbox is full it waits until it has room or Kill closes.
 func (r *run) report(fin RunFinished) {
 	r.deps.Metrics.RunFinished(fin.Job, fin.Result, fin.Finished.Sub(fin.Started), fin.Finished)
+	if r.deps.Watch != nil {
+		r.deps.Watch.RunFinished(fin)
+	}
 	select {
 	case r.deps.Results <- fin:
 		return

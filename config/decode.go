@@ -19,6 +19,9 @@ type decoder struct {
 	// "a:1,b:2"): environment variables and flags only carry strings. Values
 	// from the file must have the right type.
 	weak bool
+	// purpose is Options.Purpose: whether host problems (a webhook's
+	// secret_file) are errors or warnings.
+	purpose Purpose
 }
 
 // describe renders a raw value for an error message.

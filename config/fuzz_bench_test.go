@@ -25,6 +25,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("redis: {addresses: [a:1, b:2], db: 99999999999999}\n1: {2: 3}"))
 	f.Add([]byte("jobs:\n- name: a\n  schedule: */5 * * * *\n  command: @x\n"))
 	f.Add([]byte("a: &a " + nest("[", "1", "]", 40) + "\nb: " + nest("{k: ", "*a", "}", 30) + "\n"))
+	f.Add([]byte("notify: {webhooks: [{url: 'http://h/', events: [x], secret_file: ''}, 3]}\n" +
+		"jobs: [{name: a, schedule: '@daily', command: x, notify: {webhooks: [{url: '%zz'}]}, warn_after: 1s}]"))
 	f.Add([]byte(fanOut(8)))
 	f.Add([]byte(yamlBlock(66)))
 	for _, n := range []int{63, 64, 10001} {

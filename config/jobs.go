@@ -55,7 +55,9 @@ func newJobDecoder(d *decoder) *jobDecoder {
 	jd := &jobDecoder{d: d, table: jobFieldTable(), byKey: map[string]jobField{}}
 	for _, f := range jd.table {
 		jd.byKey[f.key] = f
-		jd.dknown = append(jd.dknown, f.key)
+		if f.key != "notify" { // the top-level notify is every job's
+			jd.dknown = append(jd.dknown, f.key)
+		}
 	}
 	jd.known = append([]string{"name", "schedule"}, jd.dknown...)
 	return jd
@@ -191,6 +193,9 @@ func (jd *jobDecoder) value(path string, typ reflect.Type, raw any) (reflect.Val
 		x, ok = d.boolean(path, raw)
 	case reflect.TypeFor[*[]string]():
 		x, ok = d.strings(path, raw)
+	case reflect.TypeFor[*Notify]():
+		n, good := decodeNotify(d, path, raw)
+		return reflect.ValueOf(&n), good
 	case reflect.TypeFor[map[string]string]():
 		m, good := d.stringMap(path, raw)
 		return reflect.ValueOf(m), good

@@ -25,9 +25,9 @@ type configKey struct {
 
 func (k configKey) section() bool { return k.typ.Kind() == reflect.Struct }
 
-// jobSections are the top-level keys decoded by loadJobs rather than as
-// scalar settings.
-var jobSections = []string{"defaults", "jobs"}
+// jobSections are the top-level keys decoded by loadJobs (and
+// loadNotify) rather than as scalar settings.
+var jobSections = []string{"defaults", "jobs", "notify"}
 
 // keyTable lists the sections and scalar keys outside `jobs`/`defaults` in
 // struct order, each section before its keys (node, node.id, …, redis,

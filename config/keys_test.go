@@ -80,7 +80,7 @@ func TestKeys_DerivedFromStructTags(t *testing.T) {
 		t.Errorf("sections = %q, want %q", sections, want)
 	}
 	children := map[string][]string{
-		"":           {"node", "lock", "ledger", "redis", "log", "http", "defaults", "jobs"},
+		"":           {"node", "lock", "ledger", "redis", "log", "http", "defaults", "jobs", "notify"},
 		"ledger.":    {"retention", "max_occurrences"},
 		"node.":      {"id", "grace_period", "timezone", "shutdown_timeout", "max_clock_skew", "heartbeat_interval", "state_dir", "tags", "max_parallel"},
 		"lock.":      {"backend"},

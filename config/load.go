@@ -118,7 +118,7 @@ func readLimited(path string) (data []byte, size int64, err error) {
 func Parse(data []byte, format string, opts Options) (*Config, error) {
 	var probs problems
 	exp := newExpander(opts.Environ, probs.warn, probs.errMsg)
-	d := &decoder{probs: &probs, exp: exp}
+	d := &decoder{probs: &probs, exp: exp, purpose: opts.Purpose}
 	raw, err := decodeRaw(data, format)
 	if err != nil {
 		probs.err("", "%v", err)
@@ -129,6 +129,7 @@ func Parse(data []byte, format string, opts Options) (*Config, error) {
 	src := loadScalars(cfg, raw, d, opts)
 	cfg.SecretEnv = exp.refs["redis.password"]
 	checkTop(cfg, &probs, opts, z, src)
+	loadNotify(cfg, raw, d)
 	loadJobs(cfg, raw, d, opts, z)
 	checkRetention(cfg, &probs, src)
 	if probs.hasErrors() {

@@ -23,6 +23,9 @@ type Config struct {
 	HTTP     HTTP      `mapstructure:"http"`
 	Defaults JobFields `mapstructure:"defaults"`
 	Jobs     []Job     `mapstructure:"jobs"`
+	// Notify holds the webhooks that receive every job's alerts
+	// (docs/alerts.md); a job's own notify.webhooks add to them.
+	Notify Notify `mapstructure:"notify"`
 
 	// Path is the file the config was read from.
 	Path string `mapstructure:"-"`
@@ -235,6 +238,12 @@ type JobFields struct {
 	ActiveUntil   *string           `mapstructure:"active_until"`
 	Nodes         *[]string         `mapstructure:"nodes"`
 	MaxRuns       *int              `mapstructure:"max_runs"`
+	// WarnAfter > 0: a run still going after it sends a running_long
+	// alert (docs/alerts.md).
+	WarnAfter *time.Duration `mapstructure:"warn_after"`
+	// Notify is the job's own webhooks, added to the top-level ones; not
+	// allowed under `defaults:` (the top-level notify is for every job).
+	Notify *Notify `mapstructure:"notify"`
 }
 
 // Overlap policies: when a job's previous run still holds its lease at the
@@ -295,6 +304,12 @@ type Job struct {
 	// in the cluster, counted in Redis (state.runs): later slots are
 	// skipped max_runs.
 	MaxRuns int
+	// WarnAfter (0 = off) is how long a run may go before a running_long
+	// alert is sent, once per run.
+	WarnAfter time.Duration
+	// Notify is the job's own webhooks (Config.WebhooksFor adds the
+	// top-level ones).
+	Notify Notify
 
 	// Location is the schedule's zone: CRON_TZ=/TZ= prefix > timezone >
 	// node.timezone > host local.

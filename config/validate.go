@@ -177,6 +177,12 @@ func (c *checker) fields(prefix string, f JobFields) {
 	if f.ActiveUntil != nil {
 		activeBound(p, prefix+"active_until", *f.ActiveUntil)
 	}
+	if f.Notify != nil && prefix == "defaults." {
+		p.err(prefix+"notify", "not allowed under defaults; put the webhooks of every job under the top-level notify.webhooks")
+	}
+	if f.WarnAfter != nil {
+		minOneSecond(p, prefix+"warn_after", *f.WarnAfter)
+	}
 	if f.MaxRuns != nil && *f.MaxRuns < 0 {
 		p.err(prefix+"max_runs", "%d is negative; use 0 for no limit, or the number of successful runs after which the job stops", *f.MaxRuns)
 	}

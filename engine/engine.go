@@ -19,6 +19,7 @@ import (
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/notify"
 	"github.com/cronlock/cronlock/statedir"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,6 +74,7 @@ type Engine struct {
 	ticker  *actors.Ticker
 	hooks   *actors.HookRunner
 	janitor *actors.Janitor
+	alerts  *notify.Notifier   // webhook alerts (docs/alerts.md)
 	node    *cluster.Heartbeat // nil for the memory backend
 	load    *cluster.Load      // runs in progress, max_parallel, the claim order
 	targets *cluster.Watcher   // reports jobs no live node may run
@@ -165,6 +167,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	environ := actors.JobEnviron(opts.Environ, cfg.SecretEnv...) // what runs and hooks inherit
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, environ, opts.Start, e.kill, e.killNow)
 	locker := b.locker()
+	e.alerts = e.newNotifier()
 	e.janitor = actors.NewJanitor(opts.Log, locker, 1024)
 	if opts.State != nil {
 		e.records = statedir.NewRunRecords(opts.State)
@@ -174,9 +177,10 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(), Finishes: e.janitor.Finishes(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
 		Records: e.runRecords(), ClaimTimeout: claimTimeout(cfg), Load: load,
-		MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg)},
+		MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Watch: e.alerts},
 		e.ticker, &actors.Auditor{Log: opts.Log, Metrics: e.metrics, Locker: locker, NodeID: cfg.Node.ID,
-			MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Now: nowOr(opts.Now), Started: time.Now()})
+			MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Now: nowOr(opts.Now), Started: time.Now(),
+			Missed: e.alerts.Missed})
 	e.taker = e.newTaker()
 	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
 	e.targets = newWatcher(cfg, b, opts, e.reg)
@@ -272,6 +276,8 @@ func (e *Engine) startServers(ctx context.Context, srv, sock *httpServer) *errgr
 	// The janitor lives as long as the runs: a run that ends during the
 	// shutdown may hand it a phantom or a finish to send again.
 	e.goActor(g, ctx, "janitor", e.janitor.Run)
+	// The notifier too: the last runs' alerts are sent until then.
+	e.goActor(g, ctx, "notifier", e.alerts.Run)
 	if e.node != nil {
 		e.goActor(g, ctx, "node registry", e.node.Run)
 	}

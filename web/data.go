@@ -208,9 +208,12 @@ func jobStatus(j *config.Job, row api.JobStatus) string {
 }
 
 // runningLongAfter is when a run in progress counts as running too long:
-// past 80% of the job's timeout, or an hour without one. (A per-job
-// warn_after will replace it, issue 35.)
+// the job's warn_after (the running_long alert's bound) when set, else
+// past 80% of its timeout, or an hour without either.
 func runningLongAfter(j *config.Job) time.Duration {
+	if j.WarnAfter > 0 {
+		return j.WarnAfter
+	}
 	if j.Timeout > 0 {
 		return j.Timeout * 8 / 10
 	}

@@ -22,6 +22,7 @@ var commandSummaries = []struct{ name, summary string }{
 	{"backfill", "run one job for every past slot in a range, once each in the cluster"},
 	{"pause", "pause one job on every node of the cluster"},
 	{"resume", "resume a paused job on every node of the cluster"},
+	{"notify", "send a sample alert to each configured webhook and report each result: cronlock notify test [-job JOB] [-event EVENT]"},
 	{"completion", "print a bash or zsh completion script: cronlock completion bash|zsh"},
 	{"help", "list the commands, or show one command's flags: cronlock help [COMMAND]"},
 }

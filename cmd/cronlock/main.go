@@ -108,6 +108,7 @@ func subcommands() map[string]subcommand {
 		"backfill":   runBackfill,
 		"pause":      runPause,
 		"resume":     runResume,
+		"notify":     runNotify,
 		"completion": runCompletion,
 		"help":       runHelp,
 	}

@@ -39,6 +39,8 @@ type Memory struct {
 	failed  uint64        // the newest snapshot whose write failed
 	failErr error         // that write's error
 	saved   chan struct{} // closed (and replaced) when a write ends
+
+	notify notifyTable // each job's last outcome, for alerts (memory_notify.go)
 }
 
 type memJob struct {
