@@ -40,7 +40,7 @@ type Memory struct {
 	failErr error         // that write's error
 	saved   chan struct{} // closed (and replaced) when a write ends
 
-	notify notifyTable // each job's last outcome, for alerts (memory_notify.go)
+	notify notifyTable // each job's last outcome, for alerts (notify.go)
 }
 
 type memJob struct {
