@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -51,6 +52,16 @@ type OutputChunk struct {
 	Dropped int64
 	// End marks the run's last chunk: no more output comes.
 	End bool
+}
+
+// Text is the chunk as lines to show: a line saying how many bytes were
+// dropped, if any, then Data.
+func (c OutputChunk) Text() []byte {
+	if c.Dropped == 0 {
+		return c.Data
+	}
+	note := "[cronlock: " + strconv.FormatInt(c.Dropped, 10) + " bytes of output dropped here: the live output could not keep up]\n"
+	return append([]byte(note), c.Data...)
 }
 
 // MaxLiveChunks bounds the live output kept per run (XADD MAXLEN ~ on

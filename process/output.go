@@ -79,9 +79,9 @@ func (t *Tail) write(p []byte) (int, error) {
 	return n, nil
 }
 
-// writeLine appends b and, when eol, a "\n", in one step: a line of the
-// other stream never comes between them.
-func (t *Tail) writeLine(b []byte, eol bool) {
+// WriteLine appends b and, when eol, a "\n", in one step: a line written
+// by another goroutine never comes between them.
+func (t *Tail) WriteLine(b []byte, eol bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.write(b)
@@ -172,7 +172,7 @@ func (w *lineWriter) emit(b []byte, partial, eol bool) {
 		b = w.redact(b)
 	}
 	if w.tail != nil {
-		w.tail.writeLine(b, eol)
+		w.tail.WriteLine(b, eol)
 	}
 	if w.lines != nil {
 		w.lines(b, partial)
