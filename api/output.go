@@ -147,24 +147,11 @@ func WriteEvent(w http.ResponseWriter, c ledger.OutputChunk) error {
 }
 
 // ServeOutput answers a request for job's occurrence id's output: the
-// stored output as text/plain, or with follow=1 the live output as
-// text/event-stream (the chunks so far, the new ones, an end event). The
-// stream resumes after the Last-Event-ID header's chunk when a browser
-// reconnects. It writes the answer, errors included (as JSON).
+// stored output as text/plain, or with follow=1 the live output
+// (ServeFollow). It writes the answer, errors included (as JSON).
 func ServeOutput(w http.ResponseWriter, r *http.Request, rd ReadStore, out ledger.OutputStore, job, id string, now func() time.Time) {
 	if f := r.URL.Query().Get("follow"); f != "" && f != "0" && f != "false" {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.Header().Set("X-Accel-Buffering", "no") // a proxy must not hold the stream back
-		w.WriteHeader(http.StatusOK)
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
-		err := FollowOutput(r.Context(), rd, out, job, id, r.Header.Get("Last-Event-ID"), now,
-			func(c ledger.OutputChunk) error { return WriteEvent(w, c) })
-		if err != nil && r.Context().Err() == nil {
-			_ = WriteEvent(w, ledger.OutputChunk{Data: []byte("[cronlock: the output could not be read further: " + err.Error() + "]\n"), End: true})
-		}
+		ServeFollow(w, r, rd, out, job, id, now)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -183,6 +170,25 @@ func ServeOutput(w http.ResponseWriter, r *http.Request, rd ReadStore, out ledge
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// ServeFollow answers with job's occurrence id's live output as
+// text/event-stream (FollowOutput, WriteEvent: the chunks so far, the new
+// ones, an end event) until the run's end or the client goes; a browser
+// that reconnects resumes after its Last-Event-ID header's chunk.
+func ServeFollow(w http.ResponseWriter, r *http.Request, rd ReadStore, out ledger.OutputStore, job, id string, now func() time.Time) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no") // a proxy must not hold the stream back
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	err := FollowOutput(r.Context(), rd, out, job, id, r.Header.Get("Last-Event-ID"), now,
+		func(c ledger.OutputChunk) error { return WriteEvent(w, c) })
+	if err != nil && r.Context().Err() == nil {
+		_ = WriteEvent(w, ledger.OutputChunk{Data: []byte("[cronlock: the output could not be read further: " + err.Error() + "]\n"), End: true})
+	}
 }
 
 // output answers GET /api/v1/jobs/{job}/occurrences/{slot}/output.
