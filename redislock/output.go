@@ -11,7 +11,7 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Run output (docs/protocol.md, "Redis keys"; docs/api.md, "Output"): the
+// Run output (docs/coordination.md, the key table; docs/api.md, "Output"): the
 // kept output of an occurrence is the string P out:J:ID (ID its ledger id,
 // the slot or m<token>), written once when the run ends with PX the
 // ledger's retention; the live output of a run in progress is the stream
