@@ -26,6 +26,7 @@ func (r *run) attempt(attempt int, lost <-chan LeaseLost, replaced <-chan int64)
 	spec := process.Spec{Shell: r.job.Shell, Command: r.job.Command, Dir: r.job.WorkDir,
 		Env: runEnv(r.env, r.deps.Environ, *r.job, r.info, attempt), User: r.job.User, KillGrace: r.job.KillGrace,
 		Log: r.logger()}
+	r.out.apply(&spec)
 	p, err := r.startProcess(spec)
 	if err != nil {
 		r.logger().Error("run could not start", zap.Error(err))

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,12 @@ type JobDeps struct {
 	// Retention bounds the jobs' ledgers (ledger.retention,
 	// ledger.max_occurrences; docs/protocol.md, R9).
 	Retention ledger.Retention
+	// Output, OutputMaxBytes and Redact: a run's output (actors/output.go).
+	// Output is optional (nil: output is only logged); OutputMaxBytes is
+	// output.max_bytes, Redact output.redact's patterns.
+	Output         ledger.OutputStore
+	OutputMaxBytes int
+	Redact         []*regexp.Regexp
 	// Watch sees every run start and end, for alerts (package notify);
 	// optional (nil = none).
 	Watch RunWatcher

@@ -82,6 +82,9 @@ type run struct {
 	// finishSent is when the finish that may hand the lease on was sent
 	// (monotonic): the handed-on run's lease counts from it (R3).
 	finishSent time.Time
+	// out redacts, keeps and publishes the run's output (output.go); nil =
+	// only logged.
+	out *runOutput
 }
 
 // execute runs the job once and returns what happened: a skip reason, or
@@ -123,7 +126,11 @@ func (r *run) execute(ctx context.Context) Ran {
 	if r.deps.Watch != nil {
 		r.deps.Watch.RunStarted(r.info, r.job, time.Now())
 	}
+	r.out = r.newRunOutput()
+	r.out.start()
 	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
+	age, _ := r.deps.Retention.Resolved()
+	r.out.stop(age) // before the finish: a reader that sees the run ended finds its output
 	if r.lease.Owner() != "" {
 		r.waitGrace()
 	}

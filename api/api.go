@@ -88,6 +88,10 @@ type Options struct {
 	NodeID string
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
+	// Output returns where runs keep and publish their output (the Redis
+	// client, or a memory-backend daemon's own), or an error while it
+	// cannot be reached; nil: output requests answer 501.
+	Output func() (ledger.OutputStore, error)
 }
 
 // Store is the state the API reads and changes: *redislock.Redis, or a
@@ -167,6 +171,7 @@ func New(o Options) http.Handler {
 		{"/api/v1/jobs/{job}/runs", map[string]http.HandlerFunc{"GET": s.read(s.runs)}},
 		{"/api/v1/jobs/{job}/events", map[string]http.HandlerFunc{"GET": s.read(s.events)}},
 		{"/api/v1/jobs/{job}/occurrences", map[string]http.HandlerFunc{"GET": s.read(s.occurrences)}},
+		{"/api/v1/jobs/{job}/occurrences/{slot}/output", map[string]http.HandlerFunc{"GET": s.read(s.output)}},
 		{"/api/v1/jobs/{job}/pause", map[string]http.HandlerFunc{"POST": s.write(s.pause)}},
 		{"/api/v1/jobs/{job}/resume", map[string]http.HandlerFunc{"POST": s.write(s.resume)}},
 		{"/api/v1/jobs/{job}/run", map[string]http.HandlerFunc{"POST": s.write(s.run)}},

@@ -96,6 +96,7 @@ func builtinDefaults() map[string]any {
 		"redis.replica_ack_timeout": 500 * time.Millisecond,
 		"log.level":                 "info",
 		"http.auth":                 AuthWrites,
+		"output.max_bytes":          DefaultOutputMaxBytes,
 	}
 }
 

@@ -59,6 +59,8 @@ var scalarKeys = []struct {
 	{"http.listen", "127.0.0.1:9999", "127.0.0.1:9999", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:9999", false},
 	{"http.token_file", "/env/token", "/env/token", func(c *Config) any { return c.HTTP.TokenFile }, "/env/token", false},
 	{"http.auth", "writes", "writes", func(c *Config) any { return c.HTTP.Auth }, "writes", false},
+	{"output.max_bytes", "4096", 4096, func(c *Config) any { return c.Output.MaxBytes }, 4096, false},
+	{"output.redact", "tok-[0-9]+, pw=\\S+", []any{"tok-[0-9]+", "pw=\\S+"}, func(c *Config) any { return c.Output.Redact }, []string{"tok-[0-9]+", "pw=\\S+"}, false},
 }
 
 func TestKeys_DerivedFromStructTags(t *testing.T) {
@@ -76,11 +78,12 @@ func TestKeys_DerivedFromStructTags(t *testing.T) {
 	if !slices.Equal(fromFields, want) {
 		t.Errorf("fields() keys = %q, want %q", fromFields, want)
 	}
-	if want := []string{"node", "lock", "ledger", "redis", "redis.tls", "log", "http"}; !slices.Equal(sections, want) {
+	if want := []string{"node", "lock", "ledger", "redis", "redis.tls", "log", "http", "output"}; !slices.Equal(sections, want) {
 		t.Errorf("sections = %q, want %q", sections, want)
 	}
 	children := map[string][]string{
-		"":           {"node", "lock", "ledger", "redis", "log", "http", "defaults", "jobs", "notify"},
+		"":           {"node", "lock", "ledger", "redis", "log", "http", "output", "defaults", "jobs", "notify"},
+		"output.":    {"max_bytes", "redact"},
 		"ledger.":    {"retention", "max_occurrences"},
 		"node.":      {"id", "grace_period", "timezone", "shutdown_timeout", "max_clock_skew", "heartbeat_interval", "state_dir", "tags", "max_parallel"},
 		"lock.":      {"backend"},

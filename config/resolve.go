@@ -50,6 +50,7 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 	checkTLSFiles(cfg.Lock.Backend, cfg.Redis.TLS, p, opts.Purpose, path)
 	checkListen(cfg.HTTP.Listen, p, path("http.listen"))
 	checkAPIAuth(cfg.HTTP, p, opts.Purpose, path)
+	checkOutput(&cfg.Output, p, path)
 }
 
 // checkListen checks http.listen as net.Listen("tcp", l) will read it at

@@ -21,6 +21,7 @@ type Config struct {
 	Redis    Redis     `mapstructure:"redis"`
 	Log      Log       `mapstructure:"log"`
 	HTTP     HTTP      `mapstructure:"http"`
+	Output   Output    `mapstructure:"output"`
 	Defaults JobFields `mapstructure:"defaults"`
 	Jobs     []Job     `mapstructure:"jobs"`
 	// Notify holds the webhooks that receive every job's alerts

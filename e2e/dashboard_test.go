@@ -88,7 +88,7 @@ func dashboardReads(t *testing.T, b *browserSession, base string) {
 	b.open(base+"/ui/jobs/broken", "#occurrences")
 	runURL := do(b, chromedp.AttributeValue(chromedp.CSS(`#occurrences tr[data-status="ran"] a`), "href")).Value
 	b.open(base+runURL, "#output")
-	b.wantText("#output", "calling the API with [env API_KEY]", "error: cannot reach the API")
+	b.wantText("#output", "calling the API with [redacted env API_KEY]", "error: cannot reach the API")
 	b.wantText("#run-facts", "failure", "exit code", "3")
 	b.screenshot("run")
 	b.noConsoleErrors()

@@ -103,6 +103,8 @@ type Engine struct {
 	// the node's own record) for the API and the control socket; nil on
 	// the Redis backend.
 	mem *memControl
+	// out keeps and carries the runs' output (output.go).
+	out ledger.OutputStore
 	// apiH is the HTTP API, built once (apiHandler); hashCache the job
 	// hashes of the running configuration (runningHashes).
 	apiH      http.Handler
@@ -152,6 +154,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.backend = b
+	e.out = outputStore(b)
 	if m, ok := b.Backend.(*memory.Memory); ok {
 		if e.mem, err = newMemControl(m, opts.State, opts.Log, opts.Now, e.selfRecord); err != nil {
 			return nil, err
@@ -177,7 +180,8 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(), Finishes: e.janitor.Finishes(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
 		Records: e.runRecords(), ClaimTimeout: claimTimeout(cfg), Load: load,
-		MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Watch: e.alerts},
+		MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Watch: e.alerts,
+		Output: e.out, OutputMaxBytes: cfg.Output.MaxBytes, Redact: cfg.Output.Patterns},
 		e.ticker, &actors.Auditor{Log: opts.Log, Metrics: e.metrics, Locker: locker, NodeID: cfg.Node.ID,
 			MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Now: nowOr(opts.Now), Started: time.Now(),
 			Missed: e.alerts.Missed})

@@ -54,10 +54,14 @@ func withJobActor(ctx context.Context, cfg *config.Config, job config.Job, o Man
 	hooks := actors.NewHookRunner(o.Log, metrics, environ, o.Start, nil, nil)
 	janitor := actors.NewJanitor(o.Log, o.Locker, 16)
 	kill := make(chan struct{})
-	a := actors.NewJob(job, actors.JobDeps{Log: o.Log, Metrics: metrics, Locker: o.Locker, NodeID: cfg.Node.ID,
+	deps := actors.JobDeps{Log: o.Log, Metrics: metrics, Locker: o.Locker, NodeID: cfg.Node.ID,
 		Environ: environ, Results: hooks.Inbox(), Phantoms: janitor.Inbox(), Finishes: janitor.Finishes(), Kill: kill,
 		GracePeriod: cfg.Node.GracePeriod, Start: o.Start, ClaimTimeout: claimTimeout(cfg),
-		MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg)})
+		MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), OutputMaxBytes: cfg.Output.MaxBytes, Redact: cfg.Output.Patterns}
+	if out, ok := o.Locker.(ledger.OutputStore); ok { // Redis: the run's output is kept and published as a daemon's
+		deps.Output = out
+	}
+	a := actors.NewJob(job, deps)
 
 	actx, stopActor := context.WithCancel(context.WithoutCancel(ctx))
 	jctx, stopJanitor := context.WithCancel(context.WithoutCancel(ctx))

@@ -13,7 +13,7 @@ import (
 // reload handles SIGHUP: RELOADING=1, load and validate the file; on any
 // problem keep the old config and log one line with every problem;
 // otherwise apply added, removed and changed jobs without disturbing
-// running runs; then READY=1. Node, lock, redis, log, http and notify settings need a restart:
+// running runs; then READY=1. Node, lock, redis, log, http, notify and output settings need a restart:
 // a change there is logged and ignored.
 func (e *Engine) reload(ctx context.Context) {
 	e.opts.Notify(daemon.SdNotifyReloading + "\n" + daemon.SdNotifyMonotonicUsec())
@@ -74,7 +74,7 @@ func (e *Engine) logRejected(err error) {
 func (e *Engine) warnRestartOnly(cfg *config.Config) {
 	for name, pair := range map[string][2]any{
 		"node": {e.cfg.Node, cfg.Node}, "lock": {e.cfg.Lock, cfg.Lock}, "redis": {e.cfg.Redis, cfg.Redis},
-		"log": {e.cfg.Log, cfg.Log}, "http": {e.cfg.HTTP, cfg.HTTP}, "notify": {e.cfg.Notify, cfg.Notify},
+		"log": {e.cfg.Log, cfg.Log}, "http": {e.cfg.HTTP, cfg.HTTP}, "notify": {e.cfg.Notify, cfg.Notify}, "output": {outputKeys(e.cfg), outputKeys(cfg)},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) && !(name == "node" && sameNode(e.cfg.Node, cfg.Node)) {
 			e.log.Warn("changed settings need a restart to take effect", zap.String("section", name))

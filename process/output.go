@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 )
 
+var newline = []byte{'\n'}
+
 // readBufSize is the size in bytes of each stream's read buffer.
 const readBufSize = 32 << 10
 
@@ -18,12 +20,12 @@ const readBufSize = 32 << 10
 // goroutine stacks by as much) per run.
 var readBufs = sync.Pool{New: func() any { return new([readBufSize]byte) }}
 
-// tailBuffer keeps the last size bytes written to it. It grows with what is
+// Tail keeps the last size bytes written to it. It grows with what is
 // written (most runs write a line or nothing, and a run must not cost the
 // full size in allocations) and becomes a fixed ring of size bytes once
 // that much was written. It is safe for concurrent use; stdout and stderr
 // share one, so the tail holds both streams interleaved as received.
-type tailBuffer struct {
+type Tail struct {
 	mu   sync.Mutex
 	size int
 	buf  []byte // len(buf) < size: growing, buf[:pos] is everything; else a ring
@@ -31,15 +33,21 @@ type tailBuffer struct {
 	full bool   // the ring has wrapped at least once
 }
 
-func newTailBuffer(size int) *tailBuffer {
-	return &tailBuffer{size: size}
+// NewTail returns a Tail that keeps the last size bytes (0: none).
+func NewTail(size int) *Tail {
+	return &Tail{size: size}
 }
 
 // Write appends p, keeping only the last size bytes. It never fails.
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	n := len(p)
+func (t *Tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.write(p)
+}
+
+// write is Write with t.mu held.
+func (t *Tail) write(p []byte) (int, error) {
+	n := len(p)
 	if t.size == 0 {
 		return n, nil
 	}
@@ -71,8 +79,19 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// WriteLine appends b and, when eol, a "\n", in one step: a line written
+// by another goroutine never comes between them.
+func (t *Tail) WriteLine(b []byte, eol bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.write(b)
+	if eol {
+		t.write(newline)
+	}
+}
+
 // Bytes returns a copy of the retained bytes, oldest first.
-func (t *tailBuffer) Bytes() []byte {
+func (t *Tail) Bytes() []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.full {
@@ -83,16 +102,21 @@ func (t *tailBuffer) Bytes() []byte {
 	return append(out, t.buf[:t.pos]...)
 }
 
-// lineWriter splits one stream into lines and logs each at Info as
-// "job output" with fields stream and line. A trailing "\r" is stripped. A
-// line longer than max bytes is logged in pieces of max bytes; every piece
-// but the last carries partial=true. It holds at most max bytes. It is used
-// by one goroutine only.
+// lineWriter splits one stream into lines. Each line, or piece of an
+// over-long line, is redacted (Spec.Redact), kept in the tail, handed to
+// Spec.Lines and logged at Info as "job output" with fields stream and line
+// (a trailing "\r" is stripped from the logged line only). A line longer
+// than max bytes is handled in pieces of max bytes; every piece but the last
+// carries partial=true. It holds at most max bytes. It is used by one
+// goroutine only; the tail and Lines are shared with the other stream's.
 type lineWriter struct {
 	log     *zap.Logger
 	stream  string
 	max     int
-	pending []byte // start of the current line, len(pending) <= max
+	tail    *Tail                           // nil: kept from the raw reads (readStream)
+	redact  func([]byte) []byte             // nil: lines as read
+	lines   func(line []byte, partial bool) // nil: none
+	pending []byte                          // start of the current line, len(pending) <= max
 }
 
 func newLineWriter(log *zap.Logger, stream string, max int) *lineWriter {
@@ -109,10 +133,10 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			break
 		}
 		if len(w.pending) == 0 && i <= w.max {
-			w.emit(p[:i], false) // fast path: the whole line is in p
+			w.emit(p[:i], false, true) // fast path: the whole line is in p
 		} else {
 			w.appendPiece(p[:i])
-			w.emit(w.pending, false)
+			w.emit(w.pending, false, true)
 			w.pending = w.pending[:0]
 		}
 		p = p[i+1:]
@@ -120,12 +144,12 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// appendPiece adds bytes of the current line, logging full pieces of max
+// appendPiece adds bytes of the current line, handling full pieces of max
 // bytes as partial once more bytes of the same line arrive.
 func (w *lineWriter) appendPiece(b []byte) {
 	for len(b) > 0 {
 		if len(w.pending) == w.max {
-			w.emit(w.pending, true)
+			w.emit(w.pending, true, false)
 			w.pending = w.pending[:0]
 		}
 		n := min(w.max-len(w.pending), len(b))
@@ -134,15 +158,25 @@ func (w *lineWriter) appendPiece(b []byte) {
 	}
 }
 
-// Flush logs an unterminated last line, if any.
+// Flush handles an unterminated last line, if any.
 func (w *lineWriter) Flush() {
 	if len(w.pending) > 0 {
-		w.emit(w.pending, false)
+		w.emit(w.pending, false, false)
 		w.pending = w.pending[:0]
 	}
 }
 
-func (w *lineWriter) emit(b []byte, partial bool) {
+// emit handles one line or piece b (without its "\n"; eol: it had one).
+func (w *lineWriter) emit(b []byte, partial, eol bool) {
+	if w.redact != nil {
+		b = w.redact(b)
+	}
+	if w.tail != nil {
+		w.tail.WriteLine(b, eol)
+	}
+	if w.lines != nil {
+		w.lines(b, partial)
+	}
 	// Check first: a disabled or sampled-out entry costs no allocation.
 	ce := w.log.Check(zap.InfoLevel, "job output")
 	if ce == nil {
@@ -160,10 +194,12 @@ func (w *lineWriter) emit(b []byte, partial bool) {
 	ce.Write(zap.String("stream", w.stream), line)
 }
 
-// readStream copies f into the tail and the line writer until EOF or until f
+// readStream copies f into the line writer (and, when raw is not nil, the
+// tail: output that is not redacted is kept as read, one lock per read
+// instead of one per line) until EOF or until f
 // is closed, then flushes the last line and closes done. A read error other
 // than EOF or a closed file is stored in *errp before done is closed.
-func readStream(f *os.File, tail *tailBuffer, w *lineWriter, errp *error, done chan<- struct{}) {
+func readStream(f *os.File, raw *Tail, w *lineWriter, errp *error, done chan<- struct{}) {
 	defer close(done)
 	defer w.Flush()
 	bp := readBufs.Get().(*[readBufSize]byte)
@@ -172,7 +208,9 @@ func readStream(f *os.File, tail *tailBuffer, w *lineWriter, errp *error, done c
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			tail.Write(buf[:n])
+			if raw != nil {
+				raw.Write(buf[:n])
+			}
 			w.Write(buf[:n])
 		}
 		if err != nil {

@@ -59,7 +59,7 @@ func TestLineWriter_Pieces(t *testing.T) {
 func TestTailBuffer_KeepsLastBytes(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, size := range []int{0, 1, 7, 64} {
-		tb := newTailBuffer(size)
+		tb := NewTail(size)
 		var all []byte
 		for range 200 {
 			p := make([]byte, r.IntN(3*size+2))
@@ -79,7 +79,7 @@ func TestTailBuffer_KeepsLastBytes(t *testing.T) {
 // A run that writes one line must not cost the whole tail: the buffer grows
 // with the output and becomes the fixed ring only once it is full.
 func TestTailBuffer_GrowsWithOutput(t *testing.T) {
-	tb := newTailBuffer(DefaultTailSize)
+	tb := NewTail(DefaultTailSize)
 	tb.Write([]byte("one line\n"))
 	if c := cap(tb.buf); c >= DefaultTailSize/2 {
 		t.Errorf("after 9 bytes: capacity %d, want far below the tail size %d", c, DefaultTailSize)

@@ -33,7 +33,7 @@ type Proc struct {
 	outW     [2]*lineWriter
 	readErr  [2]error
 	readDone [2]chan struct{}
-	tail     *tailBuffer
+	tail     *Tail
 
 	mu         sync.Mutex // guards the signal state below
 	finished   bool       // group gone: no more signals (its id may be reused)
@@ -56,19 +56,27 @@ func newProc(spec Spec, pid int, group Group, started time.Time, exit <-chan exi
 		started: started,
 		exit:    exit,
 		out:     out,
-		tail:    newTailBuffer(spec.TailSize),
+		tail:    NewTail(spec.TailSize),
 		done:    make(chan struct{}),
 	}
 	for i, stream := range []string{"stdout", "stderr"} {
 		p.outW[i] = newLineWriter(spec.Log, stream, spec.MaxLine)
+		p.outW[i].redact, p.outW[i].lines = spec.Redact, spec.Lines
+		if spec.Redact != nil {
+			p.outW[i].tail = p.tail // redacted lines, not raw reads
+		}
 		p.readDone[i] = make(chan struct{})
 	}
 	return p
 }
 
 func (p *Proc) run() {
+	raw := p.tail
+	if p.spec.Redact != nil {
+		raw = nil // the line writers keep the redacted lines
+	}
 	for i := range p.out {
-		go readStream(p.out[i], p.tail, p.outW[i], &p.readErr[i], p.readDone[i])
+		go readStream(p.out[i], raw, p.outW[i], &p.readErr[i], p.readDone[i])
 	}
 	go p.wait()
 }

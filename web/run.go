@@ -1,14 +1,17 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/ledger"
+	"github.com/cronlock/cronlock/process"
 )
 
 // runPage is the run page's data.
@@ -18,10 +21,12 @@ type runPage struct {
 	Output string // the stored output tail, the job's env values redacted
 	// Running is true while the run is in progress: its output is stored
 	// when it ends. LiveURL is where its output streams from while it
-	// runs: "" until live output exists (issue 35); assets/app.js follows
-	// it as an EventSource when set.
+	// runs (live); assets/app.js follows it as an EventSource when set.
 	Running bool
 	LiveURL string
+	// Full: Output is the run's stored output (output.max_bytes), not the
+	// ledger's 4 KiB tail.
+	Full bool
 }
 
 // run answers GET /ui/jobs/{job}/runs/{id}: one occurrence, {id} its
@@ -71,21 +76,62 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, a access) {
 	}
 	p := runPage{Job: j.Name, Row: newOccRow(*found, evs, now), Output: redact(found.Output, &j),
 		Running: found.Status == "claimed"}
+	s.fillOutput(ctx, &p, j, id)
 	s.render(w, r, http.StatusOK, "run", a, j.Name+" "+id, p)
 }
 
-// minSecret is the shortest env value redacted: shorter ones ("1", "on")
-// would blank out ordinary output and give little away.
-const minSecret = 4
-
-// redact replaces every value of the job's env of at least minSecret
-// bytes in out with [env NAME]. The node will redact before the output
-// leaves it (issue 35); this keeps the page safe meanwhile and after.
-func redact(out string, j *config.Job) string {
-	for name, v := range j.Env {
-		if len(v) >= minSecret {
-			out = strings.ReplaceAll(out, v, "[env "+name+"]")
-		}
+// fillOutput sets a running run's LiveURL (its output streams from the
+// start, so the page starts empty), or a finished run's full stored
+// output in place of the ledger's tail. Without a store, or when it cannot
+// be read, the page keeps the tail.
+func (s *server) fillOutput(ctx context.Context, p *runPage, j config.Job, id string) {
+	if s.o.Output == nil {
+		return
 	}
-	return out
+	if p.Running {
+		p.LiveURL, p.Output = "/ui/jobs/"+url.PathEscape(j.Name)+"/runs/"+url.PathEscape(id)+"/live", ""
+		return
+	}
+	out, err := s.o.Output()
+	if err != nil {
+		return
+	}
+	if b, err := out.Output(ctx, j.Name, id); err == nil {
+		p.Output, p.Full = redact(string(b), &j), true
+	}
+}
+
+// live answers GET /ui/jobs/{job}/runs/{id}/live: the run's output as
+// text/event-stream (api.ServeFollow), for the run page's script.
+func (s *server) live(w http.ResponseWriter, r *http.Request, _ access) {
+	j, ok := s.findJob(r.PathValue("job"))
+	if !ok || s.o.Output == nil {
+		http.Error(w, "no live output for this job here", http.StatusNotFound)
+		return
+	}
+	id, _, err := api.OccurrenceID(r.PathValue("id"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	out, err := s.o.Output()
+	if err != nil {
+		http.Error(w, "backend not reachable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	st, _, cancel, err := s.store(r.Context())
+	if err != nil {
+		http.Error(w, "backend not reachable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	cancel() // st is used with the request's context
+	api.ServeFollow(w, r, st, out, j.Name, id, s.o.Now)
+}
+
+// redact replaces every value of the job's env of at least
+// process.MinSecret bytes in out with [redacted env NAME], as the node
+// does before output leaves it: a second guard, for records written before
+// nodes redacted.
+func redact(out string, j *config.Job) string {
+	return process.NewRedactor(j.Env, nil).RedactString(out)
 }

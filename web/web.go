@@ -104,6 +104,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /ui/jobs", s.read(s.jobs))
 	mux.HandleFunc("GET /ui/jobs/{job}", s.read(s.job))
 	mux.HandleFunc("GET /ui/jobs/{job}/runs/{id}", s.read(s.run))
+	mux.HandleFunc("GET /ui/jobs/{job}/runs/{id}/live", s.read(s.live))
 	mux.HandleFunc("GET /ui/nodes", s.read(s.nodes))
 	mux.HandleFunc("POST /ui/jobs/{job}/pause", s.write(s.pause))
 	mux.HandleFunc("POST /ui/jobs/{job}/resume", s.write(s.resume))

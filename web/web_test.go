@@ -137,7 +137,7 @@ func TestJob_DSTNoteAmongNextRuns(t *testing.T) {
 func TestRun_ShowsOutputRedacted(t *testing.T) {
 	fx := newFixture(t, config.AuthWrites)
 	body := fx.do(t, "GET", "/ui/jobs/backup/runs/"+fx.store.occ["backup"][1].ID, nil, nil).Body.String()
-	if !strings.Contains(body, "connecting with [env DB_PASSWORD]\nerror: disk full") || strings.Contains(body, secretValue) {
+	if !strings.Contains(body, "connecting with [redacted env DB_PASSWORD]\nerror: disk full") || strings.Contains(body, secretValue) {
 		t.Errorf("run page: want the output with the env value redacted:\n%s", body)
 	}
 	if rec := fx.do(t, "GET", "/ui/jobs/backup/runs/123", nil, nil); rec.Code != 404 {

@@ -17,6 +17,7 @@ var commandSummaries = []struct{ name, summary string }{
 	{"next", "print the next fire times of the configured jobs or of an ad-hoc -schedule"},
 	{"status", "per job: next fire time, last run, lease holder, pause, drift (reads Redis, or the memory-backend daemon)"},
 	{"history", "the occurrences of one job from the ledger, newest first: ran, skipped (why), missed (reads Redis, or the memory-backend daemon)"},
+	{"logs", "the output of one job's last run, or with -f of its running run as it comes (reads Redis, or the memory-backend daemon)"},
 	{"nodes", "the daemons of the cluster: live or gone, age, version, config hash, drift (reads Redis, or the memory-backend daemon)"},
 	{"run", "run one job now on one daemon of the cluster (or -local here), with its hooks and history"},
 	{"backfill", "run one job for every past slot in a range, once each in the cluster"},

@@ -121,7 +121,7 @@ c cronlock st; c cronlock history -; c cronlock -va; c cronlock completion ''; c
 	if err != nil {
 		t.Fatalf("bash: %v\n%s", err, out)
 	}
-	want := "complete -F _cronlock cronlock\nstatus\n-config -events -from -json -missed -n -runs -status -to\n-validate\nbash zsh\npause\n"
+	want := "complete -F _cronlock cronlock\nstatus\n-config -events -from -json -missed -n -output -runs -status -to\n-validate\nbash zsh\npause\n"
 	if string(out) != want {
 		t.Errorf("bash completion:\n%s\nwant\n%s", out, want)
 	}

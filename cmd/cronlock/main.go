@@ -103,6 +103,7 @@ func subcommands() map[string]subcommand {
 		"next":       runNext,
 		"status":     runStatus,
 		"history":    runHistory,
+		"logs":       runLogs,
 		"nodes":      runNodes,
 		"run":        runManual,
 		"backfill":   runBackfill,

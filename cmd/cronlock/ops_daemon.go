@@ -105,6 +105,21 @@ func (c *daemonClient) call(ctx context.Context, method, path string, body, out 
 	return nil
 }
 
+// get sends GET path (under api.Prefix, with its query) and returns the
+// answer as it is, its body to be closed by the caller (for answers that
+// are not JSON: a run's output, an event stream).
+func (c *daemonClient) get(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://cronlock"+api.Prefix+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("daemon on control socket %s: %w", c.socket, err)
+	}
+	return res, nil
+}
+
 // jobPath is the API path of job's resource (sub: "", "/runs", …).
 func jobPath(job, sub string) string { return "jobs/" + url.PathEscape(job) + sub }
 

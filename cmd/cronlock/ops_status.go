@@ -166,13 +166,15 @@ func ownerNode(owner string) string {
 }
 
 // runHistory implements `cronlock history [-config FILE] [-n 20] [-json]
-// [-missed | -status S] [-from T] [-to T] [-runs | -events] JOB`: the
+// [-missed | -status S] [-from T] [-to T] [-runs | -events | -output SLOT] JOB`: the
 // job's occurrences from the ledger (docs/protocol.md), newest first — ran,
 // skipped with the reason, missed — or, with -runs, its finished runs with
-// their output tails, or with -events its audit trail. Errors print one
+// their output tails, or with -events its audit trail, or with -output
+// the stored output of one occurrence. Errors print one
 // line and return 1.
 func runHistory(ctx context.Context, args []string, env *runEnv) int {
-	f := newOpsFlags("history", "[-config FILE] [-n 20] [-json] [-missed | -status S] [-from T] [-to T] [-runs | -events] JOB", env)
+	f := newOpsFlags("history", "[-config FILE] [-n 20] [-json] [-missed | -status S] [-from T] [-to T] [-runs | -events | -output SLOT] JOB", env)
+	outputS := f.fs.String("output", "", "print the stored output of the occurrence of this slot (Unix seconds or RFC 3339; m<token>: a manual run)")
 	n := f.fs.Int("n", 20, "number of occurrences (or runs, or events) to show (1..1000)")
 	events := f.fs.Bool("events", false, "show the job's audit trail (pauses, resumes, run requests, reloads) instead")
 	runsOnly := f.fs.Bool("runs", false, "show the job's finished runs (with -json: their output tails) instead")
@@ -205,6 +207,12 @@ func runHistory(ctx context.Context, args []string, env *runEnv) int {
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	switch {
+	case *outputS != "":
+		id, err := outputSlot(*outputS)
+		if err != nil {
+			return opsFail(env, "history", 2, err)
+		}
+		return s.printOutput(cctx, env, "history", f.args[0], id)
 	case *events:
 		return s.printEvents(cctx, env, f.args[0], *n, *asJSON)
 	case *runsOnly:

@@ -1,0 +1,160 @@
+package memory
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cronlock/cronlock/ledger"
+)
+
+// MaxKeptPerJob bounds the outputs an Output keeps per job (the default
+// ledger.max_occurrences): beyond it the one that expires first goes.
+const MaxKeptPerJob = ledger.DefaultRetentionMax
+
+// Output is the process-local ledger.OutputStore of the memory backend:
+// kept outputs and live chunks in mutex-guarded maps, never persisted (a
+// restart forgets them), expired on access. Followers wait on a channel
+// that every publish closes. It owns no goroutines; its methods are safe
+// for concurrent use and block only in FollowOutput (up to block, or until
+// ctx ends).
+type Output struct {
+	mu      sync.Mutex
+	kept    map[string]map[string]keptOutput // job → occurrence id → output
+	live    map[string]*liveOutput           // job + "\x00" + occurrence id
+	changed chan struct{}                    // closed and replaced by every publish
+}
+
+type keptOutput struct {
+	data  []byte
+	until time.Time
+}
+
+type liveOutput struct {
+	chunks []ledger.OutputChunk // at most ledger.MaxLiveChunks, IDs 1, 2, … as text
+	next   int64
+	until  time.Time
+}
+
+var _ ledger.OutputStore = (*Output)(nil)
+
+// NewOutput returns an empty Output.
+func NewOutput() *Output {
+	return &Output{kept: map[string]map[string]keptOutput{}, live: map[string]*liveOutput{}, changed: make(chan struct{})}
+}
+
+// StoreOutput keeps a copy of out for ttl.
+func (o *Output) StoreOutput(ctx context.Context, job, occ string, out []byte, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := o.kept[job]
+	if m == nil {
+		m = map[string]keptOutput{}
+		o.kept[job] = m
+	}
+	for id, k := range m {
+		if !now.Before(k.until) {
+			delete(m, id)
+		}
+	}
+	m[occ] = keptOutput{data: slices.Clone(out), until: now.Add(ttl)}
+	for len(m) > MaxKeptPerJob {
+		first := ""
+		for id, k := range m {
+			if first == "" || k.until.Before(m[first].until) {
+				first = id
+			}
+		}
+		delete(m, first)
+	}
+	return nil
+}
+
+// Output returns the kept output, or ledger.ErrNoOutput.
+func (o *Output) Output(ctx context.Context, job, occ string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k, ok := o.kept[job][occ]
+	if !ok || !time.Now().Before(k.until) {
+		return nil, ledger.ErrNoOutput
+	}
+	return slices.Clone(k.data), nil
+}
+
+// PublishOutput appends a copy of c and wakes the followers.
+func (o *Output) PublishOutput(ctx context.Context, job, occ string, c ledger.OutputChunk, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	key := job + "\x00" + occ
+	l := o.live[key]
+	if l == nil {
+		for k, old := range o.live { // a new stream: forget the expired ones
+			if !now.Before(old.until) {
+				delete(o.live, k)
+			}
+		}
+		l = &liveOutput{}
+		o.live[key] = l
+	}
+	l.next++
+	c.ID, c.Data = strconv.FormatInt(l.next, 10), slices.Clone(c.Data)
+	l.chunks = append(l.chunks, c)
+	if n := len(l.chunks) - ledger.MaxLiveChunks; n > 0 {
+		l.chunks = slices.Delete(l.chunks, 0, n)
+	}
+	l.until = now.Add(ttl)
+	close(o.changed)
+	o.changed = make(chan struct{})
+	return nil
+}
+
+// FollowOutput returns the chunks after after, waiting up to block for one.
+func (o *Output) FollowOutput(ctx context.Context, job, occ, after string, block time.Duration) ([]ledger.OutputChunk, error) {
+	seen, _ := strconv.ParseInt(after, 10, 64)
+	t := time.NewTimer(block)
+	defer t.Stop()
+	for {
+		out, changed := o.chunksAfter(job+"\x00"+occ, seen)
+		if len(out) > 0 {
+			return out, nil
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// chunksAfter returns copies of the live chunks of key after seen (at most
+// 100), and the channel the next publish closes.
+func (o *Output) chunksAfter(key string, seen int64) ([]ledger.OutputChunk, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	l := o.live[key]
+	if l == nil || !time.Now().Before(l.until) {
+		return nil, o.changed
+	}
+	var out []ledger.OutputChunk
+	for _, c := range l.chunks {
+		if id, _ := strconv.ParseInt(c.ID, 10, 64); id > seen && len(out) < 100 {
+			out = append(out, c) // Data is never modified once published
+		}
+	}
+	return out, o.changed
+}

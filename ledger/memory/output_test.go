@@ -1,0 +1,12 @@
+package memory
+
+import (
+	"testing"
+
+	"github.com/cronlock/cronlock/ledger/ledgertest"
+)
+
+// TestOutput_Conformance runs the OutputStore cases in process.
+func TestOutput_Conformance(t *testing.T) {
+	ledgertest.RunOutput(t, NewOutput())
+}
