@@ -48,7 +48,11 @@ func TestDashboard(t *testing.T) {
 		map[string]any{"name": "broken", "schedule": "*/2 * * * * *", "env": map[string]any{"API_KEY": dashboardSecret},
 			"command": `echo "calling the API with $API_KEY"; echo "error: cannot reach the API" >&2; exit 3`},
 		map[string]any{"name": "hello", "schedule": "* * * * * *", "command": `echo "hello from $CRONLOCK_NODE_ID"; sleep 1.5`},
-		map[string]any{"name": "yearly", "schedule": "0 0 1 1 *", "command": `echo "run by hand"`, "timezone": "Europe/Paris"})
+		map[string]any{"name": "yearly", "schedule": "0 0 1 1 *", "command": `echo "run by hand"`, "timezone": "Europe/Paris"},
+		// Runs 6 s of every 10: a line every 200 ms, each with the
+		// instant the job wrote it (Unix ns).
+		map[string]any{"name": "stream", "schedule": "*/10 * * * * *",
+			"command": `for i in $(seq 1 30); do echo "line $i $(date +%s%N)"; sleep 0.2; done`})
 	cfg["http"] = map[string]any{"token_file": tokenFile}
 	cfgFile := writeConfig(t, cfg)
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
@@ -61,6 +65,7 @@ func TestDashboard(t *testing.T) {
 
 	b := newBrowserSession(t, browser)
 	dashboardReads(t, b, base)
+	dashboardLive(t, b, base)
 	dashboardWrites(t, b, base, "http://"+addrs[1])
 	b.close()
 	stopAll(t, 15*time.Second, nodes...)
@@ -92,6 +97,51 @@ func dashboardReads(t *testing.T, b *browserSession, base string) {
 	b.wantText("#run-facts", "failure", "exit code", "3")
 	b.screenshot("run")
 	b.noConsoleErrors()
+}
+
+// dashboardLive opens the run page of a running run of stream and
+// watches its output block: every line that appears after the page
+// loaded must appear within 1 s of the job writing it (the job writes
+// its own timestamp; the browser runs on the same machine), and at least
+// 5 must appear so.
+func dashboardLive(t *testing.T, b *browserSession, base string) {
+	t.Helper()
+	waitFor(t, 15*time.Second, "a run of stream in progress", func() bool {
+		return occurrenceWith(t, base, "stream", "claimed", `"status": "claimed"`)
+	})
+	b.open(base+"/ui/jobs/stream", "#occurrences")
+	runURL := do(b, chromedp.AttributeValue(chromedp.CSS(`#occurrences tr[data-status="claimed"] a`), "href")).Value
+	b.open(base+runURL, "#output")
+	seen, live, worst := map[string]bool{}, 0, time.Duration(0)
+	for _, l := range strings.Split(do(b, chromedp.Evaluate[string](`document.getElementById("output").textContent`)), "\n") {
+		seen[l] = true // there when the page loaded: not timed
+	}
+	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline) && live < 25; time.Sleep(50 * time.Millisecond) {
+		text := do(b, chromedp.Evaluate[string](`document.getElementById("output").textContent`))
+		now := time.Now()
+		for _, l := range strings.Split(text, "\n") {
+			var i int
+			var ns int64
+			if seen[l] || l == "" {
+				continue
+			}
+			seen[l] = true
+			if n, _ := fmt.Sscanf(l, "line %d %d", &i, &ns); n != 2 {
+				continue
+			}
+			live++
+			lag := now.Sub(time.Unix(0, ns))
+			worst = max(worst, lag)
+			if lag > time.Second {
+				t.Errorf("run page of stream: %q appeared %v after the job wrote it, want within 1 s", l, lag.Round(time.Millisecond))
+			}
+		}
+	}
+	if live < 5 {
+		t.Errorf("run page of stream: %d lines appeared while it was open, want at least 5", live)
+	}
+	b.screenshot("run-live")
+	t.Logf("live output: %d lines appeared on the run page, the slowest %v after the job wrote it", live, worst.Round(time.Millisecond))
 }
 
 // dashboardWrites checks that pause and run now are refused without the
