@@ -142,7 +142,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	if e.reg == nil {
 		e.reg = prometheus.NewRegistry()
 	}
-	b, err := newBackend(cfg, opts.Log)
+	b, err := newBackend(cfg, opts.Log, opts.Now)
 	if err == nil {
 		b, err = persistMemory(b, opts.State, opts.Log)
 	}
@@ -164,7 +164,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
 	environ := actors.JobEnviron(opts.Environ, cfg.SecretEnv...) // what runs and hooks inherit
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, environ, opts.Start, e.kill, e.killNow)
-	locker := b.locker()
+	locker := b.Backend // redislock.Backend (its guard included) or memory.Memory
 	e.janitor = actors.NewJanitor(opts.Log, locker, 1024)
 	if opts.State != nil {
 		e.records = statedir.NewRunRecords(opts.State)
@@ -178,7 +178,10 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		e.ticker, &actors.Auditor{Log: opts.Log, Metrics: e.metrics, Locker: locker, NodeID: cfg.Node.ID,
 			MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Now: nowOr(opts.Now), Started: time.Now()})
 	e.taker = e.newTaker()
-	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
+	if b.redis != nil {
+		b.redis.Register(e.reg)
+	}
+	e.health = newHealth(opts.Log, b, e.metrics, cfg, e.onRedisBack, opts.Notify, e.status)
 	e.targets = newWatcher(cfg, b, opts, e.reg)
 	return e, nil
 }

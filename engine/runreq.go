@@ -14,7 +14,7 @@ import (
 
 var (
 	_ cluster.RunRequestStore = (*redislock.Redis)(nil)
-	_ cluster.RunRequestStore = (*lazyRedis)(nil)
+	_ cluster.RunRequestStore = (*redislock.Backend)(nil)
 )
 
 // newTaker returns the actor that takes the cluster's run requests for
@@ -96,36 +96,4 @@ func (e *Engine) holds(job string) bool {
 		}
 	}
 	return false
-}
-
-func (l *lazyRedis) PendingRunJobs(ctx context.Context, since time.Time) ([]string, error) {
-	r, err := l.client()
-	if err != nil {
-		return nil, err
-	}
-	return r.PendingRunJobs(ctx, since)
-}
-
-func (l *lazyRedis) TakeRun(ctx context.Context, job, node string, at time.Time) (*redislock.RunRequest, error) {
-	r, err := l.client()
-	if err != nil {
-		return nil, err
-	}
-	return r.TakeRun(ctx, job, node, at)
-}
-
-func (l *lazyRedis) SetRunStatus(ctx context.Context, job string, st redislock.RunStatus) error {
-	r, err := l.client()
-	if err != nil {
-		return err
-	}
-	return r.SetRunStatus(ctx, job, st)
-}
-
-func (l *lazyRedis) WatchRunRequests(ctx context.Context, subscribed, notified func()) error {
-	r, err := l.client()
-	if err != nil {
-		return err
-	}
-	return r.WatchRunRequests(ctx, subscribed, notified)
 }
