@@ -82,7 +82,7 @@ func (l *Lazy) PendingRunJobs(ctx context.Context, since time.Time) ([]string, e
 	return r.PendingRunJobs(ctx, since)
 }
 
-func (l *Lazy) TakeRun(ctx context.Context, job, node string, at time.Time) (*RunRequest, error) {
+func (l *Lazy) TakeRun(ctx context.Context, job, node string, at time.Time) (*ledger.RunRequest, error) {
 	r, err := l.Client()
 	if err != nil {
 		return nil, err
@@ -90,7 +90,7 @@ func (l *Lazy) TakeRun(ctx context.Context, job, node string, at time.Time) (*Ru
 	return r.TakeRun(ctx, job, node, at)
 }
 
-func (l *Lazy) SetRunStatus(ctx context.Context, job string, st RunStatus) error {
+func (l *Lazy) SetRunStatus(ctx context.Context, job string, st ledger.RunStatus) error {
 	r, err := l.Client()
 	if err != nil {
 		return err
