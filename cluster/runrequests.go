@@ -19,6 +19,9 @@ type RunRequestStore interface {
 	WatchRunRequests(ctx context.Context, subscribed, notified func()) error
 	TakeRun(ctx context.Context, job, node string, at time.Time) (*ledger.RunRequest, error)
 	SetRunStatus(ctx context.Context, job string, st ledger.RunStatus) error
+	// Refused reports whether an error of WatchRunRequests is the server's
+	// refusal (an ACL's NOPERM, say) rather than a lost connection.
+	Refused(err error) bool
 }
 
 // SkipNotHeld is the refusal of a request whose job this node no longer
@@ -149,7 +152,7 @@ func (t *Taker) watch(ctx context.Context, subscribed *atomic.Bool, poke func())
 			subscribed.Store(true)
 			poke()
 		}, poke)
-	}, func(err error, wasConfirmed, first, refused bool) {
+	}, t.o.Store.Refused, func(err error, wasConfirmed, first, refused bool) {
 		subscribed.Store(false)
 		if wasConfirmed {
 			poke() // read now: requests written since the loss (polls go back to Every)
