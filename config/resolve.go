@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/cronlock/cronlock/statedir"
 )
 
 // checkTop validates the keys outside `jobs` and `defaults` and fills
@@ -22,7 +20,7 @@ func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]st
 	if cfg.Node.Location == nil {
 		cfg.Node.Location = host // keep checking jobs; the problem is reported
 	}
-	cfg.Node.StateDir = statedir.Resolve(cfg.Node.StateDir, opts.Environ)
+	cfg.Node.StateDir = stateDirOf(cfg.Node.StateDir, opts.Environ)
 	if !filepath.IsAbs(cfg.Node.StateDir) {
 		p.err(path("node.state_dir"), "%q is not an absolute path; e.g. /var/lib/cronlock", cfg.Node.StateDir)
 	}
