@@ -158,7 +158,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.metrics = actors.NewMetrics(e.reg)
 	e.load = cluster.NewLoad(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
 	load := e.load
-	if e.node, err = newRegistry(cfg, b, opts, e.reg, e.metrics.Running, load); err != nil {
+	if e.node, err = newHeartbeat(cfg, b, opts, e.reg, e.metrics.Running, load); err != nil {
 		return nil, err
 	}
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)

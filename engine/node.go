@@ -43,10 +43,10 @@ func persistMemory(b backend, state *statedir.Dir, log *zap.Logger) (backend, er
 	return b, nil
 }
 
-// newRegistry returns the heartbeat actor of this node's record in Redis,
+// newHeartbeat returns the heartbeat actor of this node's record in Redis,
 // or nil for the memory backend (one process: no other daemon to clash
 // with). Every beat hands the other live nodes to load (the claim order).
-func newRegistry(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer, running func() map[string]int64,
+func newHeartbeat(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer, running func() map[string]int64,
 	load *cluster.Load) (*cluster.Heartbeat, error) {
 	if b.kind != "redis" {
 		return nil, nil
