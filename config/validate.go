@@ -9,6 +9,9 @@ import (
 	"time"
 )
 
+// Phase 5, validate, for the settings outside `jobs` and `defaults`
+// (validate_jobs.go: the jobs): every problem with its path and a hint.
+
 // checkTop validates the keys outside `jobs` and `defaults` and fills
 // Node.Location and the default Node.ID (resolveNodeID).
 // src names the source of keys set by environment or flag (see

@@ -12,6 +12,10 @@ import (
 	"github.com/cronlock/cronlock/schedule"
 )
 
+// Phase 5, validate, for `defaults:` and the jobs (validate.go: the other
+// settings): what a merged job must satisfy, and its derived fields
+// (Location, Sched, LockTTL).
+
 // validName reports whether name follows the job name rule: 1-128 of A-Z
 // a-z 0-9 . _ - (names go into Redis keys and metric labels).
 func validName(name string) bool {
@@ -84,51 +88,6 @@ type checker struct {
 	argSpace int
 	// inherited caches inheritedEnv; -1 until computed.
 	inherited int
-}
-
-// loadJobs decodes `defaults:` and every job of `jobs:`, merges them with
-// the built-in defaults and validates each job. Every problem
-// is recorded once: a value set in `defaults:` is checked under
-// `defaults.<key>`, not again in each job that inherits it. A bad job does
-// not stop the others from being checked.
-func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones) {
-	c := &checker{cfg: cfg, p: d.probs, opts: opts, z: z, scheds: schedCache{}, host: newHostChecks(d.exp.env["PATH"]),
-		argSpace: argSpace(), inherited: -1}
-	jd := newJobDecoder(d)
-	var dbad map[string]bool
-	if rd, ok := raw["defaults"]; ok && rd != nil {
-		if m, ok := asMap(rd); ok {
-			cfg.Defaults, dbad = jd.fields(m, "defaults.", jd.dknown)
-			c.fields("defaults.", cfg.Defaults)
-		} else {
-			d.probs.err("defaults", "want a mapping of job fields, got %s", describe(rd))
-		}
-	}
-	list, ok := raw["jobs"].([]any)
-	if rj := raw["jobs"]; rj != nil && !ok {
-		d.probs.err("jobs", "want a list of jobs, got %s", describe(rj))
-		return
-	}
-	if len(list) == 0 {
-		d.probs.warn("jobs", "no jobs configured; add at least one job under `jobs:`")
-		return
-	}
-	inherited := jd.inherited(cfg.Defaults, builtinJobDefaults())
-	seen := make(map[string]int, len(list))
-	cfg.Jobs = make([]Job, 0, len(list))
-	for i, e := range list {
-		m, ok := asMap(e)
-		if !ok {
-			d.probs.err(fmt.Sprintf("jobs[%d]", i), "want a mapping with name, schedule and command, got %s", describe(e))
-			continue
-		}
-		start := len(d.probs.list)
-		job, base, own, bad := jd.decode(i, m, inherited, seen, dbad)
-		c.fields(base+": ", own)
-		c.checkJob(&job, base, own, bad)
-		jd.sortProblems(d.probs.list[start:], i, base)
-		cfg.Jobs = append(cfg.Jobs, job)
-	}
 }
 
 // hostProblem reports msg (from hostChecks) as a warning at -validate and
@@ -213,12 +172,7 @@ func (c *checker) checkJob(job *Job, base string, own JobFields, bad map[string]
 		c.p.err(prefix+"command", "missing command; give the shell command to run")
 	}
 	c.argLimits(prefix, job)
-	if job.LockTTL == 0 {
-		job.LockTTL = 5 * time.Minute
-		if job.Timeout > 0 {
-			job.LockTTL = job.Timeout + time.Minute
-		}
-	}
+	defaultLockTTL(job)
 	loc, zoneOK := c.z.lookup(job.Timezone, c.cfg.Node.Location)
 	if job.Schedule == "" {
 		if !bad["schedule"] {
