@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cronlock/cronlock/ledger/memory"
 	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger/memory"
+	"github.com/cronlock/cronlock/process"
 
 	"github.com/cronlock/cronlock/ledger"
 
@@ -192,9 +194,9 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 const secondSignalWait = 5 * time.Second
 
 // shutdownSlack is what the shutdown may take beyond shutdown_timeout and
-// the largest kill_grace: a killed run's output drain (2s) and its lease
-// release (2s). After that the process exits anyway (exit 1).
-const shutdownSlack = 4 * time.Second
+// the largest kill_grace: a killed run's output drain and its lease
+// release. After that the process exits anyway (exit 1).
+const shutdownSlack = process.DefaultDrainTimeout + actors.ReleaseTimeout
 
 // errSecondSignal is returned when a second shutdown signal cut the
 // shutdown short.

@@ -14,8 +14,8 @@ import (
 // Health-monitor pace: a check every second while the backend is ready;
 // while it is not, a backoff from 250 ms up to 500 ms, so that Redis's
 // return is noticed (and catch-up runs) within a second even when the
-// probe itself takes a few hundred milliseconds (redislock's probe waits
-// at most 1 s).
+// probe itself takes a few hundred milliseconds (the probe's own timeout
+// is redislock's).
 const (
 	pingUp      = time.Second
 	pingDown    = 250 * time.Millisecond
