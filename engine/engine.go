@@ -1,7 +1,8 @@
 // Package engine wires cronlock's actors from a config and supervises them
 // (docs/architecture.md): signals (received on a channel from main),
-// reload, ordered shutdown, systemd notify and watchdog, the Redis health
-// monitor, and the HTTP endpoints. It holds no run logic of its own.
+// reload, ordered shutdown, systemd notify and watchdog, the health
+// monitor (the pace of the backend's readiness checks), and the HTTP
+// endpoints. It holds no run logic and no Redis logic of its own.
 package engine
 
 import (
