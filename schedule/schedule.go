@@ -41,10 +41,6 @@ var macros = map[string]string{
 	"@hourly": "0 * * * *",
 }
 
-// fieldHelp is appended to field errors so the message says how to fix them.
-const fieldHelp = "fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31 (or L, LW, 15W), " +
-	"month 1-12 or JAN-DEC, day-of-week 0-7 or SUN-SAT (0 and 7 are Sunday; 5L, 1#2)"
-
 // Parse parses a schedule expression:
 //
 //   - 5 fields "min hour dom month dow", or 6 fields with leading seconds,
