@@ -12,10 +12,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// releaseTimeout bounds the release (with the history record) after a
-// run. It runs on a context detached from the (possibly cancelled) run
+// ReleaseTimeout bounds the release (with the history record) after a
+// run (engine.shutdownSlack counts it). It runs on a context detached from the (possibly cancelled) run
 // context: releasing a lease must not use a dead context.
-const releaseTimeout = 2 * time.Second
+const ReleaseTimeout = 2 * time.Second
 
 // safetyMargin is how long before the server-side expiry a lease whose
 // renewals have failed is declared lost: TTL/5, at least 500 ms, at most
@@ -174,7 +174,7 @@ func (l *Lease) Lost() <-chan LeaseLost { return l.lost }
 
 // End stops the renewals (waiting for them), then releases the lease with
 // compare-and-DEL and appends rec to the job's history, in one round trip
-// on a fresh context bounded by releaseTimeout. next, when not "", is the
+// on a fresh context bounded by ReleaseTimeout. next, when not "", is the
 // lease value that takes the job's pending slot (overlap queue, replace):
 // the answer then says which slot it was handed and its fence, and the
 // returned *Lease (non-nil only then, logging to nextLog) already renews
@@ -190,7 +190,7 @@ func (l *Lease) End(ctx context.Context, rec ledger.RunRecord, next string, next
 func (l *Lease) endHanding(ctx context.Context, rec ledger.RunRecord, next string, nextLog *zap.Logger, ttl time.Duration, o leaseOpts) (ledger.Finished, *Lease, error) {
 	l.stop()
 	<-l.done
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 	defer cancel()
 	if l.owner == "" {
 		next = ""

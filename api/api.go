@@ -32,12 +32,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cronlock/cronlock/ledger"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/redislock"
@@ -108,7 +109,7 @@ var _ Store = (*redislock.Redis)(nil)
 // (package engine, memory backend): it returns the request's status once
 // the run ended or was refused when wait, else once it was refused or,
 // after a moment, is running (RunTaken). An error means ctx ended first.
-type RunFunc func(ctx context.Context, job string, req RunRequest) (redislock.RunStatus, error)
+type RunFunc func(ctx context.Context, job string, req RunRequest) (ledger.RunStatus, error)
 
 // RunRequest is what a run request asks (the body of POST …/run, and who).
 type RunRequest struct {

@@ -246,7 +246,7 @@ func TestAPI_RunTakenAndFinished(t *testing.T) {
 			if err != nil || req != nil {
 				if err == nil {
 					time.Sleep(200 * time.Millisecond) // the requester sees "taken" first
-					err = f.r.SetRunStatus(ctx, "backup", redislock.RunStatus{ID: req.ID, State: redislock.RunFinished, Node: "web1",
+					err = f.r.SetRunStatus(ctx, "backup", ledger.RunStatus{ID: req.ID, State: ledger.RunFinished, Node: "web1",
 						At: time.Now(), RunID: "run-9", Result: "failure", ExitCode: 3})
 				}
 				daemon <- err
@@ -261,7 +261,7 @@ func TestAPI_RunTakenAndFinished(t *testing.T) {
 	}
 	var res struct {
 		Request string
-		Status  redislock.RunStatus
+		Status  ledger.RunStatus
 	}
 	if err := json.Unmarshal(body, &res); code != 200 || err != nil || res.Status.State != "finished" || res.Status.ExitCode != 3 ||
 		res.Status.Node != "web1" {

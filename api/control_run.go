@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/cluster"
+	"github.com/cronlock/cronlock/ledger"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/google/uuid"
 )
 
 // MaxRunTimeout caps how long a run request waits to be taken: a job stays
-// in the pending set that long (redislock.PendingWindow).
-const MaxRunTimeout = redislock.PendingWindow
+// in the pending set that long (ledger.PendingWindow).
+const MaxRunTimeout = ledger.PendingWindow
 
 // pollEvery is how often a waiting requester reads the request's status.
 const pollEvery = 100 * time.Millisecond
@@ -23,8 +24,8 @@ const pollEvery = 100 * time.Millisecond
 var ErrNotTaken = errors.New("control: no daemon took the run request")
 
 // NewRunRequest returns a request of a manual run of job with a new id.
-func NewRunRequest(job, requester, reason string, force bool, now time.Time) redislock.RunRequest {
-	return redislock.RunRequest{ID: uuid.NewString(), Job: job, Requester: requester, Reason: reason, At: now.UTC(), Force: force}
+func NewRunRequest(job, requester, reason string, force bool, now time.Time) ledger.RunRequest {
+	return ledger.RunRequest{ID: uuid.NewString(), Job: job, Requester: requester, Reason: reason, At: now.UTC(), Force: force}
 }
 
 // RequestRun writes req and waits until a daemon takes it (its status is
@@ -34,7 +35,7 @@ func NewRunRequest(job, requester, reason string, force bool, now time.Time) red
 // between, the request goes on. It returns the request's status once
 // taken. It blocks, polling every 100 ms; ctx ending withdraws the request
 // the same way and returns ctx.Err().
-func RequestRun(ctx context.Context, r *redislock.Redis, req redislock.RunRequest, timeout time.Duration) (*redislock.RunStatus, error) {
+func RequestRun(ctx context.Context, r *redislock.Redis, req ledger.RunRequest, timeout time.Duration) (*ledger.RunStatus, error) {
 	if timeout <= 0 || timeout > MaxRunTimeout {
 		return nil, fmt.Errorf("run request timeout %v: want more than 0 and at most %v", timeout, MaxRunTimeout)
 	}
@@ -85,15 +86,15 @@ const takerCheckEvery = time.Second
 // the request is taken it reads the taker's heartbeat record (one more
 // round trip), and returns an error wrapping ErrTakerGone when the taker
 // is no longer live or has restarted since it took the request.
-func WaitRun(ctx context.Context, r *redislock.Redis, job, id string) (*redislock.RunStatus, error) {
+func WaitRun(ctx context.Context, r *redislock.Redis, job, id string) (*ledger.RunStatus, error) {
 	var checked time.Time
 	var gone error
-	st, err := waitState(ctx, r, job, id, func(st *redislock.RunStatus) bool {
+	st, err := waitState(ctx, r, job, id, func(st *ledger.RunStatus) bool {
 		switch st.State {
-		case redislock.RunFinished, redislock.RunRefused, redislock.RunCancelled:
+		case ledger.RunFinished, ledger.RunRefused, ledger.RunCancelled:
 			return true
 		}
-		if st.State != redislock.RunTaken || time.Since(checked) < takerCheckEvery {
+		if st.State != ledger.RunTaken || time.Since(checked) < takerCheckEvery {
 			return false
 		}
 		checked = time.Now()
@@ -110,7 +111,7 @@ func WaitRun(ctx context.Context, r *redislock.Redis, job, id string) (*redisloc
 // live heartbeat record at now, or one of an incarnation started after it
 // took the request (st.At; both by the taker's clock). A failed read is
 // not a verdict: nil.
-func takerGone(ctx context.Context, r *redislock.Redis, st *redislock.RunStatus, now time.Time) error {
+func takerGone(ctx context.Context, r *redislock.Redis, st *ledger.RunStatus, now time.Time) error {
 	values, err := r.Nodes(ctx)
 	if err != nil {
 		return nil
@@ -136,10 +137,10 @@ func takerGone(ctx context.Context, r *redislock.Redis, st *redislock.RunStatus,
 
 // notPending reports whether a daemon took (or the requester withdrew) the
 // request.
-func notPending(st *redislock.RunStatus) bool { return st.State != redislock.RunPending }
+func notPending(st *ledger.RunStatus) bool { return st.State != ledger.RunPending }
 
 // waitState polls the request's status until done(status) or ctx ends.
-func waitState(ctx context.Context, r *redislock.Redis, job, id string, done func(*redislock.RunStatus) bool) (*redislock.RunStatus, error) {
+func waitState(ctx context.Context, r *redislock.Redis, job, id string, done func(*ledger.RunStatus) bool) (*ledger.RunStatus, error) {
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	for {
@@ -150,7 +151,7 @@ func waitState(ctx context.Context, r *redislock.Redis, job, id string, done fun
 		case err == nil && st == nil:
 			return nil, fmt.Errorf("%w: request %s of %s (a status expires %v after the request; "+
 				"before that Redis lost it: a restart without persistence, FLUSHALL, a failover or eviction); the run's outcome is unknown",
-				ErrStatusLost, id, job, redislock.RunStatusTTL)
+				ErrStatusLost, id, job, ledger.RunStatusTTL)
 		case err == nil && done(st):
 			return st, nil
 		}

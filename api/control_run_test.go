@@ -9,19 +9,20 @@ import (
 
 	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/ledger"
 	"github.com/cronlock/cronlock/redislock"
 )
 
 // takenRequest returns a Redis on a fresh server with one run request of
 // job "long" taken by node n2 at taken.
-func takenRequest(t *testing.T, taken time.Time) (*redislock.Redis, redislock.RunRequest) {
+func takenRequest(t *testing.T, taken time.Time) (*redislock.Redis, ledger.RunRequest) {
 	t.Helper()
 	r, req, _ := takenRequestOn(t, taken)
 	return r, req
 }
 
 // takenRequestOn is takenRequest that also returns the server.
-func takenRequestOn(t *testing.T, taken time.Time) (*redislock.Redis, redislock.RunRequest, *redistest.Server) {
+func takenRequestOn(t *testing.T, taken time.Time) (*redislock.Redis, ledger.RunRequest, *redistest.Server) {
 	t.Helper()
 	srv := redistest.Start(t)
 	r, err := redislock.New(redislock.Options{Addresses: []string{srv.Addr()}})

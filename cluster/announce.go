@@ -23,6 +23,9 @@ type Announcer interface {
 	// it returns when ctx ends or the subscription fails for good. The
 	// callbacks must not block.
 	WatchNodes(ctx context.Context, subscribed func(), announced func(id string)) error
+	// Refused reports whether an error of WatchNodes is the server's
+	// refusal (an ACL's NOPERM, say) rather than a lost connection.
+	Refused(err error) bool
 }
 
 // nodeWatch is the heartbeat's view of the node channel: whether it is
@@ -61,7 +64,7 @@ func (h *Heartbeat) watchNodes(ctx context.Context, a Announcer) {
 				w.poke()
 			}
 		})
-	}, func(err error, _, first, refused bool) {
+	}, a.Refused, func(err error, _, first, refused bool) {
 		w.subscribed.Store(false)
 		w.poke()
 		switch {

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/redislock"
 	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -104,6 +105,8 @@ func (s *announcingStore) AnnounceNode(_ context.Context, id string) error {
 	s.announced <- id
 	return nil
 }
+
+func (s *announcingStore) Refused(err error) bool { _, ok := redislock.ServerReply(err); return ok }
 
 func (s *announcingStore) WatchNodes(ctx context.Context, subscribed func(), _ func(string)) error {
 	select {

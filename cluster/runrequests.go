@@ -9,7 +9,6 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/internal/subscription"
-	"github.com/cronlock/cronlock/redislock"
 	"go.uber.org/zap"
 )
 
@@ -18,8 +17,11 @@ import (
 type RunRequestStore interface {
 	PendingRunJobs(ctx context.Context, since time.Time) ([]string, error)
 	WatchRunRequests(ctx context.Context, subscribed, notified func()) error
-	TakeRun(ctx context.Context, job, node string, at time.Time) (*redislock.RunRequest, error)
-	SetRunStatus(ctx context.Context, job string, st redislock.RunStatus) error
+	TakeRun(ctx context.Context, job, node string, at time.Time) (*ledger.RunRequest, error)
+	SetRunStatus(ctx context.Context, job string, st ledger.RunStatus) error
+	// Refused reports whether an error of WatchRunRequests is the server's
+	// refusal (an ACL's NOPERM, say) rather than a lost connection.
+	Refused(err error) bool
 }
 
 // SkipNotHeld is the refusal of a request whose job this node no longer
@@ -150,7 +152,7 @@ func (t *Taker) watch(ctx context.Context, subscribed *atomic.Bool, poke func())
 			subscribed.Store(true)
 			poke()
 		}, poke)
-	}, func(err error, wasConfirmed, first, refused bool) {
+	}, t.o.Store.Refused, func(err error, wasConfirmed, first, refused bool) {
 		subscribed.Store(false)
 		if wasConfirmed {
 			poke() // read now: requests written since the loss (polls go back to Every)
@@ -173,7 +175,7 @@ func (t *Taker) watch(ctx context.Context, subscribed *atomic.Bool, poke func())
 // the read or a pop failed, or a job had more than maxPerPoll requests.
 func (t *Taker) poll(ctx context.Context) (again bool) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	jobs, err := t.o.Store.PendingRunJobs(cctx, t.o.Now().Add(-redislock.PendingWindow))
+	jobs, err := t.o.Store.PendingRunJobs(cctx, t.o.Now().Add(-ledger.PendingWindow))
 	cancel()
 	if err != nil {
 		t.o.Log.Debug("run requests not polled", zap.Error(err))
@@ -225,16 +227,16 @@ func (t *Taker) takeOne(ctx context.Context, job string) (bool, error) {
 
 // handle hands req to its job actor, waits for the outcome and writes it
 // as the request's status.
-func (t *Taker) handle(ctx context.Context, req redislock.RunRequest) {
+func (t *Taker) handle(ctx context.Context, req ledger.RunRequest) {
 	hctx, cancel := context.WithTimeout(ctx, handTimeout)
 	wait, err := t.o.Start(hctx, req.Job, req.Force, req.Requester)
 	cancel()
-	st := redislock.RunStatus{ID: req.ID, Node: t.o.Node}
+	st := ledger.RunStatus{ID: req.ID, Node: t.o.Node}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		st.State, st.Skip, st.Error = redislock.RunRefused, ledger.SkipShuttingDown, err.Error()
+		st.State, st.Skip, st.Error = ledger.RunRefused, ledger.SkipShuttingDown, err.Error()
 	case err != nil:
-		st.State, st.Skip, st.Error = redislock.RunRefused, SkipNotHeld, err.Error()
+		st.State, st.Skip, st.Error = ledger.RunRefused, SkipNotHeld, err.Error()
 	default:
 		st = status(req.ID, t.o.Node, wait())
 	}
@@ -260,15 +262,15 @@ type RunOutcome struct {
 }
 
 // status is the request status of a run's outcome.
-func status(id, node string, ran RunOutcome) redislock.RunStatus {
-	st := redislock.RunStatus{ID: id, Node: node}
+func status(id, node string, ran RunOutcome) ledger.RunStatus {
+	st := ledger.RunStatus{ID: id, Node: node}
 	if ran.Skip != "" {
-		st.State, st.Skip = redislock.RunRefused, ran.Skip
+		st.State, st.Skip = ledger.RunRefused, ran.Skip
 		if ran.Err != nil {
 			st.Error = ran.Err.Error()
 		}
 		return st
 	}
-	st.State, st.RunID, st.Result, st.ExitCode = redislock.RunFinished, ran.RunID, ran.Result, ran.ExitCode
+	st.State, st.RunID, st.Result, st.ExitCode = ledger.RunFinished, ran.RunID, ran.Result, ran.ExitCode
 	return st
 }

@@ -29,7 +29,7 @@ func TestTaker_HeldJobsOnlyAndFailedHandOverReported(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	now := time.Now()
 	for _, job := range []string{"mine", "other"} {
-		if _, err := r.RequestRun(ctx, redislock.RunRequest{ID: job + "-1", Job: job, Requester: "ops@box", At: now}); err != nil {
+		if _, err := r.RequestRun(ctx, ledger.RunRequest{ID: job + "-1", Job: job, Requester: "ops@box", At: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -41,8 +41,8 @@ func TestTaker_HeldJobsOnlyAndFailedHandOverReported(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- tk.Run(ctx) }()
 	deadline := time.Now().Add(5 * time.Second)
-	var st *redislock.RunStatus
-	for st == nil || st.State != redislock.RunRefused {
+	var st *ledger.RunStatus
+	for st == nil || st.State != ledger.RunRefused {
 		if time.Now().After(deadline) {
 			t.Fatalf("status of mine-1: %+v, want refused within 5s", st)
 		}
@@ -52,7 +52,7 @@ func TestTaker_HeldJobsOnlyAndFailedHandOverReported(t *testing.T) {
 	if st.Node != "n1" || st.Skip != SkipNotHeld || st.Error == "" {
 		t.Errorf("status %+v, want refused by n1 with the hand-over error", st)
 	}
-	if other, _ := r.GetRunStatus(t.Context(), "other", "other-1"); other == nil || other.State != redislock.RunPending {
+	if other, _ := r.GetRunStatus(t.Context(), "other", "other-1"); other == nil || other.State != ledger.RunPending {
 		t.Errorf("request of a job not held: %+v, want still pending", other)
 	}
 	cancel()
@@ -93,11 +93,11 @@ func takeWithin(t *testing.T, r *redislock.Redis, log *zap.Logger, every, idle t
 		}
 	}()
 	ready()
-	if _, err := r.RequestRun(ctx, redislock.RunRequest{ID: id, Job: "mine", Requester: "ops@box", At: time.Now()}); err != nil {
+	if _, err := r.RequestRun(ctx, ledger.RunRequest{ID: id, Job: "mine", Requester: "ops@box", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if st, _ := r.GetRunStatus(t.Context(), "mine", id); st != nil && st.State != redislock.RunPending {
+		if st, _ := r.GetRunStatus(t.Context(), "mine", id); st != nil && st.State != ledger.RunPending {
 			return true
 		}
 	}
@@ -164,11 +164,11 @@ func TestTaker_RefusedSubscriptionPollsEvery(t *testing.T) {
 
 func TestStatus(t *testing.T) {
 	fin := status("id", "n1", RunOutcome{RunID: "run", Result: "failure", ExitCode: 2})
-	if fin.State != redislock.RunFinished || fin.RunID != "run" || fin.ExitCode != 2 || fin.Result != "failure" {
+	if fin.State != ledger.RunFinished || fin.RunID != "run" || fin.ExitCode != 2 || fin.Result != "failure" {
 		t.Errorf("finished: %+v", fin)
 	}
 	ref := status("id", "n1", RunOutcome{Skip: ledger.SkipOverlap})
-	if ref.State != redislock.RunRefused || ref.Skip != "overlap" {
+	if ref.State != ledger.RunRefused || ref.Skip != "overlap" {
 		t.Errorf("refused: %+v", ref)
 	}
 }

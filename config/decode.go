@@ -3,10 +3,22 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/viper"
 )
+
+// Phase 3, decode: raw values (from the file, CRONLOCK_* variables or
+// flags) to typed values. viper layers the settings (its defaults, the
+// file, the environment, the flags: loadScalars) and hands each key's
+// winning raw value to the decoder below, which converts it with a
+// problem per failure. viper's own decoding (mapstructure) is not used:
+// it lower-cases keys (job env names keep their case), accepts `300` for
+// a duration as 300 ns, and stops at the first error, where a load must
+// report every problem with its path and fix.
 
 // decoder converts raw values (from YAML, TOML, JSON, environment variables
 // or flags) into typed values. Each conversion failure is recorded as a
@@ -270,4 +282,93 @@ func asMap(v any) (map[string]any, bool) {
 		return out, true
 	}
 	return nil, false
+}
+
+// loadScalars fills every key of Config.fields (see keyTable) with precedence
+// flag > CRONLOCK_* environment > file > default, using viper's layers:
+// SetDefault for defaults, MergeConfigMap for the file, and Set for
+// environment then flags (Set is viper's top layer, so the later Set wins).
+// Unknown keys in the file, and CRONLOCK_* variables that are not
+// overrides, are reported with a hint.
+//
+// It returns, for keys set by environment or flag, a suffix naming the
+// source for problem paths, e.g. " (from CRONLOCK_REDIS_DB)".
+func loadScalars(cfg *Config, raw map[string]any, d *decoder, opts Options) map[string]string {
+	v := viper.New()
+	for k, def := range builtinDefaults() {
+		v.SetDefault(k, def)
+	}
+	file := map[string]any{}
+	checkTree(raw, "", d, file)
+	_ = v.MergeConfigMap(file) // never fails
+	src := map[string]string{}
+	envKeys := map[string]string{}
+	for _, k := range Keys() {
+		envKeys[EnvName(k)] = k
+	}
+	for _, kv := range opts.Environ {
+		name, val, _ := strings.Cut(kv, "=")
+		if k, ok := envKeys[name]; ok && val != "" {
+			v.Set(k, val)
+			src[k] = " (from " + name + ")"
+		}
+	}
+	unknownOverrides(d.probs, opts.Environ, envKeys)
+	for _, k := range sortedKeys(opts.Flags) {
+		if !slices.Contains(Keys(), k) {
+			d.probs.err("flag", "unknown config key %q", k)
+			continue
+		}
+		v.Set(k, opts.Flags[k])
+		src[k] = " (from flag)"
+	}
+	weak := *d
+	weak.weak = true // environment and flag values are strings
+	for _, f := range cfg.fields() {
+		dec := d
+		if src[f.key] != "" || d.exp.expandedKeys[f.key] {
+			dec = &weak
+		}
+		if val := v.Get(f.key); val != nil {
+			setField(dec, f.key+src[f.key], f.ptr, val)
+		}
+	}
+	cfg.Lock.Backend = resolveBackend(cfg)
+	return src
+}
+
+// setField decodes val into ptr (see field).
+func setField(d *decoder, path string, ptr, val any) {
+	switch p := ptr.(type) {
+	case *string:
+		// Values from files are already expanded (checkTree); env and flag
+		// values are taken literally.
+		if s, ok := val.(string); ok {
+			*p = s
+		} else if s, ok := (&decoder{probs: d.probs}).str(path, val); ok {
+			*p = s
+		}
+	case *time.Duration:
+		if x, ok := d.duration(path, val); ok {
+			*p = x
+		}
+	case *int:
+		if x, ok := d.integer(path, val); ok {
+			*p = x
+		}
+	case *bool:
+		if x, ok := d.boolean(path, val); ok {
+			*p = x
+		}
+	case *[]string:
+		if x, ok := d.strings(path, val); ok {
+			*p = x
+		}
+	case *map[string]string:
+		if x, ok := d.tagMap(path, val); ok {
+			*p = x
+		}
+	default:
+		panic(fmt.Sprintf("config: key %s has unsupported type %T", path, ptr)) // programming error: extend setField
+	}
 }

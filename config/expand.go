@@ -1,6 +1,15 @@
 package config
 
-import "strings"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Phase 2, expand: `${VAR}` in the file's string values against the
+// explicit environment (expander), while checkTree copies the file's
+// settings for the decode and reports unknown keys. Values from the
+// environment and flags are taken literally.
 
 // expander performs the `${VAR}` / `${VAR:-default}` expansion of config
 // values against an explicit environment (never os.Getenv).
@@ -137,4 +146,57 @@ func isEnvName(s string) bool {
 		}
 	}
 	return true
+}
+
+// checkTree copies the file's keys outside `jobs`/`defaults` into out,
+// expanding string values, and reports unknown keys and mappings given as
+// scalars.
+func checkTree(in map[string]any, prefix string, d *decoder, out map[string]any) {
+	known := knownChildren(prefix)
+	for _, k := range sortedKeys(in) {
+		val, full := in[k], prefix+k
+		switch {
+		case prefix == "" && slices.Contains(jobSections, k):
+			continue
+		case !slices.Contains(known, k):
+			if prefix == "" && slices.Contains(jobKeys(), k) {
+				d.probs.err(full, "unknown key %q: job fields go under `defaults:` or in a job of `jobs:`", k)
+			} else {
+				d.probs.unknownKey(full, k, known)
+			}
+		case slices.Contains(sections, full):
+			m, ok := asMap(val)
+			if !ok {
+				d.probs.err(full, "want a mapping of settings, got %s", describe(val))
+				continue
+			}
+			sub := map[string]any{}
+			checkTree(m, full+".", d, sub)
+			out[k] = sub
+		default:
+			if s, ok := val.(string); ok {
+				val = d.exp.expand(full, s)
+				if strings.Contains(s, "${") {
+					d.exp.expandedKeys[full] = true // decoded weakly: it could not be written unquoted
+				}
+			} else if l, ok := val.([]any); ok {
+				val = expandList(d, full, l)
+			} else if isMapKey(full) {
+				checkMapKeyCase(d.probs, full, val) // node.tags
+			}
+			out[k] = val
+		}
+	}
+}
+
+// expandList expands the string elements of a list value.
+func expandList(d *decoder, path string, l []any) []any {
+	out := make([]any, len(l))
+	for i, e := range l {
+		if s, ok := e.(string); ok {
+			e = d.exp.expand(fmt.Sprintf("%s[%d]", path, i), s)
+		}
+		out[i] = e
+	}
+	return out
 }

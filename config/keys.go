@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 )
 
 // field binds one scalar config key outside `jobs`/`defaults` to the Config
@@ -25,8 +24,8 @@ type configKey struct {
 
 func (k configKey) section() bool { return k.typ.Kind() == reflect.Struct }
 
-// jobSections are the top-level keys decoded by loadJobs (and
-// loadNotify) rather than as scalar settings.
+// jobSections are the top-level keys decoded by loadJobs (and loadNotify)
+// rather than as scalar settings.
 var jobSections = []string{"defaults", "jobs", "notify"}
 
 // keyTable lists the sections and scalar keys outside `jobs`/`defaults` in
@@ -73,31 +72,6 @@ func (c *Config) fields() []field {
 		}
 	}
 	return out
-}
-
-// DefaultRedisAddress is used when lock.backend is explicitly "redis" and
-// no address is configured.
-const DefaultRedisAddress = "localhost:6379"
-
-// builtinDefaults are the defaults of the scalar keys, given to viper with
-// SetDefault. redis.address is deliberately absent: its default
-// applies only when the backend is explicitly redis (see resolveBackend).
-func builtinDefaults() map[string]any {
-	return map[string]any{
-		"node.grace_period":         time.Duration(0),
-		"node.shutdown_timeout":     30 * time.Second,
-		"node.max_clock_skew":       2 * time.Second,
-		"node.heartbeat_interval":   5 * time.Second,
-		"ledger.retention":          7 * 24 * time.Hour,
-		"ledger.max_occurrences":    100,
-		"redis.db":                  0,
-		"redis.key_prefix":          "cronlock:",
-		"redis.dial_timeout":        5 * time.Second,
-		"redis.replica_ack_timeout": 500 * time.Millisecond,
-		"log.level":                 "info",
-		"http.auth":                 AuthWrites,
-		"output.max_bytes":          DefaultOutputMaxBytes,
-	}
 }
 
 // sections are the mapping keys outside `jobs`/`defaults`: node, lock,

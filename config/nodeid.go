@@ -160,7 +160,7 @@ func checkNodeID(id string) error {
 }
 
 // KeepNodeID writes a new node id (Node.IDSource IDNew) to
-// node.state_dir/node-id with write (statedir.Dir.WriteFile: atomic and
+// node.state_dir/node-id with write (package statedir's Dir.WriteFile: atomic and
 // durable), so that the next start, and every reload, finds it; the
 // source becomes IDStateDir. It does nothing for other sources and
 // returns write's error.

@@ -1,5 +1,9 @@
-// Package config loads, expands and validates cronlock configuration files.
-// Formats: YAML, TOML and JSON, chosen by file extension.
+// Package config loads cronlock configuration files into a validated
+// Config. Formats: YAML, TOML and JSON, chosen by file extension. Loading
+// runs in five phases, each in the file named for it: read (read.go),
+// expand (expand.go), decode (decode.go, decode_jobs.go), default
+// (defaults.go), validate (validate.go, validate_jobs.go); Parse in
+// load.go runs them.
 package config
 
 import (

@@ -1,409 +1,192 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
+	"net"
 	"os"
-	"strconv"
+	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/cronlock/cronlock/schedule"
 )
 
-// validName reports whether name follows the job name rule: 1-128 of A-Z
-// a-z 0-9 . _ - (names go into Redis keys and metric labels).
-func validName(name string) bool {
-	if name == "" || len(name) > 128 {
+// Phase 5, validate, for the settings outside `jobs` and `defaults`
+// (validate_jobs.go: the jobs): every problem with its path and a hint.
+
+// checkTop validates the keys outside `jobs` and `defaults` and fills
+// Node.Location and the default Node.ID (resolveNodeID).
+// src names the source of keys set by environment or flag (see
+// loadScalars).
+func checkTop(cfg *Config, p *problems, opts Options, z zones, src map[string]string) {
+	path := func(k string) string { return k + src[k] }
+	host := HostZone(opts.Environ)
+	cfg.Node.Location = z.load(p, path("node.timezone"), cfg.Node.Timezone, host)
+	if cfg.Node.Location == nil {
+		cfg.Node.Location = host // keep checking jobs; the problem is reported
+	}
+	cfg.Node.StateDir = stateDirOf(cfg.Node.StateDir, opts.Environ)
+	if !filepath.IsAbs(cfg.Node.StateDir) {
+		p.err(path("node.state_dir"), "%q is not an absolute path; e.g. /var/lib/cronlock", cfg.Node.StateDir)
+	}
+	resolveNodeID(&cfg.Node, p, opts, path)
+	if cfg.Ledger.MaxOccurrences < 1 {
+		p.err(path("ledger.max_occurrences"), "%d: want at least 1 (the records kept per job; default 100)", cfg.Ledger.MaxOccurrences)
+	}
+	if cfg.Ledger.Retention < time.Minute {
+		p.err(path("ledger.retention"), "%s: want at least 1m (how long records are kept; default 168h, 7 days)", cfg.Ledger.Retention)
+	}
+	if cfg.Node.IDSource == IDConfigured {
+		// src is " (from CRONLOCK_NODE_ID)" or " (from flag)"; "" for the file.
+		cfg.Node.IDSetBy = strings.TrimSuffix(strings.TrimPrefix(src["node.id"], " (from "), ")")
+	}
+	if cfg.Node.MaxParallel < 0 {
+		p.err(path("node.max_parallel"), "%d is negative; use 0 for no limit, or the most runs this node may have in progress at once", cfg.Node.MaxParallel)
+	}
+	checkHeartbeat(cfg.Node.HeartbeatInterval, p, path("node.heartbeat_interval"))
+	oneOf(p, path("lock.backend"), cfg.Lock.Backend, "redis", "memory")
+	oneOf(p, path("log.level"), cfg.Log.Level, "debug", "info", "warn", "error")
+	if cfg.Log.Format != "" {
+		oneOf(p, path("log.format"), cfg.Log.Format, "json", "console")
+	}
+	checkRedis(&cfg.Redis, p, path)
+	checkTLSFiles(cfg.Lock.Backend, cfg.Redis.TLS, p, opts.Purpose, path)
+	checkListen(cfg.HTTP.Listen, p, path("http.listen"))
+	checkAPIAuth(cfg.HTTP, p, opts.Purpose, path)
+	checkOutput(&cfg.Output, p, path)
+}
+
+// checkListen checks http.listen as net.Listen("tcp", l) will read it at
+// start (engine/http.go): host:port, the port a number 0..65535 or a
+// service name this host knows (/etc/services). Port 0 or none is legal
+// but picks a new random port at every start, so it is a warning.
+func checkListen(l string, p *problems, path string) {
+	if l == "" {
+		return
+	}
+	_, port, err := net.SplitHostPort(l)
+	if err != nil {
+		p.err(path, "%q is not host:port; e.g. 127.0.0.1:9464", l)
+		return
+	}
+	n, err := net.LookupPort("tcp", port)
+	switch {
+	case err != nil:
+		p.err(path, "%q: port %q is neither a number 0..65535 nor a service name known to this host (/etc/services); e.g. 127.0.0.1:9464", l, port)
+	case n == 0:
+		p.warn(path, fmt.Sprintf("%q listens on a random free port, a new one at every start; give a fixed port, e.g. 127.0.0.1:9464", l))
+	}
+}
+
+// HostZone is the host's local zone under its IANA name when it can be
+// found — TZ from environ (":Zone" or "Zone"), else the target of the
+// /etc/localtime link — so that `next -json` and status show "Europe/Berlin",
+// not "Local". The rules are the same as time.Local's; time.Local is the
+// fallback.
+func HostZone(environ []string) *time.Location {
+	name := ""
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "TZ="); ok {
+			name = strings.TrimPrefix(v, ":")
+		}
+	}
+	if name == "" {
+		if target, err := os.Readlink("/etc/localtime"); err == nil {
+			if i := strings.Index(target, "zoneinfo/"); i >= 0 {
+				name = target[i+len("zoneinfo/"):]
+			}
+		}
+	}
+	if name == "" || strings.HasPrefix(name, "/") {
+		return time.Local
+	}
+	if loc, err := time.LoadLocation(name); err == nil {
+		return loc
+	}
+	return time.Local
+}
+
+// checkRedis validates the redis section.
+func checkRedis(r *Redis, p *problems, path func(string) string) {
+	if r.DB < 0 || r.DB > 15 {
+		p.err(path("redis.db"), "%d is out of range; Redis databases are 0..15", r.DB)
+	}
+	if len(r.Addresses) > 0 && r.Address != "" {
+		p.err("redis.addresses", "set either redis.address or redis.addresses, not both")
+	}
+	if r.Mode != "" {
+		oneOf(p, path("redis.mode"), r.Mode, "standalone", "sentinel", "cluster")
+	}
+	checkRedisMode(r, p, path)
+	if r.MinReplicasAcked < 0 {
+		p.err(path("redis.min_replicas_acked"), "%d is negative; use 0 to run a claim without waiting for replicas", r.MinReplicasAcked)
+	}
+	if r.ReplicaAckTimeout < time.Millisecond {
+		p.err(path("redis.replica_ack_timeout"), "%v is below 1ms; WAIT's timeout is whole milliseconds (and 0 would wait forever); e.g. 500ms", r.ReplicaAckTimeout)
+	}
+	if (r.TLS.CertFile == "") != (r.TLS.KeyFile == "") {
+		p.err("redis.tls", "cert_file and key_file must be given together")
+	}
+}
+
+// checkRedisMode checks that the addresses, sentinel_master and db fit
+// the topology (given or inferred), and warns about a Cluster key prefix
+// with a hash tag.
+func checkRedisMode(r *Redis, p *problems, path func(string) string) {
+	switch r.EffectiveMode() {
+	case "sentinel":
+		if r.SentinelMaster == "" {
+			p.err(path("redis.sentinel_master"), "redis.mode is sentinel but sentinel_master is empty; give the master set's name (SENTINEL MASTERS), e.g. mymaster")
+		}
+		if len(r.Addresses) == 0 && r.Address == "" {
+			p.err("redis.addresses", "sentinel_master is set but no sentinel addresses are given")
+		}
+	case "cluster":
+		if r.SentinelMaster != "" {
+			p.err(path("redis.sentinel_master"), "is set, but redis.mode is cluster; remove sentinel_master, or set redis.mode: sentinel")
+		}
+		if r.DB != 0 {
+			p.err(path("redis.db"), "%d: Redis Cluster has only database 0; remove redis.db", r.DB)
+		}
+		if hasHashTag(r.KeyPrefix) {
+			p.warn(path("redis.key_prefix"), fmt.Sprintf("%q holds a hash tag, so in Redis Cluster every key of every job is in one "+
+				"hash slot, on one shard: adding masters adds nothing. Without a tag (e.g. \"cronlock:\") each job's keys "+
+				"carry the job name as tag and the jobs spread over the shards; changing it starts the jobs' state afresh "+
+				"(docs/protocol.md, \"Redis keys\")", r.KeyPrefix))
+		}
+	case "standalone":
+		if r.SentinelMaster != "" {
+			p.err(path("redis.sentinel_master"), "is set, but redis.mode is standalone; remove sentinel_master, or set redis.mode: sentinel")
+		}
+		if len(r.Addresses) > 1 {
+			p.err(path("redis.addresses"), "%d addresses, but redis.mode is standalone, which uses one server; give one address, or set redis.mode: cluster or sentinel", len(r.Addresses))
+		}
+	}
+}
+
+// hasHashTag reports whether s holds a Redis Cluster hash tag by Redis's
+// rule (redislock.HasHashTag, which this mirrors: config cannot import
+// redislock): the first "{", then the first "}" after it, with at least
+// one byte between them.
+func hasHashTag(s string) bool {
+	open := strings.IndexByte(s, '{')
+	if open < 0 {
 		return false
 	}
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
+	return strings.IndexByte(s[open+1:], '}') > 0
 }
 
-// jobPath renders a job's path prefix: `jobs[2] "backup"` or `jobs[2]`
-// (the name quoted as %q quotes it).
-func jobPath(i int, name string) string {
-	p := "jobs[" + strconv.Itoa(i) + "]"
-	if name == "" {
-		return p
-	}
-	return p + " " + strconv.Quote(name)
-}
-
-// zones resolves IANA zone names once per load.
-type zones map[string]*time.Location
-
-// lookup returns the zone named name (fallback for ""), and false when the
-// name is unknown. It reports nothing.
-func (z zones) lookup(name string, fallback *time.Location) (*time.Location, bool) {
-	if name == "" {
-		return fallback, true
-	}
-	loc, ok := z[name]
-	if !ok {
-		var err error
-		if loc, err = time.LoadLocation(name); err != nil || name == "Local" {
-			loc = nil
-		}
-		z[name] = loc
-	}
-	return loc, loc != nil
-}
-
-// load returns the zone named name, or nil after reporting a problem at
-// path. The empty name gives fallback.
-func (z zones) load(p *problems, path, name string, fallback *time.Location) *time.Location {
-	loc, ok := z.lookup(name, fallback)
-	if !ok {
-		p.err(path, "unknown time zone %q; use an IANA name such as Europe/Berlin or UTC", name)
-	}
-	return loc
-}
-
-// maxRetries caps `retries`: more attempts than this within one lease is a
-// typo, not a policy.
-const maxRetries = 100
-
-// checker validates `defaults:` and the jobs of one load.
-type checker struct {
-	cfg    *Config
-	p      *problems
-	opts   Options
-	z      zones
-	scheds schedCache
-	host   *hostChecks
-	// argSpace is exec's argument space on this host (argSpace()).
-	argSpace int
-	// inherited caches inheritedEnv; -1 until computed.
-	inherited int
-}
-
-// loadJobs decodes `defaults:` and every job of `jobs:`, merges them with
-// the built-in defaults and validates each job. Every problem
-// is recorded once: a value set in `defaults:` is checked under
-// `defaults.<key>`, not again in each job that inherits it. A bad job does
-// not stop the others from being checked.
-func loadJobs(cfg *Config, raw map[string]any, d *decoder, opts Options, z zones) {
-	c := &checker{cfg: cfg, p: d.probs, opts: opts, z: z, scheds: schedCache{}, host: newHostChecks(d.exp.env["PATH"]),
-		argSpace: argSpace(), inherited: -1}
-	jd := newJobDecoder(d)
-	var dbad map[string]bool
-	if rd, ok := raw["defaults"]; ok && rd != nil {
-		if m, ok := asMap(rd); ok {
-			cfg.Defaults, dbad = jd.fields(m, "defaults.", jd.dknown)
-			c.fields("defaults.", cfg.Defaults)
-		} else {
-			d.probs.err("defaults", "want a mapping of job fields, got %s", describe(rd))
-		}
-	}
-	list, ok := raw["jobs"].([]any)
-	if rj := raw["jobs"]; rj != nil && !ok {
-		d.probs.err("jobs", "want a list of jobs, got %s", describe(rj))
-		return
-	}
-	if len(list) == 0 {
-		d.probs.warn("jobs", "no jobs configured; add at least one job under `jobs:`")
-		return
-	}
-	inherited := jd.inherited(cfg.Defaults, builtinJobDefaults())
-	seen := make(map[string]int, len(list))
-	cfg.Jobs = make([]Job, 0, len(list))
-	for i, e := range list {
-		m, ok := asMap(e)
-		if !ok {
-			d.probs.err(fmt.Sprintf("jobs[%d]", i), "want a mapping with name, schedule and command, got %s", describe(e))
-			continue
-		}
-		start := len(d.probs.list)
-		job, base, own, bad := jd.decode(i, m, inherited, seen, dbad)
-		c.fields(base+": ", own)
-		c.checkJob(&job, base, own, bad)
-		jd.sortProblems(d.probs.list[start:], i, base)
-		cfg.Jobs = append(cfg.Jobs, job)
-	}
-}
-
-// hostProblem reports msg (from hostChecks) as a warning at -validate and
-// as an error at start: the daemon must not start and then fail every run.
-func (c *checker) hostProblem(path, msg string) {
-	hostProblem(c.p, c.opts.Purpose, path, msg)
-}
-
-// fields checks the values set in f, a job's own fields or `defaults:`;
-// prefix+key is each problem's path. Values not set are not checked.
-func (c *checker) fields(prefix string, f JobFields) {
-	p := c.p
-	if f.Timezone != nil {
-		c.z.load(p, prefix+"timezone", *f.Timezone, nil)
-	}
-	if f.Shell != nil && *f.Shell == "" {
-		p.err(prefix+"shell", "must not be empty; omit it for /bin/sh")
-	} else if f.Shell != nil {
-		c.hostProblem(prefix+"shell", c.host.shell(*f.Shell))
-	}
-	if f.Timeout != nil {
-		minDuration(p, prefix+"timeout", *f.Timeout, minTimeout, "300ms")
-	}
-	if f.LockTTL != nil {
-		minOneSecond(p, prefix+"lock_ttl", *f.LockTTL)
-	}
-	argStrings(p, prefix, f)
-	if f.WorkDir != nil && *f.WorkDir != "" {
-		c.hostProblem(prefix+"work_dir", c.host.workDir(*f.WorkDir))
-	}
-	if f.User != nil && *f.User != "" {
-		c.user(prefix+"user", *f.User)
-	}
-	if f.Overlap != nil {
-		oneOf(p, prefix+"overlap", *f.Overlap, OverlapSkip, OverlapAllow, OverlapQueue, OverlapReplace)
-	}
-	if f.OnLockLost != nil {
-		oneOf(p, prefix+"on_lock_lost", *f.OnLockLost, LockLostKill, LockLostContinue)
-	}
-	if f.Nodes != nil {
-		checkSelectors(p, prefix+"nodes", *f.Nodes)
-	}
-	if f.ActiveFrom != nil {
-		activeBound(p, prefix+"active_from", *f.ActiveFrom)
-	}
-	if f.ActiveUntil != nil {
-		activeBound(p, prefix+"active_until", *f.ActiveUntil)
-	}
-	if f.Notify != nil && prefix == "defaults." {
-		p.err(prefix+"notify", "not allowed under defaults; put the webhooks of every job under the top-level notify.webhooks")
-	}
-	if f.WarnAfter != nil {
-		minOneSecond(p, prefix+"warn_after", *f.WarnAfter)
-	}
-	if f.MaxRuns != nil && *f.MaxRuns < 0 {
-		p.err(prefix+"max_runs", "%d is negative; use 0 for no limit, or the number of successful runs after which the job stops", *f.MaxRuns)
-	}
-	switch {
-	case f.Retries == nil:
-	case *f.Retries < 0:
-		p.err(prefix+"retries", "%d is negative; use 0 for no retries", *f.Retries)
-	case *f.Retries > maxRetries:
-		p.err(prefix+"retries", "%d is too many; use at most %d (each retry waits retry_backoff, doubling up to 10m)", *f.Retries, maxRetries)
-	}
-}
-
-// user checks `user`: it needs root (an error at start, a warning at
-// -validate) and must exist on this host.
-func (c *checker) user(path, name string) {
-	if c.opts.Euid != 0 {
-		msg := fmt.Sprintf("user %q needs root, but cronlock runs as uid %d", name, c.opts.Euid)
-		if c.opts.Purpose == ForStart {
-			c.p.err(path, "%s", msg)
-		} else {
-			c.p.warn(path, msg+"; the daemon will refuse to start")
-		}
-	}
-	c.hostProblem(path, c.host.user(name))
-}
-
-// checkJob validates what only the merged job shows (command, schedule,
-// jitter against the schedule) and fills its derived fields (Location,
-// Sched, LockTTL). base is the job's path; bad holds the keys whose value
-// had the wrong type (already reported, so not "missing" as well).
-func (c *checker) checkJob(job *Job, base string, own JobFields, bad map[string]bool) {
-	prefix := base + ": "
-	if !bad["command"] && strings.TrimSpace(job.Command) == "" {
-		c.p.err(prefix+"command", "missing command; give the shell command to run")
-	}
-	c.argLimits(prefix, job)
-	if job.LockTTL == 0 {
-		job.LockTTL = 5 * time.Minute
-		if job.Timeout > 0 {
-			job.LockTTL = job.Timeout + time.Minute
-		}
-	}
-	loc, zoneOK := c.z.lookup(job.Timezone, c.cfg.Node.Location)
-	if job.Schedule == "" {
-		if !bad["schedule"] {
-			c.p.err(prefix+"schedule", "missing schedule; e.g. \"0 2 * * *\" or \"@every 1h\"")
-		}
-		return
-	}
-	if !zoneOK {
-		return // unknown zone already reported where it was set
-	}
-	s, err := c.scheds.parse(job.Schedule, loc)
-	if err != nil {
-		c.p.err(base, "%v", err) // the error reads `schedule "EXPR" …`
-		return
-	}
-	job.Sched, job.Location = s, s.Location()
-	c.jitter(prefix, job, own)
-	c.window(prefix, job)
-}
-
-// activeBound reports an active_from/active_until that is set but not an
-// RFC 3339 time.
-func activeBound(p *problems, path, v string) {
-	if _, err := parseActiveBound(v); err != nil {
-		p.err(path, "%q is not an RFC 3339 time; write e.g. 2027-01-01T00:00:00Z or 2027-01-01T09:00:00+01:00 "+
-			"(date, time and zone offset), or remove it for no bound", v)
-	}
-}
-
-// parseActiveBound parses an active window bound: RFC 3339, "" = open
-// (the zero time).
-func parseActiveBound(v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	return time.Parse(time.RFC3339, v)
-}
-
-// window applies the job's active window [active_from, active_until) to
-// its schedule (schedule.Schedule.InWindow): an error when it is empty, a
-// warning when the schedule has no fire time inside it. Bounds that do not
-// parse were reported by fields.
-func (c *checker) window(prefix string, job *Job) {
-	from, errF := parseActiveBound(job.ActiveFrom)
-	until, errU := parseActiveBound(job.ActiveUntil)
-	if errF != nil || errU != nil || (from.IsZero() && until.IsZero()) {
-		return
-	}
-	if !from.IsZero() && !until.IsZero() && !until.After(from) {
-		c.p.err(prefix+"active_until", "%s is not after active_from %s; the window [active_from, active_until) "+
-			"would be empty: move active_until later", job.ActiveUntil, job.ActiveFrom)
-		return
-	}
-	job.Sched = job.Sched.InWindow(from, until)
-	// An open start is searched from the Unix epoch: a recurring schedule
-	// has fire times there, an @at after active_until none.
-	start := from
-	if start.IsZero() {
-		start = time.Unix(0, 0)
-	}
-	if job.Sched.Next(start.Add(-time.Nanosecond)).IsZero() {
-		c.p.warn(prefix+"active_until", fmt.Sprintf("schedule %q has no fire time in the active window [%s, %s); "+
-			"the job never fires: widen the window or change the schedule", job.Schedule, job.ActiveFrom, job.ActiveUntil))
-	}
-}
-
-// jitter warns when jitter exceeds the schedule's interval (measured
-// between two consecutive fire times): slots would pile up or reorder.
-func (c *checker) jitter(prefix string, job *Job, own JobFields) {
-	if job.Jitter <= 0 {
-		return
-	}
-	n1 := job.Sched.Next(time.Now())
-	n2 := job.Sched.Next(n1)
-	if n1.IsZero() || n2.IsZero() || job.Jitter <= n2.Sub(n1) {
-		return
-	}
-	from := ""
-	if own.Jitter == nil {
-		from = " (inherited from defaults.jitter)"
-	}
-	c.p.warn(prefix+"jitter", fmt.Sprintf("%s%s is longer than the %s between runs of schedule %q; "+
-		"runs would pile up or change order; use at most %s", job.Jitter, from, n2.Sub(n1), job.Schedule, n2.Sub(n1)))
-}
-
-// schedCache shares one parsed Schedule between jobs with the same
-// expression and zone (a Schedule is safe for concurrent callers), so a
-// config with thousands of similar jobs parses each expression once.
-type schedCache map[schedKey]schedResult
-
-type schedKey struct {
-	expr string
-	loc  *time.Location
-}
-
-type schedResult struct {
-	s   *schedule.Schedule
-	err error
-}
-
-// parse returns schedule.Parse(expr, loc), cached.
-func (c schedCache) parse(expr string, loc *time.Location) (*schedule.Schedule, error) {
-	k := schedKey{expr, loc}
-	r, ok := c[k]
-	if !ok {
-		r.s, r.err = schedule.Parse(expr, loc)
-		c[k] = r
-	}
-	return r.s, r.err
-}
-
-// minOneSecond reports a duration that is set (non-zero) but under 1s.
-func minOneSecond(p *problems, path string, d time.Duration) {
-	minDuration(p, path, d, time.Second, "30s")
-}
-
-// minTimeout is the shortest timeout: a run's process is started, timed
-// and killed on the daemon's own timers, which keep to a few
-// milliseconds; below this a unit was probably forgotten (100 for 100s).
-const minTimeout = 100 * time.Millisecond
-
-// minDuration reports a duration that is set (non-zero) but under least.
-func minDuration(p *problems, path string, d, least time.Duration, example string) {
-	if d > 0 && d < least {
-		p.err(path, "%s is under %s; write e.g. %s", d, least, example)
-	}
-}
-
-// oneOf reports val unless it is one of allowed.
-func oneOf(p *problems, path, val string, allowed ...string) {
-	for _, a := range allowed {
-		if val == a {
+// checkRetention: the ledger must keep a job's records while its slots
+// can still be claimed (docs/protocol.md, R9): longer than its answer
+// window (node.max_clock_skew and its jitter) with the audit's grace, and
+// than its catch-up window. Otherwise a slot's record could be trimmed
+// while a claim of it could still come, and the claim would find none.
+func checkRetention(cfg *Config, p *problems, src map[string]string) {
+	for i, j := range cfg.Jobs {
+		need := max(cfg.Node.MaxClockSkew+j.Jitter+time.Minute, j.CatchupWindow)
+		if cfg.Ledger.Retention < need {
+			p.err("ledger.retention"+src["ledger.retention"], "%s is shorter than job %q can still claim a slot "+
+				"(jobs[%d]: catchup_window %s, jitter %s, node.max_clock_skew %s); set it to at least %s",
+				cfg.Ledger.Retention, j.Name, i, j.CatchupWindow, j.Jitter, cfg.Node.MaxClockSkew, need)
 			return
 		}
 	}
-	p.err(path, "unknown value %q; want one of %s", val, strings.Join(allowed, ", "))
-}
-
-// Bounds of node.heartbeat_interval: below 100ms the beats load Redis for
-// nothing; above 1m a dead node stays listed as live for minutes.
-const (
-	minHeartbeat = 100 * time.Millisecond
-	maxHeartbeat = time.Minute
-)
-
-// checkHeartbeat checks node.heartbeat_interval.
-func checkHeartbeat(d time.Duration, p *problems, path string) {
-	if d < minHeartbeat || d > maxHeartbeat {
-		p.err(path, "%v is outside %v..%v; e.g. 5s (the default)", d, minHeartbeat, maxHeartbeat)
-	}
-}
-
-// checkAPIAuth checks http.auth and http.token_file as the daemon reads
-// them at start (ReadToken).
-func checkAPIAuth(h HTTP, p *problems, purpose Purpose, path func(string) string) {
-	oneOf(p, path("http.auth"), h.Auth, AuthWrites, AuthAll)
-	if h.Auth == AuthAll && h.TokenFile == "" {
-		p.err(path("http.auth"), "%q needs a token: set http.token_file, or use %q", AuthAll, AuthWrites)
-	}
-	if h.TokenFile != "" {
-		_, err := ReadToken(h.TokenFile)
-		msg := ""
-		if err != nil {
-			msg = err.Error()
-		}
-		hostProblem(p, purpose, path("http.token_file"), msg)
-	}
-}
-
-// ReadToken returns the API token in file, surrounding whitespace
-// trimmed. A file that cannot be read or holds no token is an error.
-func ReadToken(file string) ([]byte, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, errors.New(fileError(file, err))
-	}
-	tok := bytes.TrimSpace(data)
-	if len(tok) == 0 {
-		return nil, fmt.Errorf("file %q holds no token; write one (e.g. head -c 32 /dev/urandom | base64 > %s)", file, file)
-	}
-	return tok, nil
 }

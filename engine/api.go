@@ -107,11 +107,8 @@ func (e *Engine) runningJobs() []config.Job { return *e.jobsNow.Load() }
 // redisClient returns the Redis backend's client, or why there is none yet
 // (a Sentinel or Cluster client is created in the background).
 func (e *Engine) redisClient() (*redislock.Redis, error) {
-	switch b := e.backend.Backend.(type) {
-	case *redislock.Redis:
-		return b, nil
-	case *lazyRedis:
-		return b.client()
+	if e.backend.redis == nil {
+		return nil, errors.New("not the redis backend")
 	}
-	return nil, errors.New("not the redis backend")
+	return e.backend.redis.Client()
 }

@@ -18,7 +18,7 @@ type eventWriter interface {
 
 var (
 	_ eventWriter = (*redislock.Redis)(nil)
-	_ eventWriter = (*lazyRedis)(nil)
+	_ eventWriter = (*redislock.Backend)(nil)
 )
 
 // recordTimeout bounds the write of a reload's events.
@@ -58,11 +58,3 @@ func (e *Engine) recordReload(ctx context.Context, before, after map[string]stri
 
 // jobHashes is config.JobHashes of the running configuration.
 func (e *Engine) jobHashes() map[string]string { return config.JobHashes(e.cfg.Jobs) }
-
-func (l *lazyRedis) AddEvents(ctx context.Context, events map[string][]redislock.Event) error {
-	r, err := l.client()
-	if err != nil {
-		return err
-	}
-	return r.AddEvents(ctx, events)
-}

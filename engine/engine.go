@@ -1,18 +1,21 @@
 // Package engine wires cronlock's actors from a config and supervises them
 // (docs/architecture.md): signals (received on a channel from main),
-// reload, ordered shutdown, systemd notify and watchdog, the Redis health
-// monitor, and the HTTP endpoints. It holds no run logic of its own.
+// reload, ordered shutdown, systemd notify and watchdog, the health
+// monitor (the pace of the backend's readiness checks), and the HTTP
+// endpoints. It holds no run logic and no Redis logic of its own.
 package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cronlock/cronlock/ledger/memory"
 	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/cronlock/cronlock/ledger/memory"
+	"github.com/cronlock/cronlock/process"
 
 	"github.com/cronlock/cronlock/ledger"
 
@@ -146,7 +149,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	if e.reg == nil {
 		e.reg = prometheus.NewRegistry()
 	}
-	b, err := newBackend(cfg, opts.Log)
+	b, err := newBackend(cfg, opts.Log, opts.Now)
 	if err == nil {
 		b, err = persistMemory(b, opts.State, opts.Log)
 	}
@@ -163,13 +166,13 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	e.metrics = actors.NewMetrics(e.reg)
 	e.load = cluster.NewLoad(cfg.Node.MaxParallel, b.kind == "redis", e.reg)
 	load := e.load
-	if e.node, err = newRegistry(cfg, b, opts, e.reg, e.metrics.Running, load); err != nil {
+	if e.node, err = newHeartbeat(cfg, b, opts, e.reg, e.metrics.Running, load); err != nil {
 		return nil, err
 	}
 	e.ticker = actors.NewTicker(opts.Log, e.metrics, opts.Now)
 	environ := actors.JobEnviron(opts.Environ, cfg.SecretEnv...) // what runs and hooks inherit
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, environ, opts.Start, e.kill, e.killNow)
-	locker := b.locker()
+	locker := b.Backend // redislock.Backend (its guard included) or memory.Memory
 	e.alerts = e.newNotifier()
 	e.janitor = actors.NewJanitor(opts.Log, locker, 1024)
 	if opts.State != nil {
@@ -186,7 +189,10 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 			MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Now: nowOr(opts.Now), Started: time.Now(),
 			Missed: e.alerts.Missed})
 	e.taker = e.newTaker()
-	e.health = newHealth(opts.Log, b, e.metrics, e.reg, cfg, opts.Now, e.onRedisBack, opts.Notify, e.status)
+	if b.redis != nil {
+		b.redis.Register(e.reg)
+	}
+	e.health = newHealth(opts.Log, b, e.metrics, cfg, e.onRedisBack, opts.Notify, e.status)
 	e.targets = newWatcher(cfg, b, opts, e.reg)
 	return e, nil
 }
@@ -197,9 +203,9 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 const secondSignalWait = 5 * time.Second
 
 // shutdownSlack is what the shutdown may take beyond shutdown_timeout and
-// the largest kill_grace: a killed run's output drain (2s) and its lease
-// release (2s). After that the process exits anyway (exit 1).
-const shutdownSlack = 4 * time.Second
+// the largest kill_grace: a killed run's output drain and its lease
+// release. After that the process exits anyway (exit 1).
+const shutdownSlack = process.DefaultDrainTimeout + actors.ReleaseTimeout
 
 // errSecondSignal is returned when a second shutdown signal cut the
 // shutdown short.

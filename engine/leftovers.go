@@ -128,7 +128,7 @@ func (e *Engine) releaseLeftovers(ctx context.Context, recs []statedir.Record) {
 		log := e.log.With(zap.String("job", r.Job), zap.String("owner", r.Owner))
 		if !down {
 			rctx, cancel := context.WithTimeout(ctx, leftoverReleaseTimeout)
-			released, err := e.backend.locker().Release(rctx, r.Job, r.Owner)
+			released, err := e.backend.Release(rctx, r.Job, r.Owner)
 			cancel()
 			if err == nil {
 				if released {

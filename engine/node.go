@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"github.com/cronlock/cronlock/ledger/memory"
 	"os"
@@ -24,7 +23,7 @@ import (
 var (
 	_ memory.StateStore      = (*statedir.Dir)(nil)
 	_ cluster.HeartbeatStore = (*redislock.Redis)(nil)
-	_ cluster.HeartbeatStore = (*lazyRedis)(nil)
+	_ cluster.HeartbeatStore = (*redislock.Backend)(nil)
 )
 
 // persistMemory replaces a fresh memory backend by one persisted in state
@@ -44,10 +43,10 @@ func persistMemory(b backend, state *statedir.Dir, log *zap.Logger) (backend, er
 	return b, nil
 }
 
-// newRegistry returns the heartbeat actor of this node's record in Redis,
+// newHeartbeat returns the heartbeat actor of this node's record in Redis,
 // or nil for the memory backend (one process: no other daemon to clash
 // with). Every beat hands the other live nodes to load (the claim order).
-func newRegistry(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer, running func() map[string]int64,
+func newHeartbeat(cfg *config.Config, b backend, opts Options, reg prometheus.Registerer, running func() map[string]int64,
 	load *cluster.Load) (*cluster.Heartbeat, error) {
 	if b.kind != "redis" {
 		return nil, nil
@@ -82,68 +81,4 @@ func loadPeers(recs []cluster.Record) []cluster.Peer {
 		out = append(out, cluster.Peer{ID: r.NodeID, Tags: r.Tags, Running: n, At: r.Heartbeat})
 	}
 	return out
-}
-
-func (l *lazyRedis) SwapNode(ctx context.Context, id string, value, jobs []byte, ttl time.Duration) ([]byte, bool, error) {
-	r, err := l.client()
-	if err != nil {
-		return nil, false, err
-	}
-	return r.SwapNode(ctx, id, value, jobs, ttl)
-}
-
-func (l *lazyRedis) NodeJobs(ctx context.Context, ids []string) ([][]byte, error) {
-	r, err := l.client()
-	if err != nil {
-		return nil, err
-	}
-	return r.NodeJobs(ctx, ids)
-}
-
-func (l *lazyRedis) DropNode(ctx context.Context, id string, values [][]byte) (bool, error) {
-	r, err := l.client()
-	if err != nil {
-		return false, err
-	}
-	return r.DropNode(ctx, id, values)
-}
-
-func (l *lazyRedis) IndexNode(ctx context.Context, id string, at time.Time) error {
-	r, err := l.client()
-	if err != nil {
-		return err
-	}
-	return r.IndexNode(ctx, id, at)
-}
-
-func (l *lazyRedis) UnindexNode(ctx context.Context, id string) error {
-	r, err := l.client()
-	if err != nil {
-		return err
-	}
-	return r.UnindexNode(ctx, id)
-}
-
-func (l *lazyRedis) Nodes(ctx context.Context) ([][]byte, error) {
-	r, err := l.client()
-	if err != nil {
-		return nil, err
-	}
-	return r.Nodes(ctx)
-}
-
-func (l *lazyRedis) AnnounceNode(ctx context.Context, id string) error {
-	r, err := l.client()
-	if err != nil {
-		return err
-	}
-	return r.AnnounceNode(ctx, id)
-}
-
-func (l *lazyRedis) WatchNodes(ctx context.Context, subscribed func(), announced func(id string)) error {
-	r, err := l.client()
-	if err != nil {
-		return err
-	}
-	return r.WatchNodes(ctx, subscribed, announced)
 }

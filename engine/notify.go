@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"context"
-
 	"github.com/cronlock/cronlock/ledger/memory"
 	"github.com/cronlock/cronlock/notify"
 	"github.com/cronlock/cronlock/redislock"
@@ -11,7 +9,7 @@ import (
 var (
 	_ notify.Outcomes = (*redislock.Redis)(nil)
 	_ notify.Outcomes = (*memory.Memory)(nil)
-	_ notify.Outcomes = (*lazyRedis)(nil)
+	_ notify.Outcomes = (*redislock.Backend)(nil)
 )
 
 // newNotifier builds the alert notifier (docs/alerts.md) on the backend,
@@ -19,13 +17,4 @@ var (
 func (e *Engine) newNotifier() *notify.Notifier {
 	out, _ := e.backend.Backend.(notify.Outcomes) // every backend has it (above)
 	return notify.New(notify.Options{Log: e.log, Outcomes: out, Registry: e.reg, Webhooks: e.cfg.Notify.Webhooks})
-}
-
-// RecordOutcome records a run's outcome for alerts once a client exists.
-func (l *lazyRedis) RecordOutcome(ctx context.Context, job string, slot int64, runID string, ok bool) (string, error) {
-	r, err := l.client()
-	if err != nil {
-		return "", err
-	}
-	return r.RecordOutcome(ctx, job, slot, runID, ok)
 }

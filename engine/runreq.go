@@ -7,6 +7,7 @@ import (
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/cluster"
+	"github.com/cronlock/cronlock/ledger"
 	"github.com/cronlock/cronlock/redislock"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -14,7 +15,7 @@ import (
 
 var (
 	_ cluster.RunRequestStore = (*redislock.Redis)(nil)
-	_ cluster.RunRequestStore = (*lazyRedis)(nil)
+	_ cluster.RunRequestStore = (*redislock.Backend)(nil)
 )
 
 // newTaker returns the actor that takes the cluster's run requests for
@@ -48,8 +49,8 @@ func (e *Engine) startRequested(ctx context.Context, job string, force bool, req
 // hooks, a history record with trigger manual and the requester), with a
 // run_request event in the job's trail. Without wait it answers once the
 // run was refused or, after the claim's time bound, is running.
-func (e *Engine) runHere(ctx context.Context, job string, req api.RunRequest) (redislock.RunStatus, error) {
-	st := redislock.RunStatus{ID: uuid.NewString(), Node: e.cfg.Node.ID}
+func (e *Engine) runHere(ctx context.Context, job string, req api.RunRequest) (ledger.RunStatus, error) {
+	st := ledger.RunStatus{ID: uuid.NewString(), Node: e.cfg.Node.ID}
 	if e.mem != nil {
 		_ = e.mem.AddEvents(ctx, map[string][]redislock.Event{job: {{Type: redislock.EventRunRequest, At: e.opts.Now().UTC(),
 			By: req.Requester, Note: req.Reason, Request: st.ID}}})
@@ -61,7 +62,7 @@ func (e *Engine) runHere(ctx context.Context, job string, req api.RunRequest) (r
 	err := e.jobs.RunNow(hctx, job, actors.RunNow{Force: req.Force, Requester: req.Requester, Reply: reply})
 	cancel()
 	if err != nil {
-		st.State, st.Skip, st.Error, st.At = redislock.RunRefused, cluster.SkipNotHeld, err.Error(), e.opts.Now().UTC()
+		st.State, st.Skip, st.Error, st.At = ledger.RunRefused, cluster.SkipNotHeld, err.Error(), e.opts.Now().UTC()
 		return st, nil
 	}
 	var answer <-chan time.Time // nil: wait for the end
@@ -71,15 +72,15 @@ func (e *Engine) runHere(ctx context.Context, job string, req api.RunRequest) (r
 	select {
 	case ran := <-reply:
 		if ran.Skip != "" {
-			st.State, st.Skip = redislock.RunRefused, ran.Skip
+			st.State, st.Skip = ledger.RunRefused, ran.Skip
 			if ran.Err != nil {
 				st.Error = ran.Err.Error()
 			}
 		} else {
-			st.State, st.RunID, st.Result, st.ExitCode = redislock.RunFinished, ran.Finished.RunID, ran.Finished.Result, ran.Finished.ExitCode
+			st.State, st.RunID, st.Result, st.ExitCode = ledger.RunFinished, ran.Finished.RunID, ran.Finished.Result, ran.Finished.ExitCode
 		}
 	case <-answer:
-		st.State = redislock.RunTaken
+		st.State = ledger.RunTaken
 	case <-ctx.Done():
 		return st, ctx.Err()
 	}
@@ -96,36 +97,4 @@ func (e *Engine) holds(job string) bool {
 		}
 	}
 	return false
-}
-
-func (l *lazyRedis) PendingRunJobs(ctx context.Context, since time.Time) ([]string, error) {
-	r, err := l.client()
-	if err != nil {
-		return nil, err
-	}
-	return r.PendingRunJobs(ctx, since)
-}
-
-func (l *lazyRedis) TakeRun(ctx context.Context, job, node string, at time.Time) (*redislock.RunRequest, error) {
-	r, err := l.client()
-	if err != nil {
-		return nil, err
-	}
-	return r.TakeRun(ctx, job, node, at)
-}
-
-func (l *lazyRedis) SetRunStatus(ctx context.Context, job string, st redislock.RunStatus) error {
-	r, err := l.client()
-	if err != nil {
-		return err
-	}
-	return r.SetRunStatus(ctx, job, st)
-}
-
-func (l *lazyRedis) WatchRunRequests(ctx context.Context, subscribed, notified func()) error {
-	r, err := l.client()
-	if err != nil {
-		return err
-	}
-	return r.WatchRunRequests(ctx, subscribed, notified)
 }

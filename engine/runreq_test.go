@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/ledger"
 	"github.com/cronlock/cronlock/redislock"
 )
 
@@ -31,17 +32,17 @@ jobs:
 	}
 	defer r.Close()
 	now := time.Now()
-	on := redislock.RunRequest{ID: "req-on", Job: "on", Requester: "ops@box", At: now}
+	on := ledger.RunRequest{ID: "req-on", Job: "on", Requester: "ops@box", At: now}
 	if _, err := r.RequestRun(ctx, on); err != nil {
 		t.Fatal(err)
 	}
-	offValue, err := r.RequestRun(ctx, redislock.RunRequest{ID: "req-off", Job: "off", Requester: "ops@box", At: now})
+	offValue, err := r.RequestRun(ctx, ledger.RunRequest{ID: "req-off", Job: "off", Requester: "ops@box", At: now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	var st *redislock.RunStatus
-	for st == nil || st.State != redislock.RunFinished {
+	var st *ledger.RunStatus
+	for st == nil || st.State != ledger.RunFinished {
 		if time.Now().After(deadline) {
 			t.Fatalf("request of the enabled job: status %+v after 10s, want finished", st)
 		}

@@ -15,7 +15,7 @@ import (
 
 var (
 	_ cluster.Lister = (*redislock.Redis)(nil)
-	_ cluster.Lister = (*lazyRedis)(nil)
+	_ cluster.Lister = (*redislock.Backend)(nil)
 )
 
 // newWatcher returns the actor that reports jobs no live node may run. On

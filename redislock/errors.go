@@ -20,6 +20,14 @@ func ServerReply(err error) (string, bool) {
 	return "", false
 }
 
+// Refused reports whether err is the server's own answer (ServerReply),
+// such as an ACL's NOPERM refusing a subscription, rather than a lost
+// connection or a timeout (cluster.Announcer, cluster.RunRequestStore).
+func (r *Redis) Refused(err error) bool { _, ok := ServerReply(err); return ok }
+
+// Refused is Redis.Refused; it needs no client.
+func (l *Lazy) Refused(err error) bool { _, ok := ServerReply(err); return ok }
+
 // IsNilReply reports whether err is the server's nil reply (no value).
 func IsNilReply(err error) bool {
 	var re *rueidis.RedisError

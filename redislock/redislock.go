@@ -4,8 +4,14 @@
 // requests, the audited pause and events). It imports the protocol's
 // types from package ledger and nothing of the runtime.
 //
-// It is synchronous: each call is one Redis round trip, and it owns no
-// goroutines or timers.
+// The daemon runs it as a Backend (Open, backend.go): the client, created
+// at once for a standalone server and lazily for Sentinel and Cluster
+// (Lazy, lazy.go), the policy guard in front of claims and audits
+// (guard.go), and the readiness check (CheckReady, readiness.go: the
+// probe, the TLS diagnosis, the server's settings, the clock skew).
+//
+// It is synchronous: each call of Redis is one round trip (CheckReady
+// makes a few), and it owns no goroutines or timers.
 // Renewing the lease every TTL/3 is the job of actors.Lease.
 //
 // Keys, with P the key prefix (default "cronlock:") and J the job name:

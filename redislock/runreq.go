@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
 	"github.com/redis/rueidis"
 )
 
@@ -19,48 +20,8 @@ import (
 // they hold:
 // each request is popped by exactly one daemon, so it runs at most once.
 // The request's progress is kept in the hash P runstatus:J (field: the
-// request id; value: RunStatus as JSON), which expires RunStatusTTL after
+// request id; value: ledger.RunStatus as JSON), which expires ledger.RunStatusTTL after
 // its last write.
-
-// RunStatusTTL is how long a job's run statuses are kept after the last
-// write; PendingWindow how long a job stays in the pending set after a
-// request (requests wait at most that long: MaxRunTimeout).
-const (
-	RunStatusTTL  = time.Hour
-	PendingWindow = 10 * time.Minute
-)
-
-// Run request states.
-const (
-	RunPending   = "pending"   // written, not yet taken
-	RunTaken     = "taken"     // popped by Node, handed to its job actor
-	RunFinished  = "finished"  // ran: Result, ExitCode, RunID
-	RunRefused   = "refused"   // did not start: Skip (a skip reason) and Error
-	RunCancelled = "cancelled" // withdrawn by the requester before anyone took it
-)
-
-// RunRequest is one request of a manual run on the cluster.
-type RunRequest struct {
-	ID        string    `json:"id"`
-	Job       string    `json:"job"`
-	Requester string    `json:"requester"` // user@host
-	Reason    string    `json:"reason,omitempty"`
-	At        time.Time `json:"at"`
-	Force     bool      `json:"force,omitempty"` // run even if paused or disabled
-}
-
-// RunStatus is the progress of one request.
-type RunStatus struct {
-	ID       string    `json:"id"`
-	State    string    `json:"state"`
-	Node     string    `json:"node,omitempty"`
-	At       time.Time `json:"at"`
-	RunID    string    `json:"run_id,omitempty"`
-	Result   string    `json:"result,omitempty"`
-	ExitCode int       `json:"exit_code"`
-	Skip     string    `json:"skip,omitempty"`
-	Error    string    `json:"error,omitempty"`
-}
 
 // pendingRuns is the pending set's key, of its own kind (a job may be named
 // "pending").
@@ -82,13 +43,13 @@ return 1
 // RequestRun writes req (two round trips: the request with its pending
 // status and event, atomically; then the pending set). It returns the
 // request's exact list value, for CancelRun.
-func (r *Redis) RequestRun(ctx context.Context, req RunRequest) (string, error) {
+func (r *Redis) RequestRun(ctx context.Context, req ledger.RunRequest) (string, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	value, _ := json.Marshal(req) // plain fields: cannot fail
-	status, _ := json.Marshal(RunStatus{ID: req.ID, State: RunPending, At: req.At})
+	status, _ := json.Marshal(ledger.RunStatus{ID: req.ID, State: ledger.RunPending, At: req.At})
 	ev := Event{Type: EventRunRequest, At: req.At, By: req.Requester, Note: req.Reason, Request: req.ID}
-	args := append([]string{string(value), req.ID, string(status), strconv.FormatInt(RunStatusTTL.Milliseconds(), 10),
+	args := append([]string{string(value), req.ID, string(status), strconv.FormatInt(ledger.RunStatusTTL.Milliseconds(), 10),
 		strconv.Itoa(EventsLen)}, ev.fields()...)
 	keys := []string{r.key("runs", req.Job), r.key("runstatus", req.Job), r.key("events", req.Job)}
 	if err := requestScript.Exec(ctx, r.c, keys, args).Error(); err != nil {
@@ -97,7 +58,7 @@ func (r *Redis) RequestRun(ctx context.Context, req RunRequest) (string, error) 
 	key := r.pendingRuns()
 	res := r.c.DoMulti(ctx,
 		r.c.B().Zadd().Key(key).ScoreMember().ScoreMember(float64(req.At.UnixMilli()), req.Job).Build(),
-		r.c.B().Zremrangebyscore().Key(key).Min("-inf").Max("("+strconv.FormatInt(req.At.Add(-PendingWindow).UnixMilli(), 10)).Build(),
+		r.c.B().Zremrangebyscore().Key(key).Min("-inf").Max("("+strconv.FormatInt(req.At.Add(-ledger.PendingWindow).UnixMilli(), 10)).Build(),
 		// After the pending set (a pipeline runs in order): a daemon woken
 		// by the message finds the job there. Its failure (a Redis user
 		// without the channel right) is not the request's: the daemons'
@@ -152,9 +113,9 @@ return 1
 func (r *Redis) CancelRun(ctx context.Context, job, id, value string, at time.Time) (bool, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	status, _ := json.Marshal(RunStatus{ID: id, State: RunCancelled, At: at})
+	status, _ := json.Marshal(ledger.RunStatus{ID: id, State: ledger.RunCancelled, At: at})
 	n, err := cancelScript.Exec(ctx, r.c, []string{r.key("runs", job), r.key("runstatus", job)},
-		[]string{value, id, string(status), strconv.FormatInt(RunStatusTTL.Milliseconds(), 10)}).AsInt64()
+		[]string{value, id, string(status), strconv.FormatInt(ledger.RunStatusTTL.Milliseconds(), 10)}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("cancel run request %q: %w", job, explainScript(err))
 	}
@@ -177,18 +138,18 @@ return v
 // TakeRun pops job's oldest run request for node and marks it taken, in
 // one round trip; nil when there is none. A request is returned to exactly
 // one caller.
-func (r *Redis) TakeRun(ctx context.Context, job, node string, at time.Time) (*RunRequest, error) {
+func (r *Redis) TakeRun(ctx context.Context, job, node string, at time.Time) (*ledger.RunRequest, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	v, err := takeScript.Exec(ctx, r.c, []string{r.key("runs", job), r.key("runstatus", job)},
-		[]string{node, at.UTC().Format(time.RFC3339Nano), strconv.FormatInt(RunStatusTTL.Milliseconds(), 10)}).ToString()
+		[]string{node, at.UTC().Format(time.RFC3339Nano), strconv.FormatInt(ledger.RunStatusTTL.Milliseconds(), 10)}).ToString()
 	switch {
 	case rueidis.IsRedisNil(err):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("take run request %q: %w", job, explainScript(err))
 	}
-	var req RunRequest
+	var req ledger.RunRequest
 	if err := json.Unmarshal([]byte(v), &req); err != nil {
 		return nil, fmt.Errorf("take run request %q: unreadable request %q: %w", job, v, err)
 	}
@@ -196,7 +157,7 @@ func (r *Redis) TakeRun(ctx context.Context, job, node string, at time.Time) (*R
 }
 
 // PendingRunJobs returns the jobs with a run request since since (the
-// pending set; a job stays in it for PendingWindow after a request, taken
+// pending set; a job stays in it for ledger.PendingWindow after a request, taken
 // or not), in one round trip.
 func (r *Redis) PendingRunJobs(ctx context.Context, since time.Time) ([]string, error) {
 	ctx, cancel := r.call(ctx)
@@ -211,13 +172,13 @@ func (r *Redis) PendingRunJobs(ctx context.Context, since time.Time) ([]string, 
 
 // SetRunStatus writes st for its request (HSET, PEXPIRE), in one round
 // trip.
-func (r *Redis) SetRunStatus(ctx context.Context, job string, st RunStatus) error {
+func (r *Redis) SetRunStatus(ctx context.Context, job string, st ledger.RunStatus) error {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	v, _ := json.Marshal(st) // plain fields: cannot fail
 	key := r.key("runstatus", job)
 	for _, res := range r.c.DoMulti(ctx, r.c.B().Hset().Key(key).FieldValue().FieldValue(st.ID, string(v)).Build(),
-		r.c.B().Pexpire().Key(key).Milliseconds(RunStatusTTL.Milliseconds()).Build()) {
+		r.c.B().Pexpire().Key(key).Milliseconds(ledger.RunStatusTTL.Milliseconds()).Build()) {
 		if err := res.Error(); err != nil {
 			return fmt.Errorf("run status %q: %w", job, err)
 		}
@@ -227,7 +188,7 @@ func (r *Redis) SetRunStatus(ctx context.Context, job string, st RunStatus) erro
 
 // GetRunStatus returns the status of request id of job, nil when there is
 // none (never written, or expired), in one round trip.
-func (r *Redis) GetRunStatus(ctx context.Context, job, id string) (*RunStatus, error) {
+func (r *Redis) GetRunStatus(ctx context.Context, job, id string) (*ledger.RunStatus, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	v, err := r.c.Do(ctx, r.c.B().Hget().Key(r.key("runstatus", job)).Field(id).Build()).ToString()
@@ -237,7 +198,7 @@ func (r *Redis) GetRunStatus(ctx context.Context, job, id string) (*RunStatus, e
 	case err != nil:
 		return nil, fmt.Errorf("run status %q: %w", job, err)
 	}
-	var st RunStatus
+	var st ledger.RunStatus
 	if err := json.Unmarshal([]byte(v), &st); err != nil {
 		return nil, fmt.Errorf("run status %q: unreadable %q: %w", job, v, err)
 	}

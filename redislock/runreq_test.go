@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/ledger"
 	"github.com/cronlock/cronlock/ledger/ledgertest"
 
 	"github.com/cronlock/cronlock/internal/redistest"
@@ -22,7 +23,7 @@ func TestRedis_RunRequestsTakenOnce(t *testing.T) {
 	values := map[string]string{}
 	for i := range 50 {
 		id := fmt.Sprintf("req-%02d", i)
-		v, err := r.RequestRun(ctx, RunRequest{ID: id, Job: "backup", Requester: "ops@box", At: now})
+		v, err := r.RequestRun(ctx, ledger.RunRequest{ID: id, Job: "backup", Requester: "ops@box", At: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,13 +61,13 @@ func TestRedis_RunRequestsTakenOnce(t *testing.T) {
 		t.Fatalf("%d requests taken, want 50", len(taken))
 	}
 	st, err := r.GetRunStatus(ctx, "backup", "req-07")
-	if err != nil || st == nil || st.State != RunTaken || st.Node != taken["req-07"] {
+	if err != nil || st == nil || st.State != ledger.RunTaken || st.Node != taken["req-07"] {
 		t.Errorf("status of req-07: %+v, %v; want taken by %s", st, err, taken["req-07"])
 	}
 	if ok, err := r.CancelRun(ctx, "backup", "req-07", values["req-07"], now); err != nil || ok {
 		t.Errorf("withdrawing a taken request: %v, %v; want false", ok, err)
 	}
-	v, err := r.RequestRun(ctx, RunRequest{ID: "late", Job: "backup", Requester: "ops@box", At: now})
+	v, err := r.RequestRun(ctx, ledger.RunRequest{ID: "late", Job: "backup", Requester: "ops@box", At: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestRedis_RunRequestsTakenOnce(t *testing.T) {
 	if req, err := r.TakeRun(ctx, "backup", "n0", now); err != nil || req != nil {
 		t.Errorf("after the withdrawal: took %+v, %v; want nothing", req, err)
 	}
-	if st, _ := r.GetRunStatus(ctx, "backup", "late"); st == nil || st.State != RunCancelled {
+	if st, _ := r.GetRunStatus(ctx, "backup", "late"); st == nil || st.State != ledger.RunCancelled {
 		t.Errorf("status of the withdrawn request: %+v, want cancelled", st)
 	}
 }

@@ -18,12 +18,13 @@
 //     in Next.
 //
 // cronlock rejects reversed ranges, and expressions that never fire, at
-// parse time. Otherwise its field syntax is cronexpr's, and cronexpr keeps
-// two honest roles: Parse runs it after cronlock's parser as a syntax gate
-// (its result is thrown away), and diff_test.go uses it as the test oracle,
-// for the syntax (the field parser accepts what cronexpr accepts, item by
-// item, apart from the differences listed there) and for fire times where
-// cronexpr is right.
+// parse time. Otherwise its field syntax is cronexpr's, and cronexpr has
+// one role, in the tests only: diff_test.go uses it as the oracle for the
+// syntax (the field parser accepts what cronexpr accepts, item by item,
+// apart from the differences listed there) and for fire times where
+// cronexpr is right. The daemon does not link it: a run-time gate that
+// re-parsed every schedule with cronexpr could only fail where the oracle
+// test fails, and needed a package-level cache to be cheap.
 //
 // Next is a pure function of an instant and the schedule's zone; callers
 // compute the next slot from the previous slot, not from "now".

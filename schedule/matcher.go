@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"math/bits"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -75,30 +74,6 @@ func (m *matcher) parseField(idx int, field string, set *uint64) error {
 		*set |= sp.bits()
 	}
 	return nil
-}
-
-// cronexprDOW renders the day-of-week field as the days m read from it
-// ("0,5,6", "5L", "1#2"), for the cronexpr syntax check: cronexpr reads 7
-// at the end of a range as Saturday and rejects a step of 7.
-func (m *matcher) cronexprDOW(field string) string {
-	if isAny(field) {
-		return field
-	}
-	var items []string
-	for d := range 7 {
-		if m.dow&(1<<uint(d)) != 0 {
-			items = append(items, strconv.Itoa(d))
-		}
-		if m.dowL&(1<<uint(d)) != 0 {
-			items = append(items, strconv.Itoa(d)+"L")
-		}
-		for k := 1; k <= 5; k++ {
-			if m.dowNth[d]&(1<<uint(k)) != 0 {
-				items = append(items, strconv.Itoa(d)+"#"+strconv.Itoa(k))
-			}
-		}
-	}
-	return strings.Join(items, ",")
 }
 
 // next returns the first civil time strictly after from (after rounding it

@@ -4,13 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 	_ "time/tzdata" // the tz database is embedded, so all nodes agree on zones
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/hashicorp/cronexpr"
 )
 
 // ErrNeverFires is matched by Parse's error when an expression is valid but
@@ -43,10 +40,6 @@ var macros = map[string]string{
 	"@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
 	"@hourly": "0 * * * *",
 }
-
-// fieldHelp is appended to field errors so the message says how to fix them.
-const fieldHelp = "fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31 (or L, LW, 15W), " +
-	"month 1-12 or JAN-DEC, day-of-week 0-7 or SUN-SAT (0 and 7 are Sunday; 5L, 1#2)"
 
 // Parse parses a schedule expression:
 //
@@ -217,8 +210,7 @@ func (s *Schedule) macro(body string) (string, error) {
 	return fields, nil
 }
 
-// compile parses the six fields (second first) with cronlock's parser,
-// then has cronexpr check the same syntax.
+// compile parses the six fields (second first) with cronlock's parser.
 func (s *Schedule) compile(f []string) error {
 	for i, field := range f {
 		if strings.ContainsAny(field, "@") {
@@ -229,96 +221,7 @@ func (s *Schedule) compile(f []string) error {
 	if err != nil {
 		return err
 	}
-	if err := cronValidate(f[0], f[1], f[2], f[3], f[4], m.cronexprDOW(f[5])); err != nil {
-		return err
-	}
 	s.m, s.fixed = m, !isStar(f[fMinute]) && !isStar(f[fHour])
-	return nil
-}
-
-// cronValidate checks the syntax with cronexpr in its 7-field form (sec min
-// hour dom month dow year), under recover. cronlock's parser rejects
-// everything cronexpr rejects (diff_test.go), so this only fails if they
-// drift apart, for example after a cronexpr upgrade. cronexpr's result is
-// not used: Next runs on the matcher.
-//
-// Each field is checked on its own, the others "*" (cronexpr's Parse runs
-// one handler per field, sharing nothing between them: cronexpr_parse.go),
-// and the verdict is kept (verdicts), so a config of thousands of similar
-// schedules asks cronexpr about each distinct field once. The error is the
-// first failing field's, as a whole-line Parse reports it. Safe for
-// concurrent callers.
-func cronValidate(fields ...string) error {
-	for i, f := range fields {
-		if err := verdicts.check(i, f); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// verdicts keeps cronexpr's verdict on each field seen (position, text) of
-// at most maxVerdictText bytes, at most maxVerdicts of them: longer fields,
-// and any beyond the count, are checked without being kept, so neither
-// reload storms of random expressions nor huge list fields (a config may
-// hold megabyte schedules) can grow it past about 4096 × 64 bytes of text
-// and their errors. A kept text is a copy, not a view of the schedule.
-var verdicts = fieldVerdicts{m: map[fieldKey]error{}}
-
-const (
-	maxVerdicts    = 4096
-	maxVerdictText = 64
-)
-
-type fieldKey struct {
-	pos  int
-	text string
-}
-
-type fieldVerdicts struct {
-	mu sync.Mutex
-	m  map[fieldKey]error
-}
-
-// check returns cronexpr's verdict on field text at position pos (0 =
-// seconds), from the cache or by parsing "0 * * * * * *" with the field
-// put in place. A pos outside 0…6 is an error, not a panic.
-func (v *fieldVerdicts) check(pos int, text string) error {
-	line := [7]string{"0", "*", "*", "*", "*", "*", "*"}
-	if pos < 0 || pos >= len(line) {
-		return fmt.Errorf("field %d of a 7-field line: cronexpr takes at most 7 fields", pos+1)
-	}
-	keep := len(text) <= maxVerdictText
-	if keep {
-		v.mu.Lock()
-		err, ok := v.m[fieldKey{pos, text}]
-		v.mu.Unlock()
-		if ok {
-			return err
-		}
-	}
-	line[pos] = text
-	err := cronexprParse(strings.Join(line[:], " "))
-	if keep {
-		v.mu.Lock()
-		if len(v.m) < maxVerdicts {
-			v.m[fieldKey{pos, strings.Clone(text)}] = err
-		}
-		v.mu.Unlock()
-	}
-	return err
-}
-
-// cronexprParse runs cronexpr.Parse on a 7-field line, under recover.
-func cronexprParse(line string) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("cannot be parsed (%v); %s", r, fieldHelp)
-		}
-	}()
-	if _, err = cronexpr.Parse(line); err != nil {
-		return fmt.Errorf("%w; %s", err, fieldHelp)
-	}
 	return nil
 }
 

@@ -121,22 +121,3 @@ func syncDir(path string) error {
 	defer f.Close()
 	return f.Sync()
 }
-
-// DefaultPath is node.state_dir's default outside systemd.
-const DefaultPath = "/var/lib/cronlock"
-
-// Resolve returns the state directory to use: configured when not empty;
-// else the first entry of $STATE_DIRECTORY (set by systemd's
-// StateDirectory=, see systemd.exec(5)); else DefaultPath.
-func Resolve(configured string, environ []string) string {
-	if configured != "" {
-		return configured
-	}
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "STATE_DIRECTORY="); ok && v != "" {
-			first, _, _ := strings.Cut(v, ":")
-			return first
-		}
-	}
-	return DefaultPath
-}

@@ -77,20 +77,3 @@ func TestWriteFileReplaces(t *testing.T) {
 		t.Fatalf("second Remove: %v", err)
 	}
 }
-
-func TestResolve(t *testing.T) {
-	for _, tt := range []struct {
-		configured string
-		env        []string
-		want       string
-	}{
-		{"/srv/c", []string{"STATE_DIRECTORY=/var/lib/cronlock"}, "/srv/c"},
-		{"", []string{"STATE_DIRECTORY=/var/lib/cronlock:/var/lib/other"}, "/var/lib/cronlock"},
-		{"", nil, DefaultPath},
-		{"", []string{"STATE_DIRECTORY="}, DefaultPath},
-	} {
-		if got := Resolve(tt.configured, tt.env); got != tt.want {
-			t.Errorf("Resolve(%q, %q) = %q, want %q", tt.configured, tt.env, got, tt.want)
-		}
-	}
-}

@@ -180,9 +180,9 @@ func newFixture(t testing.TB, auth string) *fixture {
 		beat("old", time.Hour, nil)}
 	o := api.Options{Jobs: func() []config.Job { return fx.jobs }, Memory: fx.store, Token: func() []byte { return fx.token },
 		Auth: auth, NodeID: "n1", Now: func() time.Time { return fx.now }, Where: "memory backend of node n1",
-		Run: func(_ context.Context, job string, _ api.RunRequest) (redislock.RunStatus, error) {
+		Run: func(_ context.Context, job string, _ api.RunRequest) (ledger.RunStatus, error) {
 			fx.ran = append(fx.ran, job)
-			return redislock.RunStatus{State: redislock.RunTaken}, nil
+			return ledger.RunStatus{State: ledger.RunTaken}, nil
 		}}
 	fx.h = New(Options{API: o, CacheFor: -1, Backend: func() Backend { return Backend{Kind: "memory", State: "up", Ready: true} }})
 	return fx

@@ -98,11 +98,11 @@ func printVersion(w io.Writer, asJSON bool) int {
 	return 0
 }
 
-// newRegistry returns the daemon's Prometheus registry with
+// newMetricsRegistry returns the daemon's Prometheus registry with
 // cronlock_build_info{version, commit, go_version} = 1 registered (the
 // "info metric" pattern of the Prometheus naming guide: join it on labels).
 // The engine registers its own metrics on the same registry.
-func newRegistry(b buildInfo) *prometheus.Registry {
+func newMetricsRegistry(b buildInfo) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "cronlock_build_info",

@@ -56,7 +56,7 @@ func TestBuildInfo_VersionEverywhere(t *testing.T) {
 	if _, line, _ := runCLI(t, nil, "-version"); !strings.HasPrefix(line, "cronlock "+v.Version) {
 		t.Errorf("-version = %q; want it to start with cronlock %s", line, v.Version)
 	}
-	mfs, err := newRegistry(currentBuild()).Gather()
+	mfs, err := newMetricsRegistry(currentBuild()).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

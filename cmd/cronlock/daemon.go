@@ -106,7 +106,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, opts daemonOptions) int 
 		return 1
 	}
 	e, err := engine.New(cfg, engine.Options{Log: log, Environ: opts.Environ, Signals: opts.Signals,
-		Notify: sdNotify(log), Reload: opts.Reload, Now: now, State: state, Registry: newRegistry(currentBuild()),
+		Notify: sdNotify(log), Reload: opts.Reload, Now: now, State: state, Registry: newMetricsRegistry(currentBuild()),
 		Version: opts.Version, WrapRecords: wrapRecords(opts.Environ),
 		ExitNow: func() { _ = log.Sync(); os.Exit(1) }})
 	if err != nil {

@@ -168,7 +168,7 @@ func TestVersion_JSON(t *testing.T) {
 
 func TestBuildInfo_Metric(t *testing.T) {
 	b := buildInfo{Version: "1.2.3", Commit: "abc1234", GoVersion: "go1.26.8"}
-	reg := newRegistry(b)
+	reg := newMetricsRegistry(b)
 	want := `
 # HELP cronlock_build_info Always 1; the labels say which cronlock build is running (version, commit, Go version).
 # TYPE cronlock_build_info gauge

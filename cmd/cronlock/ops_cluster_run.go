@@ -12,7 +12,6 @@ import (
 	"github.com/cronlock/cronlock/actors"
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/redislock"
 )
 
 // runOnCluster asks the cluster to run job (`cronlock run` without
@@ -74,7 +73,7 @@ func (s *opsSession) runOnDaemon(ctx context.Context, env *runEnv, j config.Job,
 	case err != nil:
 		return opsFail(env, "run", 1, err), true
 	}
-	if st.State == redislock.RunTaken {
+	if st.State == ledger.RunTaken {
 		fmt.Fprintf(env.stderr, "cronlock run: %s running on the daemon %s (cronlock history %s shows it once it ended)\n", j.Name, st.Node, j.Name)
 		return 0, true
 	}
@@ -83,12 +82,12 @@ func (s *opsSession) runOnDaemon(ctx context.Context, env *runEnv, j config.Job,
 
 // reportRemote prints the end of a run on the cluster and returns its
 // exit code.
-func (s *opsSession) reportRemote(ctx context.Context, env *runEnv, job string, st *redislock.RunStatus) int {
+func (s *opsSession) reportRemote(ctx context.Context, env *runEnv, job string, st *ledger.RunStatus) int {
 	switch st.State {
-	case redislock.RunRefused:
+	case ledger.RunRefused:
 		err := s.refusal(ctx, job, actors.Ran{Skip: st.Skip, Err: errors.New(st.Error)})
 		return opsFail(env, "run", 1, fmt.Errorf("on %s: %w", st.Node, err))
-	case redislock.RunCancelled:
+	case ledger.RunCancelled:
 		return opsFail(env, "run", 1, fmt.Errorf("request %s was withdrawn", st.ID))
 	}
 	cctx, cancel := s.call(ctx)

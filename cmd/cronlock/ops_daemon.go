@@ -20,7 +20,6 @@ import (
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
-	"github.com/cronlock/cronlock/redislock"
 )
 
 // daemonClient is the cronlock command's way to a daemon on the memory
@@ -200,9 +199,9 @@ func (c *daemonClient) resume(ctx context.Context, job string) (*ledger.Pause, e
 
 // run asks the daemon to run job now (POST …/run); with wait the answer
 // comes once the run ended or was refused.
-func (c *daemonClient) run(ctx context.Context, job string, rf runFlags) (redislock.RunStatus, error) {
+func (c *daemonClient) run(ctx context.Context, job string, rf runFlags) (ledger.RunStatus, error) {
 	var res struct {
-		Status redislock.RunStatus `json:"status"`
+		Status ledger.RunStatus `json:"status"`
 	}
 	err := c.call(ctx, "POST", jobPath(job, "/run"), map[string]any{"force": rf.force, "wait": rf.wait, "reason": rf.reason}, &res)
 	return res.Status, err

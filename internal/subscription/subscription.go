@@ -1,14 +1,13 @@
-// Package subscription keeps a Redis Pub/Sub subscription alive: the one
-// loop shared by the node channel (registry) and the run request channel
-// (runrequests).
+// Package subscription keeps a Pub/Sub subscription alive: the one loop
+// shared by the node channel (cluster.Heartbeat) and the run request
+// channel (cluster.Taker). It knows no client: the store subscribes and
+// tells its refusals.
 package subscription
 
 import (
 	"context"
 	"sync/atomic"
 	"time"
-
-	"github.com/cronlock/cronlock/redislock"
 )
 
 // The backoff between two subscriptions after a failure: from Min,
@@ -25,12 +24,13 @@ const (
 // error and first (true for the loss of a confirmed subscription and for
 // the first failure of each kind, lost connection or refusal, in a
 // streak: a refusal that follows connection errors is still reported)
-// and refused (the error is
-// Redis's own refusal (redislock.ServerReply) such as an ACL's NOPERM,
-// rather than a lost connection); wasConfirmed tells whether the
+// and refused (isRefusal(err): the error is the server's own refusal, such
+// as an ACL's NOPERM, rather than a lost connection; the store tells,
+// e.g. redislock's Refused); wasConfirmed tells whether the
 // subscription that ended had been confirmed. Then it waits the backoff.
 // Keep returns when ctx ends, without calling ended.
-func Keep(ctx context.Context, subscribe func(confirmed func()) error, ended func(err error, wasConfirmed, first, refused bool)) {
+func Keep(ctx context.Context, subscribe func(confirmed func()) error, isRefusal func(error) bool,
+	ended func(err error, wasConfirmed, first, refused bool)) {
 	wait := Min
 	var told [2]bool // a lost connection, a refusal: each reported once per streak
 	for {
@@ -42,7 +42,7 @@ func Keep(ctx context.Context, subscribe func(confirmed func()) error, ended fun
 		if confirmed.Load() {
 			wait, told = Min, [2]bool{}
 		}
-		_, refused := redislock.ServerReply(err)
+		refused := isRefusal(err)
 		kind := 0
 		if refused {
 			kind = 1

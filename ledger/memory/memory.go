@@ -178,7 +178,16 @@ func (m *Memory) Ping(ctx context.Context) error {
 	return nil
 }
 
+// CheckReady answers ready: the backend is in this process, so a claim
+// succeeds whenever the daemon runs.
+func (m *Memory) CheckReady(context.Context, []string) ledger.Readiness {
+	return ledger.Readiness{Ready: true, State: "up"}
+}
+
 // Close does nothing; Memory holds no resources.
 func (m *Memory) Close() {}
 
-var _ ledger.Locker = (*Memory)(nil)
+var (
+	_ ledger.Locker           = (*Memory)(nil)
+	_ ledger.ReadinessChecker = (*Memory)(nil)
+)

@@ -1,4 +1,4 @@
-package engine
+package redislock
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/cronlock/cronlock/ledger"
 
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -21,24 +20,24 @@ import (
 
 // errNotVerified is the cause of claims refused before the Redis
 // configuration has been read (skip reason redis_error).
-var errNotVerified = errors.New("engine: the redis configuration has not been read yet")
+var errNotVerified = errors.New("redislock: the redis configuration has not been read yet")
 
 // guard is the Redis policy guard (docs/protocol.md, "Redis policy
-// guard"). The health monitor hands it what it reads from the server that
+// guard"). The readiness check (readiness.go) hands it what it reads from the server that
 // owns the job keys (observe, observePersistence); claims ask it first
-// (guardedLocker). It refuses claims — skip reason redis_unsafe, not ready
+// (guardedLocker, in Backend). It refuses claims — skip reason redis_unsafe, not ready
 // — when Redis may evict cronlock's keys (maxmemory > 0 with a policy other
 // than noeviction, or a policy it cannot read) unless redis.allow_eviction
 // is set, and when a single address turns out to be a Redis Cluster node.
 // Until the configuration has first been read it refuses with redis_error.
 // Each decision is logged once per change, not at every check. With
-// redis.min_replicas_acked it also tells the health monitor when fewer
+// redis.min_replicas_acked it also tells the readiness check when fewer
 // replicas are connected than a won claim must wait for (observeReplicas):
 // claims still go out (each is skipped not_replicated, the true cause),
 // but the node is not ready.
 //
 // refusal, allows and refusedState are safe for concurrent use; the other
-// methods belong to the health monitor's goroutine.
+// methods belong to the goroutine that runs the readiness checks.
 type guard struct {
 	log           *zap.Logger
 	allowEviction bool
@@ -51,10 +50,10 @@ type guard struct {
 	// noteClaim, guardedLocker.Finish), so that a probe that timed out
 	// meanwhile is known to be late, not lost.
 	answered  atomic.Int64
-	checked   chan struct{} // closed after the health monitor's first check
+	checked   chan struct{} // closed after the first readiness check
 	checkOnce sync.Once
 
-	// Owned by the health monitor's goroutine.
+	// Owned by the goroutine of the readiness checks.
 	policyKey  string // the last policy decision logged
 	persistKey string // the last persistence verdict logged
 	save       string // CONFIG GET save, when saveErr is nil
@@ -99,11 +98,14 @@ func (g *guard) register(reg prometheus.Registerer) {
 // claim first asks the guard, and a refused claim is never sent (its
 // error is an *ledger.ClaimRefusedError). Renew, Release and Finish pass
 // through: runs already going keep and release their leases (an answered
-// Finish is noted for the health monitor, answeredSince).
+// Finish is noted for the readiness probe, answeredSince).
 type guardedLocker struct {
 	claimer
 	g *guard
 }
+
+// claimer is the Locker the guard stands in front of.
+type claimer interface{ ledger.Locker }
 
 func (l guardedLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
 	if err := l.g.refusal(ctx); err != nil {
@@ -136,7 +138,7 @@ var writeRefusals = []string{"NOREPLICAS", "READONLY", "OOM", "MISCONF"}
 // its state, until a claim succeeds. The read-only readiness probe cannot
 // see these. Safe for concurrent use.
 func (g *guard) noteClaim(err error) {
-	reply, isReply := redislock.ServerReply(err)
+	reply, isReply := ServerReply(err)
 	switch {
 	case err == nil:
 		g.noteAnswer()
@@ -181,7 +183,7 @@ func (l guardedLocker) Audit(ctx context.Context, req ledger.AuditRequest) (ledg
 }
 
 // refusal returns nil when a claim may be sent, else the
-// *ledger.ClaimRefusedError to return. Before the health monitor's first
+// *ledger.ClaimRefusedError to return. Before the first readiness
 // check has ended it waits for it (at start: milliseconds, bounded by ctx),
 // so that no claim reaches a Redis whose policy has not been read.
 func (g *guard) refusal(ctx context.Context) error {
@@ -229,7 +231,7 @@ func (g *guard) logStart() {
 // Cluster node): it decides, logs the decision when it differs from the
 // last one, and sets the gauges. A transient error (no answer) keeps the
 // last decision.
-func (g *guard) observe(infos []redislock.ServerInfo, err error) {
+func (g *guard) observe(infos []ServerInfo, err error) {
 	d, ok := decidePolicy(infos, err, g.allowEviction)
 	if !ok {
 		return
@@ -262,17 +264,17 @@ type policyDecision struct {
 // decidePolicy is the guard's rule, a pure function of one ServerInfo read
 // (one entry per shard that owns job keys) or its error. ok is false for a
 // transient error (the server did not answer): keep the last decision.
-func decidePolicy(infos []redislock.ServerInfo, err error, allowEviction bool) (d policyDecision, ok bool) {
-	_, isReply := redislock.ServerReply(err)
+func decidePolicy(infos []ServerInfo, err error, allowEviction bool) (d policyDecision, ok bool) {
+	_, isReply := ServerReply(err)
 	switch {
-	case errors.Is(err, redislock.ErrClusterNode):
+	case errors.Is(err, ErrClusterNode):
 		return policyDecision{key: "cluster_node", refuse: true, state: "unsafe: a Cluster node used as a standalone server",
 			level: zapcore.ErrorLevel, fields: []zap.Field{zap.Error(err)},
 			msg: "the redis server is a node of a Redis Cluster, used as a standalone server (redis.mode standalone, " +
 				"given or inferred from one address): not claiming, every slot is skipped (redis_unsafe); keys on other " +
 				"shards are redirected (MOVED). Fix: set redis.mode: cluster (one address is then a seed node), or list " +
 				"the cluster's nodes in redis.addresses: [host:port, ...]"}, true
-	case isReply && !redislock.IsNilReply(err):
+	case isReply && !IsNilReply(err):
 		return unreadablePolicy(err, allowEviction), true
 	case err != nil:
 		return policyDecision{}, false
@@ -330,7 +332,7 @@ func (g *guard) setSavePoints(save string, err error) {
 // observeReplicas takes a ServerInfo read: with redis.min_replicas_acked
 // set, a shard with fewer connected replicas makes replicaShort say so, and
 // the change is logged once (error; info when enough are back).
-func (g *guard) observeReplicas(infos []redislock.ServerInfo) {
+func (g *guard) observeReplicas(infos []ServerInfo) {
 	if g.minReplicas <= 0 {
 		return
 	}
@@ -358,7 +360,7 @@ func (g *guard) observeReplicas(infos []redislock.ServerInfo) {
 // persist them: sets cronlock_redis_persistent and logs the verdict once
 // per change (a warning when a Redis restart would lose the claimed-slot
 // record).
-func (g *guard) observePersistence(infos []redislock.ServerInfo) {
+func (g *guard) observePersistence(infos []ServerInfo) {
 	if !g.saveRead || len(infos) == 0 {
 		return
 	}
@@ -379,7 +381,7 @@ func (g *guard) observePersistence(infos []redislock.ServerInfo) {
 // from CONFIG GET save, or, where CONFIG is disabled, an RDB snapshot seen
 // in INFO), 0 when one keeps nothing, NaN when that cannot be told (AOF
 // off, CONFIG refused, no snapshot seen).
-func decidePersistence(infos []redislock.ServerInfo, save string, saveErr error) (float64, zapcore.Level, string) {
+func decidePersistence(infos []ServerInfo, save string, saveErr error) (float64, zapcore.Level, string) {
 	unknown := false
 	for _, i := range infos {
 		switch {
@@ -399,7 +401,7 @@ func decidePersistence(infos []redislock.ServerInfo, save string, saveErr error)
 	return 1, zapcore.InfoLevel, "redis persists the ledger (AOF or RDB snapshots)"
 }
 
-func allAOF(infos []redislock.ServerInfo) bool {
+func allAOF(infos []ServerInfo) bool {
 	for _, i := range infos {
 		if !i.AOF {
 			return false

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -208,67 +207,4 @@ func (jd *jobDecoder) value(path string, typ reflect.Type, raw any) (reflect.Val
 	p := reflect.New(typ.Elem())
 	p.Elem().Set(reflect.ValueOf(x))
 	return p, true
-}
-
-// builtinJobDefaults are the built-in job defaults, under `defaults:` and a
-// job's own values.
-func builtinJobDefaults() JobFields {
-	return JobFields{
-		Shell:        ptr("/bin/sh"),
-		KillGrace:    ptr(10 * time.Second),
-		Enabled:      ptr(true),
-		Overlap:      ptr(OverlapSkip),
-		OnLockLost:   ptr(LockLostKill),
-		RetryBackoff: ptr(10 * time.Second),
-		HookTimeout:  ptr(time.Minute),
-		InheritEnv:   ptr(true),
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// inherited returns the job fields every job inherits: for each field the
-// value of `defaults:`, else the built-in default. Env maps are merged
-// key-wise (`defaults:` wins).
-func (jd *jobDecoder) inherited(defaults, builtin JobFields) *Job {
-	job := &Job{}
-	dst := reflect.ValueOf(job).Elem()
-	for _, f := range jd.table {
-		if f.typ.Kind() != reflect.Pointer {
-			continue // env, merged below
-		}
-		for _, layer := range []JobFields{defaults, builtin} { // highest precedence first
-			if src := reflect.ValueOf(&layer).Elem().Field(f.index); !src.IsNil() {
-				dst.Field(f.jobIx).Set(src.Elem())
-				break
-			}
-		}
-	}
-	job.Env = map[string]string{}
-	maps.Copy(job.Env, builtin.Env)
-	maps.Copy(job.Env, defaults.Env)
-	return job
-}
-
-// merge sets the effective job fields of job (whose Name and Schedule are
-// kept): for each field the job's own value, else inherited's. Env maps
-// are merged key-wise (the job's value wins); each job gets a map of its
-// own.
-func (jd *jobDecoder) merge(job *Job, own JobFields, inherited *Job) {
-	name, sched := job.Name, job.Schedule
-	*job = *inherited
-	job.Name, job.Schedule = name, sched
-	dst := reflect.ValueOf(job).Elem()
-	src := reflect.ValueOf(&own).Elem()
-	for _, f := range jd.table {
-		if f.typ.Kind() != reflect.Pointer {
-			continue // env, merged below
-		}
-		if v := src.Field(f.index); !v.IsNil() {
-			dst.Field(f.jobIx).Set(v.Elem())
-		}
-	}
-	job.Env = make(map[string]string, len(inherited.Env)+len(own.Env))
-	maps.Copy(job.Env, inherited.Env)
-	maps.Copy(job.Env, own.Env)
 }

@@ -1,4 +1,4 @@
-package engine
+package redislock
 
 import (
 	"context"
@@ -13,15 +13,14 @@ import (
 
 	"github.com/cronlock/cronlock/ledger"
 
-	"github.com/cronlock/cronlock/redislock"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
-func shard(policy string, maxmemory int64) redislock.ServerInfo {
-	return redislock.ServerInfo{Key: "cronlock:job:a", MaxMemory: maxmemory, MaxMemoryPolicy: policy}
+func shard(policy string, maxmemory int64) ServerInfo {
+	return ServerInfo{Key: "cronlock:job:a", MaxMemory: maxmemory, MaxMemoryPolicy: policy}
 }
 
 // The guard's rule: refuse (redis_unsafe) when any shard that owns job keys
@@ -29,10 +28,10 @@ func shard(policy string, maxmemory int64) redislock.ServerInfo {
 // as a standalone server whatever allow_eviction says; keep the last
 // decision on an error that is not the server's answer.
 func TestDecidePolicy(t *testing.T) {
-	clusterErr := fmt.Errorf("probe k: %w (MOVED 1 h:1)", redislock.ErrClusterNode)
+	clusterErr := fmt.Errorf("probe k: %w (MOVED 1 h:1)", ErrClusterNode)
 	for _, tc := range []struct {
 		name      string
-		infos     []redislock.ServerInfo
+		infos     []ServerInfo
 		err       error
 		allow     bool
 		wantOK    bool
@@ -40,15 +39,15 @@ func TestDecidePolicy(t *testing.T) {
 		allowed   bool   // evictionAllowed
 		inMessage string // the logged line names it
 	}{
-		{"noeviction with a limit", []redislock.ServerInfo{shard("noeviction", 2<<20)}, nil, false, true, false, false, "claiming"},
-		{"evicting policy without a limit", []redislock.ServerInfo{shard("allkeys-lru", 0)}, nil, false, true, false, false, "claiming"},
-		{"allkeys-lru with a limit", []redislock.ServerInfo{shard("allkeys-lru", 2<<20)}, nil, false, true, true, false,
+		{"noeviction with a limit", []ServerInfo{shard("noeviction", 2<<20)}, nil, false, true, false, false, "claiming"},
+		{"evicting policy without a limit", []ServerInfo{shard("allkeys-lru", 0)}, nil, false, true, false, false, "claiming"},
+		{"allkeys-lru with a limit", []ServerInfo{shard("allkeys-lru", 2<<20)}, nil, false, true, true, false,
 			"maxmemory-policy allkeys-lru with a maxmemory limit): not claiming, every slot is skipped (redis_unsafe). Fix: CONFIG SET maxmemory-policy noeviction"},
-		{"volatile-lru with a limit", []redislock.ServerInfo{shard("volatile-lru", 1)}, nil, false, true, true, false,
+		{"volatile-lru with a limit", []ServerInfo{shard("volatile-lru", 1)}, nil, false, true, true, false,
 			"redis.allow_eviction: true"},
-		{"allkeys-lru allowed", []redislock.ServerInfo{shard("allkeys-lru", 2<<20)}, nil, true, true, false, true,
+		{"allkeys-lru allowed", []ServerInfo{shard("allkeys-lru", 2<<20)}, nil, true, true, false, true,
 			"claiming anyway because redis.allow_eviction is true"},
-		{"one evicting shard of three", []redislock.ServerInfo{shard("noeviction", 1), shard("volatile-ttl", 1), shard("noeviction", 0)},
+		{"one evicting shard of three", []ServerInfo{shard("noeviction", 1), shard("volatile-ttl", 1), shard("noeviction", 0)},
 			nil, false, true, true, false, "volatile-ttl"},
 		{"cluster node", nil, clusterErr, false, true, true, false, "redis.addresses: [host:port, ...]"},
 		{"cluster node with allow_eviction", nil, clusterErr, true, true, true, false, "Redis Cluster"},
@@ -72,24 +71,24 @@ func TestDecidePolicy(t *testing.T) {
 
 func TestDecidePersistence(t *testing.T) {
 	configErr := errors.New("config get save: ERR unknown command 'CONFIG'")
-	aof := redislock.ServerInfo{AOF: true}
-	none := redislock.ServerInfo{}
-	seen := redislock.ServerInfo{SnapshotSeen: true}
+	aof := ServerInfo{AOF: true}
+	none := ServerInfo{}
+	seen := ServerInfo{SnapshotSeen: true}
 	for _, tc := range []struct {
 		name    string
-		infos   []redislock.ServerInfo
+		infos   []ServerInfo
 		save    string
 		saveErr error
 		want    float64 // NaN: unknown
 		level   zapcore.Level
 	}{
-		{"AOF", []redislock.ServerInfo{aof}, "", nil, 1, zapcore.InfoLevel},
-		{"RDB save points", []redislock.ServerInfo{none}, "3600 1", nil, 1, zapcore.InfoLevel},
-		{"neither", []redislock.ServerInfo{none}, "", nil, 0, zapcore.WarnLevel},
-		{"one shard of two keeps nothing", []redislock.ServerInfo{aof, none}, "", nil, 0, zapcore.WarnLevel},
-		{"CONFIG refused, AOF on", []redislock.ServerInfo{aof}, "", configErr, 1, zapcore.InfoLevel},
-		{"CONFIG refused, a snapshot seen", []redislock.ServerInfo{seen}, "", configErr, 1, zapcore.InfoLevel},
-		{"CONFIG refused, nothing seen", []redislock.ServerInfo{none}, "", configErr, math.NaN(), zapcore.WarnLevel},
+		{"AOF", []ServerInfo{aof}, "", nil, 1, zapcore.InfoLevel},
+		{"RDB save points", []ServerInfo{none}, "3600 1", nil, 1, zapcore.InfoLevel},
+		{"neither", []ServerInfo{none}, "", nil, 0, zapcore.WarnLevel},
+		{"one shard of two keeps nothing", []ServerInfo{aof, none}, "", nil, 0, zapcore.WarnLevel},
+		{"CONFIG refused, AOF on", []ServerInfo{aof}, "", configErr, 1, zapcore.InfoLevel},
+		{"CONFIG refused, a snapshot seen", []ServerInfo{seen}, "", configErr, 1, zapcore.InfoLevel},
+		{"CONFIG refused, nothing seen", []ServerInfo{none}, "", configErr, math.NaN(), zapcore.WarnLevel},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, level, msg := decidePersistence(tc.infos, tc.save, tc.saveErr)
@@ -109,7 +108,7 @@ func TestGuard_LogsOncePerChange(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	g := newGuard(zap.New(core), false)
 	for range 3 {
-		g.observe([]redislock.ServerInfo{shard("allkeys-lru", 2<<20)}, nil)
+		g.observe([]ServerInfo{shard("allkeys-lru", 2<<20)}, nil)
 	}
 	if n := logs.FilterLevelExact(zapcore.ErrorLevel).Len(); n != 1 {
 		t.Fatalf("error lines after 3 reads of allkeys-lru: got %d, want 1", n)
@@ -118,12 +117,12 @@ func TestGuard_LogsOncePerChange(t *testing.T) {
 		t.Fatalf("unsafe gauge %v, allows %v; want 1, false", testutil.ToFloat64(g.unsafe), g.allows())
 	}
 	g.observe(nil, context.DeadlineExceeded) // no answer: nothing changes
-	g.observe([]redislock.ServerInfo{shard("volatile-lru", 2<<20)}, nil)
+	g.observe([]ServerInfo{shard("volatile-lru", 2<<20)}, nil)
 	if n := logs.FilterLevelExact(zapcore.ErrorLevel).Len(); n != 2 {
 		t.Fatalf("error lines after the policy changed: got %d, want 2", n)
 	}
-	g.observe([]redislock.ServerInfo{shard("noeviction", 2<<20)}, nil)
-	g.observe([]redislock.ServerInfo{shard("noeviction", 2<<20)}, nil)
+	g.observe([]ServerInfo{shard("noeviction", 2<<20)}, nil)
+	g.observe([]ServerInfo{shard("noeviction", 2<<20)}, nil)
 	if n := logs.FilterMessage("redis policy guard: redis evicts none of cronlock's keys; claiming").Len(); n != 1 {
 		t.Errorf("claiming lines: got %d, want 1", n)
 	}
@@ -154,7 +153,7 @@ func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 		t.Fatalf("before the first check: got %s, want %s", reason(err), ledger.SkipRedisError)
 	}
 	g.markChecked()
-	g.observe([]redislock.ServerInfo{shard("allkeys-random", 1)}, nil)
+	g.observe([]ServerInfo{shard("allkeys-random", 1)}, nil)
 	if _, err := l.Claim(context.Background(), req); reason(err) != ledger.SkipRedisUnsafe {
 		t.Fatalf("evicting policy: got %s, want %s", reason(err), ledger.SkipRedisUnsafe)
 	}
@@ -162,7 +161,7 @@ func TestGuardedLocker_RefusesWithoutSending(t *testing.T) {
 	if err != nil || len(occ) != 0 {
 		t.Fatalf("ledger after two refused claims: %+v, %v; want no record", occ, err)
 	}
-	g.observe([]redislock.ServerInfo{shard("noeviction", 1)}, nil)
+	g.observe([]ServerInfo{shard("noeviction", 1)}, nil)
 	c, err := l.Claim(context.Background(), req)
 	if err != nil || c.Outcome != ledger.Claimed || c.Token <= 0 {
 		t.Fatalf("allowed: got %+v, %v; want the slot claimed with a token (nothing sent before)", c, err)
@@ -179,7 +178,7 @@ func TestGuardedLocker_RefusesAudit(t *testing.T) {
 		mem := memory.NewMemory()
 		l := guardedLocker{claimer: mem, g: g}
 		g.markChecked()
-		g.observe([]redislock.ServerInfo{shard("allkeys-lru", 1)}, nil)
+		g.observe([]ServerInfo{shard("allkeys-lru", 1)}, nil)
 		read, err := l.Audit(t.Context(), ledger.AuditRequest{Job: "j"}) // starts the ledger's audited_to at now
 		if err != nil || read.From != time.Now().Unix() {
 			t.Fatalf("audit read while refusing: got %+v, %v; want audited_to now", read, err)
@@ -196,7 +195,7 @@ func TestGuardedLocker_RefusesAudit(t *testing.T) {
 		if occ, _ := mem.Occurrences(t.Context(), "j", 0, 1<<53); len(occ) != 0 {
 			t.Fatalf("ledger after a refused audit: %+v, want no record", occ)
 		}
-		g.observe([]redislock.ServerInfo{shard("noeviction", 1)}, nil)
+		g.observe([]ServerInfo{shard("noeviction", 1)}, nil)
 		got, err := l.Audit(t.Context(), req)
 		if err != nil || got.Stale || len(got.Missed) != 5 || got.To != read.From+5 {
 			t.Fatalf("allowed: got %+v, %v; want the 5 slots recorded missed (nothing recorded while refused)", got, err)

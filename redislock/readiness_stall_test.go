@@ -1,4 +1,4 @@
-package engine
+package redislock
 
 import (
 	"fmt"
@@ -29,28 +29,6 @@ func stallCPU(t *testing.T, delay time.Duration, n int, each time.Duration) (wai
 	}
 	time.AfterFunc(delay, func() { close(start) })
 	return func() { wg.Wait(); runtime.GOMAXPROCS(prev) }
-}
-
-// stallMeter sees goroutines that waited runnable: n goroutines made
-// runnable at once on one P that each keep it 5 ms make the later ones
-// wait about a second; the meter reports a wait of at least 250 ms (it
-// samples one scheduling transition in eight: some of the last hundred
-// are sampled). Without such a stall it reports less than 250 ms.
-func TestStallMeter_SeesGoroutinesWaitingForACPU(t *testing.T) {
-	m := newStallMeter()
-	before := m.read()
-	if before == nil {
-		t.Fatalf("runtime metric %s missing", schedLatencies)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if got := m.longestSince(before); got >= 250*time.Millisecond {
-		t.Fatalf("idle: longest wait at least %v, want < 250ms", got)
-	}
-	before = m.read()
-	stallCPU(t, 0, 200, 5*time.Millisecond)()
-	if got := m.longestSince(before); got < 250*time.Millisecond {
-		t.Fatalf("200 goroutines × 5 ms on one P: longest wait at least %v, want ≥ 250ms", got)
-	}
 }
 
 // A probe that times out while this node's own goroutines waited for a
@@ -96,7 +74,7 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 	// lifted while the probes run, then set to what has passed, so that
 	// the next probe starts after it.
 	srv.Pause()
-	hh.h.stallMaxFor = time.Minute
+	hh.b.mon.stallMaxFor = time.Minute
 	for i := range 2 {
 		wait = stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
 		hh.check(t, false)
@@ -106,7 +84,7 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 	if n := hh.count(zapcore.WarnLevel, "readiness probe inconclusive"); n != 3 {
 		t.Fatalf("got %d inconclusive warnings, want 3 (one per discounted probe)", n)
 	}
-	hh.h.stallMaxFor = time.Since(hh.h.stalledSince)
+	hh.b.mon.stallMaxFor = time.Since(hh.b.mon.stalledSince)
 	wait = stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
 	hh.check(t, false)
 	wait()

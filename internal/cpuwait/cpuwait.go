@@ -1,4 +1,9 @@
-package engine
+// Package cpuwait tells whether this process's own goroutines waited for a
+// CPU between two readings (runtime/metrics "/sched/latencies:seconds").
+// It is about this process, not about any server: the Redis backend's
+// readiness probe uses it to discount a probe that timed out while the
+// daemon itself could not run (redislock, readiness.go).
+package cpuwait
 
 import (
 	"runtime/metrics"
@@ -11,26 +16,27 @@ import (
 // transition in eight).
 const schedLatencies = "/sched/latencies:seconds"
 
-// stallMeter tells whether this process's own goroutines waited for a CPU
+// Meter tells whether this process's own goroutines waited for a CPU
 // between two readings: each fork holds its P until the child has exec'd
 // (vfork), so on a small machine (one or two Ps) a herd of thousands of
 // run starts keeps every other goroutine (the Redis client's reader, the
-// health check) waiting for up to seconds. A probe timeout in such a window says
-// nothing about Redis. Not safe for concurrent use (the health actor owns
-// it).
-type stallMeter struct {
+// readiness probe) waiting for up to seconds. A probe timeout in such a
+// window says nothing about the server. Not safe for concurrent use (one
+// goroutine owns a Meter: the readiness check's caller).
+type Meter struct {
 	s [1]metrics.Sample
 }
 
-func newStallMeter() *stallMeter {
-	m := &stallMeter{}
+// NewMeter returns a Meter; it does no I/O.
+func NewMeter() *Meter {
+	m := &Meter{}
 	m.s[0].Name = schedLatencies
 	return m
 }
 
-// read returns the histogram's bucket counts now (a copy), nil when the
+// Read returns the histogram's bucket counts now (a copy), nil when the
 // runtime does not publish the metric.
-func (m *stallMeter) read() []uint64 {
+func (m *Meter) Read() []uint64 {
 	metrics.Read(m.s[:])
 	if m.s[0].Value.Kind() != metrics.KindFloat64Histogram {
 		return nil
@@ -38,11 +44,11 @@ func (m *stallMeter) read() []uint64 {
 	return append([]uint64(nil), m.s[0].Value.Float64Histogram().Counts...)
 }
 
-// longestSince is a lower bound of the longest time a goroutine of this
-// process waited runnable for a CPU between the reading before (read) and
+// LongestSince is a lower bound of the longest time a goroutine of this
+// process waited runnable for a CPU between the reading before (Read) and
 // now: the lower edge of the highest bucket whose count grew, 0 if none
 // grew or the metric is missing. It does not block.
-func (m *stallMeter) longestSince(before []uint64) time.Duration {
+func (m *Meter) LongestSince(before []uint64) time.Duration {
 	metrics.Read(m.s[:])
 	if m.s[0].Value.Kind() != metrics.KindFloat64Histogram {
 		return 0

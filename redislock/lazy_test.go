@@ -1,4 +1,4 @@
-package engine
+package redislock
 
 import (
 	"context"
@@ -10,11 +10,10 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/redislock"
 )
 
 // A Cluster-mode client cannot be created while no node answers: the lazy
-// backend fails fast with errNotConnected instead of stopping the daemon,
+// backend fails fast with ErrNotConnected instead of stopping the daemon,
 // and backs off between attempts.
 func TestLazyRedis_UnreachableFailsFastAndBacksOff(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -23,16 +22,16 @@ func TestLazyRedis_UnreachableFailsFastAndBacksOff(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	l := &lazyRedis{opts: redislock.Options{Addresses: []string{dead, dead}, DialTimeout: time.Second}}
+	l := &Lazy{opts: Options{Addresses: []string{dead, dead}, DialTimeout: time.Second}}
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := l.Ping(ctx); !errors.Is(err, errNotConnected) {
-		t.Fatalf("first Ping: got %v, want errNotConnected", err)
+	if err := l.Ping(ctx); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("first Ping: got %v, want ErrNotConnected", err)
 	}
 	start := time.Now()
-	if _, err := l.Claim(ctx, ledger.ClaimRequest{Job: "j", Slot: 1}); !errors.Is(err, errNotConnected) {
-		t.Fatalf("Claim during backoff: got %v, want errNotConnected", err)
+	if _, err := l.Claim(ctx, ledger.ClaimRequest{Job: "j", Slot: 1}); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("Claim during backoff: got %v, want ErrNotConnected", err)
 	}
 	if d := time.Since(start); d > 100*time.Millisecond {
 		t.Errorf("Claim during backoff took %v, want immediate", d)
@@ -42,7 +41,7 @@ func TestLazyRedis_UnreachableFailsFastAndBacksOff(t *testing.T) {
 // Once a node answers, the lazy backend creates the client and works.
 func TestLazyRedis_ConnectsWhenReachable(t *testing.T) {
 	srv := redistest.Start(t)
-	l := &lazyRedis{opts: redislock.Options{Addresses: []string{srv.Addr()}}}
+	l := &Lazy{opts: Options{Addresses: []string{srv.Addr()}}}
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

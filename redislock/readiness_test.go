@@ -1,18 +1,18 @@
-package engine
+package redislock
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cronlock/cronlock/ledger"
 
-	"github.com/cronlock/cronlock/actors"
-	"github.com/cronlock/cronlock/internal/promtest"
+	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,33 +21,59 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// These tests drive the health monitor's checks one at a time (check, as
-// Run calls it every second) against real redis-server processes.
+// These tests drive the readiness checks one at a time (CheckReady, as the
+// engine's health monitor calls it every second) against real
+// redis-server processes. The harness keeps what the health monitor keeps
+// of them: readiness, the state text and the returns (onBack).
 
 type healthHarness struct {
-	h       *health
-	b       backend
-	metrics *actors.Metrics
-	logs    *observer.ObservedLogs
-	backs   int // onBack calls
+	b     *Backend
+	logs  *observer.ObservedLogs
+	ready bool
+	state string
+	backs int // returns: ready after a check that was not the first, when the last was not
 }
 
-// newHealthHarness builds the Redis backend and health monitor of a config
-// whose redis section is redisYAML (a flow mapping) with one job "backup".
+// newHealthHarness builds the Redis backend of a config whose redis
+// section is redisYAML (a flow mapping) with one job "backup".
 func newHealthHarness(t *testing.T, redisYAML string) *healthHarness {
 	t.Helper()
-	cfg := parseConfig(t, "redis: "+redisYAML+"\njobs:\n  - {name: backup, schedule: '* * * * * *', command: 'true'}\n")
-	core, logs := observer.New(zapcore.DebugLevel)
-	log := zap.New(core)
-	b, err := newBackend(cfg, log)
+	cfg, err := config.Parse([]byte("redis: "+redisYAML+"\njobs:\n  - {name: backup, schedule: '* * * * * *', command: 'true'}\n"),
+		"yaml", config.Options{Purpose: config.ForStart, Hostname: "test", Euid: os.Geteuid()})
 	if err != nil {
-		t.Fatalf("newBackend: %v", err)
+		t.Fatalf("config: %v", err)
 	}
-	t.Cleanup(b.close)
-	hh := &healthHarness{b: b, metrics: actors.NewMetrics(nil), logs: logs}
-	hh.h = newHealth(log, b, hh.metrics, prometheus.NewRegistry(), cfg, time.Now,
-		func(context.Context) { hh.backs++ }, func(string) {}, func() string { return "" })
-	return hh
+	core, logs := observer.New(zapcore.DebugLevel)
+	b, err := Open(optionsOf(t, cfg), Policy{AllowEviction: cfg.Redis.AllowEviction, MaxClockSkew: cfg.Node.MaxClockSkew}, zap.New(core))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(b.Close)
+	b.Register(prometheus.NewRegistry())
+	return &healthHarness{b: b, logs: logs, state: "connecting"}
+}
+
+// optionsOf maps the config's redis section to Options as the engine does
+// (engine.RedisOptions, which this package cannot import).
+func optionsOf(t *testing.T, cfg *config.Config) Options {
+	t.Helper()
+	rc := cfg.Redis
+	addrs := rc.Addresses
+	if len(addrs) == 0 {
+		addrs = []string{rc.Address}
+	}
+	o := Options{Addresses: addrs, Username: rc.Username, Password: rc.Password, DB: rc.DB, KeyPrefix: rc.KeyPrefix,
+		SentinelMaster: rc.SentinelMaster, DialTimeout: rc.DialTimeout, Mode: rc.EffectiveMode(),
+		MinReplicasAcked: rc.MinReplicasAcked, ReplicaAckTimeout: rc.ReplicaAckTimeout}
+	if rc.TLS.Enabled {
+		tc, err := TLSConfig(TLSFiles{CAFile: rc.TLS.CAFile, CertFile: rc.TLS.CertFile, KeyFile: rc.TLS.KeyFile,
+			ServerName: rc.TLS.ServerName, InsecureSkipVerify: rc.TLS.InsecureSkipVerify})
+		if err != nil {
+			t.Fatalf("tls: %v", err)
+		}
+		o.TLS = tc
+	}
+	return o
 }
 
 // newUpHealthHarness starts a redis-server, builds the harness on it and
@@ -65,16 +91,18 @@ func (hh *healthHarness) check(t *testing.T, first bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	hh.h.check(ctx, first)
+	r := hh.b.CheckReady(ctx, []string{"backup"})
+	if r.Ready && !hh.ready && !first {
+		hh.backs++
+	}
+	hh.ready, hh.state = r.Ready, r.State
 }
 
-// expect checks readiness, cronlock_redis_up and the state text's prefix.
+// expect checks readiness and the state text's prefix.
 func (hh *healthHarness) expect(t *testing.T, when string, ready bool, state string) {
 	t.Helper()
-	up := promtest.Value(t, hh.metrics, "cronlock_redis_up")
-	if hh.h.Ready() != ready || up != b2f(ready) || !strings.HasPrefix(hh.h.state(), state) {
-		t.Fatalf("%s: got ready %v, cronlock_redis_up %v, state %q; want ready %v, state %q…", when,
-			hh.h.Ready(), up, hh.h.state(), ready, state)
+	if hh.ready != ready || !strings.HasPrefix(hh.state, state) {
+		t.Fatalf("%s: got ready %v, state %q; want ready %v, state %q…", when, hh.ready, hh.state, ready, state)
 	}
 }
 
@@ -85,7 +113,7 @@ func (hh *healthHarness) claimReason(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := hh.b.locker().Claim(ctx, ledger.ClaimRequest{Job: "backup", Trigger: ledger.TriggerManual, Node: "n", RunID: "1",
+	c, err := hh.b.Claim(ctx, ledger.ClaimRequest{Job: "backup", Trigger: ledger.TriggerManual, Node: "n", RunID: "1",
 		TTL: time.Second})
 	var refused *ledger.ClaimRefusedError
 	switch {
@@ -122,7 +150,7 @@ func TestHealth_EvictingPolicyRefusedUntilFixed(t *testing.T) {
 	if n := hh.count(zapcore.ErrorLevel, "CONFIG SET maxmemory-policy noeviction"); n != 1 {
 		t.Errorf("error lines naming the fix after 2 checks: got %d, want 1", n)
 	}
-	if v := testutil.ToFloat64(hh.b.guard.unsafe); v != 1 {
+	if v := testutil.ToFloat64(hh.b.mon.guard.unsafe); v != 1 {
 		t.Errorf("cronlock_redis_unsafe: got %v, want 1", v)
 	}
 	srv.Do("CONFIG", "SET", "maxmemory-policy", "noeviction")
@@ -147,7 +175,7 @@ func TestHealth_EvictionAllowed(t *testing.T) {
 	if n := hh.count(zapcore.WarnLevel, "maxmemory-policy volatile-lru with a maxmemory limit); claiming anyway"); n != 1 {
 		t.Errorf("warnings: got %d, want 1", n)
 	}
-	if v := testutil.ToFloat64(hh.b.guard.evictionAllowed); v != 1 {
+	if v := testutil.ToFloat64(hh.b.mon.guard.evictionAllowed); v != 1 {
 		t.Errorf("cronlock_redis_eviction_allowed: got %v, want 1", v)
 	}
 	if hh.backs != 0 {
@@ -180,7 +208,7 @@ func TestHealth_InfoRefused(t *testing.T) {
 			} else {
 				hh.expect(t, "INFO renamed", false, "unsafe: maxmemory-policy unreadable")
 			}
-			if v := testutil.ToFloat64(hh.b.guard.persistent); !math.IsNaN(v) {
+			if v := testutil.ToFloat64(hh.b.mon.guard.persistent); !math.IsNaN(v) {
 				t.Errorf("cronlock_redis_persistent: got %v, want NaN (unknown)", v)
 			}
 		})
@@ -204,7 +232,7 @@ func TestHealth_PersistenceReported(t *testing.T) {
 			hh := newHealthHarness(t, fmt.Sprintf("{address: %q}", srv.Addr()))
 			hh.check(t, true)
 			hh.check(t, false)
-			if v := testutil.ToFloat64(hh.b.guard.persistent); v != tc.want {
+			if v := testutil.ToFloat64(hh.b.mon.guard.persistent); v != tc.want {
 				t.Errorf("cronlock_redis_persistent: got %v, want %v", v, tc.want)
 			}
 			wantWarn := 0
@@ -282,7 +310,7 @@ func TestHealth_SlowProbeWhileClaimsAnsweredStaysReady(t *testing.T) {
 			defer close(done)
 			if answered {
 				time.Sleep(300 * time.Millisecond)
-				hh.b.guard.noteClaim(nil) // guardedLocker.Claim's note of an answered claim
+				hh.b.mon.guard.noteClaim(nil) // guardedLocker.Claim's note of an answered claim
 			}
 			time.Sleep(1300 * time.Millisecond) // past the probe's 1 s timeout
 			srv.Resume()
