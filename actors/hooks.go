@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/ledger"
-
 	"github.com/cronlock/cronlock/process"
 	"go.uber.org/zap"
 )
@@ -39,6 +39,7 @@ type HookRunner struct {
 	kill    <-chan struct{}
 	killNow <-chan struct{}
 	repeats *repeatLog
+	keep    hookKeeping // where results are kept (KeepResults); zero: not kept
 
 	// Owned by Run.
 	jobs map[string]*hookQueue // jobs with a hook running; their waiting hooks
@@ -60,6 +61,40 @@ func NewHookRunner(log *zap.Logger, metrics *Metrics, environ []string, start St
 	return &HookRunner{log: log, metrics: metrics, environ: environ, start: start,
 		inbox: make(chan RunFinished, hookInboxSize), kill: kill, killNow: killNow,
 		repeats: newRepeatLog(repeatEvery), jobs: map[string]*hookQueue{}, done: make(chan string)}
+}
+
+// hookKeeping is where a HookRunner keeps hook results (KeepResults).
+type hookKeeping struct {
+	store    ledger.HookStore
+	ttl      time.Duration
+	patterns []*regexp.Regexp
+}
+
+// keepTimeout bounds one write of a hook result: it runs after the hook
+// has ended, on the hook's goroutine or its own, and never delays a hook.
+const keepTimeout = 2 * time.Second
+
+// KeepResults makes the runner keep each hook's result with its run's
+// occurrence in s for ttl (the ledger's retention), for the dashboard's
+// run page, and redact the hooks' output as the runs' is (the job's env
+// values, patterns: output.redact). Call it before Run.
+func (h *HookRunner) KeepResults(s ledger.HookStore, ttl time.Duration, patterns []*regexp.Regexp) {
+	h.keep = hookKeeping{store: s, ttl: ttl, patterns: patterns}
+}
+
+// record keeps r as t's result, when KeepResults was called. A failed
+// write is logged at debug: the hook's own log line says what happened.
+func (h *HookRunner) record(t *hookTask, r ledger.HookResult) {
+	if h.keep.store == nil {
+		return
+	}
+	r.Hook = t.hook
+	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
+	defer cancel()
+	occ := ledger.OccurrenceID(unixOrZero(t.run.Slot), t.run.Fence)
+	if err := h.keep.store.StoreHookResult(ctx, t.run.Job, occ, r, h.keep.ttl); err != nil {
+		h.log.Debug("hook result not kept", append(t.fields(), zap.Error(err))...)
+	}
 }
 
 // Inbox is where runs send their results.
@@ -109,6 +144,7 @@ func (h *HookRunner) accept(fin RunFinished) {
 	default:
 		if d := h.jobs[t.run.Job].push(t); d != nil {
 			h.metrics.HookFailed(d.run.Job, d.hook, HookFailDropped)
+			go h.record(d, ledger.HookResult{Result: HookFailDropped})
 			fields := append(d.fields(), zap.Int("queue", hookQueueSize)) // not d: the summary may keep it a minute
 			h.repeats.Log(d.run.Job, func(extra ...zap.Field) {
 				h.log.Warn("hook dropped: the job's hook queue is full; its oldest waiting hook is not run",
@@ -151,45 +187,52 @@ func (h *HookRunner) stopStarting(second bool) {
 func (h *HookRunner) notRun(t *hookTask, msg string) {
 	h.metrics.HookFailed(t.run.Job, t.hook, HookFailShutdown)
 	h.log.Warn(msg, t.fields()...)
+	go h.record(t, ledger.HookResult{Result: HookFailShutdown})
 }
 
 // launch runs t on a goroutine that reports its job on done; Run waits for
 // it (len(h.jobs) counts running hooks).
 func (h *HookRunner) launch(t *hookTask) {
 	go func() {
-		h.runHook(t)
+		r := h.runHook(t)
 		h.done <- t.run.Job
+		h.record(t, r)
 	}()
 }
 
 // runHook runs one hook through the job's shell in work_dir with the run's
 // environment plus the result variables; failures, timeouts and
 // terminations are logged with the hook's output and counted, never
-// silent.
-func (h *HookRunner) runHook(t *hookTask) {
+// silent. It returns the hook's result.
+func (h *HookRunner) runHook(t *hookTask) ledger.HookResult {
 	log := h.log.With(t.fields()...)
 	file, cleanup := tailFile(t.tail, log)
 	defer cleanup()
 	tail := strings.ReplaceAll(string(lastBytes(t.tail, ledger.MaxOutputTail)), "\x00", "")
-	p, err := h.start(process.Spec{Shell: t.shell, Command: t.command, Dir: t.dir, User: t.user,
-		Env: hookEnv(h.environ, t, tail, file), KillGrace: t.killGrace, Log: log, TailSize: ledger.MaxOutputTail})
+	spec := process.Spec{Shell: t.shell, Command: t.command, Dir: t.dir, User: t.user,
+		Env: hookEnv(h.environ, t, tail, file), KillGrace: t.killGrace, Log: log, TailSize: ledger.MaxOutputTail}
+	spec.Redact = process.NewRedactor(t.env.env, h.keep.patterns).Redact // as the run's output is
+	p, err := h.start(spec)
 	if err != nil {
 		h.metrics.HookFailed(t.run.Job, t.hook, HookFailStart)
 		log.Error("hook could not start", zap.Error(err))
-		return
+		return ledger.HookResult{Result: HookFailStart, Output: err.Error()}
 	}
 	reason := h.wait(p, t, log)
 	res := p.Wait()
 	if reason == "" && (res.ExitCode != 0 || res.Err != nil) {
 		reason = HookFailExit
 	}
+	r := ledger.HookResult{Result: cmp.Or(reason, ledger.ResultSuccess), ExitCode: res.ExitCode, Started: res.Started,
+		Finished: res.Finished, Output: string(res.Tail)}
 	if reason == "" {
 		log.Info("hook succeeded", zap.Duration("duration", res.Finished.Sub(res.Started)))
-		return
+		return r
 	}
 	h.metrics.HookFailed(t.run.Job, t.hook, reason)
 	log.Error("hook failed", zap.String("reason", reason), zap.Bool("timed_out", reason == HookFailTimeout),
 		zap.Int("exit_code", res.ExitCode), zap.ByteString("output", res.Tail), zap.Error(res.Err))
+	return r
 }
 
 // wait waits until p has ended, terminating it on hook_timeout (reason

@@ -32,7 +32,7 @@ const dashboardSecret = "e2e-secret-value-42"
 // chromedp. Every page loads with no console error; the overview lists the
 // failing job first; a job page shows occurrences with results and one
 // skipped with its reason; a run page shows the output of a finished run
-// (the job's env value redacted); pause and run-now work after signing in
+// and its hook's result (the job's env value redacted in both); pause and run-now work after signing in
 // with the operator token and are refused without it. A screenshot of
 // each page is written to $CRONLOCK_SCREENSHOTS, else under the test's
 // temporary directory.
@@ -46,7 +46,8 @@ func TestDashboard(t *testing.T) {
 	}
 	cfg := controlConfig(srv.Addr(),
 		map[string]any{"name": "broken", "schedule": "*/2 * * * * *", "env": map[string]any{"API_KEY": dashboardSecret},
-			"command": `echo "calling the API with $API_KEY"; echo "error: cannot reach the API" >&2; exit 3`},
+			"command":    `echo "calling the API with $API_KEY"; echo "error: cannot reach the API" >&2; exit 3`,
+			"on_failure": `echo "paging the on-call, key $API_KEY"`},
 		map[string]any{"name": "hello", "schedule": "* * * * * *", "command": `echo "hello from $CRONLOCK_NODE_ID"; sleep 1.5`},
 		map[string]any{"name": "yearly", "schedule": "0 0 1 1 *", "command": `echo "run by hand"`, "timezone": "Europe/Paris"},
 		// Runs 6 s of every 10: a line every 200 ms, each with the
@@ -95,6 +96,17 @@ func dashboardReads(t *testing.T, b *browserSession, base string) {
 	b.open(base+runURL, "#output")
 	b.wantText("#output", "calling the API with [redacted env API_KEY]", "error: cannot reach the API")
 	b.wantText("#run-facts", "failure", "exit code", "3")
+	// The hook's result is kept once the hook has ended: reload until then.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(
+		do(b, chromedp.Evaluate[string](`(document.getElementById("hooks") || {}).textContent || ""`)), "[redacted env API_KEY]"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("run page %s: no kept hook result after 10 s", runURL)
+		}
+		time.Sleep(200 * time.Millisecond)
+		b.open(base+runURL, "#output")
+	}
+	b.wantText("#hooks", "paging the on-call, key [redacted env API_KEY]")
+	b.wantText("#hooks", "on_failure", "success")
 	b.screenshot("run")
 	b.noConsoleErrors()
 }

@@ -12,6 +12,8 @@ import (
 var (
 	_ ledger.OutputStore = (*redislock.Backend)(nil)
 	_ ledger.OutputStore = (*memory.Output)(nil)
+	_ ledger.HookStore   = (*redislock.Backend)(nil)
+	_ ledger.HookStore   = (*memory.Output)(nil)
 )
 
 // outputStore is where runs keep and publish their output: Redis (through

@@ -26,3 +26,8 @@ func TestOutput_KeysShareTheJobsHashTag(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestHooks_Conformance(t *testing.T) {
+	srv := redistest.Start(t)
+	ledgertest.RunHooks(t, newRedis(t, srv.Addr(), Options{}))
+}

@@ -127,6 +127,7 @@ type fixture struct {
 	jobs  []config.Job
 	now   time.Time
 	h     http.Handler
+	api   api.Options // what h was made with (newFixture)
 	token []byte
 	ran   []string // jobs run by the memory backend's run function
 }
@@ -184,6 +185,7 @@ func newFixture(t testing.TB, auth string) *fixture {
 			fx.ran = append(fx.ran, job)
 			return ledger.RunStatus{State: ledger.RunTaken}, nil
 		}}
+	fx.api = o
 	fx.h = New(Options{API: o, CacheFor: -1, Backend: func() Backend { return Backend{Kind: "memory", State: "up", Ready: true} }})
 	return fx
 }

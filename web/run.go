@@ -27,6 +27,10 @@ type runPage struct {
 	// Full: Output is the run's stored output (output.max_bytes), not the
 	// ledger's 4 KiB tail.
 	Full bool
+	// HasHooks: the job has on_success or on_failure; Hooks are the kept
+	// results of the run's hook (HookStore), redacted on the node.
+	HasHooks bool
+	Hooks    []ledger.HookResult
 }
 
 // run answers GET /ui/jobs/{job}/runs/{id}: one occurrence, {id} its
@@ -75,8 +79,9 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, a access) {
 		return
 	}
 	p := runPage{Job: j.Name, Row: newOccRow(*found, evs, now), Output: redact(found.Output, &j),
-		Running: found.Status == "claimed"}
+		Running: found.Status == "claimed", HasHooks: j.OnSuccess != "" || j.OnFailure != ""}
 	s.fillOutput(ctx, &p, j, id)
+	s.fillHooks(ctx, &p, j, id)
 	s.render(w, r, http.StatusOK, "run", a, j.Name+" "+id, p)
 }
 
@@ -98,6 +103,21 @@ func (s *server) fillOutput(ctx context.Context, p *runPage, j config.Job, id st
 	}
 	if b, err := out.Output(ctx, j.Name, id); err == nil {
 		p.Output, p.Full = redact(string(b), &j), true
+	}
+}
+
+// fillHooks sets the run's kept hook results, when the store keeps them;
+// a read that fails leaves none (the page says none is kept).
+func (s *server) fillHooks(ctx context.Context, p *runPage, j config.Job, id string) {
+	if s.o.Output == nil {
+		return
+	}
+	out, err := s.o.Output()
+	if err != nil {
+		return
+	}
+	if hs, ok := out.(ledger.HookStore); ok {
+		p.Hooks, _ = hs.HookResults(ctx, j.Name, id)
 	}
 }
 

@@ -1,14 +1,18 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cronlock/cronlock/config"
+	"github.com/cronlock/cronlock/ledger"
+	"github.com/cronlock/cronlock/ledger/memory"
 	"go.uber.org/goleak"
 )
 
@@ -287,5 +291,32 @@ func TestDescribe(t *testing.T) {
 		if got := describe(j.Sched, expr); got != want {
 			t.Errorf("describe(%q) = %q, want %q", expr, got, want)
 		}
+	}
+}
+
+// The run page lists the kept results of the run's hook (the store's
+// HookResults), and says so when none is kept.
+func TestRun_ShowsHookResults(t *testing.T) {
+	fx := newFixture(t, config.AuthWrites)
+	fx.jobs[0].OnFailure = "page-oncall"
+	store := memory.NewOutput()
+	occ := fx.store.occ["backup"][1].ID
+	at := fx.now.Add(-19 * time.Minute)
+	if err := store.StoreHookResult(context.Background(), "backup", occ, ledger.HookResult{Hook: "on_failure", Result: "timeout",
+		ExitCode: -1, Started: at, Finished: at.Add(30 * time.Second), Output: "paging [redacted env DB_PASSWORD]\n"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	o := fx.api
+	o.Output = func() (ledger.OutputStore, error) { return store, nil }
+	fx.h = New(Options{API: o, CacheFor: -1})
+	body := fx.do(t, "GET", "/ui/jobs/backup/runs/"+occ, nil, nil).Body.String()
+	for _, want := range []string{`id="hooks"`, `data-result="timeout"`, "on_failure", "30s", "paging [redacted env DB_PASSWORD]"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("run page with a kept hook result: no %q in\n%s", want, body)
+		}
+	}
+	body = fx.do(t, "GET", "/ui/jobs/backup/runs/"+fx.store.occ["backup"][2].ID, nil, nil).Body.String()
+	if !strings.Contains(body, `id="no-hooks"`) {
+		t.Errorf("run page without a kept hook result: want the no-hooks note:\n%s", body)
 	}
 }

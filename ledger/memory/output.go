@@ -24,6 +24,7 @@ type Output struct {
 	mu      sync.Mutex
 	kept    map[string]map[string]keptOutput // job → occurrence id → output
 	live    map[string]*liveOutput           // job + "\x00" + occurrence id
+	hooks   map[string]map[string]keptHooks  // job → occurrence id → hook results
 	changed chan struct{}                    // closed and replaced by every publish
 }
 
@@ -32,17 +33,26 @@ type keptOutput struct {
 	until time.Time
 }
 
+type keptHooks struct {
+	results []ledger.HookResult
+	until   time.Time
+}
+
 type liveOutput struct {
 	chunks []ledger.OutputChunk // at most ledger.MaxLiveChunks, IDs 1, 2, … as text
 	next   int64
 	until  time.Time
 }
 
-var _ ledger.OutputStore = (*Output)(nil)
+var (
+	_ ledger.OutputStore = (*Output)(nil)
+	_ ledger.HookStore   = (*Output)(nil)
+)
 
 // NewOutput returns an empty Output.
 func NewOutput() *Output {
-	return &Output{kept: map[string]map[string]keptOutput{}, live: map[string]*liveOutput{}, changed: make(chan struct{})}
+	return &Output{kept: map[string]map[string]keptOutput{}, live: map[string]*liveOutput{},
+		hooks: map[string]map[string]keptHooks{}, changed: make(chan struct{})}
 }
 
 // StoreOutput keeps a copy of out for ttl.
@@ -157,4 +167,56 @@ func (o *Output) chunksAfter(key string, seen int64) ([]ledger.OutputChunk, <-ch
 		}
 	}
 	return out, o.changed
+}
+
+// StoreHookResult appends r to the occurrence's hook results (at most
+// ledger.MaxHookResults, the newest) and keeps them for ttl; at most
+// MaxKeptPerJob occurrences per job keep results, the first to expire
+// goes first.
+func (o *Output) StoreHookResult(ctx context.Context, job, occ string, r ledger.HookResult, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := o.hooks[job]
+	if m == nil {
+		m = map[string]keptHooks{}
+		o.hooks[job] = m
+	}
+	k := m[occ]
+	if !now.Before(k.until) {
+		k.results = nil
+	}
+	k.results = append(k.results, r)
+	if n := len(k.results); n > ledger.MaxHookResults {
+		k.results = slices.Clone(k.results[n-ledger.MaxHookResults:])
+	}
+	k.until = now.Add(ttl)
+	m[occ] = k
+	for len(m) > MaxKeptPerJob {
+		first := ""
+		for id, k := range m {
+			if first == "" || k.until.Before(m[first].until) {
+				first = id
+			}
+		}
+		delete(m, first)
+	}
+	return nil
+}
+
+// HookResults returns a copy of the occurrence's kept hook results.
+func (o *Output) HookResults(ctx context.Context, job, occ string) ([]ledger.HookResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k, ok := o.hooks[job][occ]
+	if !ok || !time.Now().Before(k.until) {
+		return nil, nil
+	}
+	return slices.Clone(k.results), nil
 }

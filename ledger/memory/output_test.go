@@ -10,3 +10,7 @@ import (
 func TestOutput_Conformance(t *testing.T) {
 	ledgertest.RunOutput(t, NewOutput())
 }
+
+func TestHooks_Conformance(t *testing.T) {
+	ledgertest.RunHooks(t, NewOutput())
+}

@@ -1,0 +1,79 @@
+package redislock
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cronlock/cronlock/ledger"
+	"github.com/redis/rueidis"
+)
+
+// Hook results (ledger.HookStore): the list P hooks:J:ID (ID the
+// occurrence's ledger id, the job's hash tag in Cluster mode, as P
+// out:J:ID), one JSON entry per hook, capped at ledger.MaxHookResults and
+// expiring with the ledger's retention.
+
+var (
+	_ ledger.HookStore = (*Redis)(nil)
+	_ ledger.HookStore = (*Lazy)(nil)
+)
+
+// StoreHookResult appends r (RPUSH, LTRIM, PEXPIRE: one round trip).
+func (r *Redis) StoreHookResult(ctx context.Context, job, occ string, h ledger.HookResult, ttl time.Duration) error {
+	data, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("store hook result %s %s: %w", job, occ, err)
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	key := r.outputKey("hooks", job, occ)
+	res := r.c.DoMulti(ctx, r.c.B().Rpush().Key(key).Element(rueidis.BinaryString(data)).Build(),
+		r.c.B().Ltrim().Key(key).Start(-ledger.MaxHookResults).Stop(-1).Build(),
+		r.c.B().Pexpire().Key(key).Milliseconds(max(ttl.Milliseconds(), 1)).Build())
+	for _, re := range res {
+		if err := re.Error(); err != nil {
+			return fmt.Errorf("store hook result %s %s: %w", job, occ, err)
+		}
+	}
+	return nil
+}
+
+// HookResults reads the list (LRANGE). An entry that does not parse is
+// skipped: it cannot be shown.
+func (r *Redis) HookResults(ctx context.Context, job, occ string) ([]ledger.HookResult, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	list, err := r.c.Do(ctx, r.c.B().Lrange().Key(r.outputKey("hooks", job, occ)).Start(0).Stop(-1).Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("hook results %s %s: %w", job, occ, err)
+	}
+	out := make([]ledger.HookResult, 0, len(list))
+	for _, s := range list {
+		var h ledger.HookResult
+		if json.Unmarshal([]byte(s), &h) == nil {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// StoreHookResult is Redis.StoreHookResult once a client exists.
+func (l *Lazy) StoreHookResult(ctx context.Context, job, occ string, h ledger.HookResult, ttl time.Duration) error {
+	c, err := l.Client()
+	if err != nil {
+		return err
+	}
+	return c.StoreHookResult(ctx, job, occ, h, ttl)
+}
+
+// HookResults is Redis.HookResults once a client exists.
+func (l *Lazy) HookResults(ctx context.Context, job, occ string) ([]ledger.HookResult, error) {
+	c, err := l.Client()
+	if err != nil {
+		return nil, err
+	}
+	return c.HookResults(ctx, job, occ)
+}
+
