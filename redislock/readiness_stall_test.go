@@ -2,34 +2,12 @@ package redislock
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/internal/cpuwait"
 	"go.uber.org/zap/zapcore"
 )
-
-// stallCPU makes this process's goroutines wait for a CPU as a herd's
-// forks make the daemon's wait: on one P (GOMAXPROCS 1, the daemon's on
-// small machines), after delay, n goroutines become runnable at once and
-// each then keeps the P busy for each; the later ones wait n × each. It
-// returns a wait function for their end. GOMAXPROCS is restored then.
-func stallCPU(t *testing.T, delay time.Duration, n int, each time.Duration) (wait func()) {
-	t.Helper()
-	prev := runtime.GOMAXPROCS(1)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			<-start
-			for from := time.Now(); time.Since(from) < each; {
-			}
-		})
-	}
-	time.AfterFunc(delay, func() { close(start) })
-	return func() { wg.Wait(); runtime.GOMAXPROCS(prev) }
-}
 
 // A probe that times out while this node's own goroutines waited for a
 // CPU for half the probe's timeout or more (a herd's forks on the
@@ -47,7 +25,7 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 	// Redis frozen: no answer at all; the stall decides the verdict.
 	srv.Pause()
 	t.Cleanup(srv.Resume) // a no-op when running; before the server's own cleanup stops it
-	wait := stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
+	wait := cpuwait.Stall(50*time.Millisecond, 250, 5*time.Millisecond)
 	hh.check(t, false)
 	wait()
 	hh.expect(t, "probe timed out while goroutines waited ≥ 500 ms for the CPU", true, "up, stalled")
@@ -76,7 +54,7 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 	srv.Pause()
 	hh.b.mon.stallMaxFor = time.Minute
 	for i := range 2 {
-		wait = stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
+		wait = cpuwait.Stall(50*time.Millisecond, 250, 5*time.Millisecond)
 		hh.check(t, false)
 		wait()
 		hh.expect(t, fmt.Sprintf("stalled probe %d of a run", i+1), true, "up, stalled")
@@ -85,7 +63,7 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 		t.Fatalf("got %d inconclusive warnings, want 3 (one per discounted probe)", n)
 	}
 	hh.b.mon.stallMaxFor = time.Since(hh.b.mon.stalledSince)
-	wait = stallCPU(t, 50*time.Millisecond, 250, 5*time.Millisecond)
+	wait = cpuwait.Stall(50*time.Millisecond, 250, 5*time.Millisecond)
 	hh.check(t, false)
 	wait()
 	hh.expect(t, "a stalled probe stallMaxFor after the first stalled one began", false, "unreachable")

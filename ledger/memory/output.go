@@ -74,15 +74,7 @@ func (o *Output) StoreOutput(ctx context.Context, job, occ string, out []byte, t
 		}
 	}
 	m[occ] = keptOutput{data: slices.Clone(out), until: now.Add(ttl)}
-	for len(m) > MaxKeptPerJob {
-		first := ""
-		for id, k := range m {
-			if first == "" || k.until.Before(m[first].until) {
-				first = id
-			}
-		}
-		delete(m, first)
-	}
+	bound(m, func(k keptOutput) time.Time { return k.until })
 	return nil
 }
 
@@ -195,15 +187,7 @@ func (o *Output) StoreHookResult(ctx context.Context, job, occ string, r ledger.
 	}
 	k.until = now.Add(ttl)
 	m[occ] = k
-	for len(m) > MaxKeptPerJob {
-		first := ""
-		for id, k := range m {
-			if first == "" || k.until.Before(m[first].until) {
-				first = id
-			}
-		}
-		delete(m, first)
-	}
+	bound(m, func(k keptHooks) time.Time { return k.until })
 	return nil
 }
 
@@ -219,4 +203,18 @@ func (o *Output) HookResults(ctx context.Context, job, occ string) ([]ledger.Hoo
 		return nil, nil
 	}
 	return slices.Clone(k.results), nil
+}
+
+// bound deletes from m, one job's entries by occurrence id, the ones that
+// expire first until at most MaxKeptPerJob are left.
+func bound[V any](m map[string]V, until func(V) time.Time) {
+	for len(m) > MaxKeptPerJob {
+		first := ""
+		for id, v := range m {
+			if first == "" || until(v).Before(until(m[first])) {
+				first = id
+			}
+		}
+		delete(m, first)
+	}
 }
