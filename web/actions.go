@@ -37,9 +37,8 @@ func (s *server) done(w http.ResponseWriter, r *http.Request, job, did string) {
 // pause answers POST /ui/jobs/{job}/pause (form: note, for), as
 // `cronlock pause` and POST /api/v1/jobs/{job}/pause.
 func (s *server) pause(w http.ResponseWriter, r *http.Request) {
-	j, ok := s.findJob(r.PathValue("job"))
+	j, ok := s.pathJob(w, r)
 	if !ok {
-		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("unknown job %q", r.PathValue("job")))
 		return
 	}
 	spec := api.PauseSpec{Note: strings.TrimSpace(r.PostFormValue("note"))}
@@ -72,9 +71,8 @@ func (s *server) pause(w http.ResponseWriter, r *http.Request) {
 
 // resume answers POST /ui/jobs/{job}/resume.
 func (s *server) resume(w http.ResponseWriter, r *http.Request) {
-	j, ok := s.findJob(r.PathValue("job"))
+	j, ok := s.pathJob(w, r)
 	if !ok {
-		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("unknown job %q", r.PathValue("job")))
 		return
 	}
 	st, ctx, cancel, err := s.store(r.Context())
@@ -96,9 +94,8 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request) {
 // to runTakeTimeout, not for the run's end), on the memory backend a run
 // in this daemon (api.Options.Run), as POST /api/v1/jobs/{job}/run.
 func (s *server) runNow(w http.ResponseWriter, r *http.Request) {
-	j, ok := s.findJob(r.PathValue("job"))
+	j, ok := s.pathJob(w, r)
 	if !ok {
-		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("unknown job %q", r.PathValue("job")))
 		return
 	}
 	reason := strings.TrimSpace(r.PostFormValue("reason"))

@@ -55,9 +55,8 @@ type occRow struct {
 
 // job answers GET /ui/jobs/{job}.
 func (s *server) job(w http.ResponseWriter, r *http.Request, a access) {
-	j, ok := s.findJob(r.PathValue("job"))
+	j, ok := s.pathJob(w, r)
 	if !ok {
-		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("unknown job %q: not in this daemon's configuration", r.PathValue("job")))
 		return
 	}
 	st, ctx, cancel, err := s.store(r.Context())

@@ -36,9 +36,8 @@ type runPage struct {
 // run answers GET /ui/jobs/{job}/runs/{id}: one occurrence, {id} its
 // slot (Unix seconds) or m<token> for a manual run.
 func (s *server) run(w http.ResponseWriter, r *http.Request, a access) {
-	j, ok := s.findJob(r.PathValue("job"))
+	j, ok := s.pathJob(w, r)
 	if !ok {
-		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("unknown job %q: not in this daemon's configuration", r.PathValue("job")))
 		return
 	}
 	id := r.PathValue("id")

@@ -22,6 +22,7 @@ package web
 import (
 	"context"
 	"embed"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -153,6 +154,16 @@ func (s *server) store(ctx context.Context) (api.Store, context.Context, context
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	return st, ctx, cancel, nil
+}
+
+// pathJob is the configured job named by the request's {job}; when there
+// is none it answers 404 and returns false.
+func (s *server) pathJob(w http.ResponseWriter, r *http.Request) (config.Job, bool) {
+	j, ok := s.findJob(r.PathValue("job"))
+	if !ok {
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("unknown job %q: not in this daemon's configuration", r.PathValue("job")))
+	}
+	return j, ok
 }
 
 // findJob returns the configured job named name.
