@@ -76,4 +76,3 @@ func (l *Lazy) HookResults(ctx context.Context, job, occ string) ([]ledger.HookR
 	}
 	return c.HookResults(ctx, job, occ)
 }
-
