@@ -232,15 +232,6 @@ func wrapOp(op, job string, err error) error {
 	return fmt.Errorf("%s %q: %w", op, job, err)
 }
 
-func decodeOccurrence(s string, err error) (ledger.Occurrence, error) {
-	var o ledger.Occurrence
-	if err != nil {
-		return o, err
-	}
-	err = json.Unmarshal([]byte(s), &o)
-	return o, err
-}
-
 // History returns up to n of the job's most recent runs (ledger records
 // with status ran), newest first.
 func (r *Redis) History(ctx context.Context, job string, n int) ([]ledger.RunRecord, error) {
