@@ -154,6 +154,13 @@ func (p *flatScanner) strValue() (string, bool) {
 // control character, invalid UTF-8 or a lone surrogate escape (which
 // encoding/json turns into U+FFFD).
 func (p *flatScanner) str() (string, bool) {
+	if end := strings.IndexByte(p.s[p.i:], '"'); end >= 0 {
+		raw := p.s[p.i : p.i+end]
+		if plain(raw) {
+			p.i += end + 1
+			return raw, true
+		}
+	}
 	escaped := false
 	for j := p.i; j < len(p.s); j++ {
 		switch c := p.s[j]; {
@@ -175,6 +182,17 @@ func (p *flatScanner) str() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// plain reports whether raw is printable ASCII without a backslash: a
+// string body as is.
+func plain(raw string) bool {
+	for i := 0; i < len(raw); i++ {
+		if c := raw[i]; c < 0x20 || c >= 0x80 || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // unescape resolves the JSON escapes of raw (valid UTF-8).
