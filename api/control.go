@@ -166,8 +166,8 @@ type ReadStore interface {
 
 var _ ReadStore = (*redislock.Redis)(nil)
 
-// Jobs returns the status of each of jobs (one round trip each, plus two
-// for the node list), in order.
+// Jobs returns the status of each of jobs (one round trip each, or one for
+// all from a StatesReader, plus two for the node list), in order.
 func Jobs(ctx context.Context, r ReadStore, jobs []config.Job, now time.Time) ([]JobStatus, error) {
 	cluster, err := Nodes(ctx, r, now)
 	if err != nil {
@@ -177,18 +177,49 @@ func Jobs(ctx context.Context, r ReadStore, jobs []config.Job, now time.Time) ([
 }
 
 // Jobs returns the status of each of jobs as the function Jobs does, with
-// the cluster's view c read before (one round trip per job), in order: a
-// caller reading many jobs in parallel reads the node list once.
+// the cluster's view c read before (one round trip per job, or one for
+// all from a StatesReader), in order: a caller reading many jobs in
+// parallel reads the node list once.
 func (c *Cluster) Jobs(ctx context.Context, r ReadStore, jobs []config.Job, now time.Time) ([]JobStatus, error) {
+	states, err := readStates(ctx, r, jobs)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]JobStatus, 0, len(jobs))
+	for i := range jobs {
+		row := newJobStatus(&jobs[i], states[i], now)
+		c.annotate(&row)
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// StatesReader is a ReadStore that reads many jobs' states in one call
+// (*redislock.Redis: one round trip for all); the reads of many jobs use
+// it when the store has it.
+type StatesReader interface {
+	States(ctx context.Context, jobs []string) ([]ledger.JobState, error)
+}
+
+var _ StatesReader = (*redislock.Redis)(nil)
+
+// readStates reads the states of jobs, in order: in one States call when
+// r is a StatesReader, else one State call each.
+func readStates(ctx context.Context, r ReadStore, jobs []config.Job) ([]ledger.JobState, error) {
+	if sr, ok := r.(StatesReader); ok && len(jobs) > 1 {
+		names := make([]string, len(jobs))
+		for i := range jobs {
+			names[i] = jobs[i].Name
+		}
+		return sr.States(ctx, names)
+	}
+	out := make([]ledger.JobState, len(jobs))
 	for i := range jobs {
 		st, err := r.State(ctx, jobs[i].Name)
 		if err != nil {
 			return nil, err
 		}
-		row := newJobStatus(&jobs[i], st, now)
-		c.annotate(&row)
-		out = append(out, row)
+		out[i] = st
 	}
 	return out, nil
 }

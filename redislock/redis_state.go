@@ -18,14 +18,51 @@ import (
 func (r *Redis) State(ctx context.Context, job string) (ledger.JobState, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
+	return decodeState(job, r.c.DoMulti(ctx, r.stateCmds(job)...))
+}
+
+// States reads the states of jobs as State does, in the order of jobs, in
+// one round trip for all: State's commands for each job, pipelined (in
+// Cluster mode rueidis sends each to its job's shard). The first job whose
+// state cannot be read fails the call.
+func (r *Redis) States(ctx context.Context, jobs []string) ([]ledger.JobState, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	cmds := make(rueidis.Commands, 0, len(jobs)*stateCmdsPerJob)
+	for _, job := range jobs {
+		cmds = append(cmds, r.stateCmds(job)...)
+	}
+	res := r.c.DoMulti(ctx, cmds...)
+	out := make([]ledger.JobState, len(jobs))
+	for i, job := range jobs {
+		st, err := decodeState(job, res[i*stateCmdsPerJob:(i+1)*stateCmdsPerJob])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// stateCmdsPerJob is len(stateCmds(job)).
+const stateCmdsPerJob = 5
+
+// stateCmds are the commands that read job's state: HGETALL of the state
+// hash, GET of the pause key and of the lease, PTTL of the lease, GET of
+// the pending slot.
+func (r *Redis) stateCmds(job string) rueidis.Commands {
 	lease := r.key("job", job)
-	res := r.c.DoMulti(ctx,
+	return rueidis.Commands{
 		r.c.B().Hgetall().Key(r.key("state", job)).Build(),
 		r.c.B().Get().Key(r.key("paused", job)).Build(),
 		r.c.B().Get().Key(lease).Build(),
 		r.c.B().Pttl().Key(lease).Build(),
 		r.c.B().Get().Key(r.key("pending", job)).Build(),
-	)
+	}
+}
+
+// decodeState reads the replies of stateCmds(job).
+func decodeState(job string, res []rueidis.RedisResult) (ledger.JobState, error) {
 	h, err := res[0].AsStrMap()
 	if err != nil {
 		return ledger.JobState{}, fmt.Errorf("state %q: %w", job, err)
@@ -54,6 +91,15 @@ func (r *Redis) State(ctx context.Context, job string) (ledger.JobState, error) 
 	if pttl > 0 {
 		st.LeaseTTL = time.Duration(pttl) * time.Millisecond
 	}
+	if err := decodeStateHash(&st, h); err != nil {
+		return ledger.JobState{}, fmt.Errorf("state %q: %w", job, err)
+	}
+	return st, nil
+}
+
+// decodeStateHash reads the state hash's fence, runs, seq and last run.
+func decodeStateHash(st *ledger.JobState, h map[string]string) error {
+	var err error
 	st.Fence, err = parseInt(h, "fence")
 	if err == nil {
 		st.Runs, err = parseInt(h, "runs")
@@ -68,10 +114,7 @@ func (r *Redis) State(ctx context.Context, job string) (ledger.JobState, error) 
 		last.OutputTail = ""
 		st.Last, st.Slot = &last, o.Slot
 	}
-	if err != nil {
-		return ledger.JobState{}, fmt.Errorf("state %q: %w", job, err)
-	}
-	return st, nil
+	return err
 }
 
 // Pause sets the job's paused key (no TTL): from the next claim on, every

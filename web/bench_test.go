@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -64,12 +65,16 @@ func benchFixture(b *testing.B) (*fakeStore, api.Options) {
 	return st, api.Options{Jobs: func() []config.Job { return jobs }, Memory: st, NodeID: "n0", Now: func() time.Time { return now }}
 }
 
-// benchPage serves path b.N times and fails when a request took longer
-// than pageBudget on average (not under the race detector, which slows
-// everything several times).
+// benchPage serves path over benchFixture's store (benchServe).
 func benchPage(b *testing.B, path string) {
 	_, o := benchFixture(b)
-	h := New(Options{API: o, CacheFor: -1})
+	benchServe(b, New(Options{API: o, CacheFor: -1}), path)
+}
+
+// benchServe serves path through h b.N times and fails when a request took
+// longer than pageBudget on average (not under the race detector, which
+// slows everything several times).
+func benchServe(b *testing.B, h http.Handler, path string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -83,7 +88,7 @@ func benchPage(b *testing.B, path string) {
 	per := time.Since(start) / time.Duration(b.N)
 	b.ReportMetric(float64(per.Microseconds())/1000, "ms/page")
 	if per > pageBudget && !raceEnabled {
-		b.Errorf("GET %s at %d jobs: %v a page, want under %v", path, benchJobs, per, pageBudget)
+		b.Fatalf("GET %s at %d jobs: %v a page, want under %v", path, benchJobs, per, pageBudget)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/cronlock/cronlock/api"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/ledger"
+	"github.com/cronlock/cronlock/redislock"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -90,13 +91,14 @@ func (c *snapCache) invalidate() {
 
 // get returns a snapshot no older than the cache's ttl of the running
 // configuration, building one when needed; with withProblems it holds the
-// problems of the last 24 hours too (read once per snapshot).
+// problems of the last 24 hours too (read once per snapshot, alongside
+// the states when the snapshot is built).
 func (c *snapCache) get(ctx context.Context, st api.Store, jobs []config.Job, now time.Time, withProblems bool) (*snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	same := len(jobs) == c.n && (len(jobs) == 0 || &jobs[0] == c.jobs)
 	if c.last == nil || !same || c.ttl <= 0 || now.Sub(c.last.At) >= c.ttl {
-		snap, err := buildSnapshot(ctx, st, jobs, now)
+		snap, err := buildSnapshot(ctx, st, jobs, now, withProblems)
 		if err != nil {
 			return nil, err
 		}
@@ -106,9 +108,13 @@ func (c *snapCache) get(ctx context.Context, st api.Store, jobs []config.Job, no
 		}
 	}
 	if withProblems && !c.last.HasProblems {
-		if err := addProblems(ctx, st, jobs, c.last); err != nil {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(parallel)
+		probs := readProblems(gctx, g, st, jobs, c.last.At)
+		if err := g.Wait(); err != nil {
 			return nil, err
 		}
+		addProblems(c.last, probs)
 	}
 	return c.last, nil
 }
@@ -117,13 +123,14 @@ func (c *snapCache) get(ctx context.Context, st api.Store, jobs []config.Job, no
 // Redis client pipelines concurrent calls on its connection).
 const parallel = 16
 
-// chunk is how many jobs one api.Cluster.Jobs call reads.
+// chunk is how many jobs one api.Cluster.Jobs or OccurrencesOf call reads.
 const chunk = 500
 
 // buildSnapshot reads the node list once, then every job's state
-// (api.Cluster.Jobs, in chunks, parallel calls bounded by parallel);
-// it returns once every call has ended.
-func buildSnapshot(ctx context.Context, st api.Store, jobs []config.Job, now time.Time) (*snapshot, error) {
+// (api.Cluster.Jobs, in chunks) and, withProblems, its problems
+// (readProblems), parallel calls bounded by parallel; it returns once
+// every call has ended.
+func buildSnapshot(ctx context.Context, st api.Store, jobs []config.Job, now time.Time, withProblems bool) (*snapshot, error) {
 	snap := &snapshot{At: now, Jobs: make([]jobRow, len(jobs))}
 	cluster, err := api.Nodes(ctx, st, now)
 	if err != nil {
@@ -143,30 +150,65 @@ func buildSnapshot(ctx context.Context, st api.Store, jobs []config.Job, now tim
 			return err
 		})
 	}
+	var probs [][]problem
+	if withProblems {
+		probs = readProblems(gctx, g, st, jobs, now)
+	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	if withProblems {
+		addProblems(snap, probs)
 	}
 	return snap, nil
 }
 
-// addProblems reads every job's occurrences of the 24 hours before the
-// snapshot (parallel calls bounded by parallel) and adds their problems
-// to it; it returns once every call has ended.
-func addProblems(ctx context.Context, st api.Store, jobs []config.Job, snap *snapshot) error {
-	now := snap.At
+// occurrencesReader is a store that reads many jobs' occurrences in one
+// call (*redislock.Redis: two round trips for all); readProblems uses it
+// when the store has it.
+type occurrencesReader interface {
+	OccurrencesOf(ctx context.Context, jobs []string, from, to int64) ([][]ledger.Occurrence, error)
+}
+
+var _ occurrencesReader = (*redislock.Redis)(nil)
+
+// readProblems starts the reads of every job's occurrences of the 24
+// hours before now on g (in chunks from an occurrencesReader, else one
+// call a job) and returns each job's problems, in the order of jobs,
+// filled in once g.Wait returned nil.
+func readProblems(ctx context.Context, g *errgroup.Group, st api.Store, jobs []config.Job, now time.Time) [][]problem {
+	from, to := now.Add(-window).Unix(), now.Unix()
 	probs := make([][]problem, len(jobs))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(parallel)
+	if or, ok := st.(occurrencesReader); ok {
+		for lo := 0; lo < len(jobs); lo += chunk {
+			hi := min(lo+chunk, len(jobs))
+			g.Go(func() error {
+				names := make([]string, 0, hi-lo)
+				for i := lo; i < hi; i++ {
+					names = append(names, jobs[i].Name)
+				}
+				occ, err := or.OccurrencesOf(ctx, names, from, to)
+				for k := range occ {
+					probs[lo+k] = problems(&jobs[lo+k], occ[k], now)
+				}
+				return err
+			})
+		}
+		return probs
+	}
 	for i := range jobs {
 		g.Go(func() error {
-			occ, err := st.Occurrences(gctx, jobs[i].Name, now.Add(-window).Unix(), now.Unix())
+			occ, err := st.Occurrences(ctx, jobs[i].Name, from, to)
 			probs[i] = problems(&jobs[i], occ, now)
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
+	return probs
+}
+
+// addProblems adds probs (readProblems's, of the snapshot's jobs) to the
+// snapshot: each job's counts and the list, newest first.
+func addProblems(snap *snapshot, probs [][]problem) {
 	for i := range snap.Jobs {
 		row := &snap.Jobs[i]
 		for _, p := range probs[i] {
@@ -185,7 +227,6 @@ func addProblems(ctx context.Context, st api.Store, jobs []config.Job, snap *sna
 	}
 	slices.SortStableFunc(snap.Problems, func(a, b problem) int { return b.At.Compare(a.At) })
 	snap.HasProblems = true
-	return nil
 }
 
 // jobStatus is the jobs list's status of a job.
