@@ -32,6 +32,7 @@ var conformance = []struct {
 	{"R7_QueueHandOnAndExpiry", testQueue},
 	{"R8_AuditRecordsMissedOnce", testAudit},
 	{"R9_RetentionTrimsAndBackfillRefused", testRetention},
+	{"R9_RetentionTrimsPastSlack", testRetentionSlack},
 	{"ManualRunsAreOccurrences", testManual},
 	{"InvalidRequests", testInvalid},
 	{"R2_EarlyClaimDecidesNothing", testTooEarly},
@@ -539,6 +540,32 @@ func testRetention(t *testing.T, s store) {
 	old := sched(job, now-200, "a")
 	old.Trigger, old.Lease, old.IgnorePause = actors.TriggerBackfill, false, true
 	mustClaim(t, a, old, actors.OutsideRetention)
+}
+
+// docs/protocol.md R9: a claim lets the ledger hold up to max + max/10
+// (at most 9) records, then trims it back to max in one call.
+func testRetentionSlack(t *testing.T, s store) {
+	a := s.newClient(t)
+	job, now := t.Name(), nowSlot(t, a)
+	count := func() int {
+		occ, err := a.Occurrences(ctxT(t), job, 0, 1<<40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(occ)
+	}
+	for i := range int64(23) {
+		req := sched(job, now-200+i, "a")
+		req.Trigger, req.Lease, req.Retention = actors.TriggerBackfill, false, actors.Retention{Max: 20}
+		req.IgnorePause = true // -force: slots before the ledger began
+		mustClaim(t, a, req, actors.Claimed)
+		if got, want := count(), int(min(i+1, 22)); i < 22 && got != want {
+			t.Fatalf("after %d claims with max 20 (slack 2): %d records, want %d", i+1, got, want)
+		}
+	}
+	if got := count(); got != 20 {
+		t.Fatalf("after 23 claims with max 20 (slack 2): %d records, want 20", got)
+	}
 }
 
 func testManual(t *testing.T, s store) {

@@ -37,9 +37,13 @@ func (j *memJob) put(o actors.Occurrence) {
 }
 
 // trim is rule R9, as the scripts' trim: at most lim records a call,
-// none whose slot lies within protect of now.
-func (j *memJob) trim(now time.Time, rt actors.Retention, lim int, protect time.Duration) {
+// none whose slot lies within protect of now; by count only once the
+// ledger holds more than max + slack records (trimSlack).
+func (j *memJob) trim(now time.Time, rt actors.Retention, lim int, protect time.Duration, slack int) {
 	age, maxN := retention(rt)
+	if len(j.occ) <= maxN+slack {
+		maxN = len(j.occ) // within the slack: only records too old go
+	}
 	bound := now.Add(-protect).Unix()
 	ids := slices.SortedFunc(func(yield func(string) bool) {
 		for id := range j.occ {
@@ -61,6 +65,14 @@ func (j *memJob) trim(now time.Time, rt actors.Retention, lim int, protect time.
 			j.trimmedTo = s
 		}
 	}
+}
+
+// trimSlack is how many records over ledger.max_occurrences a claim lets
+// a ledger hold before it trims (rule R9): a tenth of max, at most 9, so
+// that one trim of at most 10 records brings it back to max.
+func trimSlack(rt actors.Retention) int {
+	_, maxN := retention(rt)
+	return min(maxN/10, 9)
 }
 
 // score is an occurrence's index score: its slot, a manual run's claim
@@ -116,7 +128,7 @@ func (j *memJob) claim(req actors.ClaimRequest, now time.Time) (c actors.Claim) 
 	wrote := false
 	defer func() { // on every return: c is the named result
 		if wrote {
-			j.trim(now, req.Retention, 10, req.Windows.Early+req.Windows.Answer+req.Windows.Catchup)
+			j.trim(now, req.Retention, 10, req.Windows.Early+req.Windows.Answer+req.Windows.Catchup, trimSlack(req.Retention))
 		}
 		c.Seq, c.Runs = j.seq, j.runs
 	}()
@@ -378,7 +390,7 @@ func (m *Memory) Audit(ctx context.Context, req actors.AuditRequest) (actors.Aud
 	}
 	j.auditedTo = a.To
 	if wrote > 0 {
-		j.trim(now, req.Retention, wrote+10, req.Window+req.Grace)
+		j.trim(now, req.Retention, wrote+10, req.Window+req.Grace, 0)
 	}
 	return a, nil
 }
