@@ -177,15 +177,12 @@ func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
 // became certain (docs/protocol.md, R8); a job is audited only then.
 const auditEvery = time.Second
 
-// auditTimeout bounds one audit call, and auditPass one pass over the
-// jobs: the job set's goroutine also applies reloads and answers run
-// requests, which a slow Redis must not hold up for long. Jobs not reached
-// in a pass are reached in a later one (map order varies from pass to
-// pass), their audit then covering every slot since.
-const (
-	auditTimeout = time.Second
-	auditPass    = auditEvery / 2
-)
+// auditPass bounds one pass over the jobs, and so each audit call in it:
+// the job set's goroutine also applies reloads and answers run requests,
+// which a slow Redis must not hold up for long. Jobs not reached in a pass
+// are reached in a later one (map order varies from pass to pass), their
+// audit then covering every slot since.
+const auditPass = auditEvery / 2
 
 // auditAll audits the jobs whose next slot became certain, for at most
 // auditPass. A failed audit is logged at debug and retried at a later
@@ -202,19 +199,19 @@ func (s *jobSet) auditAll(ctx context.Context) {
 		return
 	}
 	end := time.Now().Add(auditPass)
+	actx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
 	next := endOfTime
 	for name, h := range s.jobs {
 		if due := s.audit.Due(h.cfg); now.Before(due) {
 			next = earlier(next, due)
 			continue
 		}
-		if ctx.Err() != nil || time.Now().After(end) {
+		if actx.Err() != nil {
 			s.auditNext = time.Time{} // jobs not reached: the next pass looks at every job
 			return
 		}
-		actx, cancel := context.WithTimeout(ctx, min(auditTimeout, time.Until(end)))
 		_, err := s.audit.Audit(actx, h.cfg, h.actor)
-		cancel()
 		if err != nil {
 			s.log.Debug("audit of missed occurrences failed; retried", zap.String("job", name), zap.Error(err))
 		}
