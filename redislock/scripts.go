@@ -24,10 +24,11 @@ package redislock
 const ledgerLib = `
 local seq, fence, W = 0, nil, {}
 local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local t_s, t_us = tonumber(t[1]), tonumber(t[2])
+local now, now_us = t_s * 1000 + math.floor(t_us / 1000), t_s * 1000000 + t_us
 local function n(x) return string.format("%.0f", x) end
 local function q(s)
+  if not string.find(s, '[%c"\\]') then return '"' .. s .. '"' end -- most: nothing to escape
   return '"' .. string.gsub(s, '[%c"\\]', function(c) return string.format("\\u%04x", string.byte(c)) end) .. '"'
 end
 -- R4: tokens strictly increase per job, also after the state hash is
@@ -168,8 +169,13 @@ if trig == "backfill" and now <= ms + answer then return reply(7, 0) end
 if slot > 0 then
   local cur = redis.call("HGET", K[3], A[1])
   if cur then
-    local st = string.match(cur, '"status":"(%a+)"') or ""
-    local why = string.match(cur, '"reason":"([^"]*)"') or ""
+    -- status and reason, which every record writes in that order: two
+    -- anchored matches (a lost claim's cost is mostly such string work).
+    local at, st, why = string.find(cur, '"status":"', 1, true), "", ""
+    if at then
+      st = string.match(cur, '^%a+', at + 10) or ""
+      why = string.match(cur, '^","reason":"([^"]*)"', at + 10 + #st) or string.match(cur, '"reason":"([^"]*)"') or ""
+    end
     local rerun = st == "missed" and trig ~= "schedule" or
       st == "skipped" and trig == "backfill" and (why ~= "state_lost" or A[8] == "1") or
       st == "unknown" and trig == "backfill" and A[8] == "1"
