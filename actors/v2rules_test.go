@@ -542,3 +542,37 @@ func TestRule3_HungStartIsAbandoned(t *testing.T) {
 		h.stop(t)
 	})
 }
+
+// R8: Auditor.Due says when an audit of a job may next do anything, so
+// that the engine skips the jobs in between: at once for a job never
+// looked at, after its next slot's window and grace once audited, never
+// for a disabled job. Audit before Due sends nothing.
+func TestAuditor_DueSkipsJobsBetweenSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &countingAudits{Memory: memory.NewMemory()}
+		t0 := time.Now() // 2000-01-01T00:00:00Z: a slot of the job
+		cfg := testJob(t, "tick", "exit 0")
+		cfg.Schedule, cfg.Sched = "*/5 * * * * *", MustSchedule(t, "*/5 * * * * *")
+		a, _, _ := newAuditor(l, "n1", t0)
+		if due := a.Due(&cfg); !due.IsZero() {
+			t.Fatalf("due before the first audit: got %v, want the zero time", due)
+		}
+		if _, err := a.Audit(t.Context(), &cfg, nil); err != nil {
+			t.Fatal(err)
+		}
+		want := t0.Add(5*time.Second + ledger.AnswerWindow(testMaxSkew, cfg.LockTTL, cfg.Jitter) + AuditGrace)
+		if due := a.Due(&cfg); !due.Equal(want) {
+			t.Fatalf("due after the first audit: got %v, want %v (slot t0+5, its window and grace)", due, want)
+		}
+		calls := l.calls.Load()
+		time.Sleep(want.Sub(t0) - time.Second)
+		if _, err := a.Audit(t.Context(), &cfg, nil); err != nil || l.calls.Load() != calls {
+			t.Fatalf("audit before due: %v, %d backend calls; want none", err, l.calls.Load()-calls)
+		}
+		off := cfg
+		off.Enabled = false
+		if due := a.Due(&off); !due.After(t0.AddDate(1000, 0, 0)) {
+			t.Fatalf("due of a disabled job: got %v, want the end of time", due)
+		}
+	})
+}

@@ -29,6 +29,9 @@ type jobSet struct {
 	count atomic.Int64 // configured jobs, readable from any goroutine
 
 	applied bool // a first Apply happened: later ones are reloads and logged
+	// auditNext is the earliest Auditor.Due of the jobs as the last
+	// complete audit pass left them (zero: unknown, look at every job).
+	auditNext time.Time
 }
 
 type jobHandle struct {
@@ -174,35 +177,57 @@ func (s *jobSet) handle(ctx context.Context, m jobSetMsg) {
 // became certain (docs/protocol.md, R8); a job is audited only then.
 const auditEvery = time.Second
 
-// auditTimeout bounds one audit call, and auditPass one pass over the
-// jobs: the job set's goroutine also applies reloads and answers run
-// requests, which a slow Redis must not hold up for long. Jobs not reached
-// in a pass are reached in a later one (map order varies from pass to
-// pass), their audit then covering every slot since.
-const (
-	auditTimeout = time.Second
-	auditPass    = auditEvery / 2
-)
+// auditPass bounds one pass over the jobs, and so each audit call in it:
+// the job set's goroutine also applies reloads and answers run requests,
+// which a slow Redis must not hold up for long. Jobs not reached in a pass
+// are reached in a later one (map order varies from pass to pass), their
+// audit then covering every slot since.
+const auditPass = auditEvery / 2
 
 // auditAll audits the jobs whose next slot became certain, for at most
 // auditPass. A failed audit is logged at debug and retried at a later
-// pass: audited_to has not moved, so no slot is passed over.
+// pass: audited_to has not moved, so no slot is passed over. A pass
+// before the earliest due time of every job does nothing, and a job not
+// due costs a map lookup (make bench's idle10k: a pass that set up a
+// timed context for each of 10,000 jobs every second cost 1.6% of a core).
 func (s *jobSet) auditAll(ctx context.Context) {
 	if s.audit == nil {
 		return
 	}
+	now := s.audit.Now() // the clock the auditor's due times are in
+	if now.Before(s.auditNext) {
+		return
+	}
 	end := time.Now().Add(auditPass)
+	actx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	next := endOfTime
 	for name, h := range s.jobs {
-		if ctx.Err() != nil || time.Now().After(end) {
+		if due := s.audit.Due(h.cfg); now.Before(due) {
+			next = earlier(next, due)
+			continue
+		}
+		if actx.Err() != nil {
+			s.auditNext = time.Time{} // jobs not reached: the next pass looks at every job
 			return
 		}
-		actx, cancel := context.WithTimeout(ctx, min(auditTimeout, time.Until(end)))
 		_, err := s.audit.Audit(actx, h.cfg, h.actor)
-		cancel()
 		if err != nil {
 			s.log.Debug("audit of missed occurrences failed; retried", zap.String("job", name), zap.Error(err))
 		}
+		next = earlier(next, s.audit.Due(h.cfg))
 	}
+	s.auditNext = next
+}
+
+// endOfTime is later than any slot.
+var endOfTime = time.Unix(1<<62, 0)
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
@@ -243,6 +268,7 @@ func (s *jobSet) apply(ctx context.Context, jobs []config.Job) {
 		return
 	}
 	s.count.Store(int64(len(jobs)))
+	s.auditNext = time.Time{} // added or changed jobs: the next pass looks at every job
 	names := make([]string, 0, len(removed))
 	for _, h := range removed {
 		h.exited = true

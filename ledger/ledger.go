@@ -520,6 +520,15 @@ func (rt Retention) Resolved() (age time.Duration, max int) {
 	return age, max
 }
 
+// TrimSlack is how many records over its max a claim lets a ledger hold
+// before it trims (rule R9): a tenth of max, at most 9, so that one trim of
+// at most 10 records brings it back to max. The claim script computes the
+// same (redislock/scripts.go, claimScript's call of trim).
+func (rt Retention) TrimSlack() int {
+	_, maxN := rt.Resolved()
+	return min(maxN/10, 9)
+}
+
 // SplitOwner splits a lease value node:run (ClaimRequest.Owner) at its
 // last colon.
 func SplitOwner(owner string) (node, run string) {

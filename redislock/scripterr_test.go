@@ -16,14 +16,14 @@ import (
 // line calls and what to grant.
 func TestClaim_ACLDeniedScriptCommandIsNamed(t *testing.T) {
 	srv := redistest.Start(t)
-	srv.Do("ACL", "SETUSER", "cl", "on", ">pw", "~*", "+@all", "-hincrby")
+	srv.Do("ACL", "SETUSER", "cl", "on", ">pw", "~*", "+@all", "-zadd")
 	r := newRedis(t, srv.Addr(), Options{Username: "cl", Password: "pw"})
 	_, err := r.Claim(ledgertest.Ctx(t), ledgertest.LeaseReq("j", time.Second))
 	var acl *ScriptACLError
-	if !errors.As(err, &acl) || acl.Command != "HINCRBY" {
-		t.Fatalf("claim without +hincrby: got %v, want a ScriptACLError naming HINCRBY", err)
+	if !errors.As(err, &acl) || acl.Command != "ZADD" {
+		t.Fatalf("claim without +zadd: got %v, want a ScriptACLError naming ZADD", err)
 	}
-	if want := "grant +hincrby"; !strings.Contains(err.Error(), want) {
+	if want := "grant +zadd"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not say %q", err, want)
 	}
 }

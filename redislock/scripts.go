@@ -14,55 +14,83 @@ package redislock
 // clock (R2), the JSON of a record, the token rule (R4) and retention (R9).
 // It expects K (the keys) and A (the arguments) and the state hash at
 // K[2], the ledger hash at K[3] and its index at K[4].
+//
+// The state hash is read once at the start (HMGET) and its changes are
+// written once at the end: a script keeps seq (and fence, when it read
+// it) in the locals below, puts every change in W and calls flush before
+// it returns. (make bench's herd: each redis.call from a script costs
+// about as much as the command itself, and Redis's CPU per script call
+// decides how many claims a herd gets answered in its first second.)
 const ledgerLib = `
+local seq, fence, W = 0, nil, {}
 local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local t_s, t_us = tonumber(t[1]), tonumber(t[2])
+local now, now_us = t_s * 1000 + math.floor(t_us / 1000), t_s * 1000000 + t_us
 local function n(x) return string.format("%.0f", x) end
 local function q(s)
+  if not string.find(s, '[%c"\\]') then return '"' .. s .. '"' end -- most: nothing to escape
   return '"' .. string.gsub(s, '[%c"\\]', function(c) return string.format("\\u%04x", string.byte(c)) end) .. '"'
 end
 -- R4: tokens strictly increase per job, also after the state hash is
--- lost, as long as Redis's clock does not step back.
+-- lost, as long as Redis's clock does not step back. fence is the
+-- state's, as the script read it (nil: read here).
 local function mint()
-  local f = math.max(tonumber(redis.call("HGET", K[2], "fence") or "0") + 1, now_us)
-  redis.call("HSET", K[2], "fence", n(f))
-  return f
+  if not fence then fence = redis.call("HGET", K[2], "fence") or "0" end
+  fence = math.max(tonumber(fence) + 1, now_us)
+  W.fence = fence
+  return fence
+end
+-- flush writes the state fields the script changed, in one HSET.
+local function flush()
+  local kv = {}
+  for k, v in pairs(W) do
+    kv[#kv + 1] = k
+    kv[#kv + 1] = type(v) == "number" and n(v) or v
+  end
+  if #kv > 0 then redis.call("HSET", K[2], unpack(kv)) end
+  W = {}
 end
 local function record(id, slot, status, reason, node, token, trig, run_id)
   return '{"id":' .. q(id) .. ',"slot":' .. n(slot) .. ',"status":"' .. status .. '","reason":' .. q(reason) ..
     ',"node":' .. q(node) .. ',"token":' .. n(token) .. ',"trigger":' .. q(trig) .. ',"run_id":' .. q(run_id) ..
     ',"claimed":' .. n(now) .. '}'
 end
-local function put(id, slot, json)
+-- put writes a record and counts it in seq; indexed: the record's index
+-- entry exists with this score already (a finish over its claim's record).
+local function put(id, slot, json, indexed)
   redis.call("HSET", K[3], id, json)
-  if slot > 0 then
+  if indexed then
+  elseif slot > 0 then
     redis.call("ZADD", K[4], slot, id)
   else
     redis.call("ZADD", K[4], math.floor(now / 1000), id)
   end
-  return redis.call("HINCRBY", K[2], "seq", 1)
+  seq = seq + 1
+  W.seq = seq
+  return seq
 end
--- R9: at most max records, none older than age; at most lim a call, and
--- never a record whose slot is within protect ms of now (a slot still
--- claimable by any trigger keeps its record).
-local function trim(age_ms, max, lim, protect_ms)
-  -- Most calls find nothing to trim: the oldest record young enough and
-  -- the count within max cost two reads.
-  local oldest = redis.call("ZRANGE", K[4], 0, 0, "WITHSCORES")
-  if #oldest == 0 then return end
-  if redis.call("ZCARD", K[4]) <= max and tonumber(oldest[2]) >= math.floor((now - math.max(age_ms, protect_ms)) / 1000) then
+-- R9: at most max + slack records, none older than age; at most lim a
+-- call, and never a record whose slot is within protect ms of now (a slot
+-- still claimable by any trigger keeps its record). A ledger is cut back
+-- to max only once it holds more than max + slack: a claim then trims
+-- slack + 1 records in one call instead of one in each.
+local function trim(age_ms, max, lim, protect_ms, slack)
+  -- Most calls find nothing to trim: the count within max + slack and the
+  -- oldest record young enough cost two reads.
+  local count = redis.call("ZCARD", K[4])
+  if count == 0 then return end
+  local old = "(" .. n(math.floor((now - math.max(age_ms, protect_ms)) / 1000))
+  if count <= max + slack and #redis.call("ZRANGEBYSCORE", K[4], "-inf", old, "LIMIT", 0, 1) == 0 then
     return
   end
   local bound = "(" .. n(math.floor((now - math.max(protect_ms, 0)) / 1000))
   local cut = {}
-  local extra = redis.call("ZCARD", K[4]) - max
+  local extra = count - max
   if extra > 0 then
     cut = redis.call("ZRANGEBYSCORE", K[4], "-inf", bound, "LIMIT", 0, math.min(extra, lim))
   end
   if #cut < lim then
-    local old = "(" .. n(math.floor((now - math.max(age_ms, protect_ms)) / 1000))
-    for _, m in ipairs(redis.call("ZRANGEBYSCORE", K[4], "-inf", old, "LIMIT", 0, lim - #cut)) do cut[#cut + 1] = m end
+    for _, m in ipairs(redis.call("ZRANGEBYSCORE", K[4], "-inf", old, "LIMIT", #cut, lim - #cut)) do cut[#cut + 1] = m end
   end
   if #cut == 0 then return end
   local to = tonumber(redis.call("HGET", K[2], "trimmed_to") or "0")
@@ -93,30 +121,32 @@ const claimSrc = `local K, A = KEYS, ARGV
 ` + ledgerLib + `
 local slot, trig, node, run_id = tonumber(A[1]), A[2], A[3], A[4]
 local owner = node .. ":" .. run_id
-local h = redis.call("HMGET", K[2], "seq", "runs", "since", "lost_at", "trimmed_to", "unknown")
-local seq, runs, lost_at = tonumber(h[1] or "0"), tonumber(h[2] or "0"), tonumber(h[4] or "0")
+local h = redis.call("HMGET", K[2], "seq", "runs", "since", "lost_at", "trimmed_to", "unknown", "fence")
+seq, fence = tonumber(h[1] or "0"), h[7] or "0"
+local runs, lost_at = tonumber(h[2] or "0"), tonumber(h[4] or "0")
 local since = tonumber(h[3] or n(now)) -- a new ledger begins now
 local ms, early, answer, catchup = slot * 1000, tonumber(A[12]), tonumber(A[13]), tonumber(A[14])
 local found_seq, repaired, wrote = seq, 0, false
-if not h[3] then redis.call("HSET", K[2], "since", n(now)) end
+if not h[3] then W.since = now end
 -- R5: the ledger is behind what this node saw: Redis lost state.
 if tonumber(A[10]) > seq then
   seq, repaired, lost_at = tonumber(A[10]), 1, now
-  redis.call("HSET", K[2], "seq", n(seq), "lost_at", n(now))
+  W.seq, W.lost_at = seq, now
 end
 -- R6: max_runs survives the loss through the nodes that saw it.
 if tonumber(A[11]) > runs then
   runs, repaired = tonumber(A[11]), 1
-  redis.call("HSET", K[2], "runs", n(runs))
+  W.runs = runs
 end
 local kept, takes, expired = 0, 0, 0
 local function reply(outcome, token, status, reason, holder)
-  if wrote then trim(tonumber(A[15]), tonumber(A[16]), 10, early + answer + catchup) end
+  flush()
+  if wrote then trim(tonumber(A[15]), tonumber(A[16]), 10, early + answer + catchup, math.min(math.floor(tonumber(A[16]) / 10), 9)) end
   return {outcome, token, now, seq, runs, repaired, found_seq, status or "", reason or "", holder or "", kept, takes, expired}
 end
 local function decide(status, reason)
   if slot > 0 then
-    seq = put(A[1], slot, record(A[1], slot, status, reason, node, 0, trig, ""))
+    put(A[1], slot, record(A[1], slot, status, reason, node, 0, trig, ""))
     wrote = true
   end
 end
@@ -139,8 +169,13 @@ if trig == "backfill" and now <= ms + answer then return reply(7, 0) end
 if slot > 0 then
   local cur = redis.call("HGET", K[3], A[1])
   if cur then
-    local st = string.match(cur, '"status":"(%a+)"') or ""
-    local why = string.match(cur, '"reason":"([^"]*)"') or ""
+    -- status and reason, which every record writes in that order: two
+    -- anchored matches (a lost claim's cost is mostly such string work).
+    local at, st, why = string.find(cur, '"status":"', 1, true), "", ""
+    if at then
+      st = string.match(cur, '^%a+', at + 10) or ""
+      why = string.match(cur, '^","reason":"([^"]*)"', at + 10 + #st) or string.match(cur, '"reason":"([^"]*)"') or ""
+    end
     local rerun = st == "missed" and trig ~= "schedule" or
       st == "skipped" and trig == "backfill" and (why ~= "state_lost" or A[8] == "1") or
       st == "unknown" and trig == "backfill" and A[8] == "1"
@@ -211,7 +246,7 @@ if takes > 0 then
   redis.call("ZADD", K[7], now, tostring(takes))
   decide("queued", "")
 else
-  seq = put(id, slot, record(id, slot, "claimed", "", node, token, trig, run_id))
+  put(id, slot, record(id, slot, "claimed", "", node, token, trig, run_id))
   redis.call("ZADD", K[7], now, id)
 end
 wrote = true
@@ -238,19 +273,27 @@ if A[1] ~= "" and redis.call("GET", K[1]) == A[1] then released = redis.call("DE
 local cur = redis.call("HGET", K[3], A[5])
 local mine = '"run_id":' .. q(A[10])
 local conflict = 0
-local runs = tonumber(redis.call("HGET", K[2], "runs") or "0")
-local seq = tonumber(redis.call("HGET", K[2], "seq") or "0")
+local h = redis.call("HMGET", K[2], "runs", "seq", "fence")
+local runs = tonumber(h[1] or "0")
+seq, fence = tonumber(h[2] or "0"), h[3] or "0"
 if cur and not string.find(cur, mine, 1, true) then
   conflict = 1
 else
   local counted = cur and string.find(cur, '"status":"ran"', 1, true)
-  if cur and string.find(cur, '"status":"unknown"', 1, true) then
+  local unknown = cur and string.find(cur, '"status":"unknown"', 1, true)
+  if unknown then
     redis.call("HINCRBY", K[2], "unknown", -1) -- the audit gave up on it; its finish came after all
   end
   redis.call("ZREM", K[6], A[5])
-  seq = put(A[5], tonumber(A[6]), A[7])
-  if A[8] == "1" and not counted then runs = redis.call("HINCRBY", K[2], "runs", 1) end
-  if A[9] == "1" then redis.call("HSET", K[2], "last", A[7]) end
+  -- The claim's record is indexed under the score sent (the slot, or a
+  -- manual run's claim second): its index entry is kept as it is (the
+  -- audit's unknown record of a manual run is indexed at the audit's time).
+  put(A[5], tonumber(A[6]), A[7], cur and not unknown)
+  if A[8] == "1" and not counted then
+    runs = runs + 1
+    W.runs = runs
+  end
+  if A[9] == "1" then W.last = A[7] end
 end
 local pending, token, left = 0, 0, 0
 if released == 1 then
@@ -258,18 +301,19 @@ if released == 1 then
   local max_runs = tonumber(A[4])
   if pending > 0 and max_runs > 0 and runs >= max_runs then
     redis.call("DEL", K[5])
-    seq = put(tostring(pending), pending, record(tostring(pending), pending, "skipped", "max_runs", A[11], 0, "queued", ""))
+    put(tostring(pending), pending, record(tostring(pending), pending, "skipped", "max_runs", A[11], 0, "queued", ""))
   elseif pending > 0 and A[2] ~= "" then
     redis.call("DEL", K[5])
     redis.call("SET", K[1], A[2], "PX", A[3])
     token = mint()
-    seq = put(tostring(pending), pending, record(tostring(pending), pending, "claimed", "", A[11], token, "queued", A[12]))
+    put(tostring(pending), pending, record(tostring(pending), pending, "claimed", "", A[11], token, "queued", A[12]))
     redis.call("ZADD", K[6], now, tostring(pending))
-    redis.call("HSET", K[2], "handed", A[2] .. " " .. pending)
+    W.handed = A[2] .. " " .. n(pending)
   elseif pending > 0 then
     left = 1
   end
 end
+flush()
 return {released, pending, token, left, runs, seq, now, conflict}
 `
 
@@ -297,17 +341,18 @@ var finishScript = newScript(finishSrc, false)
 var auditScript = newScript(`local K, A = KEYS, ARGV
 `+ledgerLib+`
 local h = redis.call("HMGET", K[2], "audited_to", "since", "seq", "runs", "lost_at")
-local seq, runs, lost_at = tonumber(h[3] or "0"), tonumber(h[4] or "0"), tonumber(h[5] or "0")
+seq = tonumber(h[3] or "0")
+local runs, lost_at = tonumber(h[4] or "0"), tonumber(h[5] or "0")
 local repaired, early = 0, tonumber(A[10])
 if tonumber(A[8]) > seq then -- R5, as in the claim
   seq, repaired, lost_at = tonumber(A[8]), 1, now
-  redis.call("HSET", K[2], "seq", n(seq), "lost_at", n(now))
+  W.seq, W.lost_at = seq, now
 end
 local at = tonumber(h[1] or "0")
 if not h[1] then
   at = math.floor(now / 1000)
-  redis.call("HSET", K[2], "audited_to", n(at))
-  if not h[2] then redis.call("HSET", K[2], "since", n(now)) end
+  W.audited_to = at
+  if not h[2] then W.since = now end
 end
 local unknown = {}
 local gone = now - tonumber(A[9]) - tonumber(A[2])
@@ -326,7 +371,7 @@ for _, id in ipairs(redis.call("ZRANGEBYSCORE", K[5], "-inf", "(" .. n(gone), "L
     unknown[#unknown + 1] = id
   end
 end
-seq = tonumber(redis.call("HGET", K[2], "seq") or "0")
+flush()
 if #A < 11 then return {at, 0, at, now, {}, seq, runs, repaired, unknown} end
 if tonumber(A[1]) ~= at then return {at, 1, at, now, {}, seq, runs, repaired, unknown} end
 local done = tonumber(A[7]) > 0 and runs >= tonumber(A[7])
@@ -349,9 +394,9 @@ for i = 11, #A do
     to = s
   end
 end
-redis.call("HSET", K[2], "audited_to", n(to))
-if wrote > 0 then trim(tonumber(A[5]), tonumber(A[6]), wrote + 10, tonumber(A[2])) end
-seq = tonumber(redis.call("HGET", K[2], "seq") or "0")
+W.audited_to = to
+flush()
+if wrote > 0 then trim(tonumber(A[5]), tonumber(A[6]), wrote + 10, tonumber(A[2]), 0) end
 return {at, 0, to, now, missed, seq, runs, repaired, unknown}
 `, false)
 

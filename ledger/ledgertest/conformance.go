@@ -28,6 +28,7 @@ var Cases = []Case{
 	{"R7_QueueHandOnAndExpiry", testQueue},
 	{"R8_AuditRecordsMissedOnce", testAudit},
 	{"R9_RetentionTrimsAndBackfillRefused", testRetention},
+	{"R9_RetentionTrimsPastSlack", testRetentionSlack},
 	{"ManualRunsAreOccurrences", testManual},
 	{"InvalidRequests", testInvalid},
 	{"R2_EarlyClaimDecidesNothing", testTooEarly},
@@ -526,6 +527,36 @@ func testRetention(t *testing.T, s Store) {
 	old := Sched(job, now-200, "a")
 	old.Trigger, old.Lease, old.IgnorePause = ledger.TriggerBackfill, false, true
 	MustClaim(t, a, old, ledger.OutsideRetention)
+}
+
+// docs/protocol.md R9: a claim lets the ledger hold up to max + max/10
+// (at most 9) records, then trims it back to max in one call.
+func testRetentionSlack(t *testing.T, s Store) {
+	a := s.NewClient(t)
+	job, now := t.Name(), NowSlot(t, a)
+	count := func() int {
+		occ, err := a.Occurrences(Ctx(t), job, 0, 1<<40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(occ)
+	}
+	rt := ledger.Retention{Max: 20}
+	if rt.TrimSlack() != 2 {
+		t.Fatalf("slack of max 20: %d, want 2", rt.TrimSlack())
+	}
+	for i := range int64(23) {
+		req := Sched(job, now-200+i, "a")
+		req.Trigger, req.Lease, req.Retention = ledger.TriggerBackfill, false, rt
+		req.IgnorePause = true // -force: slots before the ledger began
+		MustClaim(t, a, req, ledger.Claimed)
+		if got, want := count(), int(min(i+1, 22)); i < 22 && got != want {
+			t.Fatalf("after %d claims with max 20 (slack 2): %d records, want %d", i+1, got, want)
+		}
+	}
+	if got := count(); got != 20 {
+		t.Fatalf("after 23 claims with max 20 (slack 2): %d records, want 20", got)
+	}
 }
 
 func testManual(t *testing.T, s Store) {
