@@ -19,7 +19,7 @@ import (
 func TestHookRunner_KeepsResultsWithTheOccurrence(t *testing.T) {
 	store := memory.NewOutput()
 	runner := NewHookRunner(zaptest.NewLogger(t), NewMetrics(nil), nil, nil, nil, nil)
-	runner.KeepResults(store, time.Hour, nil)
+	runner.KeepResults(store, ledger.Retention{Age: time.Hour}, nil)
 	done := make(chan error, 1)
 	go func() { done <- runner.Run(context.Background()) }()
 	slot := time.Unix(1800000000, 0)

@@ -66,7 +66,7 @@ func NewHookRunner(log *zap.Logger, metrics *Metrics, environ []string, start St
 // hookKeeping is where a HookRunner keeps hook results (KeepResults).
 type hookKeeping struct {
 	store    ledger.HookStore
-	ttl      time.Duration
+	keep     ledger.Retention
 	patterns []*regexp.Regexp
 }
 
@@ -75,11 +75,11 @@ type hookKeeping struct {
 const keepTimeout = 2 * time.Second
 
 // KeepResults makes the runner keep each hook's result with its run's
-// occurrence in s for ttl (the ledger's retention), for the dashboard's
-// run page, and redact the hooks' output as the runs' is (the job's env
-// values, patterns: output.redact). Call it before Run.
-func (h *HookRunner) KeepResults(s ledger.HookStore, ttl time.Duration, patterns []*regexp.Regexp) {
-	h.keep = hookKeeping{store: s, ttl: ttl, patterns: patterns}
+// occurrence in s as long as the ledger keeps records (keep), for the
+// dashboard's run page, and redact the hooks' output as the runs' is (the
+// job's env values, patterns: output.redact). Call it before Run.
+func (h *HookRunner) KeepResults(s ledger.HookStore, keep ledger.Retention, patterns []*regexp.Regexp) {
+	h.keep = hookKeeping{store: s, keep: keep, patterns: patterns}
 }
 
 // record keeps r as t's result, when KeepResults was called. A failed
@@ -92,7 +92,7 @@ func (h *HookRunner) record(t *hookTask, r ledger.HookResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
 	defer cancel()
 	occ := ledger.OccurrenceID(unixOrZero(t.run.Slot), t.run.Fence)
-	if err := h.keep.store.StoreHookResult(ctx, t.run.Job, occ, r, h.keep.ttl); err != nil {
+	if err := h.keep.store.StoreHookResult(ctx, t.run.Job, occ, r, h.keep.keep); err != nil {
 		h.log.Debug("hook result not kept", append(t.fields(), zap.Error(err))...)
 	}
 }

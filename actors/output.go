@@ -193,10 +193,10 @@ func (o *runOutput) publish(end bool) {
 }
 
 // stop ends the publisher, publishes the rest with the end mark and
-// stores the kept output for the ledger's retention (ttl). It blocks up
+// stores the kept output for as long as the ledger keeps records (keep). It blocks up
 // to publishTimeout + storeTimeout. A failure is logged: the occurrence's
 // record keeps its tail regardless.
-func (o *runOutput) stop(ttl time.Duration) {
+func (o *runOutput) stop(keep ledger.Retention) {
 	if o == nil || o.store == nil {
 		return
 	}
@@ -212,7 +212,7 @@ func (o *runOutput) stop(ttl time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := o.store.StoreOutput(ctx, o.job, o.occ, out, ttl); err != nil {
+	if err := o.store.StoreOutput(ctx, o.job, o.occ, out, keep); err != nil {
 		o.log.Warn("run output not stored (its occurrence keeps its 4 KiB tail)", zap.Int("bytes", len(out)), zap.Error(err))
 	}
 }

@@ -129,8 +129,7 @@ func (r *run) execute(ctx context.Context) Ran {
 	r.out = r.newRunOutput()
 	r.out.start()
 	fin := r.attempts(ctx, r.lease.Lost(), r.lease.Replaced())
-	age, _ := r.deps.Retention.Resolved()
-	r.out.stop(age) // before the finish: a reader that sees the run ended finds its output
+	r.out.stop(r.deps.Retention) // before the finish: a reader that sees the run ended finds its output
 	if r.lease.Owner() != "" {
 		r.waitGrace()
 	}

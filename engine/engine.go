@@ -173,7 +173,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	environ := actors.JobEnviron(opts.Environ, cfg.SecretEnv...) // what runs and hooks inherit
 	e.hooks = actors.NewHookRunner(opts.Log, e.metrics, environ, opts.Start, e.kill, e.killNow)
 	if hs, ok := e.out.(ledger.HookStore); ok { // both backends' stores are
-		e.hooks.KeepResults(hs, cfg.Ledger.Retention, cfg.Output.Patterns)
+		e.hooks.KeepResults(hs, retentionOf(cfg), cfg.Output.Patterns)
 	}
 	locker := b.Backend // redislock.Backend (its guard included) or memory.Memory
 	e.alerts = e.newNotifier()

@@ -28,10 +28,13 @@ type HookResult struct {
 const MaxHookResults = 4
 
 // HookStore keeps the hook results of an occurrence (occ: its ledger id,
-// OccurrenceID) for ttl, the ledger's retention. One round trip (Redis)
-// or one mutex-guarded access (memory) per call.
+// OccurrenceID) as long as the ledger keeps records (keep: its age, and
+// among the job's newest keep.Max occurrences with kept output or hook
+// results, as OutputStore.StoreOutput). One round trip (Redis; a second
+// when older occurrences are deleted) or one mutex-guarded access
+// (memory) per call.
 type HookStore interface {
-	StoreHookResult(ctx context.Context, job, occ string, r HookResult, ttl time.Duration) error
+	StoreHookResult(ctx context.Context, job, occ string, r HookResult, keep Retention) error
 	// HookResults returns the kept results of job's occurrence occ,
 	// oldest first; none when no hook ran or they passed their retention.
 	HookResults(ctx context.Context, job, occ string) ([]HookResult, error)

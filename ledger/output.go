@@ -18,9 +18,12 @@ import (
 // Output handed to a store is already redacted by the node that ran it.
 // occ is the occurrence's ledger id (OccurrenceID: the slot, or m<token>).
 type OutputStore interface {
-	// StoreOutput keeps out as the output of job's occurrence occ for ttl
-	// (the ledger's retention), replacing any output kept before.
-	StoreOutput(ctx context.Context, job, occ string, out []byte, ttl time.Duration) error
+	// StoreOutput keeps out as the output of job's occurrence occ,
+	// replacing any output kept before, as long as the ledger keeps
+	// records (keep, rule R9): for keep's age, and among the job's newest
+	// keep.Max occurrences with kept output or hook results (the older ones
+	// are deleted, output and hook results alike).
+	StoreOutput(ctx context.Context, job, occ string, out []byte, keep Retention) error
 	// Output returns the kept output of job's occurrence occ, or
 	// ErrNoOutput when none is kept (the run printed nothing, had not ended,
 	// output.max_bytes is 0, or the output passed its retention).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/cronlock/cronlock/ledger"
 	"github.com/redis/rueidis"
@@ -20,8 +19,10 @@ var (
 	_ ledger.HookStore = (*Lazy)(nil)
 )
 
-// StoreHookResult appends r (RPUSH, LTRIM, PEXPIRE: one round trip).
-func (r *Redis) StoreHookResult(ctx context.Context, job, occ string, h ledger.HookResult, ttl time.Duration) error {
+// StoreHookResult appends r (RPUSH, LTRIM, PEXPIRE) and indexes the
+// occurrence (keptIndex): one round trip, a second when older occurrences
+// go.
+func (r *Redis) StoreHookResult(ctx context.Context, job, occ string, h ledger.HookResult, keep ledger.Retention) error {
 	data, err := json.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("store hook result %s %s: %w", job, occ, err)
@@ -29,13 +30,12 @@ func (r *Redis) StoreHookResult(ctx context.Context, job, occ string, h ledger.H
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	key := r.outputKey("hooks", job, occ)
-	res := r.c.DoMulti(ctx, r.c.B().Rpush().Key(key).Element(rueidis.BinaryString(data)).Build(),
+	age, _ := keep.Resolved()
+	cmds := append(rueidis.Commands{r.c.B().Rpush().Key(key).Element(rueidis.BinaryString(data)).Build(),
 		r.c.B().Ltrim().Key(key).Start(-ledger.MaxHookResults).Stop(-1).Build(),
-		r.c.B().Pexpire().Key(key).Milliseconds(max(ttl.Milliseconds(), 1)).Build())
-	for _, re := range res {
-		if err := re.Error(); err != nil {
-			return fmt.Errorf("store hook result %s %s: %w", job, occ, err)
-		}
+		r.c.B().Pexpire().Key(key).Milliseconds(max(age.Milliseconds(), 1)).Build()}, r.indexKept(job, occ, keep)...)
+	if err := r.doKept(ctx, job, keep, cmds); err != nil {
+		return fmt.Errorf("store hook result %s %s: %w", job, occ, err)
 	}
 	return nil
 }
@@ -60,12 +60,12 @@ func (r *Redis) HookResults(ctx context.Context, job, occ string) ([]ledger.Hook
 }
 
 // StoreHookResult is Redis.StoreHookResult once a client exists.
-func (l *Lazy) StoreHookResult(ctx context.Context, job, occ string, h ledger.HookResult, ttl time.Duration) error {
+func (l *Lazy) StoreHookResult(ctx context.Context, job, occ string, h ledger.HookResult, keep ledger.Retention) error {
 	c, err := l.Client()
 	if err != nil {
 		return err
 	}
-	return c.StoreHookResult(ctx, job, occ, h, ttl)
+	return c.StoreHookResult(ctx, job, occ, h, keep)
 }
 
 // HookResults is Redis.HookResults once a client exists.

@@ -13,12 +13,12 @@ var (
 )
 
 // StoreOutput is Redis.StoreOutput once a client exists.
-func (l *Lazy) StoreOutput(ctx context.Context, job, occ string, out []byte, ttl time.Duration) error {
+func (l *Lazy) StoreOutput(ctx context.Context, job, occ string, out []byte, keep ledger.Retention) error {
 	c, err := l.Client()
 	if err != nil {
 		return err
 	}
-	return c.StoreOutput(ctx, job, occ, out, ttl)
+	return c.StoreOutput(ctx, job, occ, out, keep)
 }
 
 // Output is Redis.Output once a client exists.

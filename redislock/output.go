@@ -25,14 +25,70 @@ var _ ledger.OutputStore = (*Redis)(nil)
 // outputKey is the key of job's occurrence occ of kind "out" or "live".
 func (r *Redis) outputKey(kind, job, occ string) string { return r.key(kind, job) + ":" + occ }
 
-// StoreOutput keeps out as the output of job's occurrence occ for ttl (SET
-// PX, one round trip).
-func (r *Redis) StoreOutput(ctx context.Context, job, occ string, out []byte, ttl time.Duration) error {
+// StoreOutput keeps out as the output of job's occurrence occ (SET PX the
+// retention's age) and indexes the occurrence (keptIndex): one round
+// trip, a second when older occurrences go.
+func (r *Redis) StoreOutput(ctx context.Context, job, occ string, out []byte, keep ledger.Retention) error {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	cmd := r.c.B().Set().Key(r.outputKey("out", job, occ)).Value(rueidis.BinaryString(out)).PxMilliseconds(max(ttl.Milliseconds(), 1)).Build()
-	if err := r.c.Do(ctx, cmd).Error(); err != nil {
+	age, _ := keep.Resolved()
+	cmds := append(rueidis.Commands{r.c.B().Set().Key(r.outputKey("out", job, occ)).Value(rueidis.BinaryString(out)).
+		PxMilliseconds(max(age.Milliseconds(), 1)).Build()}, r.indexKept(job, occ, keep)...)
+	if err := r.doKept(ctx, job, keep, cmds); err != nil {
 		return fmt.Errorf("store output %s %s: %w", job, occ, err)
+	}
+	return nil
+}
+
+// The kept index P kept:J (a sorted set: the occurrences of job with kept
+// output or hook results, scored by when they were first kept, in ms)
+// bounds them by count as the ledger is (rule R9, ledger.max_occurrences):
+// past keep.Max members the oldest go, with their P out:J:ID and P
+// hooks:J:ID. It expires with the retention's age, as they do. Every
+// command is single-key: Cluster-safe (the keys share the job's hash tag
+// anyway). Two writers trimming at once may delete the same keys: no
+// harm.
+
+// indexKept returns the commands that index occ (ZADD NX, its first
+// keeping's time; PEXPIRE; ZCARD, which doKept reads last).
+func (r *Redis) indexKept(job, occ string, keep ledger.Retention) rueidis.Commands {
+	age, _ := keep.Resolved()
+	idx := r.key("kept", job)
+	return rueidis.Commands{
+		r.c.B().Zadd().Key(idx).Nx().ScoreMember().ScoreMember(float64(time.Now().UnixMilli()), occ).Build(),
+		r.c.B().Pexpire().Key(idx).Milliseconds(max(age.Milliseconds(), 1)).Build(),
+		r.c.B().Zcard().Key(idx).Build()}
+}
+
+// doKept sends cmds (ending with indexKept's), then, when the index holds
+// more than keep.Max occurrences, deletes the oldest with what they kept.
+func (r *Redis) doKept(ctx context.Context, job string, keep ledger.Retention, cmds rueidis.Commands) error {
+	res := r.c.DoMulti(ctx, cmds...)
+	for _, re := range res {
+		if err := re.Error(); err != nil {
+			return err
+		}
+	}
+	n, _ := res[len(res)-1].AsInt64()
+	_, maxN := keep.Resolved()
+	if n <= int64(maxN) {
+		return nil
+	}
+	idx := r.key("kept", job)
+	old, err := r.c.Do(ctx, r.c.B().Zrange().Key(idx).Min("0").Max(strconv.FormatInt(n-int64(maxN)-1, 10)).Build()).AsStrSlice()
+	if err != nil {
+		return err
+	}
+	del := make(rueidis.Commands, 0, 3*len(old))
+	for _, id := range old {
+		del = append(del, r.c.B().Del().Key(r.outputKey("out", job, id)).Build(),
+			r.c.B().Del().Key(r.outputKey("hooks", job, id)).Build(),
+			r.c.B().Zrem().Key(idx).Member(id).Build())
+	}
+	for _, re := range r.c.DoMulti(ctx, del...) {
+		if err := re.Error(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

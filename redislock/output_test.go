@@ -31,3 +31,8 @@ func TestHooks_Conformance(t *testing.T) {
 	srv := redistest.Start(t)
 	ledgertest.RunHooks(t, newRedis(t, srv.Addr(), Options{}))
 }
+
+func TestKeptBound_Conformance(t *testing.T) {
+	srv := redistest.Start(t)
+	ledgertest.RunKeptBound(t, newRedis(t, srv.Addr(), Options{}))
+}

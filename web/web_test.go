@@ -303,7 +303,7 @@ func TestRun_ShowsHookResults(t *testing.T) {
 	occ := fx.store.occ["backup"][1].ID
 	at := fx.now.Add(-19 * time.Minute)
 	if err := store.StoreHookResult(context.Background(), "backup", occ, ledger.HookResult{Hook: "on_failure", Result: "timeout",
-		ExitCode: -1, Started: at, Finished: at.Add(30 * time.Second), Output: "paging [redacted env DB_PASSWORD]\n"}, time.Hour); err != nil {
+		ExitCode: -1, Started: at, Finished: at.Add(30 * time.Second), Output: "paging [redacted env DB_PASSWORD]\n"}, ledger.Retention{Age: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	o := fx.api

@@ -21,7 +21,7 @@ func RunOutput(t *testing.T, s ledger.OutputStore) {
 			t.Fatalf("output before any: got err %v, want ErrNoOutput", err)
 		}
 		want := []byte("line 1\n\x00binary\xff\n")
-		if err := s.StoreOutput(ctx, "out-kept", "100", want, time.Minute); err != nil {
+		if err := s.StoreOutput(ctx, "out-kept", "100", want, ledger.Retention{Age: time.Minute}); err != nil {
 			t.Fatalf("store: %v", err)
 		}
 		if got, err := s.Output(ctx, "out-kept", "100"); err != nil || !bytes.Equal(got, want) {
@@ -30,7 +30,7 @@ func RunOutput(t *testing.T, s ledger.OutputStore) {
 		if _, err := s.Output(ctx, "out-kept", "m7"); !errors.Is(err, ledger.ErrNoOutput) {
 			t.Errorf("output of another occurrence: got err %v, want ErrNoOutput", err)
 		}
-		if err := s.StoreOutput(ctx, "out-kept", "m7", []byte("x"), 50*time.Millisecond); err != nil {
+		if err := s.StoreOutput(ctx, "out-kept", "m7", []byte("x"), ledger.Retention{Age: 50 * time.Millisecond}); err != nil {
 			t.Fatalf("store: %v", err)
 		}
 		deadline := time.Now().Add(5 * time.Second)

@@ -10,10 +10,6 @@ import (
 	"github.com/cronlock/cronlock/ledger"
 )
 
-// MaxKeptPerJob bounds the outputs an Output keeps per job (the default
-// ledger.max_occurrences): beyond it the one that expires first goes.
-const MaxKeptPerJob = ledger.DefaultRetentionMax
-
 // Output is the process-local ledger.OutputStore of the memory backend:
 // kept outputs and live chunks in mutex-guarded maps, never persisted (a
 // restart forgets them), expired on access. Followers wait on a channel
@@ -55,8 +51,10 @@ func NewOutput() *Output {
 		hooks: map[string]map[string]keptHooks{}, changed: make(chan struct{})}
 }
 
-// StoreOutput keeps a copy of out for ttl.
-func (o *Output) StoreOutput(ctx context.Context, job, occ string, out []byte, ttl time.Duration) error {
+// StoreOutput keeps a copy of out for keep's age; at most keep.Max
+// occurrences per job keep output, the first to expire goes first.
+func (o *Output) StoreOutput(ctx context.Context, job, occ string, out []byte, keep ledger.Retention) error {
+	ttl, maxN := keep.Resolved()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -74,7 +72,7 @@ func (o *Output) StoreOutput(ctx context.Context, job, occ string, out []byte, t
 		}
 	}
 	m[occ] = keptOutput{data: slices.Clone(out), until: now.Add(ttl)}
-	bound(m, func(k keptOutput) time.Time { return k.until })
+	bound(m, maxN, func(k keptOutput) time.Time { return k.until })
 	return nil
 }
 
@@ -162,10 +160,11 @@ func (o *Output) chunksAfter(key string, seen int64) ([]ledger.OutputChunk, <-ch
 }
 
 // StoreHookResult appends r to the occurrence's hook results (at most
-// ledger.MaxHookResults, the newest) and keeps them for ttl; at most
-// MaxKeptPerJob occurrences per job keep results, the first to expire
+// ledger.MaxHookResults, the newest) and keeps them for keep's age; at
+// most keep.Max occurrences per job keep results, the first to expire
 // goes first.
-func (o *Output) StoreHookResult(ctx context.Context, job, occ string, r ledger.HookResult, ttl time.Duration) error {
+func (o *Output) StoreHookResult(ctx context.Context, job, occ string, r ledger.HookResult, keep ledger.Retention) error {
+	ttl, maxN := keep.Resolved()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -187,7 +186,7 @@ func (o *Output) StoreHookResult(ctx context.Context, job, occ string, r ledger.
 	}
 	k.until = now.Add(ttl)
 	m[occ] = k
-	bound(m, func(k keptHooks) time.Time { return k.until })
+	bound(m, maxN, func(k keptHooks) time.Time { return k.until })
 	return nil
 }
 
@@ -206,9 +205,9 @@ func (o *Output) HookResults(ctx context.Context, job, occ string) ([]ledger.Hoo
 }
 
 // bound deletes from m, one job's entries by occurrence id, the ones that
-// expire first until at most MaxKeptPerJob are left.
-func bound[V any](m map[string]V, until func(V) time.Time) {
-	for len(m) > MaxKeptPerJob {
+// expire first until at most maxN are left.
+func bound[V any](m map[string]V, maxN int, until func(V) time.Time) {
+	for len(m) > maxN {
 		first := ""
 		for id, v := range m {
 			if first == "" || until(v).Before(until(m[first])) {

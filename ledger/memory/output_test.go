@@ -14,3 +14,7 @@ func TestOutput_Conformance(t *testing.T) {
 func TestHooks_Conformance(t *testing.T) {
 	ledgertest.RunHooks(t, NewOutput())
 }
+
+func TestKeptBound_Conformance(t *testing.T) {
+	ledgertest.RunKeptBound(t, NewOutput())
+}
