@@ -211,7 +211,7 @@ func (h *HookRunner) runHook(t *hookTask) ledger.HookResult {
 	tail := strings.ReplaceAll(string(lastBytes(t.tail, ledger.MaxOutputTail)), "\x00", "")
 	spec := process.Spec{Shell: t.shell, Command: t.command, Dir: t.dir, User: t.user,
 		Env: hookEnv(h.environ, t, tail, file), KillGrace: t.killGrace, Log: log, TailSize: ledger.MaxOutputTail}
-	spec.Redact = process.NewRedactor(t.env.env, h.keep.patterns).Redact // as the run's output is
+	spec.Redact = process.NewRedactor(t.env.env, h.keep.patterns) // as the run's output is
 	p, err := h.start(spec)
 	if err != nil {
 		h.metrics.HookFailed(t.run.Job, t.hook, HookFailStart)

@@ -124,7 +124,7 @@ func (o *runOutput) apply(spec *process.Spec) {
 		return
 	}
 	if o.redactor != nil {
-		spec.Redact = o.redactor.Redact
+		spec.Redact = o.redactor
 	}
 	if o.store != nil {
 		spec.Lines = o.line

@@ -20,8 +20,9 @@ type Outcomes = ledger.OutcomeRecorder
 
 // Sizes of the notifier's bounded queues.
 const (
-	inboxSize = 1024 // facts waiting for the notifier's loop
-	queueSize = 64   // events waiting for one receiver
+	inboxSize   = 1024 // facts waiting for the notifier's loop
+	queueSize   = 64   // events waiting for one receiver
+	outcomeSize = 256  // finished runs waiting for RecordOutcome
 )
 
 // outcomeTimeout bounds one RecordOutcome call.
@@ -42,22 +43,28 @@ type Options struct {
 // Notifier turns what it is told of runs and audits into alerts and
 // delivers them, each receiver through its own bounded queue and goroutine
 // (one slow or down receiver delays no other, and nothing it does delays
-// a run: RunStarted, RunFinished and Missed never block). An alert that
-// does not fit a full queue is dropped, logged and counted in
-// cronlock_notify_failures_total.
+// a run: RunStarted, RunFinished and Missed never block). Outcomes are
+// recorded by a goroutine of their own (outcome.go), so a slow backend
+// delays no running_long alert. An alert or fact that does not fit a full
+// queue is dropped, logged and counted in cronlock_notify_failures_total;
+// a run's finish is never lost for its running_long alert (lostRuns).
 type Notifier struct {
 	log      *zap.Logger
-	outcomes Outcomes
+	recorder Outcomes
 	global   []config.Webhook
 	client   *http.Client
 	policy   Policy
 	inbox    chan fact
+	outcomes chan actors.RunFinished // to recordOutcomes, in the order the runs finished
+	recorded chan transition         // from recordOutcomes
+	lost     lostRuns                // finishes the full inbox did not take
 	sent     *prometheus.CounterVec
 	failures *prometheus.CounterVec
 
 	// Owned by Run.
 	queues map[receiverKey]chan<- Event
 	long   map[string]longRun // runs with a warn_after, by run id
+	gone   map[string]bool    // lost finishes whose start may still be in the inbox (forgetLost)
 }
 
 // fact is what the notifier is told: runStarted, runFinished or missed.
@@ -98,8 +105,9 @@ func New(o Options) *Notifier {
 	if o.Policy == (Policy{}) {
 		o.Policy = DefaultPolicy
 	}
-	n := &Notifier{log: o.Log, outcomes: o.Outcomes, global: o.Webhooks, client: o.Client, policy: o.Policy,
-		inbox: make(chan fact, inboxSize), queues: map[receiverKey]chan<- Event{}, long: map[string]longRun{},
+	n := &Notifier{log: o.Log, recorder: o.Outcomes, global: o.Webhooks, client: o.Client, policy: o.Policy,
+		inbox: make(chan fact, inboxSize), outcomes: make(chan actors.RunFinished, outcomeSize), recorded: make(chan transition),
+		queues: map[receiverKey]chan<- Event{}, long: map[string]longRun{}, gone: map[string]bool{},
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cronlock_notify_sent_total",
 			Help: "Alerts delivered to a webhook, by event (one per receiver)."}, []string{"event"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cronlock_notify_failures_total",
@@ -123,8 +131,18 @@ func (n *Notifier) RunStarted(info actors.RunInfo, job *config.Job, at time.Time
 }
 
 // RunFinished tells the notifier a run's final result. It never blocks.
+// When the inbox is full the result is dropped (logged, counted as
+// "outcome": a failing or recovered alert may be missing), but the run is
+// still known to have finished: it gets no running_long alert.
 func (n *Notifier) RunFinished(fin actors.RunFinished) {
-	n.tell(runFinished{fin}, "outcome")
+	select {
+	case n.inbox <- runFinished{fin}:
+	default:
+		n.lost.add(fin.RunID)
+		n.failures.WithLabelValues("outcome").Inc()
+		n.log.Warn("run finish dropped: the notifier's inbox is full; a failing or recovered alert may be missing",
+			zap.String("job", fin.Job), zap.String("run_id", fin.RunID))
+	}
 }
 
 // Missed tells the notifier that this node's audit recorded slots (Unix
@@ -152,9 +170,11 @@ func (n *Notifier) tell(f fact, event string) {
 func (n *Notifier) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Go(func() { n.recordOutcomes(ctx, n.outcomes, n.recorded) }) // returns when ctx ends
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		n.forgetLost()
 		n.resetTimer(timer)
 		select {
 		case <-ctx.Done():
@@ -164,8 +184,28 @@ func (n *Notifier) Run(ctx context.Context) error {
 			return nil
 		case f := <-n.inbox:
 			n.handle(ctx, &wg, f)
+		case tr := <-n.recorded:
+			n.transitioned(ctx, &wg, tr)
 		case now := <-timer.C:
 			n.runningLong(ctx, &wg, now)
+		}
+	}
+}
+
+// forgetLost forgets the running_long timers of the runs whose finish the
+// full inbox did not take. Such a finish can overtake its own start, still
+// in the inbox: its run id stays in gone, where handle finds it, until the
+// loop sees the inbox empty (then every start told before the finish has
+// been handled), so gone does not grow.
+func (n *Notifier) forgetLost() {
+	if len(n.inbox) == 0 {
+		clear(n.gone)
+	}
+	for _, id := range n.lost.take() {
+		if _, ok := n.long[id]; ok {
+			delete(n.long, id)
+		} else {
+			n.gone[id] = true
 		}
 	}
 }
@@ -186,10 +226,14 @@ func (n *Notifier) resetTimer(timer *time.Timer) {
 func (n *Notifier) handle(ctx context.Context, wg *sync.WaitGroup, f fact) {
 	switch f := f.(type) {
 	case runStarted:
+		if n.gone[f.info.RunID] {
+			delete(n.gone, f.info.RunID) // it finished already
+			return
+		}
 		n.long[f.info.RunID] = longRun{started: f, due: f.at.Add(f.warnAfter)}
 	case runFinished:
 		delete(n.long, f.fin.RunID)
-		n.finished(ctx, wg, f.fin)
+		n.finished(f.fin)
 	case missed:
 		list := f.slots[:min(len(f.slots), maxMissedListed)]
 		reason := fmt.Sprintf("%d occurrence(s) due and not run: %s", len(f.slots), f.reason)
@@ -198,45 +242,45 @@ func (n *Notifier) handle(ctx context.Context, wg *sync.WaitGroup, f fact) {
 	}
 }
 
-// finished records a scheduled run's outcome in the backend and sends the
-// transition it makes. Manual runs (no slot), results that are not the
-// job's own (lock_lost, replaced) and the runs of jobs without a receiver
-// of failing or recovered are not recorded.
-func (n *Notifier) finished(ctx context.Context, wg *sync.WaitGroup, fin actors.RunFinished) {
-	var ok bool
+// finished queues a scheduled run's outcome for recordOutcomes, or drops
+// it (logged, counted as "outcome") when that queue is full. Manual runs
+// (no slot), results that are not the job's own (lock_lost, replaced) and
+// the runs of jobs without a receiver of failing or recovered are not
+// recorded.
+func (n *Notifier) finished(fin actors.RunFinished) {
 	switch fin.Result {
-	case ledger.ResultSuccess:
-		ok = true
-	case ledger.ResultFailure, ledger.ResultTimeout, ledger.ResultError:
+	case ledger.ResultSuccess, ledger.ResultFailure, ledger.ResultTimeout, ledger.ResultError:
 	default:
 		return
 	}
-	if fin.Slot.IsZero() || n.outcomes == nil || !n.wanted(fin.Cfg.Notify.Webhooks, config.EventFailing, config.EventRecovered) {
+	if fin.Slot.IsZero() || n.recorder == nil || !n.wanted(fin.Cfg.Notify.Webhooks, config.EventFailing, config.EventRecovered) {
 		return // no receiver: no round trip
 	}
-	cctx, cancel := context.WithTimeout(ctx, outcomeTimeout)
-	kind, err := n.outcomes.RecordOutcome(cctx, fin.Job, fin.Slot.Unix(), fin.RunID, ok)
-	cancel()
-	if err != nil {
+	fin.Tail = nil // not needed: the queue holds no output
+	select {
+	case n.outcomes <- fin:
+	default:
 		n.failures.WithLabelValues("outcome").Inc()
-		n.log.Warn("run outcome not recorded for alerts: a failing or recovered alert may be missing", zap.String("job", fin.Job),
-			zap.Int64("slot", fin.Slot.Unix()), zap.String("run_id", fin.RunID), zap.Error(err))
-		return
+		n.log.Warn("run outcome not recorded for alerts: the outcome queue is full (the backend is slow); a failing or recovered alert may be missing",
+			zap.String("job", fin.Job), zap.Int64("slot", fin.Slot.Unix()), zap.String("run_id", fin.RunID), zap.Int("queue", outcomeSize))
 	}
-	if kind == "" {
-		return
-	}
+}
+
+// transitioned sends the failing or recovered alert of a recorded outcome.
+func (n *Notifier) transitioned(ctx context.Context, wg *sync.WaitGroup, tr transition) {
+	fin := tr.fin
 	reason := fmt.Sprintf("run failed: result %s, exit code %d after %d attempt(s)", fin.Result, fin.ExitCode, fin.Attempts)
-	if ok {
+	if fin.Result == ledger.ResultSuccess {
 		reason = "run succeeded after a failure"
 	}
-	n.dispatch(ctx, wg, fin.Cfg.Notify.Webhooks, Event{Kind: kind, Job: fin.Job, Slot: fin.Slot, Node: fin.Node,
+	n.dispatch(ctx, wg, fin.Cfg.Notify.Webhooks, Event{Kind: tr.kind, Job: fin.Job, Slot: fin.Slot, Node: fin.Node,
 		RunID: fin.RunID, Result: fin.Result, ExitCode: fin.ExitCode, Reason: reason, At: time.Now()})
 }
 
 // runningLong sends running_long for the runs whose warn_after has passed
 // at now, once each.
 func (n *Notifier) runningLong(ctx context.Context, wg *sync.WaitGroup, now time.Time) {
+	n.forgetLost() // a finish lost since the loop last looked
 	for id, l := range n.long {
 		if l.due.After(now) {
 			continue

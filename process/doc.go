@@ -13,8 +13,9 @@
 //
 // stdout and stderr are read through separate pipes and streamed line by
 // line into the job's logger ("job output", fields stream and line). Lines
-// longer than Spec.MaxLine are cut into pieces; memory use is bounded by
-// MaxLine, TailSize and a fixed read buffer, whatever the job prints.
+// longer than Spec.MaxLine are cut into pieces, never inside a secret of
+// Spec.Redact; memory use is bounded by MaxLine, the longest secret,
+// TailSize and a fixed read buffer, whatever the job prints.
 //
 // Waiting: one reaper per process owns all waiting for children (wait4(2)
 // on SIGCHLD); Proc never waits itself. With AdoptOrphans (the

@@ -107,16 +107,19 @@ func (t *Tail) Bytes() []byte {
 // Spec.Lines and logged at Info as "job output" with fields stream and line
 // (a trailing "\r" is stripped from the logged line only). A line longer
 // than max bytes is handled in pieces of max bytes; every piece but the last
-// carries partial=true. It holds at most max bytes. It is used by one
-// goroutine only; the tail and Lines are shared with the other stream's.
+// carries partial=true. With a Redactor a piece may end earlier, before a
+// secret that would cross the cut (Redactor.cut), and the writer holds up to
+// the Redactor's overlap more bytes to see such a secret whole: it holds at
+// most max+overlap bytes. It is used by one goroutine only; the tail and
+// Lines are shared with the other stream's.
 type lineWriter struct {
 	log     *zap.Logger
 	stream  string
 	max     int
 	tail    *Tail                           // nil: kept from the raw reads (readStream)
-	redact  func([]byte) []byte             // nil: lines as read
+	redact  *Redactor                       // nil: lines as read
 	lines   func(line []byte, partial bool) // nil: none
-	pending []byte                          // start of the current line, len(pending) <= max
+	pending []byte                          // start of the current line, len(pending) <= max+redact.overlap()
 }
 
 func newLineWriter(log *zap.Logger, stream string, max int) *lineWriter {
@@ -136,41 +139,56 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			w.emit(p[:i], false, true) // fast path: the whole line is in p
 		} else {
 			w.appendPiece(p[:i])
-			w.emit(w.pending, false, true)
-			w.pending = w.pending[:0]
+			w.endLine(true)
 		}
 		p = p[i+1:]
 	}
 	return n, nil
 }
 
-// appendPiece adds bytes of the current line, handling full pieces of max
-// bytes as partial once more bytes of the same line arrive.
+// appendPiece adds bytes of the current line, handling a full piece as
+// partial once pending holds max+overlap bytes and more of the same line
+// arrive.
 func (w *lineWriter) appendPiece(b []byte) {
+	hold := w.max + w.redact.overlap()
 	for len(b) > 0 {
-		if len(w.pending) == w.max {
-			w.emit(w.pending, true, false)
-			w.pending = w.pending[:0]
+		if len(w.pending) == hold {
+			w.cutPiece()
 		}
-		n := min(w.max-len(w.pending), len(b))
+		n := min(hold-len(w.pending), len(b))
 		w.pending = append(w.pending, b[:n]...)
 		b = b[n:]
 	}
 }
 
+// cutPiece handles the first piece of pending as partial (at most max
+// bytes, ending where no secret crosses the cut) and keeps the rest.
+func (w *lineWriter) cutPiece() {
+	at := w.redact.cut(w.pending, w.max)
+	w.emit(w.pending[:at], true, false)
+	w.pending = w.pending[:copy(w.pending, w.pending[at:])]
+}
+
+// endLine handles the rest of the current line in pieces of at most max
+// bytes (eol: it ended with "\n").
+func (w *lineWriter) endLine(eol bool) {
+	for len(w.pending) > w.max {
+		w.cutPiece()
+	}
+	w.emit(w.pending, false, eol)
+	w.pending = w.pending[:0]
+}
+
 // Flush handles an unterminated last line, if any.
 func (w *lineWriter) Flush() {
 	if len(w.pending) > 0 {
-		w.emit(w.pending, false, false)
-		w.pending = w.pending[:0]
+		w.endLine(false)
 	}
 }
 
 // emit handles one line or piece b (without its "\n"; eol: it had one).
 func (w *lineWriter) emit(b []byte, partial, eol bool) {
-	if w.redact != nil {
-		b = w.redact(b)
-	}
+	b = w.redact.Redact(b) // a nil Redactor returns b
 	if w.tail != nil {
 		w.tail.WriteLine(b, eol)
 	}

@@ -49,12 +49,12 @@ type Spec struct {
 	// MaxLine is the longest line in bytes logged as one entry; longer lines
 	// are cut. Default DefaultMaxLine.
 	MaxLine int
-	// Redact, when not nil, rewrites each line (without its "\n"; a piece
-	// of MaxLine bytes of a longer line) before it is logged, kept in
-	// Result.Tail or handed to Lines, e.g. Redactor.Redact. It returns b or
-	// a new slice, must not keep b, and is called by the two reader
-	// goroutines concurrently.
-	Redact func(b []byte) []byte
+	// Redact, when not nil, redacts each line (without its "\n"; a piece
+	// of at most MaxLine bytes of a longer line, cut where no secret crosses
+	// the cut, see Redactor) before it is logged, kept in Result.Tail or
+	// handed to Lines. Reading holds up to the Redactor's longest secret
+	// more than MaxLine bytes per stream.
+	Redact *Redactor
 	// Lines, when not nil, receives each redacted line without its "\n"
 	// (partial: a piece of an over-long line that goes on in the next
 	// call; the unterminated last line of a stream also comes without

@@ -148,7 +148,8 @@ func (s *server) live(w http.ResponseWriter, r *http.Request, _ access) {
 }
 
 // redact replaces every value of the job's env of at least
-// process.MinSecret bytes in out with [redacted env NAME], as the node
+// process.MinSecret bytes, and each line of a multi-line value, in out with
+// [redacted env NAME] by the node's own rule (process.Redactor), as the node
 // does before output leaves it: a second guard, for records written before
 // nodes redacted.
 func redact(out string, j *config.Job) string {

@@ -111,6 +111,17 @@ func TestOverview_FailuresFirst(t *testing.T) {
 	}
 }
 
+// The run page's second pass redacts as the node does: each line of a
+// multi-line env value, and the whole value where it is found whole.
+func TestRun_RedactsEachLineOfMultiLineValue(t *testing.T) {
+	j := config.Job{Env: map[string]string{"TLS_KEY": "-----BEGIN KEY-----\r\nMIIEvQIBADANBg\n-----END KEY-----\n"}}
+	out := "key: -----BEGIN KEY-----\nline 2: MIIEvQIBADANBg\ndone\n" + j.Env["TLS_KEY"]
+	want := "key: [redacted env TLS_KEY]\nline 2: [redacted env TLS_KEY]\ndone\n[redacted env TLS_KEY]"
+	if got := redact(out, &j); got != want {
+		t.Errorf("redact: got %q, want %q", got, want)
+	}
+}
+
 func TestJob_SaysWhyEachOccurrenceDidNotRun(t *testing.T) {
 	fx := newFixture(t, config.AuthWrites)
 	body := fx.do(t, "GET", "/ui/jobs/report", nil, nil).Body.String()
