@@ -83,7 +83,7 @@ func (h *HookRunner) KeepResults(s ledger.HookStore, keep ledger.Retention, patt
 }
 
 // record keeps r as t's result, when KeepResults was called. A failed
-// write is logged at debug: the hook's own log line says what happened.
+// write is a warning: the run page then says no result is kept.
 func (h *HookRunner) record(t *hookTask, r ledger.HookResult) {
 	if h.keep.store == nil {
 		return
@@ -93,7 +93,8 @@ func (h *HookRunner) record(t *hookTask, r ledger.HookResult) {
 	defer cancel()
 	occ := ledger.OccurrenceID(unixOrZero(t.run.Slot), t.run.Fence)
 	if err := h.keep.store.StoreHookResult(ctx, t.run.Job, occ, r, h.keep.keep); err != nil {
-		h.log.Debug("hook result not kept", append(t.fields(), zap.Error(err))...)
+		h.log.Warn("hook result not kept (the run page shows none; the hook's own log line says how it ended)",
+			append(t.fields(), zap.Error(err))...)
 	}
 }
 

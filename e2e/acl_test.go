@@ -17,7 +17,7 @@ var minimalACL = []string{"on", ">s3cret", "resetkeys", "~cronlock:*", "resetcha
 	"+hello", "+ping", "+time", "+info", "+config|get", "+evalsha", "+eval", "+script|load",
 	"+hmget", "+hset", "+hincrby", "+hgetall", "+set", "+get", "+del", "+exists", "+pttl", "+pexpire",
 	"+xadd", "+xrevrange", "+zadd", "+zscore", "+zrange", "+zrem", "+zremrangebyscore", "+zrangebyscore", "+rpush", "+lpop", "+lrem", "+hget", "+publish", "+subscribe",
-	"+zcard", "+zrevrange", "+hexists", "+hdel"}
+	"+zcard", "+zrevrange", "+hexists", "+hdel", "+ltrim", "+lrange", "+xread"}
 
 // refusedByACL reports whether s holds a Redis ACL refusal: NOPERM for a
 // command or key, or the error of a command a script called.
@@ -35,7 +35,7 @@ func TestACL_MinimalUser(t *testing.T) {
 	ledger := newLedger(t)
 	listen := freeAddr(t)
 	cfg := redisConfig(srv.Addr(), map[string]any{"name": "tick", "schedule": "* * * * * *",
-		"command": ledgerCommand(ledger, ""), "catchup_window": "10s"},
+		"command": ledgerCommand(ledger, "") + "; echo tick ran", "catchup_window": "10s", "on_success": "echo hook ran"},
 		// a job for a tag no node has: the targeting watcher lists the node records
 		map[string]any{"name": "tagged", "schedule": "0 0 1 1 *", "command": "true", "nodes": []string{"role=none"}})
 	cfg["redis"] = map[string]any{"address": srv.Addr(), "username": "cronlock", "password": "s3cret"}
@@ -51,7 +51,7 @@ func TestACL_MinimalUser(t *testing.T) {
 	}
 	past := time.Now().Add(-time.Minute).Truncate(time.Second).UTC()
 	backfill := []string{"backfill", "tick", "-from", past.Format(time.RFC3339), "-to", past.Add(time.Second).Format(time.RFC3339)}
-	for _, args := range [][]string{{"status"}, {"history", "tick"}, {"pause", "tick"}, {"resume", "tick"}, {"run", "tick"},
+	for _, args := range [][]string{{"status"}, {"history", "tick"}, {"logs", "tick"}, {"pause", "tick"}, {"resume", "tick"}, {"run", "tick"},
 		backfill, append(backfill, "-dry-run")} {
 		cmd := exec.Command(binary, append(args, "-config", cfgFile)...)
 		cmd.Env = append(cmd.Environ(), "CRONLOCK_NODE_STATE_DIR="+t.TempDir())
@@ -76,12 +76,12 @@ func TestACL_MinimalUser(t *testing.T) {
 
 // With one right of minimalACL missing, the error names it: without
 // +evalsha the readiness probe fails and /readyz names the command; without
-// +hincrby (called by the claim script) every claim fails, is skipped
+// +zadd (called by the claim script) every claim fails, is skipped
 // redis_error, and the claim warning names the command and the grant.
 // Nothing runs.
 func TestACL_MissingRightIsNamed(t *testing.T) {
 	t.Parallel()
-	for _, missing := range []string{"evalsha", "hincrby"} {
+	for _, missing := range []string{"evalsha", "zadd"} {
 		t.Run(missing, func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)
@@ -109,8 +109,8 @@ func TestACL_MissingRightIsNamed(t *testing.T) {
 			case "evalsha":
 				waitReadiness(t, "n1", listen, false, "'evalsha'")
 				nodes[0].WaitLog(5*time.Second, "an error naming evalsha", func(e logEntry) bool { return e.Str("level") == "error" && named(e) })
-			case "hincrby":
-				nodes[0].WaitLog(5*time.Second, "a claim warning naming hincrby", func(e logEntry) bool {
+			case "zadd":
+				nodes[0].WaitLog(5*time.Second, "a claim warning naming zadd", func(e logEntry) bool {
 					return e.Msg() == "claim failed; not run" && named(e)
 				})
 			}
