@@ -14,7 +14,7 @@ import (
 // (Finish writes with encoding/json, which replaces invalid UTF-8; the
 // scripts escape control characters and write validated names).
 var occjsonCases = []struct {
-	json string
+	json       string
 	wellFormed bool
 }{
 	{`{"id":"1700000000","slot":1700000000,"status":"missed","reason":"not_claimed","node":"a","token":0,"trigger":"schedule","run_id":"","claimed":1700000061000}`, true},
