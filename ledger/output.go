@@ -31,8 +31,8 @@ type OutputStore interface {
 	PublishOutput(ctx context.Context, job, occ string, c OutputChunk, ttl time.Duration) error
 	// FollowOutput returns the live chunks of job's occurrence occ after
 	// the chunk with id after ("" = from the first), oldest first, at most
-	// 100. When there is none it waits up to block for one, then returns
-	// none (nil, nil).
+	// FollowBatch. When there is none it waits up to block for one, then
+	// returns none (nil, nil).
 	FollowOutput(ctx context.Context, job, occ, after string, block time.Duration) ([]OutputChunk, error)
 }
 
@@ -67,6 +67,11 @@ func (c OutputChunk) Text() []byte {
 // MaxLiveChunks bounds the live output kept per run (XADD MAXLEN ~ on
 // Redis); with chunks of at most 64 KiB that is at most about 8 MiB.
 const MaxLiveChunks = 128
+
+// FollowBatch is the most chunks one FollowOutput returns: with chunks of
+// at most 64 KiB, one read of a follower holds at most 256 KiB, however
+// much output the run has kept (a follower starts from the first chunk).
+const FollowBatch = 4
 
 // ErrNoOutput means no output is kept for the occurrence.
 var ErrNoOutput = errors.New("ledger: no output kept")

@@ -76,8 +76,9 @@ func (r *Redis) PublishOutput(ctx context.Context, job, occ string, c ledger.Out
 }
 
 // FollowOutput reads the live output stream after the entry after (XREAD
-// COUNT 100 BLOCK). The block runs on one of the client's pooled
-// connections, not the shared pipeline.
+// COUNT ledger.FollowBatch BLOCK). The block runs on one of the client's
+// pooled connections (at most blockingPool, closed when idle: New), not
+// the shared pipeline.
 func (r *Redis) FollowOutput(ctx context.Context, job, occ, after string, block time.Duration) ([]ledger.OutputChunk, error) {
 	if after == "" {
 		after = "0"
@@ -85,7 +86,7 @@ func (r *Redis) FollowOutput(ctx context.Context, job, occ, after string, block 
 	ctx, cancel := context.WithTimeout(ctx, block+r.callTimeout)
 	defer cancel()
 	key := r.outputKey("live", job, occ)
-	cmd := r.c.B().Xread().Count(100).Block(max(block.Milliseconds(), 1)).Streams().Key(key).Id(after).Build()
+	cmd := r.c.B().Xread().Count(ledger.FollowBatch).Block(max(block.Milliseconds(), 1)).Streams().Key(key).Id(after).Build()
 	streams, err := r.c.Do(ctx, cmd).AsXRead()
 	if rueidis.IsRedisNil(err) {
 		return nil, nil

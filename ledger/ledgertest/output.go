@@ -12,7 +12,8 @@ import (
 
 // RunOutput runs the conformance cases of ledger.OutputStore against s
 // (each on its own job names): kept output, its absence, live chunks in
-// order with their dropped counts and end, the cap of MaxLiveChunks, and a
+// order with their dropped counts and end, the cap of MaxLiveChunks, reads
+// of at most FollowBatch chunks, and a
 // follower woken by a publish.
 func RunOutput(t *testing.T, s ledger.OutputStore) {
 	t.Run("KeptOutput", func(t *testing.T) {
@@ -85,6 +86,9 @@ func RunOutput(t *testing.T, s ledger.OutputStore) {
 			}
 			if len(got) == 0 {
 				break
+			}
+			if len(got) > ledger.FollowBatch {
+				t.Fatalf("one follow: got %d chunks, want at most ledger.FollowBatch (%d)", len(got), ledger.FollowBatch)
 			}
 			all, after = append(all, got...), got[len(got)-1].ID
 		}
