@@ -122,7 +122,8 @@ func sendRest(ctx context.Context, out ledger.OutputStore, job, id, after string
 
 // WriteEvent writes c as Server-Sent Events (the HTML standard's
 // text/event-stream): its lines as one message with the chunk's id, then,
-// for the last chunk, an "end" event. It flushes.
+// for the last chunk, an "end" event. It flushes, and returns the error
+// of the write or the flush.
 func WriteEvent(w http.ResponseWriter, c ledger.OutputChunk) error {
 	var b bytes.Buffer
 	if text := c.Text(); len(text) > 0 {
@@ -140,18 +141,19 @@ func WriteEvent(w http.ResponseWriter, c ledger.OutputChunk) error {
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return err
 	}
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
+	if err := http.NewResponseController(w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
 	}
 	return nil
 }
 
 // ServeOutput answers a request for job's occurrence id's output: the
 // stored output as text/plain, or with follow=1 the live output
-// (ServeFollow). It writes the answer, errors included (as JSON).
-func ServeOutput(w http.ResponseWriter, r *http.Request, rd ReadStore, out ledger.OutputStore, job, id string, now func() time.Time) {
-	if f := r.URL.Query().Get("follow"); f != "" && f != "0" && f != "false" {
-		ServeFollow(w, r, rd, out, job, id, now)
+// (ServeFollow, counted in f). It writes the answer, errors included (as
+// JSON).
+func ServeOutput(w http.ResponseWriter, r *http.Request, f *Followers, rd ReadStore, out ledger.OutputStore, job, id string, now func() time.Time) {
+	if fl := r.URL.Query().Get("follow"); fl != "" && fl != "0" && fl != "false" {
+		ServeFollow(w, r, f, rd, out, job, id, now)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -175,18 +177,49 @@ func ServeOutput(w http.ResponseWriter, r *http.Request, rd ReadStore, out ledge
 // ServeFollow answers with job's occurrence id's live output as
 // text/event-stream (FollowOutput, WriteEvent: the chunks so far, the new
 // ones, an end event) until the run's end or the client goes; a browser
-// that reconnects resumes after its Last-Event-ID header's chunk.
-func ServeFollow(w http.ResponseWriter, r *http.Request, rd ReadStore, out ledger.OutputStore, job, id string, now func() time.Time) {
+// that reconnects resumes after its Last-Event-ID header's chunk. The
+// follower is counted in f: beyond MaxFollowers or MaxFollowersPerRun it
+// answers 429 (JSON, with Retry-After) instead; the control socket's
+// followers are not counted. Each write has FollowWriteTimeout: a client
+// that takes nothing for that long is cut off.
+func ServeFollow(w http.ResponseWriter, r *http.Request, f *Followers, rd ReadStore, out ledger.OutputStore, job, id string, now func() time.Time) {
+	if _, trusted := PeerOf(r); !trusted {
+		leave, why := f.join(job, id)
+		if leave == nil {
+			w.Header().Set("Retry-After", "10")
+			writeHint(w, http.StatusTooManyRequests, "too many live output followers: "+why,
+				fmt.Sprintf("a daemon serves at most %d followers, %d per run; try again later, follow the run on another node, "+
+					"or read its whole output once it has ended (without follow=1)", f.max, f.perRun))
+			return
+		}
+		defer leave()
+	}
+	rc := http.NewResponseController(w)
+	deadline := func() error {
+		if err := rc.SetWriteDeadline(time.Now().Add(f.writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		return nil
+	}
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the response's end is written after this returns
+	if deadline() != nil {
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no") // a proxy must not hold the stream back
 	w.WriteHeader(http.StatusOK)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
+	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return
 	}
 	err := FollowOutput(r.Context(), rd, out, job, id, r.Header.Get("Last-Event-ID"), now,
-		func(c ledger.OutputChunk) error { return WriteEvent(w, c) })
-	if err != nil && r.Context().Err() == nil {
+		func(c ledger.OutputChunk) error {
+			if err := deadline(); err != nil {
+				return err
+			}
+			return WriteEvent(w, c)
+		})
+	if err != nil && r.Context().Err() == nil && deadline() == nil {
 		_ = WriteEvent(w, ledger.OutputChunk{Data: []byte("[cronlock: the output could not be read further: " + err.Error() + "]\n"), End: true})
 	}
 }
@@ -216,5 +249,5 @@ func (s *server) output(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cancel() // rd is used with the request's context below
-	ServeOutput(w, r, rd, out, j.Name, id, s.o.Now)
+	ServeOutput(w, r, s.o.Followers, rd, out, j.Name, id, s.o.Now)
 }
