@@ -120,8 +120,19 @@ func sendRest(ctx context.Context, out ledger.OutputStore, job, id, after string
 	return send(ledger.OutputChunk{End: true})
 }
 
+// eventLines splits text into the data lines of one message at "\r\n",
+// "\r" and "\n", the line ends of text/event-stream (the HTML standard,
+// "Parsing an event stream"): output can then neither end a data: line
+// early nor add a field (a lone "\r" before "event: end" would inject an
+// end event). A line end at the end of text adds no empty line.
+func eventLines(text string) []string {
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
+	return strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+}
+
 // WriteEvent writes c as Server-Sent Events (the HTML standard's
-// text/event-stream): its lines as one message with the chunk's id, then,
+// text/event-stream): its lines (eventLines: a carriage return ends a
+// line too) as one message with the chunk's id, then,
 // for the last chunk, an "end" event. It flushes, and returns the error
 // of the write or the flush.
 func WriteEvent(w http.ResponseWriter, c ledger.OutputChunk) error {
@@ -130,8 +141,8 @@ func WriteEvent(w http.ResponseWriter, c ledger.OutputChunk) error {
 		if c.ID != "" {
 			b.WriteString("id: " + c.ID + "\n")
 		}
-		for _, line := range strings.Split(strings.TrimSuffix(string(text), "\n"), "\n") {
-			b.WriteString("data: " + strings.TrimSuffix(line, "\r") + "\n")
+		for _, line := range eventLines(string(text)) {
+			b.WriteString("data: " + line + "\n")
 		}
 		b.WriteString("\n")
 	}
