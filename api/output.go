@@ -55,8 +55,9 @@ func FindOccurrence(ctx context.Context, rd ReadStore, job, id string, now time.
 }
 
 // FollowOutput sends job's occurrence id's live output to send, chunk by
-// chunk, from the chunk after after ("" = the first) until the run's end
-// mark, then returns nil. A run that ended without live output (it was
+// chunk, from the chunk after after ("" = the first still kept, after a
+// line saying that earlier ones were trimmed, if so: noteTrimmed) until
+// the run's end mark, then returns nil. A run that ended without live output (it was
 // quicker than one publish, or its live output expired) sends its stored
 // output, if any, and an end chunk. It blocks until then, ctx ends (its
 // error) or send fails (that error). out carries the output, rd the
@@ -67,6 +68,11 @@ func FollowOutput(ctx context.Context, rd ReadStore, out ledger.OutputStore, job
 		chunks, err := out.FollowOutput(ctx, job, id, after, followBlock)
 		if err != nil {
 			return err
+		}
+		if after == "" && len(chunks) > 0 {
+			if err := noteTrimmed(chunks[0], send); err != nil {
+				return err
+			}
 		}
 		for _, c := range chunks {
 			if err := send(c); err != nil {
@@ -100,6 +106,11 @@ func sendRest(ctx context.Context, out ledger.OutputStore, job, id, after string
 	if err != nil {
 		return err
 	}
+	if after == "" && len(chunks) > 0 {
+		if err := noteTrimmed(chunks[0], send); err != nil {
+			return err
+		}
+	}
 	for _, c := range chunks {
 		if err := send(c); err != nil || c.End {
 			return err
@@ -128,6 +139,17 @@ func sendRest(ctx context.Context, out ledger.OutputStore, job, id, after string
 func eventLines(text string) []string {
 	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
 	return strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+}
+
+// noteTrimmed sends, before c, the first chunk a follower from the start
+// reads, a line saying that the chunks before it were trimmed
+// (ledger.MaxLiveChunks), when its Seq says so.
+func noteTrimmed(c ledger.OutputChunk, send func(ledger.OutputChunk) error) error {
+	if c.Seq <= 1 {
+		return nil
+	}
+	return send(ledger.OutputChunk{Data: fmt.Appendf(nil, "[cronlock: the run's first %d chunks of output were trimmed from its live output, "+
+		"which keeps the last %d; its kept output (output.max_bytes) can be read once it ends]\n", c.Seq-1, ledger.MaxLiveChunks)})
 }
 
 // WriteEvent writes c as Server-Sent Events (the HTML standard's

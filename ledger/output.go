@@ -44,8 +44,14 @@ type OutputChunk struct {
 	// saw to FollowOutput.
 	ID string
 	// Data is output lines, each ending in "\n" (the redacted lines as the
-	// daemon logged them).
+	// daemon logged them; "\r" ends a line too). The last line may be
+	// unfinished, going on in the next chunk, only when it is 16 KiB or
+	// more, the run ended, or it was not finished one publish later.
 	Data []byte
+	// Seq numbers the chunks of a run as published, from 1; 0: unknown (a
+	// publisher that did not number them). A follower from the start whose
+	// first chunk has Seq > 1 missed chunks trimmed by MaxLiveChunks.
+	Seq int64
 	// Dropped is how many bytes of output the node dropped before Data
 	// because the publisher could not keep up (a slow or unreachable
 	// backend): the job never waits for its readers.

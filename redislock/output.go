@@ -15,8 +15,8 @@ import (
 // kept output of an occurrence is the string P out:J:ID (ID its ledger id,
 // the slot or m<token>), written once when the run ends with PX the
 // ledger's retention; the live output of a run in progress is the stream
-// P live:J:ID, one entry per chunk (fields data, and dropped or end when
-// set), capped with MAXLEN ~ ledger.MaxLiveChunks and expiring a while
+// P live:J:ID, one entry per chunk (fields data, and dropped, seq or end
+// when set), capped with MAXLEN ~ ledger.MaxLiveChunks and expiring a while
 // after its last chunk. Both take the job's key, so that in Cluster mode
 // they share the job's hash tag: P out:{J}:ID.
 
@@ -63,6 +63,9 @@ func (r *Redis) PublishOutput(ctx context.Context, job, occ string, c ledger.Out
 	if c.Dropped > 0 {
 		fv = fv.FieldValue("dropped", strconv.FormatInt(c.Dropped, 10))
 	}
+	if c.Seq > 0 {
+		fv = fv.FieldValue("seq", strconv.FormatInt(c.Seq, 10))
+	}
 	if c.End {
 		fv = fv.FieldValue("end", "1")
 	}
@@ -101,6 +104,11 @@ func (r *Redis) FollowOutput(ctx context.Context, job, occ, after string, block 
 		if d, ok := e.FieldValues["dropped"]; ok {
 			if c.Dropped, err = strconv.ParseInt(d, 10, 64); err != nil {
 				return nil, fmt.Errorf("follow output %s %s: entry %s: %w", job, occ, e.ID, errors.New("dropped is no number"))
+			}
+		}
+		if n, ok := e.FieldValues["seq"]; ok {
+			if c.Seq, err = strconv.ParseInt(n, 10, 64); err != nil {
+				return nil, fmt.Errorf("follow output %s %s: entry %s: %w", job, occ, e.ID, errors.New("seq is no number"))
 			}
 		}
 		out = append(out, c)
