@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -42,6 +43,7 @@ type outQueue struct {
 	buf     []byte
 	dropped int64
 	max     int
+	kept    bool          // the last Take kept an unfinished line
 	wake    chan struct{} // 1-buffered: flushBytes are waiting
 }
 
@@ -72,13 +74,32 @@ func (q *outQueue) Add(line []byte, partial bool) {
 	}
 }
 
-// Take returns the queued bytes and the count dropped since the last Take,
-// and empties the queue.
-func (q *outQueue) Take() (data []byte, dropped int64) {
+// Take returns the queued bytes up to the last line end and the count
+// dropped since the last Take, and empties the queue but for the rest: a
+// line still being written goes out whole with a later Take, because the
+// readers end each chunk with a line end (a line cut in two would show as
+// two). The rest goes out too with end, when it is flushBytes or more (a
+// longer line shows in pieces), or when the previous Take kept some and no
+// line has ended since (a prompt or a progress bar shows one publish
+// later, not never). A "\r" at the very end is kept: it may begin "\r\n".
+func (q *outQueue) Take(end bool) (data []byte, dropped int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	data, dropped = q.buf, q.dropped
-	q.buf, q.dropped = nil, 0
+	cut := len(q.buf)
+	if !end {
+		i := bytes.LastIndexAny(q.buf, "\n\r")
+		if i >= 0 && i == len(q.buf)-1 && q.buf[i] == '\r' {
+			i = bytes.LastIndexAny(q.buf[:i], "\n\r")
+		}
+		if rest := len(q.buf) - (i + 1); rest > 0 && rest < flushBytes && (i >= 0 || !q.kept) {
+			cut = i + 1
+		}
+	}
+	data, rest, dropped := q.buf[:cut:cut], q.buf[cut:], q.dropped
+	q.buf, q.dropped, q.kept = nil, 0, len(rest) > 0
+	if q.kept {
+		q.buf = append([]byte(nil), rest...) // data is the caller's now
+	}
 	return data, dropped
 }
 
@@ -95,7 +116,7 @@ type runOutput struct {
 	log       *zap.Logger
 	done      chan struct{} // closed by stop: the publisher returns
 	stopped   chan struct{} // closed by the publisher when it returns
-	published bool          // a chunk was published (publisher, then stop)
+	published int64         // chunks published (publisher, then stop): the next one's Seq - 1
 	failed    bool          // a publish failed (logged once)
 }
 
@@ -167,8 +188,8 @@ func (o *runOutput) publishLoop() {
 // A run that published nothing and ends publishes nothing: its readers
 // find its stored output.
 func (o *runOutput) publish(end bool) {
-	data, dropped := o.queue.Take()
-	if len(data) == 0 && dropped == 0 && (!end || !o.published) {
+	data, dropped := o.queue.Take(end)
+	if len(data) == 0 && dropped == 0 && (!end || o.published == 0) {
 		return
 	}
 	ttl := LiveTTL
@@ -177,7 +198,8 @@ func (o *runOutput) publish(end bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 	defer cancel()
-	err := o.store.PublishOutput(ctx, o.job, o.occ, ledger.OutputChunk{Data: data, Dropped: dropped, End: end}, ttl)
+	c := ledger.OutputChunk{Data: data, Dropped: dropped, End: end, Seq: o.published + 1}
+	err := o.store.PublishOutput(ctx, o.job, o.occ, c, ttl)
 	if err != nil {
 		if !o.failed {
 			o.failed = true
@@ -189,7 +211,7 @@ func (o *runOutput) publish(end bool) {
 		o.queue.mu.Unlock()
 		return
 	}
-	o.published = true
+	o.published++
 }
 
 // stop ends the publisher, publishes the rest with the end mark and

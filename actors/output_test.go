@@ -18,7 +18,8 @@ import (
 
 // A real run: its output is redacted (env values, patterns), the last
 // OutputMaxBytes are stored with its occurrence, and its lines were
-// published live while it ran, ending with the end mark.
+// published live while it ran, in chunks numbered from 1 that end with
+// whole lines, ending with the end mark.
 func TestOutput_RunKeepsRedactedTailAndPublishesLive(t *testing.T) {
 	cfg := testJob(t, "out", `for i in 1 2 3; do echo "live $i $SECRET tok-42"; sleep 0.2; done; `+
 		`i=0; while [ $i -lt 2000 ]; do echo "bulk $i $SECRET"; i=$((i+1)); done; echo "last line"`)
@@ -57,12 +58,19 @@ func TestOutput_RunKeepsRedactedTailAndPublishesLive(t *testing.T) {
 	}
 	var live []byte
 	var end bool
+	var seq int64
 	for after := ""; !end; {
 		chunks, err := out.FollowOutput(t.Context(), "out", occ, after, 10*time.Millisecond)
 		if err != nil || len(chunks) == 0 {
 			t.Fatalf("follow after %q: got %d chunks, %v; want more up to the end mark", after, len(chunks), err)
 		}
 		for _, c := range chunks {
+			if seq++; c.Seq != seq {
+				t.Errorf("chunk %s: got Seq %d, want %d (numbered from 1 as published)", c.ID, c.Seq, seq)
+			}
+			if len(c.Data) > 0 && c.Data[len(c.Data)-1] != '\n' {
+				t.Errorf("chunk %s ends within a line: %q", c.ID, c.Data[max(0, len(c.Data)-20):])
+			}
 			live, end, after = append(live, c.Text()...), c.End, c.ID
 		}
 	}

@@ -93,6 +93,9 @@ type Options struct {
 	// client, or a memory-backend daemon's own), or an error while it
 	// cannot be reached; nil: output requests answer 501.
 	Output func() (ledger.OutputStore, error)
+	// Followers counts the live output followers of the daemon, shared
+	// by its API and dashboard; nil: New makes one of its own.
+	Followers *Followers
 }
 
 // Store is the state the API reads and changes: *redislock.Redis, or a
@@ -160,6 +163,9 @@ func New(o Options) http.Handler {
 	}
 	if o.Auth == "" {
 		o.Auth = config.AuthWrites
+	}
+	if o.Followers == nil {
+		o.Followers = NewFollowers()
 	}
 	s := &server{o: o}
 	mux := http.NewServeMux()

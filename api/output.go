@@ -55,8 +55,9 @@ func FindOccurrence(ctx context.Context, rd ReadStore, job, id string, now time.
 }
 
 // FollowOutput sends job's occurrence id's live output to send, chunk by
-// chunk, from the chunk after after ("" = the first) until the run's end
-// mark, then returns nil. A run that ended without live output (it was
+// chunk, from the chunk after after ("" = the first still kept, after a
+// line saying that earlier ones were trimmed, if so: noteTrimmed) until
+// the run's end mark, then returns nil. A run that ended without live output (it was
 // quicker than one publish, or its live output expired) sends its stored
 // output, if any, and an end chunk. It blocks until then, ctx ends (its
 // error) or send fails (that error). out carries the output, rd the
@@ -67,6 +68,11 @@ func FollowOutput(ctx context.Context, rd ReadStore, out ledger.OutputStore, job
 		chunks, err := out.FollowOutput(ctx, job, id, after, followBlock)
 		if err != nil {
 			return err
+		}
+		if after == "" && len(chunks) > 0 {
+			if err := noteTrimmed(chunks[0], send); err != nil {
+				return err
+			}
 		}
 		for _, c := range chunks {
 			if err := send(c); err != nil {
@@ -100,6 +106,11 @@ func sendRest(ctx context.Context, out ledger.OutputStore, job, id, after string
 	if err != nil {
 		return err
 	}
+	if after == "" && len(chunks) > 0 {
+		if err := noteTrimmed(chunks[0], send); err != nil {
+			return err
+		}
+	}
 	for _, c := range chunks {
 		if err := send(c); err != nil || c.End {
 			return err
@@ -120,17 +131,40 @@ func sendRest(ctx context.Context, out ledger.OutputStore, job, id, after string
 	return send(ledger.OutputChunk{End: true})
 }
 
+// eventLines splits text into the data lines of one message at "\r\n",
+// "\r" and "\n", the line ends of text/event-stream (the HTML standard,
+// "Parsing an event stream"): output can then neither end a data: line
+// early nor add a field (a lone "\r" before "event: end" would inject an
+// end event). A line end at the end of text adds no empty line.
+func eventLines(text string) []string {
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
+	return strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+}
+
+// noteTrimmed sends, before c, the first chunk a follower from the start
+// reads, a line saying that the chunks before it were trimmed
+// (ledger.MaxLiveChunks), when its Seq says so.
+func noteTrimmed(c ledger.OutputChunk, send func(ledger.OutputChunk) error) error {
+	if c.Seq <= 1 {
+		return nil
+	}
+	return send(ledger.OutputChunk{Data: fmt.Appendf(nil, "[cronlock: the run's first %d chunks of output were trimmed from its live output, "+
+		"which keeps the last %d; its kept output (output.max_bytes) can be read once it ends]\n", c.Seq-1, ledger.MaxLiveChunks)})
+}
+
 // WriteEvent writes c as Server-Sent Events (the HTML standard's
-// text/event-stream): its lines as one message with the chunk's id, then,
-// for the last chunk, an "end" event. It flushes.
+// text/event-stream): its lines (eventLines: a carriage return ends a
+// line too) as one message with the chunk's id, then,
+// for the last chunk, an "end" event. It flushes, and returns the error
+// of the write or the flush.
 func WriteEvent(w http.ResponseWriter, c ledger.OutputChunk) error {
 	var b bytes.Buffer
 	if text := c.Text(); len(text) > 0 {
 		if c.ID != "" {
 			b.WriteString("id: " + c.ID + "\n")
 		}
-		for _, line := range strings.Split(strings.TrimSuffix(string(text), "\n"), "\n") {
-			b.WriteString("data: " + strings.TrimSuffix(line, "\r") + "\n")
+		for _, line := range eventLines(string(text)) {
+			b.WriteString("data: " + line + "\n")
 		}
 		b.WriteString("\n")
 	}
@@ -140,18 +174,19 @@ func WriteEvent(w http.ResponseWriter, c ledger.OutputChunk) error {
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return err
 	}
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
+	if err := http.NewResponseController(w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
 	}
 	return nil
 }
 
 // ServeOutput answers a request for job's occurrence id's output: the
 // stored output as text/plain, or with follow=1 the live output
-// (ServeFollow). It writes the answer, errors included (as JSON).
-func ServeOutput(w http.ResponseWriter, r *http.Request, rd ReadStore, out ledger.OutputStore, job, id string, now func() time.Time) {
-	if f := r.URL.Query().Get("follow"); f != "" && f != "0" && f != "false" {
-		ServeFollow(w, r, rd, out, job, id, now)
+// (ServeFollow, counted in f). It writes the answer, errors included (as
+// JSON).
+func ServeOutput(w http.ResponseWriter, r *http.Request, f *Followers, rd ReadStore, out ledger.OutputStore, job, id string, now func() time.Time) {
+	if fl := r.URL.Query().Get("follow"); fl != "" && fl != "0" && fl != "false" {
+		ServeFollow(w, r, f, rd, out, job, id, now)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -175,18 +210,49 @@ func ServeOutput(w http.ResponseWriter, r *http.Request, rd ReadStore, out ledge
 // ServeFollow answers with job's occurrence id's live output as
 // text/event-stream (FollowOutput, WriteEvent: the chunks so far, the new
 // ones, an end event) until the run's end or the client goes; a browser
-// that reconnects resumes after its Last-Event-ID header's chunk.
-func ServeFollow(w http.ResponseWriter, r *http.Request, rd ReadStore, out ledger.OutputStore, job, id string, now func() time.Time) {
+// that reconnects resumes after its Last-Event-ID header's chunk. The
+// follower is counted in f: beyond MaxFollowers or MaxFollowersPerRun it
+// answers 429 (JSON, with Retry-After) instead; the control socket's
+// followers are not counted. Each write has FollowWriteTimeout: a client
+// that takes nothing for that long is cut off.
+func ServeFollow(w http.ResponseWriter, r *http.Request, f *Followers, rd ReadStore, out ledger.OutputStore, job, id string, now func() time.Time) {
+	if _, trusted := PeerOf(r); !trusted {
+		leave, why := f.join(job, id)
+		if leave == nil {
+			w.Header().Set("Retry-After", "10")
+			writeHint(w, http.StatusTooManyRequests, "too many live output followers: "+why,
+				fmt.Sprintf("a daemon serves at most %d followers, %d per run; try again later, follow the run on another node, "+
+					"or read its whole output once it has ended (without follow=1)", f.max, f.perRun))
+			return
+		}
+		defer leave()
+	}
+	rc := http.NewResponseController(w)
+	deadline := func() error {
+		if err := rc.SetWriteDeadline(time.Now().Add(f.writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		return nil
+	}
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the response's end is written after this returns
+	if deadline() != nil {
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no") // a proxy must not hold the stream back
 	w.WriteHeader(http.StatusOK)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
+	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return
 	}
 	err := FollowOutput(r.Context(), rd, out, job, id, r.Header.Get("Last-Event-ID"), now,
-		func(c ledger.OutputChunk) error { return WriteEvent(w, c) })
-	if err != nil && r.Context().Err() == nil {
+		func(c ledger.OutputChunk) error {
+			if err := deadline(); err != nil {
+				return err
+			}
+			return WriteEvent(w, c)
+		})
+	if err != nil && r.Context().Err() == nil && deadline() == nil {
 		_ = WriteEvent(w, ledger.OutputChunk{Data: []byte("[cronlock: the output could not be read further: " + err.Error() + "]\n"), End: true})
 	}
 }
@@ -216,5 +282,5 @@ func (s *server) output(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cancel() // rd is used with the request's context below
-	ServeOutput(w, r, rd, out, j.Name, id, s.o.Now)
+	ServeOutput(w, r, s.o.Followers, rd, out, j.Name, id, s.o.Now)
 }

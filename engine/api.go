@@ -33,7 +33,8 @@ func (e *Engine) apiHandler() (http.Handler, error) {
 	}
 	e.apiToken.Store(&token)
 	o := api.Options{Log: e.log, Jobs: e.runningJobs, Token: func() []byte { return *e.apiToken.Load() },
-		Auth: e.cfg.HTTP.Auth, NodeID: e.cfg.Node.ID, Now: e.opts.Now, Output: e.output}
+		Auth: e.cfg.HTTP.Auth, NodeID: e.cfg.Node.ID, Now: e.opts.Now, Output: e.output,
+		Followers: api.NewFollowers()} // one count for the API and the dashboard
 	if e.mem != nil {
 		o.Memory, o.Run, o.Where = e.mem, e.runHere, "memory backend of node "+e.cfg.Node.ID
 	} else {

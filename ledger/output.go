@@ -34,8 +34,8 @@ type OutputStore interface {
 	PublishOutput(ctx context.Context, job, occ string, c OutputChunk, ttl time.Duration) error
 	// FollowOutput returns the live chunks of job's occurrence occ after
 	// the chunk with id after ("" = from the first), oldest first, at most
-	// 100. When there is none it waits up to block for one, then returns
-	// none (nil, nil).
+	// FollowBatch. When there is none it waits up to block for one, then
+	// returns none (nil, nil).
 	FollowOutput(ctx context.Context, job, occ, after string, block time.Duration) ([]OutputChunk, error)
 }
 
@@ -47,8 +47,14 @@ type OutputChunk struct {
 	// saw to FollowOutput.
 	ID string
 	// Data is output lines, each ending in "\n" (the redacted lines as the
-	// daemon logged them).
+	// daemon logged them; "\r" ends a line too). The last line may be
+	// unfinished, going on in the next chunk, only when it is 16 KiB or
+	// more, the run ended, or it was not finished one publish later.
 	Data []byte
+	// Seq numbers the chunks of a run as published, from 1; 0: unknown (a
+	// publisher that did not number them). A follower from the start whose
+	// first chunk has Seq > 1 missed chunks trimmed by MaxLiveChunks.
+	Seq int64
 	// Dropped is how many bytes of output the node dropped before Data
 	// because the publisher could not keep up (a slow or unreachable
 	// backend): the job never waits for its readers.
@@ -70,6 +76,11 @@ func (c OutputChunk) Text() []byte {
 // MaxLiveChunks bounds the live output kept per run (XADD MAXLEN ~ on
 // Redis); with chunks of at most 64 KiB that is at most about 8 MiB.
 const MaxLiveChunks = 128
+
+// FollowBatch is the most chunks one FollowOutput returns: with chunks of
+// at most 64 KiB, one read of a follower holds at most 256 KiB, however
+// much output the run has kept (a follower starts from the first chunk).
+const FollowBatch = 4
 
 // ErrNoOutput means no output is kept for the occurrence.
 var ErrNoOutput = errors.New("ledger: no output kept")

@@ -15,8 +15,8 @@ import (
 // kept output of an occurrence is the string P out:J:ID (ID its ledger id,
 // the slot or m<token>), written once when the run ends with PX the
 // ledger's retention; the live output of a run in progress is the stream
-// P live:J:ID, one entry per chunk (fields data, and dropped or end when
-// set), capped with MAXLEN ~ ledger.MaxLiveChunks and expiring a while
+// P live:J:ID, one entry per chunk (fields data, and dropped, seq or end
+// when set), capped with MAXLEN ~ ledger.MaxLiveChunks and expiring a while
 // after its last chunk. Both take the job's key, so that in Cluster mode
 // they share the job's hash tag: P out:{J}:ID.
 
@@ -119,6 +119,9 @@ func (r *Redis) PublishOutput(ctx context.Context, job, occ string, c ledger.Out
 	if c.Dropped > 0 {
 		fv = fv.FieldValue("dropped", strconv.FormatInt(c.Dropped, 10))
 	}
+	if c.Seq > 0 {
+		fv = fv.FieldValue("seq", strconv.FormatInt(c.Seq, 10))
+	}
 	if c.End {
 		fv = fv.FieldValue("end", "1")
 	}
@@ -132,8 +135,9 @@ func (r *Redis) PublishOutput(ctx context.Context, job, occ string, c ledger.Out
 }
 
 // FollowOutput reads the live output stream after the entry after (XREAD
-// COUNT 100 BLOCK). The block runs on one of the client's pooled
-// connections, not the shared pipeline.
+// COUNT ledger.FollowBatch BLOCK). The block runs on one of the client's
+// pooled connections (at most blockingPool, closed when idle: New), not
+// the shared pipeline.
 func (r *Redis) FollowOutput(ctx context.Context, job, occ, after string, block time.Duration) ([]ledger.OutputChunk, error) {
 	if after == "" {
 		after = "0"
@@ -141,7 +145,7 @@ func (r *Redis) FollowOutput(ctx context.Context, job, occ, after string, block 
 	ctx, cancel := context.WithTimeout(ctx, block+r.callTimeout)
 	defer cancel()
 	key := r.outputKey("live", job, occ)
-	cmd := r.c.B().Xread().Count(100).Block(max(block.Milliseconds(), 1)).Streams().Key(key).Id(after).Build()
+	cmd := r.c.B().Xread().Count(ledger.FollowBatch).Block(max(block.Milliseconds(), 1)).Streams().Key(key).Id(after).Build()
 	streams, err := r.c.Do(ctx, cmd).AsXRead()
 	if rueidis.IsRedisNil(err) {
 		return nil, nil
@@ -156,6 +160,11 @@ func (r *Redis) FollowOutput(ctx context.Context, job, occ, after string, block 
 		if d, ok := e.FieldValues["dropped"]; ok {
 			if c.Dropped, err = strconv.ParseInt(d, 10, 64); err != nil {
 				return nil, fmt.Errorf("follow output %s %s: entry %s: %w", job, occ, e.ID, errors.New("dropped is no number"))
+			}
+		}
+		if n, ok := e.FieldValues["seq"]; ok {
+			if c.Seq, err = strconv.ParseInt(n, 10, 64); err != nil {
+				return nil, fmt.Errorf("follow output %s %s: entry %s: %w", job, occ, e.ID, errors.New("seq is no number"))
 			}
 		}
 		out = append(out, c)

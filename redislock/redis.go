@@ -23,6 +23,17 @@ const (
 	// DefaultReplicaAckTimeout bounds the WAIT of a won claim when
 	// Options.MinReplicasAcked > 0.
 	DefaultReplicaAckTimeout = 500 * time.Millisecond
+	// DefaultBlockingIdle is Options.BlockingIdle's default.
+	DefaultBlockingIdle = 30 * time.Second
+	// blockingPool bounds, per Redis node, the client's connections for
+	// blocking commands (XREAD BLOCK: each live output follower holds one
+	// while it waits) and, separately, its dedicated ones (a claim and its
+	// WAIT). rueidis's default of 1024 let followers open a connection each,
+	// with 1 MiB of buffers, kept after they left. It is above
+	// api.MaxFollowers (32), the followers a daemon serves at once, so that
+	// the control socket's followers, which that bound does not count, find
+	// one too; a call beyond it waits for a free connection (up to its ctx).
+	blockingPool = 40
 	// sentinelRefresh is how often a Sentinel client asks the sentinels
 	// for the master, besides following their announcements.
 	sentinelRefresh = 5 * time.Second
@@ -56,6 +67,11 @@ type Options struct {
 	// actors.NotReplicated. 0: no WAIT.
 	MinReplicasAcked  int
 	ReplicaAckTimeout time.Duration
+	// BlockingIdle is how long an idle connection of the blocking and
+	// dedicated pools (blockingPool) may stay open: rueidis closes the idle
+	// ones within this of one being put back (ClientOption
+	// BlockingPoolCleanup). Default DefaultBlockingIdle.
+	BlockingIdle time.Duration
 }
 
 // Redis is the Redis backend (standalone, Sentinel or Cluster, through
@@ -181,6 +197,13 @@ func clientOption(opts Options, mode string) rueidis.ClientOption {
 		// probe absorbs that instead of a claim. Concurrent calls are still
 		// auto-pipelined.
 		PipelineMultiplex: -1,
+		BlockingPoolSize:  blockingPool,
+		// Idle blocking connections are closed, none kept (MinSize 0): a
+		// follower that comes back dials again.
+		BlockingPoolCleanup: opts.BlockingIdle,
+	}
+	if co.BlockingPoolCleanup <= 0 {
+		co.BlockingPoolCleanup = DefaultBlockingIdle
 	}
 	switch mode {
 	case ModeSentinel:

@@ -121,7 +121,8 @@ func (s *server) fillHooks(ctx context.Context, p *runPage, j config.Job, id str
 }
 
 // live answers GET /ui/jobs/{job}/runs/{id}/live: the run's output as
-// text/event-stream (api.ServeFollow), for the run page's script.
+// text/event-stream (api.ServeFollow, counted with the API's followers:
+// 429 beyond api.MaxFollowers), for the run page's script.
 func (s *server) live(w http.ResponseWriter, r *http.Request, _ access) {
 	j, ok := s.findJob(r.PathValue("job"))
 	if !ok || s.o.Output == nil {
@@ -144,7 +145,7 @@ func (s *server) live(w http.ResponseWriter, r *http.Request, _ access) {
 		return
 	}
 	cancel() // st is used with the request's context
-	api.ServeFollow(w, r, st, out, j.Name, id, s.o.Now)
+	api.ServeFollow(w, r, s.o.Followers, st, out, j.Name, id, s.o.Now)
 }
 
 // redact replaces every value of the job's env of at least

@@ -88,6 +88,9 @@ func New(o Options) http.Handler {
 	if o.API.Auth == "" {
 		o.API.Auth = config.AuthWrites
 	}
+	if o.API.Followers == nil {
+		o.API.Followers = api.NewFollowers()
+	}
 	if o.API.Log == nil {
 		o.API.Log = zap.NewNop()
 	}

@@ -111,3 +111,10 @@ func (s *Server) Do(args ...string) string {
 	}
 	return v
 }
+
+// Clients returns how many client connections the server has (CLIENT
+// LIST), the one that asks excluded; it fails the test on an error.
+func (s *Server) Clients() int {
+	s.t.Helper()
+	return strings.Count(strings.TrimSpace(s.Do("CLIENT", "LIST")), "\n") // n lines, one of them the asker's
+}

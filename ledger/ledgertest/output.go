@@ -12,7 +12,8 @@ import (
 
 // RunOutput runs the conformance cases of ledger.OutputStore against s
 // (each on its own job names): kept output, its absence, live chunks in
-// order with their dropped counts and end, the cap of MaxLiveChunks, and a
+// order with their dropped counts and end, the cap of MaxLiveChunks, reads
+// of at most FollowBatch chunks, and a
 // follower woken by a publish.
 func RunOutput(t *testing.T, s ledger.OutputStore) {
 	t.Run("KeptOutput", func(t *testing.T) {
@@ -50,7 +51,7 @@ func RunOutput(t *testing.T, s ledger.OutputStore) {
 		if got, err := s.FollowOutput(ctx, "out-live", "5", "", 10*time.Millisecond); err != nil || len(got) != 0 {
 			t.Fatalf("follow before any chunk: got %v, %v; want none", got, err)
 		}
-		in := []ledger.OutputChunk{{Data: []byte("a\n")}, {Data: []byte("b\n"), Dropped: 4096}, {End: true}}
+		in := []ledger.OutputChunk{{Data: []byte("a\n"), Seq: 1}, {Data: []byte("b\n"), Dropped: 4096, Seq: 2}, {End: true}}
 		for _, c := range in {
 			if err := s.PublishOutput(ctx, "out-live", "5", c, time.Minute); err != nil {
 				t.Fatalf("publish: %v", err)
@@ -61,7 +62,7 @@ func RunOutput(t *testing.T, s ledger.OutputStore) {
 			t.Fatalf("follow: got %v, %v; want 3 chunks", got, err)
 		}
 		for i := range in {
-			if string(got[i].Data) != string(in[i].Data) || got[i].Dropped != in[i].Dropped || got[i].End != in[i].End || got[i].ID == "" {
+			if string(got[i].Data) != string(in[i].Data) || got[i].Dropped != in[i].Dropped || got[i].End != in[i].End || got[i].Seq != in[i].Seq || got[i].ID == "" {
 				t.Errorf("chunk %d: got %+v, want %+v with an id", i, got[i], in[i])
 			}
 		}
@@ -85,6 +86,9 @@ func RunOutput(t *testing.T, s ledger.OutputStore) {
 			}
 			if len(got) == 0 {
 				break
+			}
+			if len(got) > ledger.FollowBatch {
+				t.Fatalf("one follow: got %d chunks, want at most ledger.FollowBatch (%d)", len(got), ledger.FollowBatch)
 			}
 			all, after = append(all, got...), got[len(got)-1].ID
 		}

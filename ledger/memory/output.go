@@ -142,7 +142,7 @@ func (o *Output) FollowOutput(ctx context.Context, job, occ, after string, block
 }
 
 // chunksAfter returns copies of the live chunks of key after seen (at most
-// 100), and the channel the next publish closes.
+// ledger.FollowBatch), and the channel the next publish closes.
 func (o *Output) chunksAfter(key string, seen int64) ([]ledger.OutputChunk, <-chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -152,7 +152,7 @@ func (o *Output) chunksAfter(key string, seen int64) ([]ledger.OutputChunk, <-ch
 	}
 	var out []ledger.OutputChunk
 	for _, c := range l.chunks {
-		if id, _ := strconv.ParseInt(c.ID, 10, 64); id > seen && len(out) < 100 {
+		if id, _ := strconv.ParseInt(c.ID, 10, 64); id > seen && len(out) < ledger.FollowBatch {
 			out = append(out, c) // Data is never modified once published
 		}
 	}

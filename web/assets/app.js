@@ -10,5 +10,12 @@ document.addEventListener("DOMContentLoaded", function () {
     var es = new EventSource(out.dataset.live);
     es.onmessage = function (ev) { out.textContent += ev.data + "\n"; out.scrollTop = out.scrollHeight; };
     es.addEventListener("end", function () { es.close(); });
+    // A refusal (429: the daemon serves its most followers) or another
+    // failed answer closes the stream for good; a lost connection retries.
+    es.onerror = function () {
+      if (es.readyState === EventSource.CLOSED) {
+        out.textContent += "[live output unavailable here: the daemon serves its most followers, or the stream failed; reload the page later]\n";
+      }
+    };
   }
 });
