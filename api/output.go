@@ -69,18 +69,9 @@ func FollowOutput(ctx context.Context, rd ReadStore, out ledger.OutputStore, job
 		if err != nil {
 			return err
 		}
-		if after == "" && len(chunks) > 0 {
-			if err := noteTrimmed(chunks[0], send); err != nil {
-				return err
-			}
-		}
-		for _, c := range chunks {
-			if err := send(c); err != nil {
-				return err
-			}
-			if after = c.ID; c.End {
-				return nil
-			}
+		var ended bool
+		if after, ended, err = sendChunks(chunks, after, send); err != nil || ended {
+			return err
 		}
 		if len(chunks) > 0 {
 			continue
@@ -98,6 +89,27 @@ func FollowOutput(ctx context.Context, rd ReadStore, out ledger.OutputStore, job
 	}
 }
 
+// sendChunks sends chunks, read after the chunk after ("" = from the
+// start: a note first when the stream's start was trimmed), up to and
+// including an end mark. It returns the last chunk's id (after when none)
+// and whether the end mark was sent.
+func sendChunks(chunks []ledger.OutputChunk, after string, send func(ledger.OutputChunk) error) (last string, ended bool, err error) {
+	if after == "" && len(chunks) > 0 {
+		if err := noteTrimmed(chunks[0], send); err != nil {
+			return after, false, err
+		}
+	}
+	for _, c := range chunks {
+		if err := send(c); err != nil {
+			return after, false, err
+		}
+		if after = c.ID; c.End {
+			return after, true, nil
+		}
+	}
+	return after, false, nil
+}
+
 // sendRest ends a follow of a run that has ended: the chunks still to come
 // (it may have published its last ones just now), else, when none came at
 // all, the stored output, then the end.
@@ -106,15 +118,8 @@ func sendRest(ctx context.Context, out ledger.OutputStore, job, id, after string
 	if err != nil {
 		return err
 	}
-	if after == "" && len(chunks) > 0 {
-		if err := noteTrimmed(chunks[0], send); err != nil {
-			return err
-		}
-	}
-	for _, c := range chunks {
-		if err := send(c); err != nil || c.End {
-			return err
-		}
+	if _, ended, err := sendChunks(chunks, after, send); err != nil || ended {
+		return err
 	}
 	if after == "" && len(chunks) == 0 {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)

@@ -61,11 +61,7 @@ func (o *Output) StoreOutput(ctx context.Context, job, occ string, out []byte, k
 	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	m := o.kept[job]
-	if m == nil {
-		m = map[string]keptOutput{}
-		o.kept[job] = m
-	}
+	m := entries(o.kept, job)
 	for id, k := range m {
 		if !now.Before(k.until) {
 			delete(m, id)
@@ -171,11 +167,7 @@ func (o *Output) StoreHookResult(ctx context.Context, job, occ string, r ledger.
 	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	m := o.hooks[job]
-	if m == nil {
-		m = map[string]keptHooks{}
-		o.hooks[job] = m
-	}
+	m := entries(o.hooks, job)
 	k := m[occ]
 	if !now.Before(k.until) {
 		k.results = nil
@@ -202,6 +194,16 @@ func (o *Output) HookResults(ctx context.Context, job, occ string) ([]ledger.Hoo
 		return nil, nil
 	}
 	return slices.Clone(k.results), nil
+}
+
+// entries returns job's map in m, made when it has none.
+func entries[V any](m map[string]map[string]V, job string) map[string]V {
+	e := m[job]
+	if e == nil {
+		e = map[string]V{}
+		m[job] = e
+	}
+	return e
 }
 
 // bound deletes from m, one job's entries by occurrence id, the ones that
