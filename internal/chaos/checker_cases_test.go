@@ -153,6 +153,24 @@ func TestCheck(t *testing.T) {
 			in.Losses = []Loss{{From: at(6), To: at(6.5)}}
 			return in
 		}, detailOf: CheckAccounted, detail: "unaccounted due to state loss 1"},
+		{name: "queued just before an empty restart: its hand-on erased, counted apart", in: func() Input {
+			in := baseInput(drop(everySecond(), 5))
+			in.Ledger.Add("a", []Record{rec(5, "queued", "", "n2", "0")})
+			in.Losses = []Loss{{From: at(5.5), To: at(6)}}
+			return in
+		}, detailOf: CheckAccounted, detail: "unaccounted due to state loss 1"},
+		{name: "claimed just before an empty restart, never ran, node alive: a violation", in: func() Input {
+			in := baseInput(drop(everySecond(), 5))
+			in.Ledger.Add("a", []Record{rec(5, "claimed", "", "n2", "6")})
+			in.Losses = []Loss{{From: at(5.5), To: at(6)}}
+			return in
+		}, fail: map[string]int{CheckAccounted: 1}},
+		{name: "queued far from an empty restart, never ran: a violation", in: func() Input {
+			in := baseInput(drop(everySecond(), 5))
+			in.Ledger.Add("a", []Record{rec(5, "queued", "", "n2", "0")})
+			in.Losses = []Loss{{From: at(25), To: at(25.5)}}
+			return in
+		}, fail: map[string]int{CheckAccounted: 1}},
 		{name: "no record far from an empty restart: silent", in: func() Input {
 			in := baseInput(drop(everySecond(), 0))
 			in.Losses = []Loss{{From: at(8), To: at(8.5)}}

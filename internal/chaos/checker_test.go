@@ -400,6 +400,14 @@ func checkAccounted(in Input, byJob map[string][]Run, v *Verdict) Row {
 				counts[rec.Status]++
 				reasons[rec.Status+"/"+rec.Reason]++
 			case ok && (rec.Status == "claimed" || rec.Status == "queued" || rec.Status == "ran"):
+				if l, lost := lossAround(in, s); lost && rec.Status == "queued" {
+					// The hand-on of a queued slot is the job's pending entry in
+					// Redis (R7): an empty restart erases it with the record
+					// (docs/protocol.md, "What stays impossible").
+					counts["unaccounted due to state loss"]++
+					v.Notes = append(v.Notes, fmt.Sprintf("%s: recorded queued by %s, not run; Redis was restarted empty at %s (answering again at %s): its hand-on was erased", what, rec.Node, clock(l.From), clock(l.To)))
+					continue
+				}
 				if k, killed := killedAround(in.Kills, rec.Node, s); killed {
 					counts["claimed by a killed node"]++
 					v.Notes = append(v.Notes, fmt.Sprintf("%s: recorded %s by %s, which the test killed at %s; no run seen", what, rec.Status, rec.Node, clock(k.At)))
