@@ -30,6 +30,16 @@ func (p *problems) hasErrors() bool {
 	return slices.ContainsFunc(p.list, func(q Problem) bool { return !q.Warning })
 }
 
+// unknownKeys reports every key of m (in sorted order) that is not in
+// known as unknown at path.KEY (unknownKey).
+func (p *problems) unknownKeys(path string, m map[string]any, known []string) {
+	for _, k := range sortedKeys(m) {
+		if !slices.Contains(known, k) {
+			p.unknownKey(path+"."+k, k, known)
+		}
+	}
+}
+
 // unknownKey reports key (at path) as unknown, suggesting the closest of
 // known when it is within a small edit distance.
 func (p *problems) unknownKey(path, key string, known []string) {

@@ -79,11 +79,7 @@ func decodeNotify(d *decoder, path string, v any) (Notify, bool) {
 		d.probs.err(path, "want a mapping with webhooks: [{url: …}], got %s", describe(v))
 		return n, false
 	}
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(notifyKeys, k) {
-			d.probs.unknownKey(path+"."+k, k, notifyKeys)
-		}
-	}
+	d.probs.unknownKeys(path, m, notifyKeys)
 	if rw, ok := m["webhooks"]; ok && rw != nil {
 		list, ok := rw.([]any)
 		if !ok {
@@ -107,11 +103,7 @@ func decodeWebhook(d *decoder, path string, v any) (Webhook, bool) {
 		d.probs.err(path, "want a mapping with url (and optionally events, secret_file, format), got %s", describe(v))
 		return w, false
 	}
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(webhookKeys, k) {
-			d.probs.unknownKey(path+"."+k, k, webhookKeys)
-		}
-	}
+	d.probs.unknownKeys(path, m, webhookKeys)
 	ok = true
 	str := func(key string, dst *string) {
 		if raw, set := m[key]; set && raw != nil {

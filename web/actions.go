@@ -55,9 +55,8 @@ func (s *server) pause(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	st, ctx, cancel, err := s.store(r.Context())
-	if err != nil {
-		s.backendError(w, r, err)
+	st, ctx, cancel, ok := s.storeFor(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()
@@ -75,9 +74,8 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, ctx, cancel, err := s.store(r.Context())
-	if err != nil {
-		s.backendError(w, r, err)
+	st, ctx, cancel, ok := s.storeFor(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()

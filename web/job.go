@@ -59,9 +59,8 @@ func (s *server) job(w http.ResponseWriter, r *http.Request, a access) {
 	if !ok {
 		return
 	}
-	st, ctx, cancel, err := s.store(r.Context())
-	if err != nil {
-		s.backendError(w, r, err)
+	st, ctx, cancel, ok := s.storeFor(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()

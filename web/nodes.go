@@ -19,9 +19,8 @@ type nodesPage struct {
 // tags, runs in progress and config drift, and the backend's health as
 // this node sees it.
 func (s *server) nodes(w http.ResponseWriter, r *http.Request, a access) {
-	st, ctx, cancel, err := s.store(r.Context())
-	if err != nil {
-		s.backendError(w, r, err)
+	st, ctx, cancel, ok := s.storeFor(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()

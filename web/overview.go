@@ -46,9 +46,8 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request, a access) {
 // snapshot returns the all-jobs view (with the problems of the last 24
 // hours when withProblems), or answers 503.
 func (s *server) snapshot(w http.ResponseWriter, r *http.Request, withProblems bool) (*snapshot, bool) {
-	st, ctx, cancel, err := s.store(r.Context())
-	if err != nil {
-		s.backendError(w, r, err)
+	st, ctx, cancel, ok := s.storeFor(w, r)
+	if !ok {
 		return nil, false
 	}
 	defer cancel()

@@ -41,9 +41,8 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, a access) {
 		return
 	}
 	id := r.PathValue("id")
-	st, ctx, cancel, err := s.store(r.Context())
-	if err != nil {
-		s.backendError(w, r, err)
+	st, ctx, cancel, ok := s.storeFor(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()

@@ -159,6 +159,17 @@ func (s *server) store(ctx context.Context) (api.Store, context.Context, context
 	return st, ctx, cancel, nil
 }
 
+// storeFor is store for a handler: when the backend cannot be reached it
+// answers the error page (backendError) and returns false.
+func (s *server) storeFor(w http.ResponseWriter, r *http.Request) (api.Store, context.Context, context.CancelFunc, bool) {
+	st, ctx, cancel, err := s.store(r.Context())
+	if err != nil {
+		s.backendError(w, r, err)
+		return nil, nil, nil, false
+	}
+	return st, ctx, cancel, true
+}
+
 // pathJob is the configured job named by the request's {job}; when there
 // is none it answers 404 and returns false.
 func (s *server) pathJob(w http.ResponseWriter, r *http.Request) (config.Job, bool) {
