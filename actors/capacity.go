@@ -55,7 +55,8 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 		return Ran{}, true // placeWon takes a place if the claim wins after all
 	}
 	deadline := time.Now().Add(busyWait) // from the fire, not from the end of the claim delay
-	delay, _ := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
+	delay, rank := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
+	r.ranked, r.rank, r.fired = rank >= 0, rank, time.Now()
 	if !sleepCtx(ctx, delay) {
 		return r.notClaimed(ledger.SkipShuttingDown), false
 	}

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"github.com/cronlock/cronlock/ledger/memory"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -32,13 +33,18 @@ func startCapNode(t *testing.T, node, job, command string, mem *memory.Memory, l
 
 func startCapNodeJob(t *testing.T, node string, cfg config.Job, mem *memory.Memory, load *cluster.Load) *capNode {
 	t.Helper()
+	return startCapNodeLocker(t, node, cfg, mem, load)
+}
+
+func startCapNodeLocker(t *testing.T, node string, cfg config.Job, locker ledger.Locker, load *cluster.Load) *capNode {
+	t.Helper()
 	job := cfg.Name
 	core, logs := observer.New(zapcore.DebugLevel)
 	m := NewMetrics(nil)
 	m.InitJob(job)
 	kill := make(chan struct{})
 	results := make(chan RunFinished, 10)
-	j := NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.New(core), Metrics: m, Locker: mem, NodeID: node,
+	j := NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.New(core), Metrics: m, Locker: locker, NodeID: node,
 		Results: results, Phantoms: make(chan Phantom, 10), Kill: kill, Start: fakeproc.Start, Load: load})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -234,5 +240,99 @@ func TestJob_ClaimOrder(t *testing.T) {
 		}
 		a1.stop()
 		a2.stop()
+	})
+}
+
+// peekingLocker is the memory ledger with a Peek (ledger.Peeker) read from
+// its records, counting claims and peeks.
+type peekingLocker struct {
+	*memory.Memory
+	claims, peeks atomic.Int64
+}
+
+func (l *peekingLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
+	l.claims.Add(1)
+	return l.Memory.Claim(ctx, req)
+}
+
+func (l *peekingLocker) Peek(ctx context.Context, job string, slot int64) (ledger.Claim, bool, error) {
+	l.peeks.Add(1)
+	occ, err := l.Memory.Occurrences(ctx, job, slot, slot)
+	if err != nil {
+		return ledger.Claim{}, false, err
+	}
+	for _, o := range occ {
+		if o.Slot == slot {
+			return ledger.Claim{Outcome: ledger.ClaimedElsewhere, Status: o.Status, Reason: o.Reason}, true, nil
+		}
+	}
+	return ledger.Claim{}, false, nil
+}
+
+// TestJob_LowerRankReadsTheRecordFirst: a rank-1 node reads the slot's
+// record before claiming (cluster.Load.Settled, ledger.Peeker). When the
+// rank-0 node claimed it, the rank-1 node sends no claim and skips the
+// slot claimed_elsewhere, as the claim would have answered; when the
+// rank-0 node did not claim (down), it finds no record, claims and runs
+// the slot RankStep after it. A record that says skipped is reported with
+// its reason, as a claim's answer is.
+func TestJob_LowerRankReadsTheRecordFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewMemory()
+		l1, l2 := &peekingLocker{Memory: mem}, &peekingLocker{Memory: mem}
+		load1, load2 := cluster.NewLoad(0, true, nil), cluster.NewLoad(0, true, nil)
+		load1.SetPeers("n1", []cluster.Peer{{ID: "n2"}}, time.Hour)
+		load2.SetPeers("n2", []cluster.Peer{{ID: "n1"}}, time.Hour)
+		load1.SetJobs([]string{"a"})
+		load2.SetJobs([]string{"a"})
+		n1 := startCapNodeLocker(t, "n1", testJob(t, "a", "exit 0"), l1, load1)
+		n2 := startCapNodeLocker(t, "n2", testJob(t, "a", "exit 0"), l2, load2)
+		ids := []string{"n1", "n2"}
+
+		s := rankedSlot(time.Now(), "a", "n2", 0, ids) // n1 is rank 1
+		time.Sleep(time.Until(s))
+		n2.job.Inbox() <- Fire{Job: "a", Slot: s}
+		n1.job.Inbox() <- Fire{Job: "a", Slot: s}
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		if reason, _ := n1.skip(s); reason != ledger.SkipClaimedElsewhere {
+			t.Errorf("slot %d: rank-1 n1 skipped it %q, want %q", s.Unix(), reason, ledger.SkipClaimedElsewhere)
+		}
+		if c, p := l1.claims.Load(), l1.peeks.Load(); c != 0 || p != 1 {
+			t.Errorf("n1 sent %d claims and %d reads, want 0 and 1 (the record answered)", c, p)
+		}
+		if o := occurrence(t, mem, "a", s); o.Node != "n2" || o.Status != "ran" {
+			t.Errorf("slot %d's record: %+v, want ran by n2", s.Unix(), o)
+		}
+
+		down := rankedSlot(s, "a", "n2", 0, ids) // n2 does not fire: down
+		time.Sleep(time.Until(down))
+		n1.job.Inbox() <- Fire{Job: "a", Slot: down}
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		if c, p := l1.claims.Load(), l1.peeks.Load(); c != 1 || p != 2 {
+			t.Errorf("n1 sent %d claims and %d reads in all, want 1 and 2 (no record: the claim was sent)", c, p)
+		}
+		if o := occurrence(t, mem, "a", down); o.Node != "n1" || o.Status != "ran" || o.Started != down.Add(cluster.RankStep).UnixMilli() {
+			t.Errorf("slot %d's record: %+v, want ran by n1, started RankStep after the slot", down.Unix(), o)
+		}
+
+		paused := rankedSlot(down, "a", "n2", 0, ids)
+		if err := mem.Pause(t.Context(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(paused))
+		n2.job.Inbox() <- Fire{Job: "a", Slot: paused}
+		n1.job.Inbox() <- Fire{Job: "a", Slot: paused}
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		if reason, _ := n1.skip(paused); reason != ledger.SkipPaused {
+			t.Errorf("slot %d (paused, decided by n2): n1 skipped it %q, want %q from the record", paused.Unix(), reason, ledger.SkipPaused)
+		}
+		if c := l1.claims.Load(); c != 1 {
+			t.Errorf("n1 sent %d claims in all, want 1", c)
+		}
+		n1.stop()
+		n2.stop()
 	})
 }

@@ -14,7 +14,7 @@ import (
 // the per-job counters.
 var skipReasons = [...]string{ledger.SkipClaimedElsewhere, ledger.SkipOverlap, ledger.SkipOverlapLocal,
 	ledger.SkipPaused, ledger.SkipRedisError, ledger.SkipDisabled, ledger.SkipShuttingDown, ledger.SkipRedisUnsafe, SkipNodeBusy, ledger.SkipMaxRuns, ledger.SkipNotReplicated,
-	ledger.SkipClockSkew, ledger.SkipOutsideClaimWindow, ledger.SkipStateLost, ledger.SkipOutsideRetention, ledger.SkipLockLost, ledger.SkipExpired, ledger.SkipNoRecord}
+	ledger.SkipClockSkew, ledger.SkipClaimLate, ledger.SkipOutsideClaimWindow, ledger.SkipStateLost, ledger.SkipOutsideRetention, ledger.SkipLockLost, ledger.SkipExpired, ledger.SkipNoRecord}
 
 // results lists every run result, in metric order; its length sizes the
 // per-job counters.

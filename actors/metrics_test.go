@@ -27,6 +27,7 @@ func TestMetrics_ExportsSeries(t *testing.T) {
 	want := `
 # HELP cronlock_skips_total Slots not run by this node, by skip reason.
 # TYPE cronlock_skips_total counter
+cronlock_skips_total{job="backup",reason="claim_late"} 0
 cronlock_skips_total{job="backup",reason="claimed_elsewhere"} 0
 cronlock_skips_total{job="backup",reason="clock_skew"} 0
 cronlock_skips_total{job="backup",reason="disabled"} 0
@@ -123,6 +124,7 @@ func TestMetrics_IdleJobExportedAtZero(t *testing.T) {
 	want := `
 # HELP cronlock_skips_total Slots not run by this node, by skip reason.
 # TYPE cronlock_skips_total counter
+cronlock_skips_total{job="busy",reason="claim_late"} 0
 cronlock_skips_total{job="busy",reason="claimed_elsewhere"} 0
 cronlock_skips_total{job="busy",reason="clock_skew"} 0
 cronlock_skips_total{job="busy",reason="disabled"} 1
@@ -141,6 +143,7 @@ cronlock_skips_total{job="busy",reason="redis_error"} 0
 cronlock_skips_total{job="busy",reason="redis_unsafe"} 0
 cronlock_skips_total{job="busy",reason="shutting_down"} 0
 cronlock_skips_total{job="busy",reason="state_lost"} 0
+cronlock_skips_total{job="idle",reason="claim_late"} 0
 cronlock_skips_total{job="idle",reason="claimed_elsewhere"} 0
 cronlock_skips_total{job="idle",reason="clock_skew"} 0
 cronlock_skips_total{job="idle",reason="disabled"} 0

@@ -68,7 +68,12 @@ type run struct {
 	// current attempt's record write (records.go).
 	recordGiveUp chan struct{}
 	reserved     bool // holds a place in deps.Load (capacity.go)
-	inProgress   bool // the place counts as a run in progress (Load.Won)
+	// ranked: reserve placed this node in the slot's claim order (rank:
+	// 0 claims first; cluster.Load.Enter) at fired (monotonic).
+	ranked     bool
+	rank       int
+	fired      time.Time
+	inProgress bool // the place counts as a run in progress (Load.Won)
 	// queueClaim: this node's run of the job holds the lease, so the
 	// claim is expected to queue the slot (overlap queue or replace) or
 	// record it skipped (skip), not to start a run; it takes no place in
@@ -175,7 +180,21 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		req.Slot = r.info.Slot.Unix()
 		req.Queue = queues(*r.job) && r.info.Trigger == ledger.TriggerSchedule
 	}
-	c, lease, err := r.send(ctx, req)
+	var c ledger.Claim
+	var lease *Lease
+	var err error
+	peeked := false
+	if r.ranked && r.info.Trigger == ledger.TriggerSchedule {
+		if r.rank == 0 {
+			r.deps.Load.FirstSent(req.Slot)
+			defer r.deps.Load.FirstAnswered(req.Slot)
+		} else {
+			c, peeked = r.peek(ctx, req.Slot)
+		}
+	}
+	if !peeked {
+		c, lease, err = r.send(ctx, req)
+	}
 	for tries := 0; err == nil && c.Outcome == ledger.TooEarly; tries++ {
 		// Sent before the slot in Redis time (this clock is fast, within
 		// the early edge): sent again once Redis time has reached it (R2),
@@ -223,6 +242,41 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 	return r.answer(c, lease, owner)
 }
 
+// peek is a lower-ranked node's read of its slot's record before the
+// claim (cluster.Load.Settled says why): it waits until this node's rank-0
+// claims of the slot are answered, at most half the job's answer window's
+// clock term, min(node.max_clock_skew, lock_ttl), after the fire, so that
+// the claim that may follow still reaches Redis within the window; then it
+// reads the record, within the same bound. found: the slot has a record,
+// and c is the answer the claim would have given (ClaimedElsewhere, the
+// record's status and reason; R1). Any failure: not found, and the claim,
+// which decides, is sent.
+func (r *run) peek(ctx context.Context, slot int64) (ledger.Claim, bool) {
+	p, ok := r.deps.Locker.(ledger.Peeker)
+	if !ok {
+		return ledger.Claim{}, false
+	}
+	bound := min(r.deps.MaxSkew, r.job.LockTTL) / 2
+	settled := r.deps.Load.Settled(slot)
+	select {
+	case <-settled:
+	default:
+		if wait := bound - time.Since(r.fired); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-settled:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(bound, r.deps.ClaimTimeout))
+	defer cancel()
+	c, found, err := p.Peek(pctx, r.job.Name, slot)
+	return c, err == nil && found
+}
+
 // recorded reports whether a claim answered o leaves the slot with a
 // record in the ledger (R1): the audit has nothing to add for it.
 func recorded(o ledger.Outcome) bool {
@@ -259,6 +313,7 @@ func (r *run) answer(c ledger.Claim, lease *Lease, owner string) (Ran, bool) {
 		r.deps.repeats.End(repeatNotReplicated)
 		r.deps.repeats.End(ledger.SkipNotReplicated)
 		r.deps.repeats.End(ledger.SkipClockSkew)
+		r.deps.repeats.End(ledger.SkipClaimLate)
 		if c.Takes > 0 {
 			r.takePending(c.Takes)
 		}
@@ -323,14 +378,36 @@ func (r *run) answer(c ledger.Claim, lease *Lease, owner string) (Ran, bool) {
 }
 
 // clockSkew reports a claim refused because Redis time was outside the
-// slot's claim window (docs/protocol.md, R2): a warning with this node's
-// offset from Redis time, summarised while it repeats.
+// slot's claim window (docs/protocol.md, R2). The script ran at Redis time
+// c.Now, at a local time between the claim's send and its answer, so this
+// node's offset from Redis time lies in [lo, hi]. When that interval meets
+// [-node.max_clock_skew, +node.max_clock_skew] the clock does not explain
+// the refusal: the claim came late (claim_late: the node or Redis was
+// overloaded or paused, the round trip says how long it took). Otherwise
+// it is clock_skew, a warning with the offset. Both are summarised while
+// they repeat.
 func (r *run) clockSkew(c ledger.Claim) Ran {
-	offset := r.deps.Now().Sub(c.Now) // local clock − Redis time, give or take the round trip
+	recv, rtt := r.deps.Now(), time.Since(r.sent)
+	lo, hi := recv.Add(-rtt).Sub(c.Now), recv.Sub(c.Now)
 	log := r.logger()
+	if lo <= r.deps.MaxSkew && hi >= -r.deps.MaxSkew && c.Now.After(r.info.Slot) {
+		late := c.Now.Sub(r.info.Slot.Add(r.windows().Answer))
+		r.deps.repeats.Log(ledger.SkipClaimLate, func(extra ...zap.Field) {
+			log.Warn("claim refused: it reached redis after the slot's answer window; this node's clock agrees with "+
+				"redis, so the claim came late (this node or redis overloaded or paused) and nothing runs (docs/protocol.md, R2)",
+				append(extra, zap.Duration("late_by", late), zap.Duration("claim_round_trip", rtt),
+					zap.Time("redis_time", c.Now))...)
+		}, nil)
+		r.deps.Metrics.Skip(r.job.Name, ledger.SkipClaimLate)
+		return Ran{Skip: ledger.SkipClaimLate}
+	}
+	offset := lo // the end of [lo, hi] nearer zero
+	if hi < 0 {
+		offset = hi
+	}
 	r.deps.repeats.Log(ledger.SkipClockSkew, func(extra ...zap.Field) {
-		log.Warn("claim refused: redis time is outside the slot's claim window; this node's clock is off "+
-			"(or its claim came too late), so it runs nothing (docs/protocol.md, R2)",
+		log.Warn("claim refused: redis time is outside the slot's claim window and this node's clock is off by more "+
+			"than node.max_clock_skew, so it runs nothing (docs/protocol.md, R2)",
 			append(extra, zap.Duration("offset_from_redis", offset), zap.Time("redis_time", c.Now))...)
 	}, nil)
 	r.deps.Metrics.Skip(r.job.Name, ledger.SkipClockSkew)

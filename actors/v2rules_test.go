@@ -138,6 +138,60 @@ func TestRule3_FastClockWaitsForTheSlotBeforeForking(t *testing.T) {
 	})
 }
 
+// lateArrivalLocker holds each claim delay before deciding it: a claim
+// that reaches Redis late (the node or Redis overloaded), sent by a node
+// whose clock is right.
+type lateArrivalLocker struct {
+	*memory.Memory
+	delay atomic.Int64 // time.Duration
+}
+
+func (l *lateArrivalLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
+	time.Sleep(time.Duration(l.delay.Load()))
+	return l.Memory.Claim(ctx, req)
+}
+
+// R2: a claim that reaches Redis after its slot's answer window from a
+// node whose clock agrees with Redis's is refused like a wrong clock
+// (nothing recorded, nothing run), but its signal says what happened: skip
+// reason claim_late, a warning with how late it was and how long the round
+// trip took, and no clock_skew (no offset blamed on a clock that is right).
+func TestRule2_LateClaimIsClaimLateNotClockSkew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &lateArrivalLocker{Memory: memory.NewMemory()}
+		cfg := testJob(t, "j", "exit 0")
+		const skew = 500 * time.Millisecond // node.max_clock_skew: the late claim stays within the claim timeout
+		h := startJobDeps(t, cfg, l, func(d *JobDeps) { d.MaxSkew = skew })
+		s := time.Now().Truncate(time.Second).Add(5 * time.Second)
+		answer := ledger.AnswerWindow(skew, cfg.LockTTL, 0)
+		l.delay.Store(int64(answer + 500*time.Millisecond))
+		time.Sleep(time.Until(s))
+		h.job.Inbox() <- Fire{Job: "j", Slot: s}
+		time.Sleep(answer + 2*time.Second)
+		synctest.Wait()
+		h.noResult(t, "a claim that arrived late")
+		if n := h.skips(t, ledger.SkipClaimLate); n != 1 {
+			t.Errorf("claim_late skips: got %v, want 1", n)
+		}
+		if n := h.skips(t, ledger.SkipClockSkew); n != 0 {
+			t.Errorf("clock_skew skips: got %v, want 0 (the clock is right)", n)
+		}
+		warned := h.logs.FilterMessageSnippet("the claim came late").All()
+		if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel ||
+			warned[0].ContextMap()["late_by"] != 500*time.Millisecond ||
+			warned[0].ContextMap()["claim_round_trip"] != answer+500*time.Millisecond {
+			t.Errorf("late claim warnings: %v, want one warning, late_by 500ms, claim_round_trip %v", warned, answer+500*time.Millisecond)
+		}
+		if got := h.logs.FilterMessageSnippet("clock is off").All(); len(got) != 0 {
+			t.Errorf("clock warnings %v, want none", got)
+		}
+		if o := occurrence(t, l.Memory, "j", s); o.Status != "" {
+			t.Errorf("slot's record: %+v, want none (a refused late claim writes nothing)", o)
+		}
+		h.stop(t)
+	})
+}
+
 // lateAnswerLocker decides each claim at once (in Redis time of the send)
 // and delivers its answer delay later: a node paused, or an answer held
 // by the network, right after the claim.

@@ -99,6 +99,7 @@ const (
 	CallClaim  = "claim"  // the claim script (keys job, state, occ, occidx, paused, pending, inflight)
 	CallFinish = "finish" // the finish script (keys job, state, occ, occidx, pending, inflight)
 	CallLease  = "renew or release"
+	CallPeek   = "record read" // a lower-ranked node's read of the slot's record before its claim (HGET occ:J S)
 	// Not per slot:
 	CallProbe     = "health check"            // readiness probe, INFO script (keys: one job key, no ARGV)
 	CallMissed    = "missed-occurrence audit" // keys job, state, occ, occidx, inflight
@@ -113,12 +114,17 @@ const (
 )
 
 // Classify names a top-level command of cronlock's: one of the Call
-// kinds for the scripts of a run, with the slots the call carries (a
-// claim's ARGV[1], one per job of a batched claim; the finish record's
-// "slot" field), otherwise the upper-cased command name and no slots.
+// kinds for the calls of a run, with the slot the call carries (a
+// claim's ARGV[1], a record read's field, the finish record's "slot"
+// field), otherwise the upper-cased command name and no slots.
 // prefix is redis.key_prefix.
 func Classify(c MonitorCommand, prefix string) (kind string, slots []int64) {
 	name := strings.ToUpper(c.Args[0])
+	if name == "HGET" && len(c.Args) == 3 && strings.HasPrefix(c.Args[1], prefix+"occ:") {
+		if slot, err := strconv.ParseInt(c.Args[2], 10, 64); err == nil {
+			return CallPeek, []int64{slot}
+		}
+	}
 	if (name != "EVALSHA" && name != "EVAL") || len(c.Args) < 3 {
 		return name, nil
 	}

@@ -48,12 +48,13 @@ type Load struct {
 	max     int  // node.max_parallel; 0 = unlimited
 	ordered bool // claims race other nodes' (Redis backend): delay them
 	mu      sync.Mutex
-	held    int            // reservations: claims in flight plus runs in progress
-	running int            // of them, claims won: runs in progress
-	view    view           // the other live nodes (SetPeers); zero = unknown
-	jobs    map[string]int // job name → its place among the sorted job names (SetJobs)
-	scratch []string       // Enter's list of the peers that may run the job
-	freed   chan struct{}  // closed by the next Release; nil until a Freed caller waits
+	held    int                    // reservations: claims in flight plus runs in progress
+	running int                    // of them, claims won: runs in progress
+	view    view                   // the other live nodes (SetPeers); zero = unknown
+	jobs    map[string]int         // job name → its place among the sorted job names (SetJobs)
+	scratch []string               // Enter's list of the peers that may run the job
+	freed   chan struct{}          // closed by the next Release; nil until a Freed caller waits
+	firsts  map[int64]*firstClaims // slot → this node's rank-0 claims of it in flight (FirstSent)
 	gauge   prometheus.Gauge
 }
 
@@ -225,6 +226,70 @@ func (l *Load) Enter(job string, slot int64, selectors []string) (time.Duration,
 	rank := rankOf(job, idx, slot, v.self, l.scratch)
 	return min(MaxDelay, RankStep*time.Duration(rank)), rank
 }
+
+// firstClaims are this node's rank-0 claims of one slot in flight: n of
+// them; done is closed when the last is answered.
+type firstClaims struct {
+	n    int
+	done chan struct{}
+}
+
+// FirstSent notes that this node sends a rank-0 claim of slot (Unix
+// seconds); FirstAnswered, called once for each, that it was answered or
+// failed.
+func (l *Load) FirstSent(slot int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.firsts[slot]
+	if f == nil {
+		if l.firsts == nil {
+			l.firsts = map[int64]*firstClaims{}
+		}
+		f = &firstClaims{done: make(chan struct{})}
+		l.firsts[slot] = f
+	}
+	f.n++
+}
+
+// FirstAnswered ends one FirstSent of slot.
+func (l *Load) FirstAnswered(slot int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f := l.firsts[slot]; f != nil {
+		if f.n--; f.n == 0 {
+			close(f.done)
+			delete(l.firsts, slot)
+		}
+	}
+}
+
+// Settled returns a channel that is closed once this node has no rank-0
+// claim of slot in flight (closed already when it has none).
+//
+// What it is for: at one instant every node sends its rank-0 claims at
+// once, over the same Redis, and its lower-ranked claims RankStep later.
+// When Redis answers more slowly than that (a herd of jobs due at one
+// instant), the lower-ranked claims reach Redis among the rank-0 claims
+// and each costs Redis a script call that loses (about half a won claim's
+// cost, docs/protocol.md) while the won claims wait behind it. A
+// lower-ranked claim therefore waits until this node's own rank-0 claims
+// of the slot are answered: the other nodes sent theirs at the same time,
+// so by then Redis has mostly answered those too, and the lower-ranked
+// claim reads the record (ledger.Peeker) instead of losing a script call.
+// It carries no guarantee (the claim decides, R1); the wait is bounded by
+// the caller (actors: half the job's answer window before its own clock
+// term, so that its claim still reaches Redis within the window).
+func (l *Load) Settled(slot int64) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f := l.firsts[slot]; f != nil {
+		return f.done
+	}
+	return closedChan
+}
+
+// closedChan is a closed channel (Settled with nothing to wait for).
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // SetJobs sets the job names of the configuration (all jobs, also those
 // this node's node.tags leave out): a job's place among them, sorted, is

@@ -321,3 +321,41 @@ func TestLoad_TryReserveSeesAReleaseBeforeTheWait(t *testing.T) {
 		t.Fatal("TryReserve refused after the place was given back")
 	}
 }
+
+// TestLoad_Settled: Settled's channel is closed at once when no rank-0
+// claim of the slot is in flight, and otherwise when the last one sent is
+// answered; another slot's claims do not hold it.
+func TestLoad_Settled(t *testing.T) {
+	l := NewLoad(0, true, nil)
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	if !closed(l.Settled(10)) {
+		t.Fatal("Settled with no claim in flight: open, want closed")
+	}
+	l.FirstSent(10)
+	l.FirstSent(10)
+	l.FirstSent(11)
+	c := l.Settled(10)
+	l.FirstAnswered(10)
+	if closed(c) {
+		t.Fatal("Settled after 1 of 2 answers: closed, want open")
+	}
+	l.FirstAnswered(10)
+	if !closed(c) || !closed(l.Settled(10)) {
+		t.Fatal("Settled after both answers: open, want closed")
+	}
+	if closed(l.Settled(11)) {
+		t.Fatal("Settled(11) with its claim in flight: closed, want open")
+	}
+	l.FirstAnswered(11)
+	l.FirstAnswered(11) // one too many: ignored
+	if !closed(l.Settled(11)) {
+		t.Fatal("Settled(11) after its answer: open, want closed")
+	}
+}

@@ -48,6 +48,18 @@ type Unhander interface {
 	Unhand(ctx context.Context, job, owner string) (slot int64, held bool, err error)
 }
 
+// Peeker is implemented by lockers that can read a slot's record without
+// deciding anything (redislock's Peek: one plain read, a small fraction of
+// a claim's cost to Redis). A lower-ranked node's scheduled claim reads the
+// record first and is not sent when one exists (actors, claim): a record
+// decides a scheduled claim whatever else holds (R1), so the answer is the
+// one the claim would have given, ClaimedElsewhere with the record's
+// status and reason. found is false when the slot has no record (or the
+// job no ledger); the caller then claims.
+type Peeker interface {
+	Peek(ctx context.Context, job string, slot int64) (c Claim, found bool, err error)
+}
+
 // Windows are a job's time bounds as the claim script checks them against
 // Redis time (docs/protocol.md, rule R2).
 type Windows struct {

@@ -14,9 +14,15 @@ const (
 	// server); docs/protocol.md, "Redis policy guard".
 	SkipRedisUnsafe = "redis_unsafe"
 	// SkipClockSkew: Redis time was outside the slot's claim window when
-	// this node's claim arrived (docs/protocol.md, rule R2): its clock is
-	// wrong, or the claim came too late; nothing was recorded.
+	// this node's claim arrived (docs/protocol.md, rule R2) and this node's
+	// clock differs from Redis's by more than node.max_clock_skew; nothing
+	// was recorded.
 	SkipClockSkew = "clock_skew"
+	// SkipClaimLate: a scheduled claim reached Redis after the slot's answer
+	// window while this node's clock agrees with Redis's: the claim itself
+	// came late (this node or Redis overloaded or paused; rule R2); nothing
+	// was recorded.
+	SkipClaimLate = "claim_late"
 	// SkipOutsideClaimWindow: a catch-up or backfill claim outside its
 	// window in Redis time (rule R2).
 	SkipOutsideClaimWindow = "outside_claim_window"

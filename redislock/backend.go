@@ -31,7 +31,7 @@ type Policy struct {
 // the ledger.Locker the engine hands to the job actors, the janitor and the
 // auditor: a claim goes from a run to here and to Redis. A claim the guard
 // refuses is never sent (its error is a *ledger.ClaimRefusedError); Renew,
-// Release, Unhand and Finish pass through, so that runs already going keep
+// Peek (a read), Release, Unhand and Finish pass through, so that runs already going keep
 // and release their leases. Safe for concurrent use, except CheckReady (one
 // goroutine). It owns no goroutines or timers.
 type Backend struct {
@@ -43,6 +43,7 @@ type Backend struct {
 var (
 	_ ledger.Locker           = (*Backend)(nil)
 	_ ledger.Unhander         = (*Backend)(nil)
+	_ ledger.Peeker           = (*Backend)(nil)
 	_ ledger.ReadinessChecker = (*Backend)(nil)
 )
 

@@ -77,6 +77,14 @@ func (l *Lazy) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim
 	return r.Claim(ctx, req)
 }
 
+func (l *Lazy) Peek(ctx context.Context, job string, slot int64) (ledger.Claim, bool, error) {
+	r, err := l.Client()
+	if err != nil {
+		return ledger.Claim{}, false, err
+	}
+	return r.Peek(ctx, job, slot)
+}
+
 func (l *Lazy) Renew(ctx context.Context, job, owner string, ttl time.Duration) (int64, error) {
 	r, err := l.Client()
 	if err != nil {

@@ -60,6 +60,29 @@ func (r *Redis) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 	return c, nil
 }
 
+var _ ledger.Peeker = (*Redis)(nil)
+
+// Peek reads the record of job's slot (one HGET of the job's ledger, no
+// script): a lower-ranked node's claim is not sent when the slot has one
+// (ledger.Peeker). A record that does not decode is reported as not found,
+// so that the claim script, which decides, is sent.
+func (r *Redis) Peek(ctx context.Context, job string, slot int64) (ledger.Claim, bool, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	s, err := r.c.Do(ctx, r.c.B().Hget().Key(r.key("occ", job)).Field(strconv.FormatInt(slot, 10)).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return ledger.Claim{}, false, nil
+	}
+	if err != nil {
+		return ledger.Claim{}, false, fmt.Errorf("peek %q: %w", job, err)
+	}
+	o, err := decodeOccurrence(s, nil)
+	if err != nil || o.Status == "" {
+		return ledger.Claim{}, false, nil
+	}
+	return ledger.Claim{Outcome: ledger.ClaimedElsewhere, Status: o.Status, Reason: o.Reason}, true, nil
+}
+
 // decodeClaim reads claimScript's reply.
 func decodeClaim(vals []rueidis.RedisMessage) (ledger.Claim, error) {
 	if len(vals) != 13 {

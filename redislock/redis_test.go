@@ -248,3 +248,33 @@ func TestRedis_ErrorsHidePassword(t *testing.T) {
 		t.Fatalf("error contains the password: %q", err)
 	}
 }
+
+// TestRedis_Peek: Peek reads a slot's record with one plain read (no
+// script): the claim's status and reason when there is one, not found
+// when the slot (or the job) has none.
+func TestRedis_Peek(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newRedis(t, srv.Addr(), Options{})
+	slot := ledgertest.NowSlot(t, r)
+	ledgertest.MustClaim(t, r, ledgertest.Sched("j", slot, "a"), ledger.Claimed)
+	c := raw(t, srv.Addr())
+	if err := c.Do(ledgertest.Ctx(t), c.B().ConfigResetstat().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	got, found, err := r.Peek(ledgertest.Ctx(t), "j", slot)
+	if err != nil || !found || got.Outcome != ledger.ClaimedElsewhere || got.Status != "claimed" {
+		t.Errorf("Peek of a claimed slot: %+v %v %v, want claimed_elsewhere, status claimed", got, found, err)
+	}
+	for _, tc := range []struct {
+		job  string
+		slot int64
+	}{{"j", slot + 1}, {"nojob", slot}} {
+		if got, found, err := r.Peek(ledgertest.Ctx(t), tc.job, tc.slot); err != nil || found {
+			t.Errorf("Peek of %s's slot %d (no record): %+v %v %v, want not found", tc.job, tc.slot, got, found, err)
+		}
+	}
+	st := cmdstats(t, c)
+	if st["hget"]["calls"] != 3 || st["evalsha"]["calls"] != 0 || st["eval"]["calls"] != 0 {
+		t.Errorf("commands of 3 peeks: %v, want 3 HGET and no script", st)
+	}
+}
