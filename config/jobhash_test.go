@@ -20,6 +20,13 @@ func TestJobHash_ChangesWithEveryFieldButEnvValues(t *testing.T) {
 		"enabled":  func(j *Job) { j.Enabled = false },
 		"env name": func(j *Job) { j.Env = map[string]string{"DB_PASSWORD": "s3cret", "X": "1"} },
 		"zone":     func(j *Job) { j.Location = time.FixedZone("X", 3600) },
+		"nodes":    func(j *Job) { j.Nodes = []string{"role=db"} },
+		"max_runs": func(j *Job) { j.MaxRuns = 1 },
+		"active":   func(j *Job) { j.ActiveUntil = "2030-01-01T00:00:00Z" },
+		"warn":     func(j *Job) { j.WarnAfter = time.Minute },
+		"webhook": func(j *Job) {
+			j.Notify.Webhooks = []Webhook{{URL: "https://hooks.example/T1/B1/x", Events: NotifyEvents, Format: FormatJSON}}
+		},
 	}
 	for what, change := range changes {
 		j := base
@@ -28,7 +35,34 @@ func TestJobHash_ChangesWithEveryFieldButEnvValues(t *testing.T) {
 			t.Errorf("%s changed: hash unchanged %s", what, h)
 		}
 	}
-	j := base
+	hooked := base
+	hooked.Notify.Webhooks = []Webhook{{URL: "https://u:pw1@hooks.example/T1/B1/x?token=a", Events: NotifyEvents, Format: FormatJSON}}
+	hh := JobHash(hooked)
+	for what, w := range map[string]Webhook{
+		"path":   {URL: "https://u:pw1@hooks.example/T1/B1/y?token=a", Events: NotifyEvents, Format: FormatJSON},
+		"format": {URL: "https://u:pw1@hooks.example/T1/B1/x?token=a", Events: NotifyEvents, Format: FormatSlack},
+		"events": {URL: "https://u:pw1@hooks.example/T1/B1/x?token=a", Events: []string{EventMissed}, Format: FormatJSON},
+		"signed": {URL: "https://u:pw1@hooks.example/T1/B1/x?token=a", Events: NotifyEvents, Format: FormatJSON, SecretFile: "/k"},
+	} {
+		j := hooked
+		j.Notify.Webhooks = []Webhook{w}
+		if JobHash(j) == hh {
+			t.Errorf("webhook %s changed: hash unchanged %s", what, hh)
+		}
+	}
+	j := hooked
+	j.Notify.Webhooks = []Webhook{{URL: "https://v:pw2@hooks.example/T1/B1/x?token=b", Events: NotifyEvents, Format: FormatJSON}}
+	if got := JobHash(j); got != hh {
+		t.Errorf("only a webhook's credentials and query changed: hash %s, want %s (not hashed: secrets)", got, hh)
+	}
+	j = base
+	j.Nodes = []string{"b=1", "a=1"}
+	k := base
+	k.Nodes = []string{"a=1", "b=1"}
+	if JobHash(j) != JobHash(k) {
+		t.Errorf("nodes: selectors in another order changed the hash")
+	}
+	j = base
 	j.Env = map[string]string{"DB_PASSWORD": "other"}
 	if got := JobHash(j); got != h {
 		t.Errorf("only an env value changed: hash %s, want %s (env values are not hashed)", got, h)
