@@ -248,6 +248,7 @@ func TestJob_ClaimOrder(t *testing.T) {
 type peekingLocker struct {
 	*memory.Memory
 	claims, peeks atomic.Int64
+	behind        atomic.Bool // Peek reports the ledger's seq as 0: behind what a node saw (Redis lost state)
 }
 
 func (l *peekingLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
@@ -261,9 +262,16 @@ func (l *peekingLocker) Peek(ctx context.Context, job string, slot int64) (ledge
 	if err != nil {
 		return ledger.Claim{}, false, err
 	}
+	st, err := l.Memory.State(ctx, job)
+	if err != nil {
+		return ledger.Claim{}, false, err
+	}
+	if l.behind.Load() {
+		st.Seq = 0
+	}
 	for _, o := range occ {
 		if o.Slot == slot {
-			return ledger.Claim{Outcome: ledger.ClaimedElsewhere, Status: o.Status, Reason: o.Reason}, true, nil
+			return ledger.Claim{Outcome: ledger.ClaimedElsewhere, Status: o.Status, Reason: o.Reason, Seq: st.Seq, Runs: st.Runs}, true, nil
 		}
 	}
 	return ledger.Claim{}, false, nil
@@ -332,7 +340,94 @@ func TestJob_LowerRankReadsTheRecordFirst(t *testing.T) {
 		if c := l1.claims.Load(); c != 1 {
 			t.Errorf("n1 sent %d claims in all, want 1", c)
 		}
+		if err := mem.Resume(t.Context(), "a"); err != nil {
+			t.Fatal(err)
+		}
+
+		// The ledger is behind what n1 has seen (Redis lost state): the
+		// record does not stand in for the claim, which is sent (and
+		// repairs the ledger, R5).
+		l1.behind.Store(true)
+		lost := rankedSlot(paused, "a", "n2", 0, ids)
+		time.Sleep(time.Until(lost))
+		n2.job.Inbox() <- Fire{Job: "a", Slot: lost}
+		n1.job.Inbox() <- Fire{Job: "a", Slot: lost}
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		if c, p := l1.claims.Load(), l1.peeks.Load(); c != 2 || p != 4 {
+			t.Errorf("n1 sent %d claims and %d reads in all, want 2 and 4 (a ledger behind what n1 saw: claimed)", c, p)
+		}
+		if reason, _ := n1.skip(lost); reason != ledger.SkipClaimedElsewhere {
+			t.Errorf("slot %d: n1 skipped it %q, want %q", lost.Unix(), reason, ledger.SkipClaimedElsewhere)
+		}
 		n1.stop()
 		n2.stop()
 	})
+}
+
+// unansweredLocker answers every claim after delay; Peek never answers before
+// ctx ends.
+type unansweredLocker struct {
+	*memory.Memory
+	delay time.Duration
+	peeks atomic.Int64
+}
+
+func (l *unansweredLocker) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
+	time.Sleep(l.delay)
+	return l.Memory.Claim(ctx, req)
+}
+
+func (l *unansweredLocker) Peek(ctx context.Context, job string, slot int64) (ledger.Claim, bool, error) {
+	l.peeks.Add(1)
+	<-ctx.Done()
+	return ledger.Claim{}, false, ctx.Err()
+}
+
+// TestJob_LowerRankReadIsBounded: a rank-1 node whose own rank-0 claim
+// of the same slot (job b) does not answer waits for it at most until B/2
+// after the slot (B = min(max_clock_skew, lock_ttl)), and its read of the
+// record (which does not answer either) ends by 3B/4: its claim of job a
+// then leaves with a quarter of B left, and runs. A shutdown during that
+// wait claims nothing: the slot is skipped shutting_down.
+func TestJob_LowerRankReadIsBounded(t *testing.T) {
+	for _, shutdown := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			mem := memory.NewMemory()
+			load := cluster.NewLoad(0, true, nil)
+			load.SetPeers("n1", []cluster.Peer{{ID: "n2"}}, 24*time.Hour)
+			load.SetJobs([]string{"a", "b"})
+			cfgA := testJob(t, "a", "exit 0")
+			a := startCapNodeLocker(t, "n1", cfgA, &unansweredLocker{Memory: mem}, load)
+			b := startCapNodeLocker(t, "n1", testJob(t, "b", "exit 0"), &unansweredLocker{Memory: mem, delay: time.Hour}, load)
+			ids := []string{"n1", "n2"}
+			s := time.Now().Truncate(time.Second).Add(time.Second)
+			for cluster.Rank("a", 0, s.Unix(), "n1", ids) != 1 || cluster.Rank("b", 1, s.Unix(), "n1", ids) != 0 {
+				s = s.Add(time.Second)
+			}
+			bound := min(testMaxSkew, cfgA.LockTTL)
+			time.Sleep(time.Until(s))
+			b.job.Inbox() <- Fire{Job: "b", Slot: s} // b's claim (rank 0) does not answer for an hour
+			a.job.Inbox() <- Fire{Job: "a", Slot: s}
+			if shutdown {
+				time.Sleep(bound / 4)
+				a.stop()
+				if reason, _ := a.skip(s); reason != ledger.SkipShuttingDown {
+					t.Errorf("slot %d of a, stopped while it waited: skipped %q, want %q", s.Unix(), reason, ledger.SkipShuttingDown)
+				}
+				if o := occurrence(t, mem, "a", s); o.Status != "" {
+					t.Errorf("slot %d of a, stopped while it waited: record %+v, want none", s.Unix(), o)
+				}
+				b.stop()
+				return
+			}
+			time.Sleep(2 * bound)
+			synctest.Wait()
+			if o := occurrence(t, mem, "a", s); o.Status != "ran" || o.Claimed != s.Add(3*bound/4).UnixMilli() {
+				t.Errorf("slot %d of a: %+v, want ran, claimed 3B/4 = %v after the slot", s.Unix(), o, 3*bound/4)
+			}
+			a.stop()
+			b.stop()
+		})
+	}
 }

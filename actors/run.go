@@ -189,7 +189,10 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 			r.deps.Load.FirstSent(req.Slot)
 			defer r.deps.Load.FirstAnswered(req.Slot)
 		} else {
-			c, peeked = r.peek(ctx, req.Slot)
+			var stop bool
+			if c, peeked, stop = r.peek(ctx, req.Slot); stop {
+				return r.notClaimed(ledger.SkipShuttingDown), false
+			}
 		}
 	}
 	if !peeked {
@@ -243,38 +246,52 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 }
 
 // peek is a lower-ranked node's read of its slot's record before the
-// claim (cluster.Load.Settled says why): it waits until this node's rank-0
-// claims of the slot are answered, at most half the job's answer window's
-// clock term, min(node.max_clock_skew, lock_ttl), after the fire, so that
-// the claim that may follow still reaches Redis within the window; then it
-// reads the record, within the same bound. found: the slot has a record,
-// and c is the answer the claim would have given (ClaimedElsewhere, the
-// record's status and reason; R1). Any failure: not found, and the claim,
-// which decides, is sent.
-func (r *run) peek(ctx context.Context, slot int64) (ledger.Claim, bool) {
+// claim (cluster.Load.Settled says why). With B = min(node.max_clock_skew,
+// lock_ttl), the clock term of the answer window W = B + jitter, and the
+// slot's latest fire F = slot + jitter (the node's clock): it waits until
+// this node's rank-0 claims of the slot are answered, at most until F + B/2,
+// then reads the record, answered by F + 3B/4, so that a claim that
+// follows leaves at least B/4 before the window ends (S + W). With less
+// than that left it does not read. found: the slot has a record and the
+// ledger holds all this node has seen of it (seq and successful runs;
+// otherwise the claim must go, to repair it: R5, R6), and c is the answer
+// the claim would have given (ClaimedElsewhere, the record's status and
+// reason; R1). Any failure: not found, and the claim, which decides, is
+// sent. stop: shutdown began while it waited; nothing was claimed.
+func (r *run) peek(ctx context.Context, slot int64) (c ledger.Claim, found, stop bool) {
 	p, ok := r.deps.Locker.(ledger.Peeker)
 	if !ok {
-		return ledger.Claim{}, false
+		return ledger.Claim{}, false, false
 	}
-	bound := min(r.deps.MaxSkew, r.job.LockTTL) / 2
+	b := min(r.deps.MaxSkew, r.job.LockTTL)
+	latestFire := r.info.Slot.Add(r.job.Jitter)
 	settled := r.deps.Load.Settled(slot)
 	select {
 	case <-settled:
 	default:
-		if wait := bound - time.Since(r.fired); wait > 0 {
+		if wait := latestFire.Add(b / 2).Sub(r.deps.Now()); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-settled:
 			case <-t.C:
 			case <-ctx.Done():
+				t.Stop()
+				return ledger.Claim{}, false, true
 			}
 			t.Stop()
 		}
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(bound, r.deps.ClaimTimeout))
+	left := latestFire.Add(3 * b / 4).Sub(r.deps.Now())
+	if left <= 0 {
+		return ledger.Claim{}, false, false
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(left, r.deps.ClaimTimeout))
 	defer cancel()
 	c, found, err := p.Peek(pctx, r.job.Name, slot)
-	return c, err == nil && found
+	if err != nil || !found || c.Seq < r.seenSeq || c.Runs < r.seenRuns {
+		return ledger.Claim{}, false, false
+	}
+	return c, true, false
 }
 
 // recorded reports whether a claim answered o leaves the slot with a
@@ -380,35 +397,39 @@ func (r *run) answer(c ledger.Claim, lease *Lease, owner string) (Ran, bool) {
 // clockSkew reports a claim refused because Redis time was outside the
 // slot's claim window (docs/protocol.md, R2). The script ran at Redis time
 // c.Now, at a local time between the claim's send and its answer, so this
-// node's offset from Redis time lies in [lo, hi]. When that interval meets
-// [-node.max_clock_skew, +node.max_clock_skew] the clock does not explain
-// the refusal: the claim came late (claim_late: the node or Redis was
-// overloaded or paused, the round trip says how long it took). Otherwise
-// it is clock_skew, a warning with the offset. Both are summarised while
-// they repeat.
+// node's offset from Redis time lies in [lo, hi]. The refusal is
+// claim_late when the claim was late by this node's own clock too (its
+// answer came after the slot's window ended, S + W) and a clock within
+// node.max_clock_skew fits [lo, hi]: the node or Redis was overloaded or
+// paused, and the warning says how late, when the claim left and how long
+// its round trip took. Otherwise this node's clock put the claim outside
+// the window: clock_skew, a warning with the offset (the end of [lo, hi]
+// nearer zero) and both bounds. Both are summarised while they repeat.
 func (r *run) clockSkew(c ledger.Claim) Ran {
 	recv, rtt := r.deps.Now(), time.Since(r.sent)
-	lo, hi := recv.Add(-rtt).Sub(c.Now), recv.Sub(c.Now)
+	sent := recv.Add(-rtt)
+	lo, hi := sent.Sub(c.Now), recv.Sub(c.Now)
+	end := r.info.Slot.Add(r.windows().Answer)
 	log := r.logger()
-	if lo <= r.deps.MaxSkew && hi >= -r.deps.MaxSkew && c.Now.After(r.info.Slot) {
-		late := c.Now.Sub(r.info.Slot.Add(r.windows().Answer))
+	if c.Now.After(end) && recv.After(end) && lo <= r.deps.MaxSkew && hi >= -r.deps.MaxSkew {
 		r.deps.repeats.Log(ledger.SkipClaimLate, func(extra ...zap.Field) {
-			log.Warn("claim refused: it reached redis after the slot's answer window; this node's clock agrees with "+
-				"redis, so the claim came late (this node or redis overloaded or paused) and nothing runs (docs/protocol.md, R2)",
-				append(extra, zap.Duration("late_by", late), zap.Duration("claim_round_trip", rtt),
-					zap.Time("redis_time", c.Now))...)
+			log.Warn("claim refused: it reached redis after the slot's answer window, late by this node's clock "+
+				"too, so the claim came late (this node or redis overloaded or paused) and nothing runs (docs/protocol.md, R2)",
+				append(extra, zap.Duration("late_by", c.Now.Sub(end)), zap.Duration("sent_after_slot", sent.Sub(r.info.Slot)),
+					zap.Duration("claim_round_trip", rtt), zap.Time("redis_time", c.Now))...)
 		}, nil)
 		r.deps.Metrics.Skip(r.job.Name, ledger.SkipClaimLate)
 		return Ran{Skip: ledger.SkipClaimLate}
 	}
-	offset := lo // the end of [lo, hi] nearer zero
+	offset := lo
 	if hi < 0 {
 		offset = hi
 	}
 	r.deps.repeats.Log(ledger.SkipClockSkew, func(extra ...zap.Field) {
-		log.Warn("claim refused: redis time is outside the slot's claim window and this node's clock is off by more "+
-			"than node.max_clock_skew, so it runs nothing (docs/protocol.md, R2)",
-			append(extra, zap.Duration("offset_from_redis", offset), zap.Time("redis_time", c.Now))...)
+		log.Warn("claim refused: redis time is outside the slot's claim window by this node's clock, which differs "+
+			"from redis's, so it runs nothing: fix NTP (docs/protocol.md, R2)",
+			append(extra, zap.Duration("offset_from_redis", offset), zap.Duration("offset_at_least", lo),
+				zap.Duration("offset_at_most", hi), zap.Time("redis_time", c.Now))...)
 	}, nil)
 	r.deps.Metrics.Skip(r.job.Name, ledger.SkipClockSkew)
 	return Ran{Skip: ledger.SkipClockSkew}

@@ -178,7 +178,7 @@ func TestRule2_LateClaimIsClaimLateNotClockSkew(t *testing.T) {
 		}
 		warned := h.logs.FilterMessageSnippet("the claim came late").All()
 		if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel ||
-			warned[0].ContextMap()["late_by"] != 500*time.Millisecond ||
+			warned[0].ContextMap()["late_by"] != 500*time.Millisecond || warned[0].ContextMap()["sent_after_slot"] != time.Duration(0) ||
 			warned[0].ContextMap()["claim_round_trip"] != answer+500*time.Millisecond {
 			t.Errorf("late claim warnings: %v, want one warning, late_by 500ms, claim_round_trip %v", warned, answer+500*time.Millisecond)
 		}
@@ -187,6 +187,38 @@ func TestRule2_LateClaimIsClaimLateNotClockSkew(t *testing.T) {
 		}
 		if o := occurrence(t, l.Memory, "j", s); o.Status != "" {
 			t.Errorf("slot's record: %+v, want none (a refused late claim writes nothing)", o)
+		}
+		h.stop(t)
+	})
+}
+
+// R2: a node whose clock is behind Redis's by less than
+// node.max_clock_skew but more than the answer window (lock_ttl 1 s, the
+// clock 1.5 s behind, max_clock_skew 2 s) sends its claims in time by its
+// own clock and they arrive late in Redis time: clock_skew with the
+// offset (the clock is what is wrong), not claim_late.
+func TestRule2_SlowClockWithinMaxSkewIsClockSkew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewMemory()
+		cfg := testJob(t, "j", "exit 0")
+		cfg.LockTTL = time.Second
+		const behind = 1500 * time.Millisecond
+		h := startJobDeps(t, cfg, mem, func(d *JobDeps) {
+			d.MaxSkew = 2 * time.Second
+			d.Now = func() time.Time { return time.Now().Add(-behind) }
+		})
+		s := time.Now().Truncate(time.Second).Add(5 * time.Second)
+		time.Sleep(time.Until(s.Add(behind))) // the node's clock says s
+		h.job.Inbox() <- Fire{Job: "j", Slot: s}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		h.noResult(t, "a node 1.5 s behind, lock_ttl 1s")
+		if n, late := h.skips(t, ledger.SkipClockSkew), h.skips(t, ledger.SkipClaimLate); n != 1 || late != 0 {
+			t.Errorf("clock_skew, claim_late skips: got %v, %v, want 1, 0", n, late)
+		}
+		warned := h.logs.FilterMessageSnippet("fix NTP").All()
+		if len(warned) != 1 || warned[0].ContextMap()["offset_from_redis"] != -behind {
+			t.Errorf("clock warnings: %v, want one with offset_from_redis -1.5s", warned)
 		}
 		h.stop(t)
 	})

@@ -276,9 +276,9 @@ func (l *Load) FirstAnswered(slot int64) {
 // of the slot are answered: the other nodes sent theirs at the same time,
 // so by then Redis has mostly answered those too, and the lower-ranked
 // claim reads the record (ledger.Peeker) instead of losing a script call.
-// It carries no guarantee (the claim decides, R1); the wait is bounded by
-// the caller (actors: half the job's answer window before its own clock
-// term, so that its claim still reaches Redis within the window).
+// It carries no guarantee (the claim decides, R1); the caller bounds the
+// wait so that its claim still reaches Redis within the slot's answer
+// window (actors, run.peek; docs/protocol.md, "Claim order").
 func (l *Load) Settled(slot int64) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()

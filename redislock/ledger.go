@@ -62,25 +62,36 @@ func (r *Redis) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 
 var _ ledger.Peeker = (*Redis)(nil)
 
-// Peek reads the record of job's slot (one HGET of the job's ledger, no
-// script): a lower-ranked node's claim is not sent when the slot has one
-// (ledger.Peeker). A record that does not decode is reported as not found,
-// so that the claim script, which decides, is sent.
+// Peek reads the record of job's slot and the ledger's seq and successful
+// runs (HGET and HMGET of the job's keys, one pipelined round trip, no
+// script): a lower-ranked node's claim is not sent when the slot has a
+// record (ledger.Peeker), unless the ledger is behind what the node has
+// seen. A record that does not decode is reported as not found, so that
+// the claim script, which decides, is sent.
 func (r *Redis) Peek(ctx context.Context, job string, slot int64) (ledger.Claim, bool, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	s, err := r.c.Do(ctx, r.c.B().Hget().Key(r.key("occ", job)).Field(strconv.FormatInt(slot, 10)).Build()).ToString()
+	res := r.c.DoMulti(ctx,
+		r.c.B().Hget().Key(r.key("occ", job)).Field(strconv.FormatInt(slot, 10)).Build(),
+		r.c.B().Hmget().Key(r.key("state", job)).Field("seq", "runs").Build())
+	s, err := res[0].ToString()
 	if rueidis.IsRedisNil(err) {
 		return ledger.Claim{}, false, nil
 	}
 	if err != nil {
 		return ledger.Claim{}, false, fmt.Errorf("peek %q: %w", job, err)
 	}
+	st, err := res[1].ToArray()
+	if err != nil || len(st) != 2 {
+		return ledger.Claim{}, false, fmt.Errorf("peek %q: state: %w", job, err)
+	}
+	seq, _ := st[0].AsInt64() // nil (no ledger state): 0
+	runs, _ := st[1].AsInt64()
 	o, err := decodeOccurrence(s, nil)
 	if err != nil || o.Status == "" {
 		return ledger.Claim{}, false, nil
 	}
-	return ledger.Claim{Outcome: ledger.ClaimedElsewhere, Status: o.Status, Reason: o.Reason}, true, nil
+	return ledger.Claim{Outcome: ledger.ClaimedElsewhere, Status: o.Status, Reason: o.Reason, Seq: seq, Runs: runs}, true, nil
 }
 
 // decodeClaim reads claimScript's reply.

@@ -249,9 +249,9 @@ func TestRedis_ErrorsHidePassword(t *testing.T) {
 	}
 }
 
-// TestRedis_Peek: Peek reads a slot's record with one plain read (no
-// script): the claim's status and reason when there is one, not found
-// when the slot (or the job) has none.
+// TestRedis_Peek: Peek reads a slot's record and the ledger's seq with
+// plain reads (no script): the claim's status and reason when there is
+// one, not found when the slot (or the job) has none.
 func TestRedis_Peek(t *testing.T) {
 	srv := redistest.Start(t)
 	r := newRedis(t, srv.Addr(), Options{})
@@ -262,8 +262,8 @@ func TestRedis_Peek(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, found, err := r.Peek(ledgertest.Ctx(t), "j", slot)
-	if err != nil || !found || got.Outcome != ledger.ClaimedElsewhere || got.Status != "claimed" {
-		t.Errorf("Peek of a claimed slot: %+v %v %v, want claimed_elsewhere, status claimed", got, found, err)
+	if err != nil || !found || got.Outcome != ledger.ClaimedElsewhere || got.Status != "claimed" || got.Seq < 1 {
+		t.Errorf("Peek of a claimed slot: %+v %v %v, want claimed_elsewhere, status claimed, the ledger's seq", got, found, err)
 	}
 	for _, tc := range []struct {
 		job  string
@@ -274,7 +274,7 @@ func TestRedis_Peek(t *testing.T) {
 		}
 	}
 	st := cmdstats(t, c)
-	if st["hget"]["calls"] != 3 || st["evalsha"]["calls"] != 0 || st["eval"]["calls"] != 0 {
-		t.Errorf("commands of 3 peeks: %v, want 3 HGET and no script", st)
+	if st["hget"]["calls"] != 3 || st["hmget"]["calls"] != 3 || st["evalsha"]["calls"] != 0 || st["eval"]["calls"] != 0 {
+		t.Errorf("commands of 3 peeks: %v, want 3 HGET, 3 HMGET and no script", st)
 	}
 }
