@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/cronlock/cronlock/ledger"
@@ -143,7 +144,7 @@ func (a *Auditor) Audit(ctx context.Context, cfg *config.Job, job *Job) ([]int64
 		st.from, st.due = last, a.dueAfter(cfg, last, window)
 		return nil, nil
 	}
-	req.Reason = a.reason(req.Slots[len(req.Slots)-1])
+	req.Reason = a.reason(req.Slots[0], req.Slots[len(req.Slots)-1], job)
 	got, err := a.Locker.Audit(ctx, req)
 	if err != nil {
 		return nil, err
@@ -206,10 +207,22 @@ var endOfTime = time.Unix(1<<62, 0)
 // Forget drops a job's audit state (a job removed by a reload).
 func (a *Auditor) Forget(job string) { delete(a.jobs, job) }
 
-// reason is what this node knows of why slots up to last were missed.
-func (a *Auditor) reason(last int64) string {
+// reason is what this node knows of why slots first..last were missed:
+// it was not running yet, or its job actor (job, nil = none) skipped one
+// of them on its own (Job.LocalSkip, the latest: claim_late, node_busy,
+// redis_error, …; named with its slot when the call covers several), or
+// it knows nothing more.
+func (a *Auditor) reason(first, last int64, job *Job) string {
 	if time.Unix(last, 0).Before(a.Started) {
 		return "not_claimed: no live node claimed it (this node was not running)"
+	}
+	if job != nil {
+		if slot, r := job.LocalSkip(first, last); r != "" {
+			if first == last {
+				return "not_claimed: no live node claimed it; this node skipped it: " + r
+			}
+			return "not_claimed: no live node claimed it; this node skipped slot " + strconv.FormatInt(slot, 10) + ": " + r
+		}
 	}
 	return "not_claimed: no live node claimed it (nodes down, redis unreachable, or skipped locally)"
 }

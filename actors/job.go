@@ -96,7 +96,32 @@ type jobDeps struct {
 	// hands to the pending slot, so that a reload reaches a chain of
 	// queued runs.
 	latest atomic.Pointer[config.Job]
+	// lastLocal is the latest slot this node skipped for a reason of its
+	// own, with nothing written to the ledger (localReasons): the audit
+	// names it in the slot's missed record (Job.LocalSkip). nil = none.
+	lastLocal atomic.Pointer[localSkip]
 }
+
+// noteLocal remembers slot as skipped for reason when it is one of
+// localReasons (lastLocal).
+func (d *jobDeps) noteLocal(slot time.Time, reason string) {
+	if localReasons[reason] && !slot.IsZero() {
+		d.lastLocal.Store(&localSkip{slot: slot.Unix(), reason: reason})
+	}
+}
+
+// localSkip is one slot skipped by this node alone, and why.
+type localSkip struct {
+	slot   int64
+	reason string
+}
+
+// localReasons are the skip reasons decided by this node alone that leave
+// the slot without a record (docs/protocol.md, "Skip reasons"): when no
+// other node claims it, the audit records it missed with this node's
+// reason.
+var localReasons = map[string]bool{SkipNodeBusy: true, ledger.SkipShuttingDown: true, ledger.SkipRedisError: true,
+	ledger.SkipRedisUnsafe: true, ledger.SkipClockSkew: true, ledger.SkipClaimLate: true}
 
 // SharedDeps are JobDeps with their defaults filled in, shared read-only
 // by many job actors (NewJobOf): a job set of 10,000 jobs keeps one copy.
@@ -580,6 +605,16 @@ func (j *Job) Undecided(first, through int64) bool {
 	return gap || j.decided.Load() < through
 }
 
+// LocalSkip is the latest slot in [first, through] that this node skipped
+// on its own (localReasons) and why; 0 and "" when none (it remembers the
+// latest such slot only). Safe from any goroutine.
+func (j *Job) LocalSkip(first, through int64) (slot int64, reason string) {
+	if l := j.deps.lastLocal.Load(); l != nil && l.slot >= first && l.slot <= through {
+		return l.slot, l.reason
+	}
+	return 0, ""
+}
+
 // Audited notes an audit that recorded every slot up to to: the gaps it
 // covered are closed (all of them, or none while a later one is open).
 func (j *Job) Audited(to int64) {
@@ -597,6 +632,7 @@ func (j *Job) Audited(to int64) {
 // an outage lasts: their lines are summarised (repeats.go).
 func skipSlot(deps *jobDeps, job string, slot time.Time, reason string, fields ...zap.Field) {
 	deps.Metrics.Skip(job, reason)
+	deps.noteLocal(slot, reason)
 	level := zapcore.InfoLevel
 	switch reason {
 	case ledger.SkipClaimedElsewhere, ledger.SkipDisabled:

@@ -419,6 +419,7 @@ func (r *run) clockSkew(c ledger.Claim) Ran {
 					zap.Duration("claim_round_trip", rtt), zap.Time("redis_time", c.Now))...)
 		}, nil)
 		r.deps.Metrics.Skip(r.job.Name, ledger.SkipClaimLate)
+		r.deps.noteLocal(r.info.Slot, ledger.SkipClaimLate)
 		return Ran{Skip: ledger.SkipClaimLate}
 	}
 	offset := lo
@@ -432,6 +433,7 @@ func (r *run) clockSkew(c ledger.Claim) Ran {
 				zap.Duration("offset_at_most", hi), zap.Time("redis_time", c.Now))...)
 	}, nil)
 	r.deps.Metrics.Skip(r.job.Name, ledger.SkipClockSkew)
+	r.deps.noteLocal(r.info.Slot, ledger.SkipClockSkew)
 	return Ran{Skip: ledger.SkipClockSkew}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/cronlock/cronlock/ledger/memory"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -219,6 +220,45 @@ func TestRule2_SlowClockWithinMaxSkewIsClockSkew(t *testing.T) {
 		warned := h.logs.FilterMessageSnippet("fix NTP").All()
 		if len(warned) != 1 || warned[0].ContextMap()["offset_from_redis"] != -behind {
 			t.Errorf("clock warnings: %v, want one with offset_from_redis -1.5s", warned)
+		}
+		h.stop(t)
+	})
+}
+
+// R8 with a local reason: a slot this node skipped on its own (here
+// claim_late: its claim reached Redis after the window) and that no node
+// claimed is recorded missed by this node's audit with that reason.
+func TestRule8_MissedRecordCarriesTheLocalReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &lateArrivalLocker{Memory: memory.NewMemory()}
+		cfg := testJob(t, "j", "exit 0")
+		cfg.Schedule, cfg.Sched = "*/5 * * * * *", MustSchedule(t, "*/5 * * * * *")
+		const skew = 500 * time.Millisecond
+		h := startJobDeps(t, cfg, l, func(d *JobDeps) { d.MaxSkew = skew })
+		a, _, _ := newAuditor(l, "n1", time.Now())
+		a.MaxSkew = skew
+		if _, err := a.Audit(t.Context(), &cfg, h.job); err != nil { // reads audited_to: now
+			t.Fatal(err)
+		}
+		answer := ledger.AnswerWindow(skew, cfg.LockTTL, 0)
+		s0 := time.Now().Truncate(5 * time.Second).Add(5 * time.Second)
+		time.Sleep(time.Until(s0))
+		h.job.Inbox() <- Fire{Job: "j", Slot: s0} // runs: the ledger begins
+		<-h.results
+		s1 := s0.Add(5 * time.Second)
+		l.delay.Store(int64(answer + 500*time.Millisecond))
+		time.Sleep(time.Until(s1))
+		h.job.Inbox() <- Fire{Job: "j", Slot: s1}
+		time.Sleep(answer + AuditGrace + time.Second)
+		synctest.Wait()
+		if n := h.skips(t, ledger.SkipClaimLate); n != 1 {
+			t.Fatalf("claim_late skips: %v, want 1", n)
+		}
+		if got, err := a.Audit(t.Context(), &cfg, h.job); err != nil || fmt.Sprint(got) != fmt.Sprint([]int64{s1.Unix()}) {
+			t.Fatalf("audit: %v, %v; want slot %d", got, err, s1.Unix())
+		}
+		if o := occurrence(t, l.Memory, "j", s1); o.Status != "missed" || !strings.HasSuffix(o.Reason, fmt.Sprintf("this node skipped slot %d: claim_late", s1.Unix())) {
+			t.Errorf("slot %d's record: %+v, want missed with this node's reason claim_late", s1.Unix(), o)
 		}
 		h.stop(t)
 	})
