@@ -249,15 +249,21 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 // claim (cluster.Load.Settled says why). With B = min(node.max_clock_skew,
 // lock_ttl), the clock term of the answer window W = B + jitter, and the
 // slot's latest fire F = slot + jitter (the node's clock): it waits until
-// this node's rank-0 claims of the slot are answered, at most until F + B/2,
-// then reads the record, answered by F + 3B/4, so that a claim that
+// this node's rank-0 claims of the slot are answered, at most until F +
+// B/2, then reads the record, answered by F + 3B/4, so that a claim that
 // follows leaves at least B/4 before the window ends (S + W). With less
-// than that left it does not read. found: the slot has a record and the
-// ledger holds all this node has seen of it (seq and successful runs;
-// otherwise the claim must go, to repair it: R5, R6), and c is the answer
-// the claim would have given (ClaimedElsewhere, the record's status and
-// reason; R1). Any failure: not found, and the claim, which decides, is
-// sent. stop: shutdown began while it waited; nothing was claimed.
+// than that left it does not read. When none of those rank-0 claims was
+// answered for cluster.SettleStall, Redis is not answering this node (an
+// outage, not a herd): it does not read either (a read, which the client
+// retries across a reconnection, would only move the claim later) and the
+// claim goes at once, as without the claim order's read.
+//
+// found: the slot has a record and the ledger holds all this node has seen
+// of it (seq and successful runs; otherwise the claim must go, to repair
+// it: R5, R6), and c is the answer the claim would have given
+// (ClaimedElsewhere, the record's status and reason; R1). stop: shutdown
+// began while it waited; nothing was claimed. Otherwise, and when the
+// read fails, the claim, which decides, is sent.
 func (r *run) peek(ctx context.Context, slot int64) (c ledger.Claim, found, stop bool) {
 	p, ok := r.deps.Locker.(ledger.Peeker)
 	if !ok {
@@ -266,19 +272,28 @@ func (r *run) peek(ctx context.Context, slot int64) (c ledger.Claim, found, stop
 	b := min(r.deps.MaxSkew, r.job.LockTTL)
 	latestFire := r.info.Slot.Add(r.job.Jitter)
 	settled := r.deps.Load.Settled(slot)
-	select {
-	case <-settled:
-	default:
-		if wait := latestFire.Add(b / 2).Sub(r.deps.Now()); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-settled:
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return ledger.Claim{}, false, true
-			}
+wait:
+	for {
+		stallIn, inFlight := r.deps.Load.StallIn(slot)
+		if !inFlight {
+			break // answered meanwhile
+		}
+		if stallIn <= 0 {
+			return ledger.Claim{}, false, false
+		}
+		left := latestFire.Add(b / 2).Sub(r.deps.Now())
+		if left <= 0 {
+			break
+		}
+		t := time.NewTimer(min(left, stallIn))
+		select {
+		case <-settled:
 			t.Stop()
+			break wait
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ledger.Claim{}, false, true
 		}
 	}
 	left := latestFire.Add(3 * b / 4).Sub(r.deps.Now())

@@ -232,6 +232,7 @@ func (l *Load) Enter(job string, slot int64, selectors []string) (time.Duration,
 type firstClaims struct {
 	n    int
 	done chan struct{}
+	last time.Time // the latest FirstSent or FirstAnswered of the slot
 }
 
 // FirstSent notes that this node sends a rank-0 claim of slot (Unix
@@ -249,6 +250,7 @@ func (l *Load) FirstSent(slot int64) {
 		l.firsts[slot] = f
 	}
 	f.n++
+	f.last = time.Now()
 }
 
 // FirstAnswered ends one FirstSent of slot.
@@ -256,11 +258,31 @@ func (l *Load) FirstAnswered(slot int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if f := l.firsts[slot]; f != nil {
+		f.last = time.Now()
 		if f.n--; f.n == 0 {
 			close(f.done)
 			delete(l.firsts, slot)
 		}
 	}
+}
+
+// SettleStall is how long a wait on Settled goes on while none of the
+// node's rank-0 claims of the slot is sent or answered: Redis is then not
+// answering this node (an outage, not a herd, whose answers keep coming),
+// and waiting longer would only move the lower-ranked claim later.
+const SettleStall = 10 * RankStep
+
+// StallIn is how long until this node's rank-0 claims of slot in flight
+// count as stalled (SettleStall after the latest was sent or answered; 0
+// or less: stalled now); ok is false when none is in flight.
+func (l *Load) StallIn(slot int64) (in time.Duration, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.firsts[slot]
+	if f == nil {
+		return 0, false
+	}
+	return SettleStall - time.Since(f.last), true
 }
 
 // Settled returns a channel that is closed once this node has no rank-0

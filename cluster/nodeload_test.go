@@ -359,3 +359,33 @@ func TestLoad_Settled(t *testing.T) {
 		t.Fatal("Settled(11) after its answer: open, want closed")
 	}
 }
+
+// TestLoad_StallIn: a slot's rank-0 claims in flight stall SettleStall
+// after the latest was sent or answered; an answer restarts the count; a
+// slot with none in flight has nothing to stall.
+func TestLoad_StallIn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLoad(0, true, nil)
+		if _, ok := l.StallIn(10); ok {
+			t.Fatal("StallIn with no claim in flight: ok")
+		}
+		l.FirstSent(10)
+		l.FirstSent(10)
+		time.Sleep(SettleStall / 4)
+		if in, ok := l.StallIn(10); !ok || in != SettleStall*3/4 {
+			t.Fatalf("StallIn a quarter of SettleStall after the send: %v, %v; want %v", in, ok, SettleStall*3/4)
+		}
+		l.FirstAnswered(10)
+		if in, _ := l.StallIn(10); in != SettleStall {
+			t.Fatalf("StallIn after an answer: %v, want %v", in, SettleStall)
+		}
+		time.Sleep(SettleStall)
+		if in, ok := l.StallIn(10); !ok || in > 0 {
+			t.Fatalf("StallIn SettleStall after the last answer: %v, %v; want stalled", in, ok)
+		}
+		l.FirstAnswered(10)
+		if _, ok := l.StallIn(10); ok {
+			t.Fatal("StallIn once all are answered: ok")
+		}
+	})
+}
