@@ -394,9 +394,12 @@ func (l *unansweredLocker) Peek(ctx context.Context, job string, slot int64) (le
 //   - never answered (an outage): it stops waiting cluster.SettleStall
 //     after b's claim was sent and claims at once, without a read (which
 //     the client would retry until Redis is back): the claim decides;
+//   - answered, but the read of a's record is not (a connection that
+//     failed): no claim, the slot is skipped redis_error by 3B/4 (B =
+//     min(max_clock_skew, lock_ttl)), as a failed claim would be;
 //   - a shutdown during the wait claims nothing: shutting_down.
 func TestJob_LowerRankReadIsBounded(t *testing.T) {
-	for _, tc := range []string{"answered", "outage", "shutdown"} {
+	for _, tc := range []string{"answered", "outage", "read unanswered", "shutdown"} {
 		synctest.Test(t, func(t *testing.T) {
 			mem := memory.NewMemory()
 			load := cluster.NewLoad(0, true, nil)
@@ -405,7 +408,10 @@ func TestJob_LowerRankReadIsBounded(t *testing.T) {
 			cfgA := testJob(t, "a", "exit 0")
 			var lockerA ledger.Locker = &peekingLocker{Memory: mem}
 			bDelay := 150 * time.Millisecond
-			if tc != "answered" {
+			switch tc {
+			case "read unanswered":
+				lockerA = &unansweredLocker{Memory: mem}
+			case "outage", "shutdown":
 				lockerA, bDelay = &unansweredLocker{Memory: mem}, time.Hour
 			}
 			a := startCapNodeLocker(t, "n1", cfgA, lockerA, load)
@@ -436,6 +442,16 @@ func TestJob_LowerRankReadIsBounded(t *testing.T) {
 					t.Errorf("reads of a sent: %d, want 0", p)
 				}
 				a.stop()
+			case "read unanswered":
+				time.Sleep(3 * bound / 4)
+				synctest.Wait()
+				if reason, _ := a.skip(s); reason != ledger.SkipRedisError {
+					t.Errorf("slot %d of a, its read unanswered: skipped %q, want %q by 3B/4", s.Unix(), reason, ledger.SkipRedisError)
+				}
+				if c, p := lockerA.(*unansweredLocker).claims.Load(), lockerA.(*unansweredLocker).peeks.Load(); c != 0 || p != 1 {
+					t.Errorf("claims and reads of a sent: %d, %d; want 0, 1", c, p)
+				}
+				a.stop()
 			case "answered":
 				time.Sleep(2 * bound)
 				synctest.Wait()
@@ -444,7 +460,7 @@ func TestJob_LowerRankReadIsBounded(t *testing.T) {
 				}
 				a.stop()
 			}
-			if o := occurrence(t, mem, "a", s); tc == "shutdown" && o.Status != "" {
+			if o := occurrence(t, mem, "a", s); (tc == "shutdown" || tc == "read unanswered") && o.Status != "" {
 				t.Errorf("slot %d of a (%s): record %+v, want none", s.Unix(), tc, o)
 			}
 			b.stop()

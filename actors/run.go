@@ -190,8 +190,13 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 			defer r.deps.Load.FirstAnswered(req.Slot)
 		} else {
 			var stop bool
-			if c, peeked, stop = r.peek(ctx, req.Slot); stop {
+			var perr error
+			c, peeked, stop, perr = r.peek(ctx, req.Slot)
+			switch {
+			case stop:
 				return r.notClaimed(ledger.SkipShuttingDown), false
+			case perr != nil:
+				return r.readFailed(perr), false
 			}
 		}
 	}
@@ -262,12 +267,15 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 // of it (seq and successful runs; otherwise the claim must go, to repair
 // it: R5, R6), and c is the answer the claim would have given
 // (ClaimedElsewhere, the record's status and reason; R1). stop: shutdown
-// began while it waited; nothing was claimed. Otherwise, and when the
-// read fails, the claim, which decides, is sent.
-func (r *run) peek(ctx context.Context, slot int64) (c ledger.Claim, found, stop bool) {
+// began while it waited; nothing was claimed. err: the read failed (Redis
+// did not answer it in the time a claim had left, or its connection
+// failed): the slot is skipped redis_error, as a claim's failure skips
+// it; a claim sent after it would come after the outage. Otherwise the
+// claim, which decides, is sent.
+func (r *run) peek(ctx context.Context, slot int64) (c ledger.Claim, found, stop bool, err error) {
 	p, ok := r.deps.Locker.(ledger.Peeker)
 	if !ok {
-		return ledger.Claim{}, false, false
+		return ledger.Claim{}, false, false, nil
 	}
 	b := min(r.deps.MaxSkew, r.job.LockTTL)
 	latestFire := r.info.Slot.Add(r.job.Jitter)
@@ -279,7 +287,7 @@ wait:
 			break // answered meanwhile
 		}
 		if stallIn <= 0 {
-			return ledger.Claim{}, false, false
+			return ledger.Claim{}, false, false, nil
 		}
 		left := latestFire.Add(b / 2).Sub(r.deps.Now())
 		if left <= 0 {
@@ -293,20 +301,35 @@ wait:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return ledger.Claim{}, false, true
+			return ledger.Claim{}, false, true, nil
 		}
 	}
 	left := latestFire.Add(3 * b / 4).Sub(r.deps.Now())
 	if left <= 0 {
-		return ledger.Claim{}, false, false
+		return ledger.Claim{}, false, false, nil
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(left, r.deps.ClaimTimeout))
 	defer cancel()
-	c, found, err := p.Peek(pctx, r.job.Name, slot)
-	if err != nil || !found || c.Seq < r.seenSeq || c.Runs < r.seenRuns {
-		return ledger.Claim{}, false, false
+	c, found, err = p.Peek(pctx, r.job.Name, slot)
+	if err != nil {
+		return ledger.Claim{}, false, false, err
 	}
-	return c, true, false
+	if !found || c.Seq < r.seenSeq || c.Runs < r.seenRuns {
+		return ledger.Claim{}, false, false, nil
+	}
+	return c, true, false, nil
+}
+
+// readFailed skips a slot whose record read (peek) failed: no claim was
+// sent, so no lease can exist. It is logged and summarised as a failed
+// claim is (redis_error).
+func (r *run) readFailed(err error) Ran {
+	r.events <- runEvent{kind: evClaimed, failed: true, slot: r.info.Slot}
+	log := r.logger()
+	r.deps.repeats.Log(repeatClaimFailed, func(extra ...zap.Field) {
+		log.Warn("claim failed; not run", append(extra, zap.Error(err))...)
+	}, nil)
+	return r.skip(ledger.SkipRedisError, err)
 }
 
 // recorded reports whether a claim answered o leaves the slot with a

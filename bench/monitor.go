@@ -99,7 +99,7 @@ const (
 	CallClaim  = "claim"  // the claim script (keys job, state, occ, occidx, paused, pending, inflight)
 	CallFinish = "finish" // the finish script (keys job, state, occ, occidx, pending, inflight)
 	CallLease  = "renew or release"
-	CallPeek   = "record read" // a lower-ranked node's read of the slot's record before its claim (HGET occ:J S)
+	CallPeek   = "record read" // a lower-ranked node's read of the slot's record before its claim (keys occ, state)
 	// Not per slot:
 	CallProbe     = "health check"            // readiness probe, INFO script (keys: one job key, no ARGV)
 	CallMissed    = "missed-occurrence audit" // keys job, state, occ, occidx, inflight
@@ -120,11 +120,6 @@ const (
 // prefix is redis.key_prefix.
 func Classify(c MonitorCommand, prefix string) (kind string, slots []int64) {
 	name := strings.ToUpper(c.Args[0])
-	if name == "HGET" && len(c.Args) == 3 && strings.HasPrefix(c.Args[1], prefix+"occ:") {
-		if slot, err := strconv.ParseInt(c.Args[2], 10, 64); err == nil {
-			return CallPeek, []int64{slot}
-		}
-	}
 	if (name != "EVALSHA" && name != "EVAL") || len(c.Args) < 3 {
 		return name, nil
 	}
@@ -140,6 +135,9 @@ func Classify(c MonitorCommand, prefix string) (kind string, slots []int64) {
 	case nkeys == finishKeys && strings.HasPrefix(keys[4], prefix+"pending:") && len(argv) > 5:
 		slot, _ := strconv.ParseInt(argv[5], 10, 64) // the index score: the slot (a manual run's claim time)
 		return CallFinish, []int64{slot}
+	case nkeys == 2 && strings.HasPrefix(keys[0], prefix+"occ:") && len(argv) == 1:
+		slot, _ := strconv.ParseInt(argv[0], 10, 64)
+		return CallPeek, []int64{slot}
 	case nkeys == auditKeys && strings.HasPrefix(keys[4], prefix+"inflight:"):
 		return CallMissed, nil
 	case nkeys == 2 && strings.HasPrefix(keys[1], prefix+"pending:"), // renew

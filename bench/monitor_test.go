@@ -56,8 +56,8 @@ func TestClassify(t *testing.T) {
 		{[]string{"EVALSHA", "probe", "1", p + "job:j"}, CallProbe, nil},
 		{[]string{"EVALSHA", "sha", "2", p + "x:j", p + "y:j"}, "EVALSHA (script)", nil},
 		{[]string{"info", "memory"}, "INFO", nil},
-		{[]string{"HGET", p + "occ:j", "1700000000"}, CallPeek, []int64{1700000000}},
-		{[]string{"hget", p + "state:j", "fence"}, "HGET", nil},
+		{[]string{"EVALSHA", "peek", "2", p + "occ:j", p + "state:j", "1700000000"}, CallPeek, []int64{1700000000}},
+		{[]string{"hget", p + "occ:j", "1700000000"}, "HGET", nil},
 	} {
 		kind, slots := Classify(MonitorCommand{Args: tc.args}, p)
 		if kind != tc.kind || !slices.Equal(slots, tc.slots) {

@@ -62,31 +62,42 @@ func (r *Redis) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 
 var _ ledger.Peeker = (*Redis)(nil)
 
+// peekScript reads a slot's record and the ledger's seq and successful
+// runs (Redis.Peek). A script, not plain reads: the client sends a read
+// that was in flight on a connection that failed again on the next one,
+// so a read sent during an outage would be answered after it, and the
+// claim it lets through would run a slot of the outage late; a script,
+// like the claim, fails with its connection (the node then skips the
+// slot redis_error, as its claim would have).
+//
+//	KEYS: 1 ledger, 2 state; ARGV: 1 slot
+//	returns {record or false, seq, runs}
+var peekScript = newScript(`local h = redis.call("HMGET", KEYS[2], "seq", "runs")
+return {redis.call("HGET", KEYS[1], ARGV[1]), tonumber(h[1] or "0"), tonumber(h[2] or "0")}`, false)
+
 // Peek reads the record of job's slot and the ledger's seq and successful
-// runs (HGET and HMGET of the job's keys, one pipelined round trip, no
-// script): a lower-ranked node's claim is not sent when the slot has a
-// record (ledger.Peeker), unless the ledger is behind what the node has
-// seen. A record that does not decode is reported as not found, so that
-// the claim script, which decides, is sent.
+// runs (peekScript, one round trip; it writes nothing): a lower-ranked
+// node's claim is not sent when the slot has a record (ledger.Peeker),
+// unless the ledger is behind what the node has seen. A record that does
+// not decode is reported as not found, so that the claim script, which
+// decides, is sent.
 func (r *Redis) Peek(ctx context.Context, job string, slot int64) (ledger.Claim, bool, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	res := r.c.DoMulti(ctx,
-		r.c.B().Hget().Key(r.key("occ", job)).Field(strconv.FormatInt(slot, 10)).Build(),
-		r.c.B().Hmget().Key(r.key("state", job)).Field("seq", "runs").Build())
-	s, err := res[0].ToString()
-	if rueidis.IsRedisNil(err) {
+	vals, err := peekScript.Exec(ctx, r.c, []string{r.key("occ", job), r.key("state", job)},
+		[]string{strconv.FormatInt(slot, 10)}).ToArray()
+	if err != nil {
+		return ledger.Claim{}, false, fmt.Errorf("peek %q: %w", job, explainScript(err))
+	}
+	if len(vals) != 3 {
+		return ledger.Claim{}, false, fmt.Errorf("peek %q: script returned %d values, want 3", job, len(vals))
+	}
+	s, err := vals[0].ToString()
+	if err != nil { // false: no record
 		return ledger.Claim{}, false, nil
 	}
-	if err != nil {
-		return ledger.Claim{}, false, fmt.Errorf("peek %q: %w", job, err)
-	}
-	st, err := res[1].ToArray()
-	if err != nil || len(st) != 2 {
-		return ledger.Claim{}, false, fmt.Errorf("peek %q: state: %w", job, err)
-	}
-	seq, _ := st[0].AsInt64() // nil (no ledger state): 0
-	runs, _ := st[1].AsInt64()
+	seq, _ := vals[1].AsInt64()
+	runs, _ := vals[2].AsInt64()
 	o, err := decodeOccurrence(s, nil)
 	if err != nil || o.Status == "" {
 		return ledger.Claim{}, false, nil
