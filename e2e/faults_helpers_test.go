@@ -214,10 +214,12 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// httpGet returns the status code and body of GET url (2 s timeout).
+// httpGet returns the status code and body of GET url (5 s timeout: a
+// bound on a hung daemon, with room for make test's load; the tests that
+// time an answer time it themselves).
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
-	c := http.Client{Timeout: 2 * time.Second}
+	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)

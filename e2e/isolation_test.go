@@ -149,7 +149,11 @@ func checkRunsKeepUp(t *testing.T, listen, ledger string, names []string) {
 	}
 	for _, name := range names {
 		got := metricValue(mfs, "cronlock_runs_total", "job", name, "result", "success")
-		if int(got) < counted[name]-2 {
+		// Within 5 runs (5 s): a run is in the ledger when its command ran
+		// and in the counter once its finish reached the hook runner, a few
+		// seconds apart on a loaded machine; a frozen counter falls behind
+		// by 20 between two checks.
+		if int(got) < counted[name]-5 {
 			t.Errorf("%s: cronlock_runs_total{success} %v while its ledger has %d runs; want it to keep up", name, got, counted[name])
 		}
 	}
