@@ -50,10 +50,12 @@ func TestDashboard(t *testing.T) {
 			"on_failure": `echo "paging the on-call, key $API_KEY"`},
 		map[string]any{"name": "hello", "schedule": "* * * * * *", "command": `echo "hello from $CRONLOCK_NODE_ID"; sleep 1.5`},
 		map[string]any{"name": "yearly", "schedule": "0 0 1 1 *", "command": `echo "run by hand"`, "timezone": "Europe/Paris"},
-		// Runs 4 s of every 5: a line every 200 ms, each with the
-		// instant the job wrote it (Unix ns).
-		map[string]any{"name": "stream", "schedule": "*/5 * * * * *",
-			"command": `for i in $(seq 1 20); do echo "line $i $(date +%s%N)"; sleep 0.2; done`})
+		// Runs 8 s of every 10: a line every 200 ms, each with the
+		// instant the job wrote it (Unix ns). 8 s: on a loaded machine
+		// (make test's other packages) the browser takes seconds to load
+		// the run page.
+		map[string]any{"name": "stream", "schedule": "*/10 * * * * *",
+			"command": `for i in $(seq 1 40); do echo "line $i $(date +%s%N)"; sleep 0.2; done`})
 	cfg["http"] = map[string]any{"token_file": tokenFile}
 	cfgFile := writeConfig(t, cfg)
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
@@ -119,12 +121,11 @@ func dashboardReads(t *testing.T, b *browserSession, base string) {
 // backlog and are not timed.
 func dashboardLive(t *testing.T, b *browserSession, base string) {
 	t.Helper()
-	// Open the page early in a run: at least 3 s of its lines are then
-	// written while it is open.
-	// The run page is opened by its address (the slot's), not through the
-	// job page: on a loaded machine each page load takes a second or more
-	// of the run's 4 s.
-	slot := time.Now().Truncate(5 * time.Second).Add(5 * time.Second)
+	// Open the page early in a run: most of its 8 s of lines are then
+	// written while it is open. It is opened by its address (the slot's),
+	// not through the job page: on a loaded machine each page load takes a
+	// second or more.
+	slot := time.Now().Truncate(10 * time.Second).Add(10 * time.Second)
 	sleepUntil(slot.Add(300 * time.Millisecond))
 	waitFor(t, 15*time.Second, "a run of stream in progress", func() bool {
 		return occurrenceWith(t, base, "stream", "claimed", `"status": "claimed"`)
