@@ -26,8 +26,11 @@ func TestClusterTopology_ControlPlaneAndScheduling(t *testing.T) {
 		map[string]any{"name": "manual", "schedule": "0 0 1 1 *",
 			"command": `echo "$CRONLOCK_NODE_ID $CRONLOCK_TRIGGER" >> ` + shellQuote(manual)},
 		map[string]any{"name": "tick", "schedule": "* * * * * *", "command": ledgerCommand(tick, "")},
+		// catchup_window: a pending slot still runs after the next slot came
+		// due (R7), as it does when a loaded machine stretches a 1.5 s run
+		// past two slots; without it each pending slot would then expire.
 		map[string]any{"name": "q", "schedule": "* * * * * *", "overlap": "queue", "timeout": "10s",
-			"command": intervalCommand(queue, 1500*time.Millisecond)},
+			"catchup_window": "10s", "command": intervalCommand(queue, 1500*time.Millisecond)},
 		map[string]any{"name": "bf", "schedule": "* * * * *",
 			"command": ledgerCommand(bf, `test "$CRONLOCK_TRIGGER" = backfill || exit 3`)})
 	cfg["redis"] = map[string]any{"addresses": c.Addrs()}
