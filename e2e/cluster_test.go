@@ -64,7 +64,9 @@ func describeSlot(nodes []*node, job string, slot int64) string {
 }
 
 // checkOncePerSlot fails the test for every slot of job run more than once
-// and for every slot in want that was not run. The first describedSlots
+// and for every slot in want that was not run, except a slot a node
+// skipped overlap_local (its own run of the job still going: a loaded
+// machine), up to a quarter of want. The first describedSlots
 // failures carry describeSlot's summary (each reads every node's whole
 // log): a run that went wrong for hundreds of slots must fail with its
 // messages, not time out describing them.
@@ -82,11 +84,38 @@ func checkOncePerSlot(t *testing.T, nodes []*node, job string, ran map[int64][]s
 			t.Errorf("job %s slot %d: got %d runs (nodes %v), want exactly 1%s", job, slot, len(by), by, describe(slot))
 		}
 	}
+	excused := 0
 	for _, slot := range want {
 		if len(ran[slot]) == 0 {
+			if skippedOverlapLocal(nodes, job, slot) {
+				excused++ // named and justified: the job's run of an earlier slot was still going there
+				continue
+			}
 			t.Errorf("job %s slot %d: got no run, want 1 (missed slot)%s", job, slot, describe(slot))
 		}
 	}
+	if excused > 0 {
+		t.Logf("job %s: %d of %d slots skipped overlap_local (a run of the job still going on a loaded machine)", job, excused, len(want))
+	}
+	if excused > len(want)/4 {
+		t.Errorf("job %s: %d of %d slots skipped overlap_local, want at most a quarter (the machine could not keep up)", job, excused, len(want))
+	}
+}
+
+// skippedOverlapLocal reports whether a node logged slot of job skipped
+// overlap_local: that node's own run of an earlier slot still held the
+// job's lease when the slot fired (its claim recorded the slot skipped
+// overlap), a named skip on a machine too loaded to end a run within its
+// period, not a missed slot.
+func skippedOverlapLocal(nodes []*node, job string, slot int64) bool {
+	for _, n := range nodes {
+		for _, e := range n.Logs() {
+			if e.Msg() == "slot skipped" && e.Str("job") == job && e.Slot() == slot && e.Str("reason") == "overlap_local" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // describedSlots bounds the failures per checkOncePerSlot call that get

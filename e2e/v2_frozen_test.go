@@ -91,8 +91,12 @@ func TestV2_FrozenStateDir_TimeoutStillKills(t *testing.T) {
 		t.Errorf("the timed-out run's process group was gone %v after its start, want within timeout %v + kill_grace %v",
 			d, timeout, grace)
 	}
-	if d := timedOut.Time().Sub(started); d < timeout-100*time.Millisecond || d > timeout+150*time.Millisecond {
-		t.Errorf(`"run timed out" %v after the run's command started, want %v`, d, timeout)
+	// The timeout counts from the fork, the command's own line from when
+	// its shell got to it: up to a few hundred ms later on a loaded
+	// machine (770 ms seen), so the bound below the timeout is loose; the
+	// one above it is what shows the blocked write held nothing up.
+	if d := timedOut.Time().Sub(started); d < timeout/2 || d > timeout+150*time.Millisecond {
+		t.Errorf(`"run timed out" %v after the run's command started, want %v (at least %v: the shell starts after the fork)`, d, timeout, timeout/2)
 	}
 	ran := map[int64]bool{}
 	for _, r := range readTokenRuns(t, out) {
