@@ -56,7 +56,7 @@ func (r *run) reserve(ctx context.Context) (Ran, bool) {
 	}
 	deadline := time.Now().Add(busyWait) // from the fire, not from the end of the claim delay
 	delay, rank := l.Enter(r.job.Name, r.info.Slot.Unix(), r.job.Nodes)
-	r.ranked, r.rank, r.fired = rank >= 0, rank, time.Now()
+	r.ranked, r.rank = rank >= 0, rank
 	if !sleepCtx(ctx, delay) {
 		return r.notClaimed(ledger.SkipShuttingDown), false
 	}

@@ -104,9 +104,18 @@ type jobDeps struct {
 
 // noteLocal remembers slot as skipped for reason when it is one of
 // localReasons (lastLocal).
+// The latest slot wins whatever order the run goroutines and the job actor
+// note their skips in.
 func (d *jobDeps) noteLocal(slot time.Time, reason string) {
-	if localReasons[reason] && !slot.IsZero() {
-		d.lastLocal.Store(&localSkip{slot: slot.Unix(), reason: reason})
+	if !localReasons[reason] || slot.IsZero() {
+		return
+	}
+	l := &localSkip{slot: slot.Unix(), reason: reason}
+	for {
+		cur := d.lastLocal.Load()
+		if cur != nil && cur.slot > l.slot || d.lastLocal.CompareAndSwap(cur, l) {
+			return
+		}
 	}
 }
 

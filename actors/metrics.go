@@ -346,5 +346,11 @@ func (m *Metrics) SetRedisUp(up bool) {
 // SetClockSkew sets cronlock_clock_skew_seconds.
 func (m *Metrics) SetClockSkew(d time.Duration) { storeFloat(&m.clockSkew, d.Seconds()) }
 
+// ClockSkew is the last SetClockSkew: this node's clock minus Redis TIME as
+// the health check last measured it (0 before the first measure).
+func (m *Metrics) ClockSkew() time.Duration {
+	return time.Duration(loadFloat(&m.clockSkew) * float64(time.Second))
+}
+
 func loadFloat(v *atomic.Uint64) float64     { return math.Float64frombits(v.Load()) }
 func storeFloat(v *atomic.Uint64, f float64) { v.Store(math.Float64bits(f)) }

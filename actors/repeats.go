@@ -15,6 +15,10 @@ const repeatEvery = time.Minute
 // their skip reason as the key.
 const repeatClaimFailed = "claim failed"
 
+// repeatReadFailed is the key of "record read failed; not claimed, not
+// run" (a lower-ranked node's read of the slot's record, run.peek).
+const repeatReadFailed = "record read failed"
+
 // repeatNotReplicated is the key of "claim not replicated; not run"
 // (every won claim while a replica is down).
 const repeatNotReplicated = "claim not replicated"

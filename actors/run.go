@@ -69,10 +69,9 @@ type run struct {
 	recordGiveUp chan struct{}
 	reserved     bool // holds a place in deps.Load (capacity.go)
 	// ranked: reserve placed this node in the slot's claim order (rank:
-	// 0 claims first; cluster.Load.Enter) at fired (monotonic).
+	// 0 claims first; cluster.Load.Enter).
 	ranked     bool
 	rank       int
-	fired      time.Time
 	inProgress bool // the place counts as a run in progress (Load.Won)
 	// queueClaim: this node's run of the job holds the lease, so the
 	// claim is expected to queue the slot (overlap queue or replace) or
@@ -238,6 +237,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		return r.skip(ledger.SkipRedisError, err), false
 	}
 	r.deps.repeats.End(repeatClaimFailed) // Redis answers again
+	r.deps.repeats.End(repeatReadFailed)
 	r.deps.repeats.End(ledger.SkipRedisError)
 	if c.Repaired {
 		r.stateRepaired(c)
@@ -253,15 +253,16 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 // peek is a lower-ranked node's read of its slot's record before the
 // claim (cluster.Load.Settled says why). With B = min(node.max_clock_skew,
 // lock_ttl), the clock term of the answer window W = B + jitter, and the
-// slot's latest fire F = slot + jitter (the node's clock): it waits until
-// this node's rank-0 claims of the slot are answered, at most until F +
-// B/2, then reads the record, answered by F + 3B/4, so that a claim that
-// follows leaves at least B/4 before the window ends (S + W). With less
-// than that left it does not read. When none of those rank-0 claims was
+// slot's latest fire F = slot + jitter, both in Redis time (this node's
+// clock corrected by its offset from Redis's as the health check last
+// measured it, cronlock_clock_skew_seconds): it waits until this node's
+// rank-0 claims of the slot are answered, at most until F + B/2, then
+// reads the record, answered by F + 3B/4, so that a claim that follows
+// leaves at least B/4 before the window ends (S + W). With less than that
+// left it does not read. When none of those rank-0 claims was sent or
 // answered for cluster.SettleStall, Redis is not answering this node (an
-// outage, not a herd): it does not read either (a read, which the client
-// retries across a reconnection, would only move the claim later) and the
-// claim goes at once, as without the claim order's read.
+// outage, not a herd): it does not read either and the claim goes at
+// once, as without the claim order's read.
 //
 // found: the slot has a record and the ledger holds all this node has seen
 // of it (seq and successful runs; otherwise the claim must go, to repair
@@ -270,15 +271,17 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 // began while it waited; nothing was claimed. err: the read failed (Redis
 // did not answer it in the time a claim had left, or its connection
 // failed): the slot is skipped redis_error, as a claim's failure skips
-// it; a claim sent after it would come after the outage. Otherwise the
-// claim, which decides, is sent.
+// it; a claim sent after a failed connection would come after the outage
+// and run an outage slot late. Otherwise the claim, which decides, is sent.
 func (r *run) peek(ctx context.Context, slot int64) (c ledger.Claim, found, stop bool, err error) {
 	p, ok := r.deps.Locker.(ledger.Peeker)
 	if !ok {
 		return ledger.Claim{}, false, false, nil
 	}
 	b := min(r.deps.MaxSkew, r.job.LockTTL)
-	latestFire := r.info.Slot.Add(r.job.Jitter)
+	// F on this node's clock: Redis time plus its offset (local − Redis),
+	// bounded by B (beyond it the claim is refused clock_skew anyway).
+	latestFire := r.info.Slot.Add(r.job.Jitter + max(-b, min(b, r.deps.Metrics.ClockSkew())))
 	settled := r.deps.Load.Settled(slot)
 wait:
 	for {
@@ -321,13 +324,14 @@ wait:
 }
 
 // readFailed skips a slot whose record read (peek) failed: no claim was
-// sent, so no lease can exist. It is logged and summarised as a failed
-// claim is (redis_error).
+// sent, so no lease can exist (redis_error). Its warning, summarised while
+// it repeats, says it was the read.
 func (r *run) readFailed(err error) Ran {
 	r.events <- runEvent{kind: evClaimed, failed: true, slot: r.info.Slot}
 	log := r.logger()
-	r.deps.repeats.Log(repeatClaimFailed, func(extra ...zap.Field) {
-		log.Warn("claim failed; not run", append(extra, zap.Error(err))...)
+	r.deps.repeats.Log(repeatReadFailed, func(extra ...zap.Field) {
+		log.Warn("record read failed; not claimed, not run: redis did not answer the read of the slot's record "+
+			"in the time a claim had left, or its connection failed (docs/protocol.md, claim order)", append(extra, zap.Error(err))...)
 	}, nil)
 	return r.skip(ledger.SkipRedisError, err)
 }
@@ -435,38 +439,42 @@ func (r *run) answer(c ledger.Claim, lease *Lease, owner string) (Ran, bool) {
 // clockSkew reports a claim refused because Redis time was outside the
 // slot's claim window (docs/protocol.md, R2). The script ran at Redis time
 // c.Now, at a local time between the claim's send and its answer, so this
-// node's offset from Redis time lies in [lo, hi]. The refusal is
-// claim_late when the claim was late by this node's own clock too (its
-// answer came after the slot's window ended, S + W) and a clock within
-// node.max_clock_skew fits [lo, hi]: the node or Redis was overloaded or
-// paused, and the warning says how late, when the claim left and how long
-// its round trip took. Otherwise this node's clock put the claim outside
-// the window: clock_skew, a warning with the offset (the end of [lo, hi]
-// nearer zero) and both bounds. Both are summarised while they repeat.
+// node's offset from Redis time (local − Redis) lies in [lo, hi]. It is
+// clock_skew when the clock alone puts the claim outside the window: fast
+// by more than node.max_clock_skew (lo > E: a claim before the early edge)
+// or, for a claim past the window, behind by more than the answer window
+// W (hi < −W: its fire, at its own S, is already past S + W in Redis
+// time); a warning says fix NTP, with the offset (the end of [lo, hi]
+// nearer zero) and both bounds. Otherwise the claim itself came late
+// (claim_late: the node or Redis overloaded or paused; a clock behind by
+// less than W only shortened the time it had): a warning with how late,
+// when it left, its round trip and the offset. Both are summarised while
+// they repeat.
 func (r *run) clockSkew(c ledger.Claim) Ran {
 	recv, rtt := r.deps.Now(), time.Since(r.sent)
 	sent := recv.Add(-rtt)
 	lo, hi := sent.Sub(c.Now), recv.Sub(c.Now)
-	end := r.info.Slot.Add(r.windows().Answer)
+	offset := lo
+	if hi < 0 {
+		offset = hi
+	}
+	w := r.windows().Answer
+	end := r.info.Slot.Add(w)
 	log := r.logger()
-	if c.Now.After(end) && recv.After(end) && lo <= r.deps.MaxSkew && hi >= -r.deps.MaxSkew {
+	if c.Now.After(end) && hi >= -w && lo <= r.deps.MaxSkew {
 		r.deps.repeats.Log(ledger.SkipClaimLate, func(extra ...zap.Field) {
-			log.Warn("claim refused: it reached redis after the slot's answer window, late by this node's clock "+
-				"too, so the claim came late (this node or redis overloaded or paused) and nothing runs (docs/protocol.md, R2)",
+			log.Warn("claim refused: it reached redis after the slot's answer window; this node's clock does not explain it "+
+				"alone, so the claim came late (this node or redis overloaded or paused) and nothing runs (docs/protocol.md, R2)",
 				append(extra, zap.Duration("late_by", c.Now.Sub(end)), zap.Duration("sent_after_slot", sent.Sub(r.info.Slot)),
-					zap.Duration("claim_round_trip", rtt), zap.Time("redis_time", c.Now))...)
+					zap.Duration("claim_round_trip", rtt), zap.Duration("offset_from_redis", offset), zap.Time("redis_time", c.Now))...)
 		}, nil)
 		r.deps.Metrics.Skip(r.job.Name, ledger.SkipClaimLate)
 		r.deps.noteLocal(r.info.Slot, ledger.SkipClaimLate)
 		return Ran{Skip: ledger.SkipClaimLate}
 	}
-	offset := lo
-	if hi < 0 {
-		offset = hi
-	}
 	r.deps.repeats.Log(ledger.SkipClockSkew, func(extra ...zap.Field) {
-		log.Warn("claim refused: redis time is outside the slot's claim window by this node's clock, which differs "+
-			"from redis's, so it runs nothing: fix NTP (docs/protocol.md, R2)",
+		log.Warn("claim refused: redis time is outside the slot's claim window by this node's clock (fast by more than "+
+			"node.max_clock_skew, or behind by more than the answer window), so it runs nothing: fix NTP (docs/protocol.md, R2)",
 			append(extra, zap.Duration("offset_from_redis", offset), zap.Duration("offset_at_least", lo),
 				zap.Duration("offset_at_most", hi), zap.Time("redis_time", c.Now))...)
 	}, nil)

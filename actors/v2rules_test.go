@@ -264,6 +264,37 @@ func TestRule8_MissedRecordCarriesTheLocalReason(t *testing.T) {
 	})
 }
 
+// R2: a node whose clock is 1.2 s behind (within max_clock_skew 2 s and
+// the answer window 2 s) and whose claim then takes 1 s to reach Redis is
+// refused past the window: claim_late with the offset, not clock_skew
+// (the clock alone would have left it 0.8 s).
+func TestRule2_LateClaimFromASlowClockWithinTheWindowIsClaimLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &lateArrivalLocker{Memory: memory.NewMemory()}
+		l.delay.Store(int64(time.Second))
+		cfg := testJob(t, "j", "exit 0")
+		const behind = 1200 * time.Millisecond
+		h := startJobDeps(t, cfg, l, func(d *JobDeps) {
+			d.MaxSkew = 2 * time.Second
+			d.Now = func() time.Time { return time.Now().Add(-behind) }
+		})
+		s := time.Now().Truncate(time.Second).Add(5 * time.Second)
+		time.Sleep(time.Until(s.Add(behind))) // the node's clock says s
+		h.job.Inbox() <- Fire{Job: "j", Slot: s}
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		h.noResult(t, "a node 1.2 s behind whose claim took 1 s")
+		if n, late := h.skips(t, ledger.SkipClockSkew), h.skips(t, ledger.SkipClaimLate); n != 0 || late != 1 {
+			t.Errorf("clock_skew, claim_late skips: got %v, %v, want 0, 1", n, late)
+		}
+		warned := h.logs.FilterMessageSnippet("the claim came late").All()
+		if len(warned) != 1 || warned[0].ContextMap()["offset_from_redis"] != -behind {
+			t.Errorf("late claim warnings: %v, want one with offset_from_redis -1.2s", warned)
+		}
+		h.stop(t)
+	})
+}
+
 // lateAnswerLocker decides each claim at once (in Redis time of the send)
 // and delivers its answer delay later: a node paused, or an answer held
 // by the network, right after the claim.

@@ -65,8 +65,15 @@ func JobHash(j Job) string {
 		if u, err := url.Parse(w.URL); err == nil {
 			target = u.Scheme + "://" + u.Host + u.EscapedPath()
 		}
-		h.Webhooks = append(h.Webhooks, hashedWebhook{Target: target, Format: w.Format, Events: w.Events, Signed: w.SecretFile != ""})
+		h.Webhooks = append(h.Webhooks, hashedWebhook{Target: target, Format: w.Format,
+			Events: slices.Sorted(slices.Values(w.Events)), Signed: w.SecretFile != ""})
 	}
+	// The order of webhooks and of their events does not change what is
+	// sent where.
+	slices.SortFunc(h.Webhooks, func(a, b hashedWebhook) int {
+		return strings.Compare(a.Target+"\x00"+a.Format+"\x00"+strings.Join(a.Events, ","),
+			b.Target+"\x00"+b.Format+"\x00"+strings.Join(b.Events, ","))
+	})
 	data, _ := json.Marshal(h) // plain fields: cannot fail
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])

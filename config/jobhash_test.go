@@ -55,9 +55,18 @@ func TestJobHash_ChangesWithEveryFieldButEnvValues(t *testing.T) {
 	if got := JobHash(j); got != hh {
 		t.Errorf("only a webhook's credentials and query changed: hash %s, want %s (not hashed: secrets)", got, hh)
 	}
+	j, k := hooked, hooked
+	w1 := Webhook{URL: "https://hooks.example/1", Events: []string{EventMissed, EventFailing}, Format: FormatJSON}
+	w2 := Webhook{URL: "https://hooks.example/2", Events: NotifyEvents, Format: FormatSlack}
+	j.Notify.Webhooks = []Webhook{w1, w2}
+	w1.Events = []string{EventFailing, EventMissed}
+	k.Notify.Webhooks = []Webhook{w2, w1}
+	if JobHash(j) != JobHash(k) {
+		t.Errorf("webhooks and their events in another order changed the hash")
+	}
 	j = base
 	j.Nodes = []string{"b=1", "a=1"}
-	k := base
+	k = base
 	k.Nodes = []string{"a=1", "b=1"}
 	if JobHash(j) != JobHash(k) {
 		t.Errorf("nodes: selectors in another order changed the hash")

@@ -49,8 +49,8 @@ type Unhander interface {
 }
 
 // Peeker is implemented by lockers that can read a slot's record without
-// deciding anything (redislock's Peek: one plain read, a small fraction of
-// a claim's cost to Redis). A lower-ranked node's scheduled claim reads the
+// deciding anything (redislock's Peek: one small script call that writes
+// nothing, a fraction of a claim's cost to Redis). A lower-ranked node's scheduled claim reads the
 // record first and is not sent when one exists (actors, claim): a record
 // decides a scheduled claim whatever else holds (R1), so the answer is the
 // one the claim would have given, ClaimedElsewhere with the record's
