@@ -154,8 +154,10 @@ func TestHeartbeat_WarmupReadsWhileNotSubscribed(t *testing.T) {
 			t.Errorf("refused subscription logged %d times at warn, want 1", n)
 		}
 
-		s.watches <- nil // the retry (1 s after the refusal) is confirmed: one read, then none
+		// Counted before the confirmation is sent: the heartbeat's goroutine
+		// may make the confirmation's read before this one runs again.
 		at := p.count()
+		s.watches <- nil // the retry (1 s after the refusal) is confirmed: one read, then none
 		time.Sleep(3 * time.Second) // to 6 s: the beat at 5 s
 		synctest.Wait()
 		if n := p.count() - at; n != 2 {
