@@ -157,7 +157,7 @@ func TestHeartbeat_WarmupReadsWhileNotSubscribed(t *testing.T) {
 		// Counted before the confirmation is sent: the heartbeat's goroutine
 		// may make the confirmation's read before this one runs again.
 		at := p.count()
-		s.watches <- nil // the retry (1 s after the refusal) is confirmed: one read, then none
+		s.watches <- nil            // the retry (1 s after the refusal) is confirmed: one read, then none
 		time.Sleep(3 * time.Second) // to 6 s: the beat at 5 s
 		synctest.Wait()
 		if n := p.count() - at; n != 2 {
