@@ -148,6 +148,17 @@ func TestCheck(t *testing.T) {
 			in.Kills = []NodeKill{{Node: "n2", At: at(5.02)}}
 			return in
 		}, detailOf: CheckAccounted, detail: "claimed by a killed node 1"},
+		{name: "declared unknown by the audit, its node killed right after its claim", in: func() Input {
+			in := baseInput(drop(everySecond(), 5))
+			in.Ledger.Add("a", []Record{rec(5, "unknown", "no result within lock_ttl and the answer window", "n2", "6")})
+			in.Kills = []NodeKill{{Node: "n2", At: at(5.02)}}
+			return in
+		}, detailOf: CheckAccounted, detail: "claimed by a killed node 1"},
+		{name: "declared unknown, its node alive", in: func() Input {
+			in := baseInput(drop(everySecond(), 5))
+			in.Ledger.Add("a", []Record{rec(5, "unknown", "no result within lock_ttl and the answer window", "n2", "6")})
+			return in
+		}, fail: map[string]int{CheckAccounted: 1}},
 		{name: "no record around an empty restart: counted apart", in: func() Input {
 			in := baseInput(drop(everySecond(), 5))
 			in.Losses = []Loss{{From: at(6), To: at(6.5)}}

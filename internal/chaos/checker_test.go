@@ -399,7 +399,10 @@ func checkAccounted(in Input, byJob map[string][]Run, v *Verdict) Row {
 				}
 				counts[rec.Status]++
 				reasons[rec.Status+"/"+rec.Reason]++
-			case ok && (rec.Status == "claimed" || rec.Status == "queued" || rec.Status == "ran"):
+			// unknown: a claim the audit found with no result once its lease
+			// and window passed (R6): its node died between claim and fork
+			// (docs/protocol.md, "What stays impossible"), like claimed.
+			case ok && (rec.Status == "claimed" || rec.Status == "unknown" || rec.Status == "queued" || rec.Status == "ran"):
 				if l, lost := lossAround(in, s); lost && rec.Status == "queued" {
 					// The hand-on of a queued slot is the job's pending entry in
 					// Redis (R7): an empty restart erases it with the record
