@@ -296,13 +296,18 @@ func TestJob_LowerRankReadsTheRecordFirst(t *testing.T) {
 		n1 := startCapNodeLocker(t, "n1", testJob(t, "a", "exit 0"), l1, load1)
 		n2 := startCapNodeLocker(t, "n2", testJob(t, "a", "exit 0"), l2, load2)
 		ids := []string{"n1", "n2"}
+		// fireBoth fires slot on n2 (rank 0) and n1 at its time and waits
+		// for both to decide it.
+		fireBoth := func(slot time.Time) {
+			time.Sleep(time.Until(slot))
+			n2.job.Inbox() <- Fire{Job: "a", Slot: slot}
+			n1.job.Inbox() <- Fire{Job: "a", Slot: slot}
+			time.Sleep(time.Second / 2)
+			synctest.Wait()
+		}
 
 		s := rankedSlot(time.Now(), "a", "n2", 0, ids) // n1 is rank 1
-		time.Sleep(time.Until(s))
-		n2.job.Inbox() <- Fire{Job: "a", Slot: s}
-		n1.job.Inbox() <- Fire{Job: "a", Slot: s}
-		time.Sleep(time.Second / 2)
-		synctest.Wait()
+		fireBoth(s)
 		if reason, _ := n1.skip(s); reason != ledger.SkipClaimedElsewhere {
 			t.Errorf("slot %d: rank-1 n1 skipped it %q, want %q", s.Unix(), reason, ledger.SkipClaimedElsewhere)
 		}
@@ -329,11 +334,7 @@ func TestJob_LowerRankReadsTheRecordFirst(t *testing.T) {
 		if err := mem.Pause(t.Context(), "a"); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Until(paused))
-		n2.job.Inbox() <- Fire{Job: "a", Slot: paused}
-		n1.job.Inbox() <- Fire{Job: "a", Slot: paused}
-		time.Sleep(time.Second / 2)
-		synctest.Wait()
+		fireBoth(paused)
 		if reason, _ := n1.skip(paused); reason != ledger.SkipPaused {
 			t.Errorf("slot %d (paused, decided by n2): n1 skipped it %q, want %q from the record", paused.Unix(), reason, ledger.SkipPaused)
 		}
@@ -349,11 +350,7 @@ func TestJob_LowerRankReadsTheRecordFirst(t *testing.T) {
 		// repairs the ledger, R5).
 		l1.behind.Store(true)
 		lost := rankedSlot(paused, "a", "n2", 0, ids)
-		time.Sleep(time.Until(lost))
-		n2.job.Inbox() <- Fire{Job: "a", Slot: lost}
-		n1.job.Inbox() <- Fire{Job: "a", Slot: lost}
-		time.Sleep(time.Second / 2)
-		synctest.Wait()
+		fireBoth(lost)
 		if c, p := l1.claims.Load(), l1.peeks.Load(); c != 2 || p != 4 {
 			t.Errorf("n1 sent %d claims and %d reads in all, want 2 and 4 (a ledger behind what n1 saw: claimed)", c, p)
 		}

@@ -193,6 +193,23 @@ func TestRule2_LateClaimIsClaimLateNotClockSkew(t *testing.T) {
 	})
 }
 
+// fireBehind starts job cfg on l with node.max_clock_skew 2 s and a clock
+// behind the bubble's (Redis time) by behind, fires the slot 5 s ahead
+// when the node's clock reaches it, and waits for settle.
+func fireBehind(t *testing.T, cfg config.Job, l ledger.Locker, behind, settle time.Duration) *logHarness {
+	t.Helper()
+	h := startJobDeps(t, cfg, l, func(d *JobDeps) {
+		d.MaxSkew = 2 * time.Second
+		d.Now = func() time.Time { return time.Now().Add(-behind) }
+	})
+	s := time.Now().Truncate(time.Second).Add(5 * time.Second)
+	time.Sleep(time.Until(s.Add(behind))) // the node's clock says s
+	h.job.Inbox() <- Fire{Job: cfg.Name, Slot: s}
+	time.Sleep(settle)
+	synctest.Wait()
+	return h
+}
+
 // R2: a node whose clock is behind Redis's by less than
 // node.max_clock_skew but more than the answer window (lock_ttl 1 s, the
 // clock 1.5 s behind, max_clock_skew 2 s) sends its claims in time by its
@@ -200,19 +217,10 @@ func TestRule2_LateClaimIsClaimLateNotClockSkew(t *testing.T) {
 // offset (the clock is what is wrong), not claim_late.
 func TestRule2_SlowClockWithinMaxSkewIsClockSkew(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memory.NewMemory()
 		cfg := testJob(t, "j", "exit 0")
 		cfg.LockTTL = time.Second
 		const behind = 1500 * time.Millisecond
-		h := startJobDeps(t, cfg, mem, func(d *JobDeps) {
-			d.MaxSkew = 2 * time.Second
-			d.Now = func() time.Time { return time.Now().Add(-behind) }
-		})
-		s := time.Now().Truncate(time.Second).Add(5 * time.Second)
-		time.Sleep(time.Until(s.Add(behind))) // the node's clock says s
-		h.job.Inbox() <- Fire{Job: "j", Slot: s}
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
+		h := fireBehind(t, cfg, memory.NewMemory(), behind, 3*time.Second)
 		h.noResult(t, "a node 1.5 s behind, lock_ttl 1s")
 		if n, late := h.skips(t, ledger.SkipClockSkew), h.skips(t, ledger.SkipClaimLate); n != 1 || late != 0 {
 			t.Errorf("clock_skew, claim_late skips: got %v, %v, want 1, 0", n, late)
@@ -272,17 +280,8 @@ func TestRule2_LateClaimFromASlowClockWithinTheWindowIsClaimLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &lateArrivalLocker{Memory: memory.NewMemory()}
 		l.delay.Store(int64(time.Second))
-		cfg := testJob(t, "j", "exit 0")
 		const behind = 1200 * time.Millisecond
-		h := startJobDeps(t, cfg, l, func(d *JobDeps) {
-			d.MaxSkew = 2 * time.Second
-			d.Now = func() time.Time { return time.Now().Add(-behind) }
-		})
-		s := time.Now().Truncate(time.Second).Add(5 * time.Second)
-		time.Sleep(time.Until(s.Add(behind))) // the node's clock says s
-		h.job.Inbox() <- Fire{Job: "j", Slot: s}
-		time.Sleep(4 * time.Second)
-		synctest.Wait()
+		h := fireBehind(t, testJob(t, "j", "exit 0"), l, behind, 4*time.Second)
 		h.noResult(t, "a node 1.2 s behind whose claim took 1 s")
 		if n, late := h.skips(t, ledger.SkipClockSkew), h.skips(t, ledger.SkipClaimLate); n != 0 || late != 1 {
 			t.Errorf("clock_skew, claim_late skips: got %v, %v, want 0, 1", n, late)
