@@ -12,6 +12,7 @@ import (
 	"github.com/cronlock/cronlock/cluster"
 	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/process"
+	"github.com/cronlock/cronlock/statedir"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -74,6 +75,17 @@ type JobDeps struct {
 	// Watch sees every run start and end, for alerts (package notify);
 	// optional (nil = none).
 	Watch RunWatcher
+	// Seen keeps the ledger seq and run count this node has seen for each
+	// job with max_runs across its restarts (*statedir.SeenCounts;
+	// docs/protocol.md, R6); optional (nil = kept in memory only).
+	Seen SeenKeeper
+}
+
+// SeenKeeper keeps the highest ledger seq and run count seen per job
+// (*statedir.SeenCounts). Saw must not block.
+type SeenKeeper interface {
+	Get(job string) (statedir.Seen, bool)
+	Saw(job string, seq, runs int64)
 }
 
 // RunWatcher is told when a run's first attempt starts and when the run
@@ -262,6 +274,12 @@ func NewJobOf(cfg *config.Job, deps *SharedDeps) *Job {
 	j := &Job{cfg: cfg} // inbox and events are made at their first use
 	j.deps.JobDeps, j.deps.repeats = &deps.d, newRepeatLog(repeatEvery)
 	j.deps.latest.Store(cfg)
+	if k := deps.d.Seen; k != nil && cfg.MaxRuns > 0 {
+		if s, ok := k.Get(cfg.Name); ok { // R6: what this node saw before its restart
+			j.seenSeq.Store(s.Seq)
+			j.seenRuns.Store(s.Runs)
+		}
+	}
 	return j
 }
 
@@ -516,16 +534,24 @@ func (j *Job) see(c ledger.Claim) { j.See(c.Seq, c.Runs) }
 // See raises the highest ledger seq and run count this node has seen for
 // the job (docs/protocol.md, R5, R6). Safe from any goroutine.
 func (j *Job) See(seq, runs int64) {
-	atomicMax(&j.seenSeq, seq)
-	atomicMax(&j.seenRuns, runs)
+	rose := atomicMax(&j.seenSeq, seq)
+	if atomicMax(&j.seenRuns, runs) {
+		rose = true
+	}
+	if k := j.deps.Seen; rose && k != nil && j.deps.latest.Load().MaxRuns > 0 {
+		k.Saw(j.deps.latest.Load().Name, j.seenSeq.Load(), j.seenRuns.Load())
+	}
 }
 
-// atomicMax raises a to at least v.
-func atomicMax(a *atomic.Int64, v int64) {
+// atomicMax raises a to at least v and reports whether it rose.
+func atomicMax(a *atomic.Int64, v int64) bool {
 	for {
 		cur := a.Load()
-		if v <= cur || a.CompareAndSwap(cur, v) {
-			return
+		if v <= cur {
+			return false
+		}
+		if a.CompareAndSwap(cur, v) {
+			return true
 		}
 	}
 }

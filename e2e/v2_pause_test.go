@@ -139,6 +139,17 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 	stopAll(t, 15*time.Second, nodes...)
 
 	runs := readIntervals(t, out)
+	// pausesNear lists the pauses taken from slot from−2 through slot to.
+	pausesNear := func(from, to int64) string {
+		var ps []string
+		for _, r := range rounds {
+			if r.slot >= from-2 && r.slot <= to {
+				at := time.Unix(r.slot, 0).Add(r.off)
+				ps = append(ps, fmt.Sprintf("%s %s–%s", r.node, at.Format("15:04:05.000"), at.Add(pause).Format("15:04:05.000")))
+			}
+		}
+		return strings.Join(ps, ", ")
+	}
 	ranSlot := map[int64]bool{}
 	for i, r := range runs {
 		ranSlot[r.Slot] = true
@@ -152,8 +163,9 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 		}
 		for _, o := range runs[i+1:] {
 			if o.Start.Before(end) {
-				t.Errorf("runs overlap: slot %d on %s %s–%s and slot %d on %s from %s", r.Slot, r.Node, r.Start.Format("15:04:05.000"),
-					end.Format("15:04:05.000"), o.Slot, o.Node, o.Start.Format("15:04:05.000"))
+				t.Errorf("runs overlap: slot %d on %s %s–%s and slot %d on %s from %s; pauses %s%s%s", r.Slot, r.Node, r.Start.Format("15:04:05.000"),
+					end.Format("15:04:05.000"), o.Slot, o.Node, o.Start.Format("15:04:05.000"), pausesNear(r.Slot, o.Slot),
+					describeSlot(nodes, "p", r.Slot), describeSlot(nodes, "p", o.Slot))
 			}
 		}
 	}
@@ -162,6 +174,9 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 	for _, r := range rounds {
 		o, _ := slotRecord(occ, r.slot)
 		summary = append(summary, fmt.Sprintf("%s@%+dms:%s/%s", r.node, r.off.Milliseconds(), o.Status, o.Reason))
+		if o.Status == "unknown" {
+			t.Logf("slot %d recorded unknown:%s", r.slot, describeSlot(nodes, "p", r.slot))
+		}
 		if o.Status == "skipped" && o.Reason == "lock_lost" && ranSlot[r.slot] {
 			t.Errorf("slot %d: recorded skipped lock_lost, yet it ran%s", r.slot, describeSlot(nodes, "p", r.slot))
 		}

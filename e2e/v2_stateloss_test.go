@@ -232,3 +232,54 @@ func checkTokensIncrease(t *testing.T, job string, runs []tokenRun) {
 		}
 	}
 }
+
+// TestV2_StateLoss_MaxRunsAcrossEveryNodeRestart: Redis and the only node
+// lose their memory at once: the node, stopped after its `max_runs: 1`
+// job ran, starts again after Redis lost its state (FLUSHALL). The count
+// it saw is in its state directory (statedir.SeenCounts): its first claim
+// repairs the ledger (a repair warning) and the job stays done. Without
+// the file nothing remembered the count and the job ran again (chaos seed
+// 17895812882841228652 found it with a node restarted while another kept
+// running; docs/protocol.md, R6).
+func TestV2_StateLoss_MaxRunsAcrossEveryNodeRestart(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	out := newLedger(t)
+	job := map[string]any{"name": "once", "schedule": "* * * * * *", "command": tokenCommand(out, ""), "max_runs": 1}
+	cfgFile := writeConfig(t, redisConfig(srv.Addr(), job))
+	nodes, _ := startNodes(t, cfgFile, nodeSpec{id: "n1"})
+	waitFor(t, 10*time.Second, "the job's one run and a max_runs skip after it", func() bool {
+		return len(readTokenRuns(t, out)) == 1 && len(skipsOf(nodes[0], "once", "max_runs")) > 0
+	})
+	stopAll(t, 10*time.Second, nodes...)
+	srv.Do("FLUSHALL")
+	again, ready := startNodes(t, cfgFile, nodeSpec{id: "n1"})
+	n1 := again[0]
+	n1.WaitLog(5*time.Second, "a "+repairWarning+" warning", func(e logEntry) bool {
+		return strings.HasPrefix(e.Msg(), repairWarning) && e.Str("level") == "warn"
+	})
+	waitFor(t, 5*time.Second, "a max_runs skip after the restart", func() bool {
+		for _, e := range skipsOf(n1, "once", "max_runs") {
+			if e.Time().After(ready) {
+				return true
+			}
+		}
+		return false
+	})
+	sleepUntil(time.Now().Add(1500 * time.Millisecond))
+	stopAll(t, 10*time.Second, n1)
+	if runs := readTokenRuns(t, out); len(runs) != 1 {
+		t.Errorf("the max_runs: 1 job ran %d times across the restarts, want once: %+v", len(runs), runs)
+	}
+}
+
+// skipsOf returns n's "slot skipped" entries of job with reason.
+func skipsOf(n *node, job, reason string) []logEntry {
+	var out []logEntry
+	for _, e := range logsOf(n, "slot skipped", job) {
+		if e.Str("reason") == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -99,6 +99,10 @@ type Engine struct {
 	apiToken atomic.Pointer[[]byte]
 
 	records *statedir.RunRecords // run records in the state directory; nil without one
+	// seen keeps the max_runs counts this node saw across its restarts
+	// (docs/protocol.md, R6); nil without a state directory or on the
+	// memory backend (whose ledger the state directory keeps whole).
+	seen *statedir.SeenCounts
 	// wrapRecords is Options.WrapRecords.
 	wrapRecords func(actors.RunRecords) actors.RunRecords
 
@@ -178,16 +182,23 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	locker := b.Backend // redislock.Backend (its guard included) or memory.Memory
 	e.alerts = e.newNotifier()
 	e.janitor = actors.NewJanitor(opts.Log, locker, 1024)
+	var seen actors.SeenKeeper
 	if opts.State != nil {
 		e.records = statedir.NewRunRecords(opts.State)
 		e.wrapRecords = opts.WrapRecords
+		if b.kind == "redis" {
+			if e.seen, err = statedir.LoadSeenCounts(opts.State); err != nil {
+				opts.Log.Warn("max_runs counts not restored", zap.Error(err))
+			}
+			seen = e.seen
+		}
 	}
 	e.jobs = newJobSet(opts.Log, actors.JobDeps{Log: opts.Log, Metrics: e.metrics, Locker: locker,
 		NodeID: cfg.Node.ID, Environ: environ, Results: e.hooks.Inbox(), Phantoms: e.janitor.Inbox(), Finishes: e.janitor.Finishes(),
 		Kill: e.kill, KillNow: e.killNow, GracePeriod: cfg.Node.GracePeriod, Now: opts.Now, Start: opts.Start,
 		Records: e.runRecords(), ClaimTimeout: claimTimeout(cfg), Load: load,
 		MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Watch: e.alerts,
-		Output: e.out, OutputMaxBytes: cfg.Output.MaxBytes, Redact: cfg.Output.Patterns},
+		Output: e.out, OutputMaxBytes: cfg.Output.MaxBytes, Redact: cfg.Output.Patterns, Seen: seen},
 		e.ticker, &actors.Auditor{Log: opts.Log, Metrics: e.metrics, Locker: locker, NodeID: cfg.Node.ID,
 			MaxSkew: cfg.Node.MaxClockSkew, Retention: retentionOf(cfg), Now: nowOr(opts.Now), Started: time.Now(),
 			Missed: e.alerts.Missed})
@@ -291,6 +302,22 @@ func (e *Engine) startServers(ctx context.Context, srv, sock *httpServer) *errgr
 	e.goActor(g, ctx, "janitor", e.janitor.Run)
 	// The notifier too: the last runs' alerts are sent until then.
 	e.goActor(g, ctx, "notifier", e.alerts.Run)
+	// And the max_runs counts: the last finishes' counts are written.
+	if e.seen != nil {
+		e.goActor(g, ctx, "max_runs count writer", func(ctx context.Context) error {
+			failing := false
+			return e.seen.Run(ctx, func(err error) {
+				switch {
+				case err != nil && !failing:
+					e.log.Warn("max_runs counts not written to the state directory: after a restart this node "+
+						"cannot repair a count Redis lost (retried at the next count)", zap.Error(err))
+				case err == nil && failing:
+					e.log.Info("max_runs counts written to the state directory again")
+				}
+				failing = err != nil
+			})
+		})
+	}
 	if e.node != nil {
 		e.goActor(g, ctx, "node registry", e.node.Run)
 	}

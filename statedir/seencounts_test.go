@@ -1,0 +1,148 @@
+package statedir
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func openTemp(t *testing.T) (*Dir, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state")
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, path
+}
+
+// restartDir closes d and opens its directory again, as a restarted daemon does.
+func restartDir(t *testing.T, d *Dir, path string) *Dir {
+	t.Helper()
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// The counts a node saw come back after its restart, each only raised,
+// never lowered, and Run writes each rise without being asked twice.
+func TestSeenCounts_SurviveARestart(t *testing.T) {
+	d, path := openTemp(t)
+	c, err := LoadSeenCounts(d)
+	if err != nil {
+		t.Fatalf("a new directory: %v", err)
+	}
+	if _, ok := c.Get("backup"); ok {
+		t.Fatal("a new directory has counts")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	reports := make(chan error, 16)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx, func(err error) { reports <- err }) }()
+	c.Saw("backup", 7, 1)
+	if err := <-reports; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	c.Saw("backup", 5, 0) // lower: kept as it was, nothing to write
+	c.Saw("billing", 3, 2)
+	if err := <-reports; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	cancel()
+	<-done
+	select {
+	case err := <-reports:
+		t.Fatalf("a write with nothing new: %v", err)
+	default:
+	}
+
+	again, err := LoadSeenCounts(restartDir(t, d, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for job, want := range map[string]Seen{"backup": {Seq: 7, Runs: 1}, "billing": {Seq: 3, Runs: 2}} {
+		if got, ok := again.Get(job); !ok || got != want {
+			t.Errorf("%s after the restart: %+v (kept %v), want %+v", job, got, ok, want)
+		}
+	}
+}
+
+// Run writes what rose while ctx ended: the last finishes of a shutdown
+// are kept.
+func TestSeenCounts_RunWritesTheLastRiseAtTheEnd(t *testing.T) {
+	d, path := openTemp(t)
+	c, _ := LoadSeenCounts(d)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.Saw("backup", 2, 1)
+	<-c.wake // the rise is seen only by the end of Run, as when ctx ended first
+	var got []error
+	_ = c.Run(ctx, func(err error) { got = append(got, err) })
+	if len(got) != 1 || got[0] != nil {
+		t.Fatalf("reports at the end: %v, want one write", got)
+	}
+	again, _ := LoadSeenCounts(restartDir(t, d, path))
+	if s, _ := again.Get("backup"); s != (Seen{Seq: 2, Runs: 1}) {
+		t.Fatalf("after the restart: %+v", s)
+	}
+}
+
+// A file that cannot be read is an error naming it and what is lost; the
+// counts start empty and the next write replaces the file.
+func TestSeenCounts_MalformedFile(t *testing.T) {
+	for name, content := range map[string]string{"not json": "{", "another version": `{"version":2,"jobs":{}}`} {
+		t.Run(name, func(t *testing.T) {
+			d, path := openTemp(t)
+			if err := os.WriteFile(filepath.Join(path, SeenCountsName), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := LoadSeenCounts(d)
+			if err == nil || !strings.Contains(err.Error(), SeenCountsName) || !strings.Contains(err.Error(), "max_runs counts") {
+				t.Fatalf("error %v, want one naming %s and what is lost", err, SeenCountsName)
+			}
+			c.Saw("backup", 1, 1)
+			if err := c.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := LoadSeenCounts(restartDir(t, d, path)); err != nil {
+				t.Fatalf("after the next write: %v", err)
+			}
+		})
+	}
+}
+
+// A failed write is reported and made again at the next flush: a
+// directory in the file's place makes the rename fail, for root too.
+func TestSeenCounts_FailedWriteIsRetried(t *testing.T) {
+	d, path := openTemp(t)
+	c, _ := LoadSeenCounts(d)
+	in := filepath.Join(path, SeenCountsName)
+	if err := os.MkdirAll(filepath.Join(in, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c.Saw("backup", 1, 1)
+	if err := c.Flush(); err == nil {
+		t.Fatal("a write over a directory succeeded")
+	}
+	if !c.due() {
+		t.Fatal("a failed write is not due again")
+	}
+	if err := os.RemoveAll(in); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	again, _ := LoadSeenCounts(restartDir(t, d, path))
+	if s, _ := again.Get("backup"); s != (Seen{Seq: 1, Runs: 1}) {
+		t.Fatalf("after the retry: %+v", s)
+	}
+}
