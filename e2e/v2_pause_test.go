@@ -36,7 +36,11 @@ import (
 // starts at or after its slot and at most lock_ttl after it (+100 ms for
 // the fork and exec after the daemon's check); no two runs overlap in
 // time; every run ends by itself (none is killed for a lost lease); a slot
-// recorded skipped lock_lost did not run.
+// recorded skipped lock_lost did not run. One overlap is excused, logged:
+// a run that overran its 1.2 s on a loaded machine while the test held its
+// daemon stopped, which therefore could not kill it when its lease expired
+// (docs/protocol.md, "What stays impossible"); its nominal 1.2 s may not
+// overlap the next run.
 //
 // By default the 16 offsets are taken once each, the nodes in turn (about
 // 45 s); with TEST_PAUSE_ALL=1 each node is paused at all 16
@@ -77,6 +81,11 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 	defer wg.Wait() // a failed round ends the test after its pauses (each resumes its node)
 	var mu sync.Mutex
 	paused := map[string]bool{}
+	type interval struct {
+		node     string
+		from, to time.Time
+	}
+	var frozen []interval // each pause as taken: from after SIGSTOP, to before SIGCONT
 	skipped := 0
 	slot := ceilSecond(ready.Add(1500 * time.Millisecond))
 	slot += slot % 2
@@ -126,10 +135,13 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 			n := byName[r.node]
 			sleepUntil(time.Unix(r.slot, 0).Add(r.off))
 			_ = syscall.Kill(n.Pid(), syscall.SIGSTOP)
+			stopped := time.Now()
 			time.Sleep(pause) // the pause is the test
+			contAt := time.Now()
 			_ = syscall.Kill(n.Pid(), syscall.SIGCONT)
 			mu.Lock()
 			paused[r.node] = false
+			frozen = append(frozen, interval{node: r.node, from: stopped, to: contAt})
 			mu.Unlock()
 		}()
 	}
@@ -150,6 +162,16 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 		}
 		return strings.Join(ps, ", ")
 	}
+	// frozenAt reports whether node's daemon was stopped at at.
+	frozenAt := func(node string, at time.Time) bool {
+		for _, f := range frozen {
+			if f.node == node && at.After(f.from) && at.Before(f.to) {
+				return true
+			}
+		}
+		return false
+	}
+	excused := 0
 	ranSlot := map[int64]bool{}
 	for i, r := range runs {
 		ranSlot[r.Slot] = true
@@ -162,6 +184,19 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 			end = r.Start.Add(run)
 		}
 		for _, o := range runs[i+1:] {
+			// The one overlap no daemon can prevent (docs/protocol.md,
+			// "What stays impossible"): r's daemon was stopped when o
+			// started, so it could not kill r when its lease expired, and
+			// r overran only because the machine stretched it past its
+			// 1.2 s (its own start and end, measured by the job). r's
+			// nominal end is still checked: a late fork shows there.
+			if o.Start.Before(end) && !o.Start.Before(r.Start.Add(run)) && frozenAt(r.Node, o.Start) {
+				excused++
+				t.Logf("slot %d on %s %s–%s ran %v (nominal %v) while its daemon was stopped; slot %d on %s started at %s",
+					r.Slot, r.Node, r.Start.Format("15:04:05.000"), end.Format("15:04:05.000"), end.Sub(r.Start), run,
+					o.Slot, o.Node, o.Start.Format("15:04:05.000"))
+				continue
+			}
 			if o.Start.Before(end) {
 				t.Errorf("runs overlap: slot %d on %s %s–%s and slot %d on %s from %s; pauses %s%s%s", r.Slot, r.Node, r.Start.Format("15:04:05.000"),
 					end.Format("15:04:05.000"), o.Slot, o.Node, o.Start.Format("15:04:05.000"), pausesNear(r.Slot, o.Slot),
@@ -180,6 +215,9 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 		if o.Status == "skipped" && o.Reason == "lock_lost" && ranSlot[r.slot] {
 			t.Errorf("slot %d: recorded skipped lock_lost, yet it ran%s", r.slot, describeSlot(nodes, "p", r.slot))
 		}
+	}
+	if excused > 1 {
+		t.Errorf("%d runs overran their 1.2 s into the next run while their daemons were stopped: want at most one (a loaded machine)", excused)
 	}
 	if len(runs) < len(rounds)/2 {
 		t.Errorf("got %d runs over %d rounds, want the job to have run at least every other round", len(runs), len(rounds))
