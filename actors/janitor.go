@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +23,13 @@ type Phantom struct {
 	// pending (the job's next claim runs it); else that slot does not run
 	// (logged as an error).
 	HandedOn bool
+	// Unanswered, for a scheduled claim whose answer was lost, is the
+	// finish that releases the lease and, if Redis applied the claim,
+	// records the slot skipped redis_error (ledger.FinishRequest's
+	// OwnRecordOnly): its node did not run it, so the audit must not
+	// declare it unknown ("it may have run"), and a max_runs job must not
+	// count it. nil: the lease is only released.
+	Unanswered *ledger.FinishRequest
 }
 
 // Janitor releases phantom leases once Redis answers again, so that a
@@ -183,9 +191,17 @@ func (j *Janitor) releasePhantoms(ctx context.Context) {
 		var released bool
 		var back int64
 		var err error
-		if u, ok := j.locker.(ledger.Unhander); ok && p.HandedOn {
+		switch u, ok := j.locker.(ledger.Unhander); {
+		case p.Unanswered != nil:
+			var f ledger.Finished
+			f, err = j.locker.Finish(rctx, *p.Unanswered)
+			if errors.Is(err, ledger.ErrRecordConflict) { // another run's record: ours was never applied
+				err = nil
+			}
+			released = f.Released
+		case ok && p.HandedOn:
 			back, released, err = u.Unhand(rctx, p.Job, p.Owner)
-		} else {
+		default:
 			released, err = j.locker.Release(rctx, p.Job, p.Owner)
 		}
 		cancel()

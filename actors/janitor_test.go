@@ -282,3 +282,67 @@ func TestJanitor_RetriesOnlyWhileSomethingWaits(t *testing.T) {
 		}
 	})
 }
+
+// lossyClaim applies the first claim and loses its answer.
+type lossyClaim struct {
+	*memory.Memory
+	calls atomic.Int32
+}
+
+func (l *lossyClaim) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
+	c, err := l.Memory.Claim(ctx, req)
+	if l.calls.Add(1) == 1 && err == nil {
+		return ledger.Claim{}, context.DeadlineExceeded
+	}
+	return c, err
+}
+
+// A claim Redis applied but whose answer was lost did not run: the
+// janitor releases its lease and records the slot skipped redis_error, so
+// the audit never calls it "unknown, may have run" and a max_runs: 1 job
+// runs at its next slot instead of never (docs/protocol.md, R6).
+func TestJanitor_UnansweredClaimRecordedNotRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := &lossyClaim{Memory: memory.NewMemory()}
+		jan := NewJanitor(zap.NewNop(), mem, 4)
+		jctx, stopJanitor := context.WithCancel(t.Context())
+		janDone := make(chan error, 1)
+		go func() { janDone <- jan.Run(jctx) }()
+		metrics := NewMetrics(nil)
+		metrics.InitJob("j")
+		results, kill := make(chan RunFinished, 10), make(chan struct{})
+		cfg := testJob(t, "j", "exit 0")
+		cfg.MaxRuns = 1
+		job := NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: metrics, Locker: mem, NodeID: "n1",
+			Results: results, Phantoms: jan.Inbox(), Finishes: jan.Finishes(), Kill: kill, Start: fakeproc.Start})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- job.Run(ctx) }()
+		slot := time.Now().Truncate(time.Second).Add(time.Second)
+		time.Sleep(time.Until(slot))
+		job.Inbox() <- Fire{Job: "j", Slot: slot}
+		time.Sleep(500 * time.Millisecond) // two janitor periods
+		synctest.Wait()
+		occ, err := mem.Occurrences(t.Context(), "j", slot.Unix(), slot.Unix())
+		if err != nil || len(occ) != 1 || occ[0].Status != "skipped" || occ[0].Reason != ledger.SkipRedisError {
+			t.Fatalf("record of the claim whose answer was lost: %+v, %v; want skipped redis_error", occ, err)
+		}
+		if st, _ := mem.State(t.Context(), "j"); st.LeaseHolder != "" {
+			t.Errorf("lease after the janitor: %q, want released", st.LeaseHolder)
+		}
+		next := slot.Add(time.Second)
+		time.Sleep(time.Until(next))
+		job.Inbox() <- Fire{Job: "j", Slot: next}
+		if fin := <-results; fin.Slot != next || fin.Result != ledger.ResultSuccess {
+			t.Errorf("next slot: %+v, want it run (max_runs 1 not reached: nothing ran)", fin)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("job Run: %v", err)
+		}
+		stopJanitor()
+		if err := <-janDone; err != nil {
+			t.Fatalf("janitor Run: %v", err)
+		}
+	})
+}

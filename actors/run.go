@@ -231,9 +231,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		r.deps.repeats.Log(repeatClaimFailed, func(extra ...zap.Field) {
 			log.Warn("claim failed; not run", append(extra, zap.Error(err))...)
 		}, nil)
-		if useLease {
-			r.phantom(req.Owner())
-		}
+		r.unanswered(req, useLease)
 		return r.skip(ledger.SkipRedisError, err), false
 	}
 	r.deps.repeats.End(repeatClaimFailed) // Redis answers again
@@ -549,6 +547,32 @@ func (r *run) recordUnrun(owner, why string) {
 		if owner != "" {
 			r.phantom(owner)
 		}
+	}
+}
+
+// unanswered hands the janitor a claim whose answer was lost: Redis may
+// have applied it, leaving the lease taken and the slot's record claimed,
+// though this node runs nothing. The janitor releases the lease and, for
+// a slot (a manual run's record is found by the token the answer
+// carried), records it skipped redis_error if the record is this run's
+// (Phantom.Unanswered).
+func (r *run) unanswered(req ledger.ClaimRequest, useLease bool) {
+	owner := ""
+	if useLease {
+		owner = req.Owner()
+	}
+	p := Phantom{Job: r.job.Name, Owner: owner, Until: time.Now().Add(r.job.LockTTL)}
+	if req.Slot != 0 {
+		p.Unanswered = &ledger.FinishRequest{Job: r.job.Name, Owner: owner, Retry: true, OwnRecordOnly: true,
+			Record: ledger.RunRecord{RunID: req.RunID, Slot: req.Slot, Trigger: req.Trigger, Node: req.Node, Skip: ledger.SkipRedisError}}
+	}
+	if p.Owner == "" && p.Unanswered == nil {
+		return
+	}
+	select {
+	case r.deps.Phantoms <- p:
+	default:
+		r.logger().Warn("janitor queue full; a phantom lease may block the job until lock_ttl")
 	}
 }
 

@@ -36,7 +36,7 @@ import (
 // starts at or after its slot and at most lock_ttl after it (+100 ms for
 // the fork and exec after the daemon's check); no two runs overlap in
 // time; every run ends by itself (none is killed for a lost lease); a slot
-// recorded skipped lock_lost did not run. One overlap is excused, logged:
+// recorded skipped did not run. One overlap is excused, logged:
 // a run that overran its 1.2 s on a loaded machine while the test held its
 // daemon stopped, which therefore could not kill it when its lease expired
 // (docs/protocol.md, "What stays impossible"); its nominal 1.2 s may not
@@ -212,8 +212,8 @@ func TestV2_Pause_NoLateStartNoOverlap(t *testing.T) {
 		if o.Status == "unknown" {
 			t.Logf("slot %d recorded unknown:%s", r.slot, describeSlot(nodes, "p", r.slot))
 		}
-		if o.Status == "skipped" && o.Reason == "lock_lost" && ranSlot[r.slot] {
-			t.Errorf("slot %d: recorded skipped lock_lost, yet it ran%s", r.slot, describeSlot(nodes, "p", r.slot))
+		if o.Status == "skipped" && ranSlot[r.slot] { // lock_lost (R3), or redis_error (a claim answered while its node was stopped)
+			t.Errorf("slot %d: recorded skipped %s, yet it ran%s", r.slot, o.Reason, describeSlot(nodes, "p", r.slot))
 		}
 	}
 	if excused > 1 {

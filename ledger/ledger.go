@@ -120,6 +120,14 @@ type FinishRequest struct {
 	// Retry: the janitor sends a finish whose answer was lost again. Next
 	// must be "".
 	Retry bool
+	// OwnRecordOnly: the claim of Record's slot got no answer, so its node
+	// did not run it, yet Redis may have applied it. The record is written
+	// only over this run's own record while it is claimed (or unknown
+	// after the audit); none is created, so a slot whose claim was not
+	// applied stays free for another node, and a queued one stays queued. Another run's record answers
+	// ErrRecordConflict. Needs a slot (a manual run's record is found by
+	// its token, which the lost answer carried) and no Next.
+	OwnRecordOnly bool
 }
 
 // Finished answers a FinishRequest.
@@ -305,6 +313,8 @@ func (req FinishRequest) Validate() error {
 		return errors.New("a lease handed on needs a lease released")
 	case req.Next != "" && req.Retry:
 		return errors.New("a retried finish hands no lease on")
+	case req.OwnRecordOnly && (req.Record.Slot == 0 || req.Next != ""):
+		return errors.New("a finish over its own record only needs a slot and hands no lease on")
 	case req.Next != "" && req.TTL < time.Millisecond:
 		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
 	}

@@ -178,7 +178,7 @@ func finishArgs(req ledger.FinishRequest) ([]string, error) {
 	nextNode, nextRun := ledger.SplitOwner(req.Next)
 	return []string{req.Owner, req.Next, ms(req.TTL), strconv.FormatInt(req.MaxRuns, 10), o.ID,
 		strconv.FormatInt(score, 10), string(body), flag(rec.Skip == "" && rec.Result == ledger.ResultSuccess),
-		flag(rec.Skip == ""), rec.RunID, nextNode, nextRun}, nil
+		flag(rec.Skip == ""), rec.RunID, nextNode, nextRun, flag(req.OwnRecordOnly)}, nil
 }
 
 // decodeFinished reads finishScript's reply.

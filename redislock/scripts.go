@@ -264,7 +264,10 @@ var claimScript = newScript(claimSrc, false)
 //	      4 max runs, 5 occurrence id, 6 index score (the slot, or a manual
 //	      run's claim time in Unix seconds), 7 record JSON,
 //	      8 "1" = a success, 9 "1" = a run (its record becomes state.last),
-//	      10 run id, 11 next node, 12 next run id
+//	      10 run id, 11 next node, 12 next run id, 13 "1" = only over
+//	      this run's own claimed or unknown record (a claim whose answer
+//	      was lost: none is created, so a claim Redis never applied leaves
+//	      the slot free, and a queued one stays for its hand-on)
 //	returns {released, pending, token, left, runs, seq, now ms, conflict}
 const finishSrc = `local K, A = KEYS, ARGV
 ` + ledgerLib + `
@@ -276,9 +279,12 @@ local conflict = 0
 local h = redis.call("HMGET", K[2], "runs", "seq", "fence")
 local runs = tonumber(h[1] or "0")
 seq, fence = tonumber(h[2] or "0"), h[3] or "0"
+local function undecided(r) -- claimed, or given up by the audit (R6)
+  return string.find(r, '"status":"claimed"', 1, true) or string.find(r, '"status":"unknown"', 1, true)
+end
 if cur and not string.find(cur, mine, 1, true) then
   conflict = 1
-else
+elseif A[13] ~= "1" or (cur and undecided(cur)) then
   local counted = cur and string.find(cur, '"status":"ran"', 1, true)
   local unknown = cur and string.find(cur, '"status":"unknown"', 1, true)
   if unknown then

@@ -34,6 +34,7 @@ var Cases = []Case{
 	{"R2_EarlyClaimDecidesNothing", testTooEarly},
 	{"R5_AuditAroundALossRecordsStateLost", testAuditAfterLoss},
 	{"R6_InFlightUntilFinishedOrUnknown", testInFlight},
+	{"R6_UnansweredClaimRecordedNotRun", testUnansweredClaim},
 	{"R9_TrimKeepsClaimableSlots", testTrimProtects},
 }
 
@@ -118,6 +119,60 @@ func testInFlight(t *testing.T, s Store) {
 	fourth := Sched(job, now+1, "c")
 	fourth.Lease, fourth.MaxRuns = false, 2
 	MustClaim(t, a, fourth, ledger.MaxRunsReached) // the two of unknown outcome count
+}
+
+// unanswered is the finish a node's janitor sends for a claim of req whose
+// answer was lost (ledger.FinishRequest.OwnRecordOnly): not run.
+func unanswered(req ledger.ClaimRequest) ledger.FinishRequest {
+	owner := ""
+	if req.Lease {
+		owner = req.Owner()
+	}
+	return ledger.FinishRequest{Job: req.Job, Owner: owner, Retry: true, OwnRecordOnly: true,
+		Record: ledger.RunRecord{RunID: req.RunID, Slot: req.Slot, Trigger: req.Trigger, Node: req.Node, Skip: ledger.SkipRedisError}}
+}
+
+// docs/protocol.md R6 and "Phantom leases and the janitor": a claim whose
+// answer was lost did not run on its node. If Redis applied it, its record
+// (claimed, or unknown after the audit) becomes skipped redis_error, its
+// lease is released and it stops counting toward max_runs; if Redis did
+// not, nothing is written and the slot stays free; another run's record is
+// a conflict and stays as it is.
+func testUnansweredClaim(t *testing.T, s Store) {
+	a := s.NewClient(t)
+	job, now := t.Name(), NowSlot(t, a)
+
+	applied := Sched(job, now-1, "a")
+	applied.MaxRuns, applied.TTL = 1, 100*time.Millisecond
+	MustClaim(t, a, applied, ledger.Claimed)
+	time.Sleep(150 * time.Millisecond) // its lease and window pass: the audit gives up on it
+	if got, err := a.Audit(Ctx(t), ledger.AuditRequest{Job: job, LockTTL: 100 * time.Millisecond}); err != nil || len(got.Unknown) != 1 {
+		t.Fatalf("audit: %+v, %v; want the claim unknown", got, err)
+	}
+	if _, err := a.Finish(Ctx(t), unanswered(applied)); err != nil {
+		t.Fatalf("finish of the unanswered claim: %v", err)
+	}
+	if o, _ := OccurrenceOf(t, a, job, now-1); o.Status != "skipped" || o.Reason != ledger.SkipRedisError {
+		t.Errorf("record of a claim whose answer was lost: %+v, want skipped redis_error", o)
+	}
+
+	free := Sched(job, now, "a") // never applied: its finish writes nothing
+	free.MaxRuns = 1
+	if _, err := a.Finish(Ctx(t), unanswered(free)); err != nil {
+		t.Fatalf("finish of a claim never applied: %v", err)
+	}
+	if o, ok := OccurrenceOf(t, a, job, now); ok {
+		t.Fatalf("a claim never applied left a record: %+v", o)
+	}
+	other := Sched(job, now, "b") // the slot is free, and max_runs (1) not reached: nothing ran
+	other.MaxRuns = 1
+	MustClaim(t, a, other, ledger.Claimed)
+	if _, err := a.Finish(Ctx(t), unanswered(free)); !errors.Is(err, ledger.ErrRecordConflict) {
+		t.Errorf("finish of an unanswered claim over another run's record: %v, want ErrRecordConflict", err)
+	}
+	if o, _ := OccurrenceOf(t, a, job, now); o.Status != "claimed" || o.Node != "b" {
+		t.Errorf("another run's record after a conflicting finish: %+v, want b's claim", o)
+	}
 }
 
 // docs/protocol.md R9: a ledger of one record keeps the records of slots

@@ -283,7 +283,7 @@ func (m *Memory) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.F
 	conflict := false
 	if cur, ok := j.occ[o.ID]; ok && cur.RunID != o.RunID {
 		conflict = true
-	} else {
+	} else if !req.OwnRecordOnly || ok && (cur.Status == "claimed" || cur.Status == "unknown") {
 		counted := ok && cur.Status == "ran"
 		if ok && cur.Status == "unknown" {
 			j.unknown-- // the audit gave up on it; its finish came after all
