@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -23,13 +22,6 @@ type Phantom struct {
 	// pending (the job's next claim runs it); else that slot does not run
 	// (logged as an error).
 	HandedOn bool
-	// Unanswered, for a scheduled claim whose answer was lost, is the
-	// finish that releases the lease and, if Redis applied the claim,
-	// records the slot skipped redis_error (ledger.FinishRequest's
-	// OwnRecordOnly): its node did not run it, so the audit must not
-	// declare it unknown ("it may have run"), and a max_runs job must not
-	// count it. nil: the lease is only released.
-	Unanswered *ledger.FinishRequest
 }
 
 // Janitor releases phantom leases once Redis answers again, so that a
@@ -174,6 +166,12 @@ func (j *Janitor) sweep(ctx context.Context) {
 			j.unfinished = append(j.unfinished, u)
 			return
 		}
+		if u.req.OwnRecordOnly {
+			j.log.Info("claim whose answer was lost settled: if Redis had applied it, its record now says skipped "+
+				"redis_error (this node ran nothing)", zap.String("job", u.req.Job), zap.String("run_id", u.req.Record.RunID),
+				zap.Int64("slot", u.req.Record.Slot), zap.Duration("after", time.Since(u.since)))
+			continue
+		}
 		j.log.Info("run recorded: its finish was sent again after its answer was lost", zap.String("job", u.req.Job),
 			zap.String("run_id", u.req.Record.RunID), zap.String("result", u.req.Record.Result),
 			zap.Bool("lease_released", f.Released), zap.Duration("after", time.Since(u.since)))
@@ -191,17 +189,9 @@ func (j *Janitor) releasePhantoms(ctx context.Context) {
 		var released bool
 		var back int64
 		var err error
-		switch u, ok := j.locker.(ledger.Unhander); {
-		case p.Unanswered != nil:
-			var f ledger.Finished
-			f, err = j.locker.Finish(rctx, *p.Unanswered)
-			if errors.Is(err, ledger.ErrRecordConflict) { // another run's record: ours was never applied
-				err = nil
-			}
-			released = f.Released
-		case ok && p.HandedOn:
+		if u, ok := j.locker.(ledger.Unhander); ok && p.HandedOn {
 			back, released, err = u.Unhand(rctx, p.Job, p.Owner)
-		default:
+		} else {
 			released, err = j.locker.Release(rctx, p.Job, p.Owner)
 		}
 		cancel()
@@ -227,6 +217,12 @@ func (j *Janitor) releasePhantoms(ctx context.Context) {
 // count).
 func (j *Janitor) lost(u unfinished, why string) {
 	r := u.req.Record
+	if u.req.OwnRecordOnly {
+		j.log.Warn("claim whose answer was lost not settled: if Redis applied it, its record stays claimed and the audit "+
+			"declares it unknown (this node ran nothing)", zap.String("job", u.req.Job), zap.String("run_id", r.RunID),
+			zap.Int64("slot", r.Slot), zap.String("why", why))
+		return
+	}
 	j.log.Error("run record lost: the run's finish failed and was not written; the job's history and max_runs count may miss it",
 		zap.String("job", u.req.Job), zap.String("run_id", r.RunID), zap.Int64("slot", r.Slot),
 		zap.String("result", r.Result), zap.Int("exit_code", r.ExitCode), zap.Time("start", r.Start),

@@ -283,10 +283,12 @@ func TestJanitor_RetriesOnlyWhileSomethingWaits(t *testing.T) {
 	})
 }
 
-// lossyClaim applies the first claim and loses its answer.
+// lossyClaim applies the first claim and loses its answer; then Redis
+// stays out of reach (every finish and release fails) until up is set.
 type lossyClaim struct {
 	*memory.Memory
 	calls atomic.Int32
+	up    atomic.Bool
 }
 
 func (l *lossyClaim) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
@@ -297,10 +299,26 @@ func (l *lossyClaim) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger
 	return c, err
 }
 
+func (l *lossyClaim) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.Finished, error) {
+	if !l.up.Load() {
+		return ledger.Finished{}, context.DeadlineExceeded
+	}
+	return l.Memory.Finish(ctx, req)
+}
+
+func (l *lossyClaim) Release(ctx context.Context, job, owner string) (bool, error) {
+	if !l.up.Load() {
+		return false, context.DeadlineExceeded
+	}
+	return l.Memory.Release(ctx, job, owner)
+}
+
 // A claim Redis applied but whose answer was lost did not run: the
 // janitor releases its lease and records the slot skipped redis_error, so
 // the audit never calls it "unknown, may have run" and a max_runs: 1 job
-// runs at its next slot instead of never (docs/protocol.md, R6).
+// runs at its next slot instead of never (docs/protocol.md, R6). Redis is
+// out of reach for twice the job's lock_ttl after the lost answer: the
+// record is still settled when it answers again.
 func TestJanitor_UnansweredClaimRecordedNotRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := &lossyClaim{Memory: memory.NewMemory()}
@@ -321,6 +339,12 @@ func TestJanitor_UnansweredClaimRecordedNotRun(t *testing.T) {
 		slot := time.Now().Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(slot))
 		job.Inbox() <- Fire{Job: "j", Slot: slot}
+		time.Sleep(2 * cfg.LockTTL) // the outage outlasts the lease
+		synctest.Wait()
+		if occ, _ := mem.Occurrences(t.Context(), "j", slot.Unix(), slot.Unix()); len(occ) != 1 || occ[0].Status != "claimed" {
+			t.Fatalf("record during the outage: %+v, want the claim's", occ)
+		}
+		mem.up.Store(true)
 		time.Sleep(500 * time.Millisecond) // two janitor periods
 		synctest.Wait()
 		occ, err := mem.Occurrences(t.Context(), "j", slot.Unix(), slot.Unix())
@@ -330,7 +354,7 @@ func TestJanitor_UnansweredClaimRecordedNotRun(t *testing.T) {
 		if st, _ := mem.State(t.Context(), "j"); st.LeaseHolder != "" {
 			t.Errorf("lease after the janitor: %q, want released", st.LeaseHolder)
 		}
-		next := slot.Add(time.Second)
+		next := time.Now().Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(next))
 		job.Inbox() <- Fire{Job: "j", Slot: next}
 		if fin := <-results; fin.Slot != next || fin.Result != ledger.ResultSuccess {

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -231,7 +232,7 @@ func (r *run) claim(ctx context.Context) (Ran, bool) {
 		r.deps.repeats.Log(repeatClaimFailed, func(extra ...zap.Field) {
 			log.Warn("claim failed; not run", append(extra, zap.Error(err))...)
 		}, nil)
-		r.unanswered(req, useLease)
+		r.unanswered(req, useLease, err)
 		return r.skip(ledger.SkipRedisError, err), false
 	}
 	r.deps.repeats.End(repeatClaimFailed) // Redis answers again
@@ -552,28 +553,25 @@ func (r *run) recordUnrun(owner, why string) {
 
 // unanswered hands the janitor a claim whose answer was lost: Redis may
 // have applied it, leaving the lease taken and the slot's record claimed,
-// though this node runs nothing. The janitor releases the lease and, for
-// a slot (a manual run's record is found by the token the answer
-// carried), records it skipped redis_error if the record is this run's
-// (Phantom.Unanswered).
-func (r *run) unanswered(req ledger.ClaimRequest, useLease bool) {
+// though this node runs nothing. The janitor releases the lease (a
+// phantom, at once when Redis answers) and sends the finish that turns
+// the run's own claimed or unknown records into skipped redis_error
+// (ledger.FinishRequest.OwnRecordOnly), retried like any finish, so that
+// the audit never declares it unknown ("it may have run") and a max_runs
+// job does not count it. A claim that never left this node (no
+// connection) needs neither.
+func (r *run) unanswered(req ledger.ClaimRequest, useLease bool, err error) {
 	owner := ""
 	if useLease {
 		owner = req.Owner()
+		r.phantom(owner)
 	}
-	p := Phantom{Job: r.job.Name, Owner: owner, Until: time.Now().Add(r.job.LockTTL)}
-	if req.Slot != 0 {
-		p.Unanswered = &ledger.FinishRequest{Job: r.job.Name, Owner: owner, Retry: true, OwnRecordOnly: true,
-			Record: ledger.RunRecord{RunID: req.RunID, Slot: req.Slot, Trigger: req.Trigger, Node: req.Node, Skip: ledger.SkipRedisError}}
-	}
-	if p.Owner == "" && p.Unanswered == nil {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
 		return
 	}
-	select {
-	case r.deps.Phantoms <- p:
-	default:
-		r.logger().Warn("janitor queue full; a phantom lease may block the job until lock_ttl")
-	}
+	r.sendFinish(ledger.FinishRequest{Job: r.job.Name, Owner: owner, MaxRuns: int64(r.job.MaxRuns), OwnRecordOnly: true,
+		Record: ledger.RunRecord{RunID: req.RunID, Slot: req.Slot, Trigger: req.Trigger, Node: req.Node, Skip: ledger.SkipRedisError}})
 }
 
 // phantom hands a lease whose state is unknown to the janitor, so that a

@@ -120,13 +120,14 @@ type FinishRequest struct {
 	// Retry: the janitor sends a finish whose answer was lost again. Next
 	// must be "".
 	Retry bool
-	// OwnRecordOnly: the claim of Record's slot got no answer, so its node
-	// did not run it, yet Redis may have applied it. The record is written
-	// only over this run's own record while it is claimed (or unknown
-	// after the audit); none is created, so a slot whose claim was not
-	// applied stays free for another node, and a queued one stays queued. Another run's record answers
-	// ErrRecordConflict. Needs a slot (a manual run's record is found by
-	// its token, which the lost answer carried) and no Next.
+	// OwnRecordOnly: the claim of Record's run got no answer, so its node
+	// did not run it, yet Redis may have applied it. Each record of the
+	// run (Record.RunID) still claimed or declared unknown — the slot sent,
+	// or a pending slot the claim took instead, found among the claims in
+	// flight — becomes skipped redis_error; none is created, so a
+	// slot whose claim was not applied stays free for another node, and
+	// another run's record is left as it is. Only Record.RunID and Slot are used
+	// (a manual run needs no token). Needs no Next.
 	OwnRecordOnly bool
 }
 
@@ -307,14 +308,14 @@ func (req FinishRequest) Validate() error {
 		return errors.New("empty job name")
 	case req.Record.RunID == "":
 		return errors.New("a finish needs the record's run id")
-	case req.Record.Slot == 0 && req.Record.Fence == 0:
+	case req.Record.Slot == 0 && req.Record.Fence == 0 && !req.OwnRecordOnly:
 		return errors.New("a manual run's finish needs its token")
 	case req.Next != "" && req.Owner == "":
 		return errors.New("a lease handed on needs a lease released")
 	case req.Next != "" && req.Retry:
 		return errors.New("a retried finish hands no lease on")
-	case req.OwnRecordOnly && (req.Record.Slot == 0 || req.Next != ""):
-		return errors.New("a finish over its own record only needs a slot and hands no lease on")
+	case req.OwnRecordOnly && req.Next != "":
+		return errors.New("a finish of a claim whose answer was lost hands no lease on")
 	case req.Next != "" && req.TTL < time.Millisecond:
 		return fmt.Errorf("lease ttl %v below 1ms", req.TTL)
 	}

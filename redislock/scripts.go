@@ -264,10 +264,10 @@ var claimScript = newScript(claimSrc, false)
 //	      4 max runs, 5 occurrence id, 6 index score (the slot, or a manual
 //	      run's claim time in Unix seconds), 7 record JSON,
 //	      8 "1" = a success, 9 "1" = a run (its record becomes state.last),
-//	      10 run id, 11 next node, 12 next run id, 13 "1" = only over
-//	      this run's own claimed or unknown record (a claim whose answer
-//	      was lost: none is created, so a claim Redis never applied leaves
-//	      the slot free, and a queued one stays for its hand-on)
+//	      10 run id, 11 next node, 12 next run id, 13 "1" = a claim whose
+//	      answer was lost: this run's claimed or unknown records (the slot
+//	      sent, and any in flight) become skipped redis_error, ARGV 7-9
+//	      unused; none is created
 //	returns {released, pending, token, left, runs, seq, now ms, conflict}
 const finishSrc = `local K, A = KEYS, ARGV
 ` + ledgerLib + `
@@ -279,12 +279,27 @@ local conflict = 0
 local h = redis.call("HMGET", K[2], "runs", "seq", "fence")
 local runs = tonumber(h[1] or "0")
 seq, fence = tonumber(h[2] or "0"), h[3] or "0"
-local function undecided(r) -- claimed, or given up by the audit (R6)
-  return string.find(r, '"status":"claimed"', 1, true) or string.find(r, '"status":"unknown"', 1, true)
-end
-if cur and not string.find(cur, mine, 1, true) then
+if A[13] == "1" then
+  -- A claim whose answer was lost (R6): its node ran nothing. Each record
+  -- of this run still claimed (the slot asked for, or a pending slot the
+  -- claim took instead) or given up by the audit becomes skipped
+  -- redis_error; none is created, so a claim never applied leaves its slot
+  -- free, and another run's record is left as it is.
+  local ids = redis.call("ZRANGE", K[6], 0, -1)
+  ids[#ids + 1] = A[5]
+  for _, id in ipairs(ids) do
+    local r = redis.call("HGET", K[3], id)
+    local unknown = r and string.find(r, mine, 1, true) and string.find(r, '"status":"unknown"', 1, true)
+    if unknown or (r and string.find(r, mine, 1, true) and string.find(r, '"status":"claimed"', 1, true)) then
+      if unknown then redis.call("HINCRBY", K[2], "unknown", -1) end
+      redis.call("ZREM", K[6], id)
+      local s = tonumber(string.match(r, '"slot":(%d+)') or "0")
+      put(id, s, (string.gsub(r, '"status":"%a+","reason":"[^"]*"', '"status":"skipped","reason":"redis_error"', 1)), true)
+    end
+  end
+elseif cur and not string.find(cur, mine, 1, true) then
   conflict = 1
-elseif A[13] ~= "1" or (cur and undecided(cur)) then
+else
   local counted = cur and string.find(cur, '"status":"ran"', 1, true)
   local unknown = cur and string.find(cur, '"status":"unknown"', 1, true)
   if unknown then

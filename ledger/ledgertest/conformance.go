@@ -136,8 +136,9 @@ func unanswered(req ledger.ClaimRequest) ledger.FinishRequest {
 // answer was lost did not run on its node. If Redis applied it, its record
 // (claimed, or unknown after the audit) becomes skipped redis_error, its
 // lease is released and it stops counting toward max_runs; if Redis did
-// not, nothing is written and the slot stays free; another run's record is
-// a conflict and stays as it is.
+// not, nothing is written and the slot stays free; another run's record
+// stays as it is. A pending slot the claim took instead, and a manual
+// run's record, are found by the run id.
 func testUnansweredClaim(t *testing.T, s Store) {
 	a := s.NewClient(t)
 	job, now := t.Name(), NowSlot(t, a)
@@ -167,11 +168,53 @@ func testUnansweredClaim(t *testing.T, s Store) {
 	other := Sched(job, now, "b") // the slot is free, and max_runs (1) not reached: nothing ran
 	other.MaxRuns = 1
 	MustClaim(t, a, other, ledger.Claimed)
-	if _, err := a.Finish(Ctx(t), unanswered(free)); !errors.Is(err, ledger.ErrRecordConflict) {
-		t.Errorf("finish of an unanswered claim over another run's record: %v, want ErrRecordConflict", err)
+	if _, err := a.Finish(Ctx(t), unanswered(free)); err != nil {
+		t.Errorf("finish of an unanswered claim, another run's record in its slot: %v", err)
 	}
 	if o, _ := OccurrenceOf(t, a, job, now); o.Status != "claimed" || o.Node != "b" {
 		t.Errorf("another run's record after a conflicting finish: %+v, want b's claim", o)
+	}
+
+	// R7: a claim that takes the pending slot left by a vanished holder
+	// (overlap queue, within the catch-up window): the run's record is the
+	// pending slot's, not the one it sent; that one is settled too.
+	job3 := job + "-queue"
+	h := Sched(job3, now-1, "a")
+	h.Queue, h.TTL = true, 50*time.Millisecond
+	MustClaim(t, a, h, ledger.Claimed)
+	p := Sched(job3, now, "b")
+	p.Queue = true
+	MustClaim(t, a, p, ledger.Queued)
+	WaitPast(t, a, now) // the holder's lease expires too
+	c := Sched(job3, now+1, "c")
+	c.Queue, c.MaxRuns, c.Windows.Catchup = true, 2, time.Minute
+	got, err := a.Claim(Ctx(t), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took, _ := OccurrenceOf(t, a, job3, now)
+	if took.RunID != c.RunID || took.Status != "claimed" {
+		t.Fatalf("claim %+v: the pending slot's record %+v, want it claimed by the claim's run", got, took)
+	}
+	if _, err := a.Finish(Ctx(t), unanswered(c)); err != nil {
+		t.Fatalf("finish of the unanswered claim that took the pending slot: %v", err)
+	}
+	if o, _ := OccurrenceOf(t, a, job3, now); o.Status != "skipped" || o.Reason != ledger.SkipRedisError {
+		t.Errorf("the pending slot taken by the unanswered claim: %+v, want skipped redis_error", o)
+	}
+
+	// A manual run's record is found by its run id: its token came with
+	// the lost answer.
+	job4 := job + "-manual"
+	m := Sched(job4, 0, "a")
+	m.Trigger = ledger.TriggerManual
+	mc := MustClaim(t, a, m, ledger.Claimed)
+	if _, err := a.Finish(Ctx(t), unanswered(m)); err != nil {
+		t.Fatalf("finish of an unanswered manual claim: %v", err)
+	}
+	occ, err := a.Occurrences(Ctx(t), job4, 0, mc.Now.Unix()+10)
+	if err != nil || len(occ) != 1 || occ[0].Status != "skipped" || occ[0].Reason != ledger.SkipRedisError {
+		t.Errorf("manual run whose claim answer was lost: %+v, %v; want its record skipped redis_error", occ, err)
 	}
 }
 

@@ -281,9 +281,11 @@ func (m *Memory) Finish(ctx context.Context, req ledger.FinishRequest) (ledger.F
 	o := req.Record.Occurrence()
 	o.Output = ledger.Tail(o.Output)
 	conflict := false
-	if cur, ok := j.occ[o.ID]; ok && cur.RunID != o.RunID {
+	if req.OwnRecordOnly {
+		j.settleUnanswered(o)
+	} else if cur, ok := j.occ[o.ID]; ok && cur.RunID != o.RunID {
 		conflict = true
-	} else if !req.OwnRecordOnly || ok && (cur.Status == "claimed" || cur.Status == "unknown") {
+	} else {
 		counted := ok && cur.Status == "ran"
 		if ok && cur.Status == "unknown" {
 			j.unknown-- // the audit gave up on it; its finish came after all
@@ -468,4 +470,27 @@ func (m *Memory) Unhand(ctx context.Context, job, owner string) (slot int64, hel
 		}
 	}
 	return slot, true, nil
+}
+
+// settleUnanswered is a finish with OwnRecordOnly (docs/protocol.md, R6):
+// each record of o's run still claimed (o's slot, or a pending slot its
+// claim took) or declared unknown becomes skipped redis_error; none is
+// created.
+func (j *memJob) settleUnanswered(o ledger.Occurrence) {
+	ids := []string{o.ID}
+	for id := range j.inflight {
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		cur, ok := j.occ[id]
+		if !ok || cur.RunID != o.RunID || cur.Status != "claimed" && cur.Status != "unknown" {
+			continue
+		}
+		if cur.Status == "unknown" {
+			j.unknown--
+		}
+		delete(j.inflight, id)
+		cur.Status, cur.Reason = "skipped", ledger.SkipRedisError
+		j.put(cur)
+	}
 }
