@@ -187,8 +187,12 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		e.records = statedir.NewRunRecords(opts.State)
 		e.wrapRecords = opts.WrapRecords
 		if b.kind == "redis" {
-			if e.seen, err = statedir.LoadSeenCounts(opts.State); err != nil {
-				opts.Log.Warn("max_runs counts not restored", zap.Error(err))
+			seenCounts, notice, serr := statedir.LoadSeenCounts(opts.State, cfg.Redis.KeyPrefix)
+			e.seen = seenCounts
+			if serr != nil {
+				opts.Log.Warn("max_runs counts not restored", zap.Error(serr))
+			} else if notice != "" {
+				opts.Log.Info(notice)
 			}
 			seen = e.seen
 		}

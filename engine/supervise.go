@@ -104,6 +104,7 @@ func (e *Engine) onShutdownTimeout() {
 func (e *Engine) onShutdownBound() error {
 	e.log.Error("shutdown not finished within shutdown_timeout + kill_grace + slack; exiting anyway",
 		zap.Duration("slack", shutdownSlack))
+	e.flushSeen()
 	e.opts.ExitNow()
 	return errShutdownBound
 }
@@ -121,13 +122,15 @@ func (e *Engine) onSecondSignal(runsDone, hooksDone <-chan struct{}) error {
 		e.closeHooks()
 		select {
 		case <-hooksDone:
-			e.opts.ExitNow()
+			e.flushSeen()
+	e.opts.ExitNow()
 			return errSecondSignal
 		case <-deadline:
 		}
 	case <-deadline:
 	}
 	e.log.Error("runs or hooks not finished after the second signal; exiting anyway", zap.Duration("waited", secondSignalWait))
+	e.flushSeen()
 	e.opts.ExitNow()
 	return fmt.Errorf("%w (runs or hooks still finishing)", errSecondSignal)
 }
@@ -148,3 +151,28 @@ func (e *Engine) killRuns() {
 		close(e.kill)
 	}
 }
+
+// flushSeen writes the max_runs counts seen since the last write before
+// ExitNow ends the process without the writer's last flush: the counts of
+// the runs that ended just before are the likeliest to be missing
+// (docs/protocol.md, R6). It waits at most seenFlushWait (a hung state
+// directory must not hold the exit).
+func (e *Engine) flushSeen() {
+	if e.seen == nil {
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.seen.Flush() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			e.log.Warn("max_runs counts not written to the state directory before exiting", zap.Error(err))
+		}
+	case <-time.After(seenFlushWait):
+		e.log.Warn("max_runs counts not written to the state directory before exiting: the write did not return",
+			zap.Duration("waited", seenFlushWait))
+	}
+}
+
+// seenFlushWait bounds flushSeen.
+const seenFlushWait = time.Second

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 func openTemp(t *testing.T) (*Dir, string) {
@@ -36,7 +38,7 @@ func restartDir(t *testing.T, d *Dir, path string) *Dir {
 // never lowered, and Run writes each rise without being asked twice.
 func TestSeenCounts_SurviveARestart(t *testing.T) {
 	d, path := openTemp(t)
-	c, err := LoadSeenCounts(d)
+	c, _, err := LoadSeenCounts(d, "cronlock")
 	if err != nil {
 		t.Fatalf("a new directory: %v", err)
 	}
@@ -64,7 +66,7 @@ func TestSeenCounts_SurviveARestart(t *testing.T) {
 	default:
 	}
 
-	again, err := LoadSeenCounts(restartDir(t, d, path))
+	again, _, err := LoadSeenCounts(restartDir(t, d, path), "cronlock")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func TestSeenCounts_SurviveARestart(t *testing.T) {
 // are kept.
 func TestSeenCounts_RunWritesTheLastRiseAtTheEnd(t *testing.T) {
 	d, path := openTemp(t)
-	c, _ := LoadSeenCounts(d)
+	c, _, _ := LoadSeenCounts(d, "cronlock")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c.Saw("backup", 2, 1)
@@ -89,7 +91,7 @@ func TestSeenCounts_RunWritesTheLastRiseAtTheEnd(t *testing.T) {
 	if len(got) != 1 || got[0] != nil {
 		t.Fatalf("reports at the end: %v, want one write", got)
 	}
-	again, _ := LoadSeenCounts(restartDir(t, d, path))
+	again, _, _ := LoadSeenCounts(restartDir(t, d, path), "cronlock")
 	if s, _ := again.Get("backup"); s != (Seen{Seq: 2, Runs: 1}) {
 		t.Fatalf("after the restart: %+v", s)
 	}
@@ -104,15 +106,18 @@ func TestSeenCounts_MalformedFile(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(path, SeenCountsName), []byte(content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			c, err := LoadSeenCounts(d)
+			c, _, err := LoadSeenCounts(d, "cronlock")
 			if err == nil || !strings.Contains(err.Error(), SeenCountsName) || !strings.Contains(err.Error(), "max_runs counts") {
 				t.Fatalf("error %v, want one naming %s and what is lost", err, SeenCountsName)
+			}
+			if kept, err := os.ReadFile(filepath.Join(path, SeenCountsName+".corrupt")); err != nil || string(kept) != content {
+				t.Errorf("the unreadable file kept beside: %q, %v; want its content", kept, err)
 			}
 			c.Saw("backup", 1, 1)
 			if err := c.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := LoadSeenCounts(restartDir(t, d, path)); err != nil {
+			if _, _, err := LoadSeenCounts(restartDir(t, d, path), "cronlock"); err != nil {
 				t.Fatalf("after the next write: %v", err)
 			}
 		})
@@ -123,7 +128,7 @@ func TestSeenCounts_MalformedFile(t *testing.T) {
 // directory in the file's place makes the rename fail, for root too.
 func TestSeenCounts_FailedWriteIsRetried(t *testing.T) {
 	d, path := openTemp(t)
-	c, _ := LoadSeenCounts(d)
+	c, _, _ := LoadSeenCounts(d, "cronlock")
 	in := filepath.Join(path, SeenCountsName)
 	if err := os.MkdirAll(filepath.Join(in, "x"), 0o700); err != nil {
 		t.Fatal(err)
@@ -141,8 +146,63 @@ func TestSeenCounts_FailedWriteIsRetried(t *testing.T) {
 	if err := c.Flush(); err != nil {
 		t.Fatalf("the retry: %v", err)
 	}
-	again, _ := LoadSeenCounts(restartDir(t, d, path))
+	again, _, _ := LoadSeenCounts(restartDir(t, d, path), "cronlock")
 	if s, _ := again.Get("backup"); s != (Seen{Seq: 1, Runs: 1}) {
 		t.Fatalf("after the retry: %+v", s)
+	}
+}
+
+// Counts seen in another ledger (another redis.key_prefix) are dropped,
+// with a notice: they would "repair" a fresh ledger into refusing max_runs
+// jobs that never ran there.
+func TestSeenCounts_OtherLedgerDropped(t *testing.T) {
+	d, path := openTemp(t)
+	c, _, _ := LoadSeenCounts(d, "cronlock")
+	c.Saw("backup", 4, 1)
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	again, notice, err := LoadSeenCounts(restartDir(t, d, path), "staging")
+	if err != nil || !strings.Contains(notice, `"cronlock"`) || !strings.Contains(notice, `"staging"`) {
+		t.Fatalf("another ledger: notice %q, error %v; want a notice naming both", notice, err)
+	}
+	if s, ok := again.Get("backup"); ok {
+		t.Errorf("counts of another ledger kept: %+v", s)
+	}
+}
+
+// After a failed write, Run writes again within seenRetry though no count
+// rises (the last count of a rare job must not wait for the next one).
+func TestSeenCounts_RunRetriesAFailedWrite(t *testing.T) {
+	synctest.Test(t, testRunRetries)
+}
+
+func testRunRetries(t *testing.T) {
+	d, path := openTemp(t)
+	c, _, _ := LoadSeenCounts(d, "cronlock")
+	in := filepath.Join(path, SeenCountsName)
+	if err := os.MkdirAll(filepath.Join(in, "x"), 0o700); err != nil { // the rename fails, for root too
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	reports := make(chan error, 4)
+	done := make(chan struct{})
+	defer func() { cancel(); <-done }()
+	go func() { defer close(done); _ = c.Run(ctx, func(err error) { reports <- err }) }()
+	c.Saw("backup", 1, 1)
+	if err := <-reports; err == nil {
+		t.Fatal("a write over a directory succeeded")
+	}
+	if err := os.RemoveAll(in); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-reports:
+		if err != nil {
+			t.Fatalf("the retry: %v", err)
+		}
+	case <-time.After(2 * seenRetry):
+		t.Fatalf("no write within %v of the failed one", 2*seenRetry)
 	}
 }
