@@ -123,7 +123,7 @@ func (e *Engine) onSecondSignal(runsDone, hooksDone <-chan struct{}) error {
 		select {
 		case <-hooksDone:
 			e.flushSeen()
-	e.opts.ExitNow()
+			e.opts.ExitNow()
 			return errSecondSignal
 		case <-deadline:
 		}
