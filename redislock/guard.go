@@ -173,13 +173,24 @@ func (g *guard) writeRefusal() string {
 // claims it is refused too: the audit writes to Redis, and a Redis the
 // guard refuses is not written to. The slots are audited once claims are
 // allowed again (audited_to has not moved).
+//
+// An audit with slots that is not stale has written (audited_to), so its
+// answer tells readiness what a claim's would (noteClaim): a node whose
+// slots are all claimed elsewhere (it reads records instead of claiming)
+// is ready again once Redis takes writes, not only at its next claim. A
+// write refusal it meets makes the node not ready as a claim's does.
 func (l guardedLocker) Audit(ctx context.Context, req ledger.AuditRequest) (ledger.Audited, error) {
-	if len(req.Slots) > 0 {
-		if err := l.g.refusal(ctx); err != nil {
-			return ledger.Audited{}, err
-		}
+	if len(req.Slots) == 0 {
+		return l.claimer.Audit(ctx, req)
 	}
-	return l.claimer.Audit(ctx, req)
+	if err := l.g.refusal(ctx); err != nil {
+		return ledger.Audited{}, err
+	}
+	a, err := l.claimer.Audit(ctx, req)
+	if err != nil || !a.Stale {
+		l.g.noteClaim(err)
+	}
+	return a, err
 }
 
 // refusal returns nil when a claim may be sent, else the

@@ -1,9 +1,13 @@
 package redislock
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/ledger"
 
 	"github.com/cronlock/cronlock/internal/redistest"
 	"go.uber.org/zap/zapcore"
@@ -51,4 +55,28 @@ func TestHealth_WriteRefusedNotReady(t *testing.T) {
 	}
 	hh.check(t, false)
 	hh.expect(t, "after a claim succeeded", true, "up")
+
+	// The same through the audit, which a node whose slots are all claimed
+	// elsewhere still writes with every second.
+	srv.Do("CONFIG", "SET", "min-replicas-to-write", "1")
+	if got := hh.claimReason(t); !strings.Contains(got, "NOREPLICAS") {
+		t.Fatalf("claim: got %s, want the NOREPLICAS error", got)
+	}
+	hh.check(t, false)
+	hh.expect(t, "after a second claim refused NOREPLICAS", false, "failing: NOREPLICAS")
+	srv.Do("CONFIG", "SET", "min-replicas-to-write", "0")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	read, err := hh.b.Audit(ctx, ledger.AuditRequest{Job: "backup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hh.check(t, false)
+	hh.expect(t, "after an audit that wrote nothing", false, "failing: NOREPLICAS")
+	if a, err := hh.b.Audit(ctx, ledger.AuditRequest{Job: "backup", From: read.From, Slots: []int64{read.From + 1},
+		Node: "n", Reason: "not_claimed: test"}); err != nil || a.Stale {
+		t.Fatalf("audit with a slot: %+v, %v; want it written", a, err)
+	}
+	hh.check(t, false)
+	hh.expect(t, "after an audit that wrote", true, "up")
 }
