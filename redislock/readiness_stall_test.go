@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,8 +37,17 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 		t.Fatalf("got %d unreachable errors during the stall, want 0", n)
 	}
 
-	// Still frozen, no stall: the outage is reported at once.
-	hh.check(t, false)
+	// Still frozen, no stall made here: the outage is reported at once, by
+	// the first probe that this machine's own load (other tests' processes
+	// on its 2 CPUs) did not stall either; a probe it stalled is
+	// inconclusive, as the product says, and counted.
+	loadStalls := 0
+	for hh.check(t, false); strings.HasPrefix(hh.state, "up, stalled") && loadStalls < 5; hh.check(t, false) {
+		loadStalls++
+	}
+	if loadStalls > 0 {
+		t.Logf("%d probes stalled by the machine's own load before one decided", loadStalls)
+	}
 	hh.expect(t, "probe timed out without a stall", false, "unreachable")
 	srv.Resume()
 	hh.check(t, false)
@@ -59,8 +69,8 @@ func TestHealth_StalledProbeIsInconclusive(t *testing.T) {
 		wait()
 		hh.expect(t, fmt.Sprintf("stalled probe %d of a run", i+1), true, "up, stalled")
 	}
-	if n := hh.count(zapcore.WarnLevel, "readiness probe inconclusive"); n != 3 {
-		t.Fatalf("got %d inconclusive warnings, want 3 (one per discounted probe)", n)
+	if n := hh.count(zapcore.WarnLevel, "readiness probe inconclusive"); n != 3+loadStalls {
+		t.Fatalf("got %d inconclusive warnings, want %d (one per discounted probe)", n, 3+loadStalls)
 	}
 	hh.b.mon.stallMaxFor = time.Since(hh.b.mon.stalledSince)
 	wait = cpuwait.Stall(50*time.Millisecond, 250, 5*time.Millisecond)
