@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cronlock/cronlock/config"
 	"github.com/cronlock/cronlock/ledger"
 
 	. "github.com/cronlock/cronlock/actors"
@@ -87,18 +88,7 @@ func (l *lossyFinish) Finish(ctx context.Context, req ledger.FinishRequest) (led
 func TestJanitor_FailedFinishIsSentAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := &lossyFinish{Memory: memory.NewMemory()}
-		jan := NewJanitor(zap.NewNop(), mem, 4)
-		jctx, stopJanitor := context.WithCancel(t.Context())
-		janDone := make(chan error, 1)
-		go func() { janDone <- jan.Run(jctx) }()
-		metrics := NewMetrics(nil)
-		metrics.InitJob("j")
-		results, kill := make(chan RunFinished, 10), make(chan struct{})
-		job := NewJob(testJob(t, "j", "exit 0"), JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: metrics, Locker: mem, NodeID: "n1",
-			Results: results, Phantoms: jan.Inbox(), Finishes: jan.Finishes(), Kill: kill, Start: fakeproc.Start})
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- job.Run(ctx) }()
+		job, results, stop := withJanitor(t, mem, testJob(t, "j", "exit 0"))
 		slot := time.Now().Truncate(time.Second).Add(time.Second)
 		for i := range 2 {
 			time.Sleep(time.Until(slot.Add(time.Duration(i) * time.Second)))
@@ -116,14 +106,7 @@ func TestJanitor_FailedFinishIsSentAgain(t *testing.T) {
 			t.Errorf("history %d records, state runs %d, lease %q; want 2 distinct records, 2 runs, no lease",
 				len(h), st.Runs, st.LeaseHolder)
 		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("job Run: %v", err)
-		}
-		stopJanitor()
-		if err := <-janDone; err != nil {
-			t.Fatalf("janitor Run: %v", err)
-		}
+		stop()
 	})
 }
 
@@ -322,20 +305,9 @@ func (l *lossyClaim) Release(ctx context.Context, job, owner string) (bool, erro
 func TestJanitor_UnansweredClaimRecordedNotRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := &lossyClaim{Memory: memory.NewMemory()}
-		jan := NewJanitor(zap.NewNop(), mem, 4)
-		jctx, stopJanitor := context.WithCancel(t.Context())
-		janDone := make(chan error, 1)
-		go func() { janDone <- jan.Run(jctx) }()
-		metrics := NewMetrics(nil)
-		metrics.InitJob("j")
-		results, kill := make(chan RunFinished, 10), make(chan struct{})
 		cfg := testJob(t, "j", "exit 0")
 		cfg.MaxRuns = 1
-		job := NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: metrics, Locker: mem, NodeID: "n1",
-			Results: results, Phantoms: jan.Inbox(), Finishes: jan.Finishes(), Kill: kill, Start: fakeproc.Start})
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- job.Run(ctx) }()
+		job, results, stop := withJanitor(t, mem, cfg)
 		slot := time.Now().Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(slot))
 		job.Inbox() <- Fire{Job: "j", Slot: slot}
@@ -360,6 +332,28 @@ func TestJanitor_UnansweredClaimRecordedNotRun(t *testing.T) {
 		if fin := <-results; fin.Slot != next || fin.Result != ledger.ResultSuccess {
 			t.Errorf("next slot: %+v, want it run (max_runs 1 not reached: nothing ran)", fin)
 		}
+		stop()
+	})
+}
+
+// withJanitor starts a janitor on locker and a job actor for cfg whose
+// phantoms and failed finishes go to it (a fake process start), and
+// returns the actor, its results and a stop that ends both (failing the
+// test on an error of either). Inside a synctest bubble.
+func withJanitor(t *testing.T, locker ledger.Locker, cfg config.Job) (*Job, chan RunFinished, func()) {
+	jan := NewJanitor(zap.NewNop(), locker, 4)
+	jctx, stopJanitor := context.WithCancel(t.Context())
+	janDone := make(chan error, 1)
+	go func() { janDone <- jan.Run(jctx) }()
+	metrics := NewMetrics(nil)
+	metrics.InitJob(cfg.Name)
+	results, kill := make(chan RunFinished, 10), make(chan struct{})
+	job := NewJob(cfg, JobDeps{MaxSkew: testMaxSkew, Log: zap.NewNop(), Metrics: metrics, Locker: locker, NodeID: "n1",
+		Results: results, Phantoms: jan.Inbox(), Finishes: jan.Finishes(), Kill: kill, Start: fakeproc.Start})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- job.Run(ctx) }()
+	return job, results, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("job Run: %v", err)
@@ -368,5 +362,5 @@ func TestJanitor_UnansweredClaimRecordedNotRun(t *testing.T) {
 		if err := <-janDone; err != nil {
 			t.Fatalf("janitor Run: %v", err)
 		}
-	})
+	}
 }

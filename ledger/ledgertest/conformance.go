@@ -121,6 +121,19 @@ func testInFlight(t *testing.T, s Store) {
 	MustClaim(t, a, fourth, ledger.MaxRunsReached) // the two of unknown outcome count
 }
 
+// leaveQueued makes slot now of job (overlap queue) pending behind a
+// holder of slot now−1 whose 50 ms lease then runs out without a finish:
+// a holder that vanished.
+func leaveQueued(t *testing.T, a Backend, job string, now int64) {
+	t.Helper()
+	h := Sched(job, now-1, "a")
+	h.Queue, h.TTL = true, 50*time.Millisecond
+	MustClaim(t, a, h, ledger.Claimed)
+	p := Sched(job, now, "b")
+	p.Queue = true
+	MustClaim(t, a, p, ledger.Queued)
+}
+
 // unanswered is the finish a node's janitor sends for a claim of req whose
 // answer was lost (ledger.FinishRequest.OwnRecordOnly): not run.
 func unanswered(req ledger.ClaimRequest) ledger.FinishRequest {
@@ -179,12 +192,7 @@ func testUnansweredClaim(t *testing.T, s Store) {
 	// (overlap queue, within the catch-up window): the run's record is the
 	// pending slot's, not the one it sent; that one is settled too.
 	job3 := job + "-queue"
-	h := Sched(job3, now-1, "a")
-	h.Queue, h.TTL = true, 50*time.Millisecond
-	MustClaim(t, a, h, ledger.Claimed)
-	p := Sched(job3, now, "b")
-	p.Queue = true
-	MustClaim(t, a, p, ledger.Queued)
+	leaveQueued(t, a, job3, now)
 	WaitPast(t, a, now) // the holder's lease expires too
 	c := Sched(job3, now+1, "c")
 	c.Queue, c.MaxRuns, c.Windows.Catchup = true, 2, time.Minute
@@ -551,12 +559,7 @@ func testQueue(t *testing.T, s Store) {
 	// R7: a pending slot left behind by a holder that vanished, and a
 	// later slot claimed: the pending one expired (no catch-up window).
 	job2 := job + "-2"
-	h := Sched(job2, now-1, "a")
-	h.Queue, h.TTL = true, 50*time.Millisecond
-	MustClaim(t, a, h, ledger.Claimed)
-	p := Sched(job2, now, "b")
-	p.Queue = true
-	MustClaim(t, a, p, ledger.Queued)
+	leaveQueued(t, a, job2, now)
 	time.Sleep(100 * time.Millisecond) // the holder's lease expires
 	WaitPast(t, a, now)
 	n := Sched(job2, now+1, "b")
