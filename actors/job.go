@@ -76,8 +76,8 @@ type JobDeps struct {
 	// optional (nil = none).
 	Watch RunWatcher
 	// Seen keeps the ledger seq and run count this node has seen for each
-	// job with max_runs across its restarts (*statedir.SeenCounts;
-	// docs/protocol.md, R6); optional (nil = kept in memory only).
+	// job across its restarts (*statedir.SeenCounts; docs/protocol.md, R5,
+	// R6); optional (nil = kept in memory only).
 	Seen SeenKeeper
 }
 
@@ -274,8 +274,8 @@ func NewJobOf(cfg *config.Job, deps *SharedDeps) *Job {
 	j := &Job{cfg: cfg} // inbox and events are made at their first use
 	j.deps.JobDeps, j.deps.repeats = &deps.d, newRepeatLog(repeatEvery)
 	j.deps.latest.Store(cfg)
-	if k := deps.d.Seen; k != nil && cfg.MaxRuns > 0 {
-		if s, ok := k.Get(cfg.Name); ok { // R6: what this node saw before its restart
+	if k := deps.d.Seen; k != nil {
+		if s, ok := k.Get(cfg.Name); ok { // R5, R6: what this node saw before its restart
 			j.seenSeq.Store(s.Seq)
 			j.seenRuns.Store(s.Runs)
 		}
@@ -538,7 +538,7 @@ func (j *Job) See(seq, runs int64) {
 	if atomicMax(&j.seenRuns, runs) {
 		rose = true
 	}
-	if k := j.deps.Seen; rose && k != nil && j.deps.latest.Load().MaxRuns > 0 {
+	if k := j.deps.Seen; rose && k != nil {
 		k.Saw(j.deps.latest.Load().Name, j.seenSeq.Load(), j.seenRuns.Load())
 	}
 }

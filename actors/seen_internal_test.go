@@ -18,10 +18,10 @@ func (k *keeper) Saw(job string, seq, runs int64) {
 	k.saw = append(k.saw, statedir.Seen{Seq: seq, Runs: runs})
 }
 
-// A job with max_runs starts from the counts its node kept across its
-// restart, and hands every rise to the keeper; a job without max_runs
-// neither reads nor writes them (R6).
-func TestJob_SeenCountsOfMaxRunsJobsAreKept(t *testing.T) {
+// A job starts from the counts its node kept across its restart, and
+// hands every rise to the keeper; nothing is handed when nothing rose
+// (docs/protocol.md, R5, R6).
+func TestJob_SeenCountsAreKept(t *testing.T) {
 	k := &keeper{kept: map[string]statedir.Seen{"once": {Seq: 9, Runs: 1}, "tick": {Seq: 4, Runs: 4}}}
 	shared := ShareDeps(JobDeps{Seen: k})
 	once := NewJobOf(&config.Job{Name: "once", MaxRuns: 1}, shared)
@@ -36,12 +36,12 @@ func TestJob_SeenCountsOfMaxRunsJobsAreKept(t *testing.T) {
 	}
 
 	k.saw = nil
-	tick := NewJobOf(&config.Job{Name: "tick"}, shared)
-	if s, r := tick.seenSeq.Load(), tick.seenRuns.Load(); s != 0 || r != 0 {
-		t.Errorf("job without max_runs: seen seq %d runs %d, want nothing read", s, r)
+	tick := NewJobOf(&config.Job{Name: "tick"}, shared) // no max_runs: its seq tells a restarted node of a loss (R5)
+	if s, r := tick.seenSeq.Load(), tick.seenRuns.Load(); s != 4 || r != 4 {
+		t.Errorf("job without max_runs after a restart: seen seq %d runs %d, want 4 and 4 (kept)", s, r)
 	}
-	tick.See(5, 5)
-	if len(k.saw) != 0 {
-		t.Errorf("job without max_runs handed %+v to the keeper", k.saw)
+	tick.See(5, 4)
+	if len(k.saw) != 1 || k.saw[0] != (statedir.Seen{Seq: 5, Runs: 4}) {
+		t.Errorf("job without max_runs: kept rises %+v, want its seq 5", k.saw)
 	}
 }

@@ -99,9 +99,9 @@ type Engine struct {
 	apiToken atomic.Pointer[[]byte]
 
 	records *statedir.RunRecords // run records in the state directory; nil without one
-	// seen keeps the max_runs counts this node saw across its restarts
-	// (docs/protocol.md, R6); nil without a state directory or on the
-	// memory backend (whose ledger the state directory keeps whole).
+	// seen keeps the ledger counts (seq, runs) this node saw across its
+	// restarts (docs/protocol.md, R5, R6); nil without a state directory or
+	// on the memory backend (whose ledger the state directory keeps whole).
 	seen *statedir.SeenCounts
 	// wrapRecords is Options.WrapRecords.
 	wrapRecords func(actors.RunRecords) actors.RunRecords
@@ -190,10 +190,15 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 			seenCounts, notice, serr := statedir.LoadSeenCounts(opts.State, cfg.Redis.KeyPrefix)
 			e.seen = seenCounts
 			if serr != nil {
-				opts.Log.Warn("max_runs counts not restored", zap.Error(serr))
+				opts.Log.Warn("ledger counts not restored", zap.Error(serr))
 			} else if notice != "" {
 				opts.Log.Info(notice)
 			}
+			names := make([]string, len(cfg.Jobs))
+			for i := range cfg.Jobs {
+				names[i] = cfg.Jobs[i].Name
+			}
+			e.seen.Retain(names)
 			seen = e.seen
 		}
 	}
@@ -306,17 +311,17 @@ func (e *Engine) startServers(ctx context.Context, srv, sock *httpServer) *errgr
 	e.goActor(g, ctx, "janitor", e.janitor.Run)
 	// The notifier too: the last runs' alerts are sent until then.
 	e.goActor(g, ctx, "notifier", e.alerts.Run)
-	// And the max_runs counts: the last finishes' counts are written.
+	// And the ledger counts: the last finishes' counts are written.
 	if e.seen != nil {
-		e.goActor(g, ctx, "max_runs count writer", func(ctx context.Context) error {
+		e.goActor(g, ctx, "ledger count writer", func(ctx context.Context) error {
 			failing := false
 			return e.seen.Run(ctx, func(err error) {
 				switch {
 				case err != nil && !failing:
-					e.log.Warn("max_runs counts not written to the state directory: after a restart this node "+
-						"cannot repair a count Redis lost (retried at the next count)", zap.Error(err))
+					e.log.Warn("ledger counts not written to the state directory: after a restart this node "+
+						"cannot detect or repair what Redis lost (retried)", zap.Error(err))
 				case err == nil && failing:
-					e.log.Info("max_runs counts written to the state directory again")
+					e.log.Info("ledger counts written to the state directory again")
 				}
 				failing = err != nil
 			})

@@ -152,7 +152,7 @@ func (e *Engine) killRuns() {
 	}
 }
 
-// flushSeen writes the max_runs counts seen since the last write before
+// flushSeen writes the ledger counts seen since the last write before
 // ExitNow ends the process without the writer's last flush: the counts of
 // the runs that ended just before are the likeliest to be missing
 // (docs/protocol.md, R6). It waits at most seenFlushWait (a hung state
@@ -166,10 +166,10 @@ func (e *Engine) flushSeen() {
 	select {
 	case err := <-done:
 		if err != nil {
-			e.log.Warn("max_runs counts not written to the state directory before exiting", zap.Error(err))
+			e.log.Warn("ledger counts not written to the state directory before exiting", zap.Error(err))
 		}
 	case <-time.After(seenFlushWait):
-		e.log.Warn("max_runs counts not written to the state directory before exiting: the write did not return",
+		e.log.Warn("ledger counts not written to the state directory before exiting: the write did not return",
 			zap.Duration("waited", seenFlushWait))
 	}
 }

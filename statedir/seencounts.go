@@ -13,9 +13,8 @@ import (
 	"time"
 )
 
-// SeenCountsName is the file that keeps, for each job with max_runs, the
-// highest ledger seq and run count this node has seen (docs/protocol.md,
-// R5, R6).
+// SeenCountsName is the file that keeps, for each job, the highest ledger
+// seq and run count this node has seen (docs/protocol.md, R5, R6).
 const SeenCountsName = "seen-counts.json"
 
 // Seen is one job's highest ledger seq and run count seen by this node.
@@ -26,26 +25,30 @@ type Seen struct {
 
 // seenFile is SeenCountsName's content. Ledger names the ledger the
 // counts were seen in (redis.key_prefix): counts of another ledger would
-// "repair" a fresh one into refusing max_runs jobs that never ran there.
+// "repair" a fresh one: its slots refused state_lost, its max_runs jobs
+// refused though they never ran there.
 type seenFile struct {
 	Version int             `json:"version"`
 	Ledger  string          `json:"ledger"`
 	Jobs    map[string]Seen `json:"jobs"`
 }
 
-// SeenCounts keeps the counts of R6 across this node's restarts. Without
-// it, a node restarted while Redis lost its state claims the next slot of
-// a max_runs job with nothing to repair the count from, and the slot runs
-// although the count was reached (chaos seed 17895812882841228652).
+// SeenCounts keeps the counts of R5 and R6 across this node's restarts.
+// Without them, a node restarted while Redis lost its state claims a job's
+// next slot with nothing to detect the loss by: the slot's claim finds the
+// lease free though another node's run still goes on (two runs of an
+// overlap: skip job at once, chaos seed 16021333915812110740), and a
+// max_runs job runs although its count was reached (chaos seed
+// 17895812882841228652).
 //
 // Saw never blocks and never does I/O (it is called from the run path);
-// Run writes the file, whole and crash-safe (Dir.WriteFile), each time a
-// count rose since its last write, one write at a time (Flush before an
-// exit shares writeMu with it). What must hold:
-// every count this node sent with a claim after a restart is at least
-// what it had seen and written before it; a count seen less than one
-// write (milliseconds) before the node died can be lost (docs/protocol.md,
-// "What stays impossible").
+// Run writes the file, whole and crash-safe (Dir.WriteFile), when a count
+// rose since its last write, at most once per seenEvery, one write at a
+// time (Flush before an exit shares writeMu with it). What must hold:
+// every count this node sends with a claim after a restart is at least
+// what it had seen before it wrote its last file; a count seen less than
+// seenEvery plus one write before the node died can be lost
+// (docs/protocol.md, "What stays impossible").
 type SeenCounts struct {
 	dir    *Dir
 	ledger string
@@ -63,6 +66,12 @@ type SeenCounts struct {
 // count rises (a transient full disk must not leave the last count of a
 // monthly job in memory until next month).
 const seenRetry = 5 * time.Second
+
+// seenEvery is the least time between two writes: every claim raises a
+// count, so at hundreds of runs a second the file is written at most
+// 1/seenEvery times a second, each write carrying all the rises since the
+// last. It bounds what a node killed right after a claim can forget.
+const seenEvery = 100 * time.Millisecond
 
 // LoadSeenCounts reads the counts dir keeps for ledger (redis.key_prefix).
 // A missing file is no error (a new node), nor is one of another ledger
@@ -87,11 +96,11 @@ func LoadSeenCounts(dir *Dir, ledger string) (c *SeenCounts, notice string, err 
 		if rerr := os.Rename(filepath.Join(dir.Path(), SeenCountsName), filepath.Join(dir.Path(), SeenCountsName+".corrupt")); rerr != nil {
 			kept = "not kept: " + rerr.Error()
 		}
-		return c, "", fmt.Errorf("state file %s in %s is not readable (%v; %s): the max_runs counts this node saw are lost, "+
-			"and a count Redis loses can only be repaired by the other nodes", SeenCountsName, dir.Path(), err, kept)
+		return c, "", fmt.Errorf("state file %s in %s is not readable (%v; %s): the ledger counts this node saw are lost, "+
+			"and a loss of Redis's state can only be detected by the other nodes", SeenCountsName, dir.Path(), err, kept)
 	}
 	if f.Ledger != ledger {
-		return c, fmt.Sprintf("max_runs counts of ledger %q dropped: this node now uses ledger %q (redis.key_prefix)", f.Ledger, ledger), nil
+		return c, fmt.Sprintf("ledger counts of %q dropped: this node now uses ledger %q (redis.key_prefix)", f.Ledger, ledger), nil
 	}
 	for job, s := range f.Jobs {
 		if s.Seq >= 0 && s.Runs >= 0 {
@@ -99,6 +108,23 @@ func LoadSeenCounts(dir *Dir, ledger string) (c *SeenCounts, notice string, err 
 		}
 	}
 	return c, "", nil
+}
+
+// Retain forgets the counts of jobs not in names (jobs removed from the
+// configuration), at the next write.
+func (c *SeenCounts) Retain(names []string) {
+	keep := make(map[string]bool, len(names))
+	for _, n := range names {
+		keep[n] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for job := range c.jobs {
+		if !keep[job] {
+			delete(c.jobs, job)
+			c.dirty = true
+		}
+	}
 }
 
 // Get returns what was kept for job.
@@ -133,13 +159,19 @@ func (c *SeenCounts) Saw(job string, seq, runs int64) {
 // next rise or after seenRetry, whichever comes first. Each write's result
 // goes to report (nil: written).
 func (c *SeenCounts) Run(ctx context.Context, report func(error)) error {
-	retry := time.NewTimer(seenRetry)
-	retry.Stop()
-	defer retry.Stop()
+	later := time.NewTimer(seenRetry) // the next write after a failure or within seenEvery of the last
+	later.Stop()
+	defer later.Stop()
+	var last time.Time // the last write's end
 	write := func() {
+		if wait := seenEvery - time.Since(last); wait > 0 {
+			later.Reset(wait)
+			return
+		}
 		err := c.Flush()
+		last = time.Now()
 		if err != nil {
-			retry.Reset(seenRetry)
+			later.Reset(seenRetry)
 		}
 		report(err)
 	}
@@ -154,7 +186,7 @@ func (c *SeenCounts) Run(ctx context.Context, report func(error)) error {
 			if c.due() {
 				write()
 			}
-		case <-retry.C:
+		case <-later.C:
 			if c.due() {
 				write()
 			}

@@ -107,7 +107,7 @@ func TestSeenCounts_MalformedFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			c, _, err := LoadSeenCounts(d, "cronlock")
-			if err == nil || !strings.Contains(err.Error(), SeenCountsName) || !strings.Contains(err.Error(), "max_runs counts") {
+			if err == nil || !strings.Contains(err.Error(), SeenCountsName) || !strings.Contains(err.Error(), "ledger counts") {
 				t.Fatalf("error %v, want one naming %s and what is lost", err, SeenCountsName)
 			}
 			if kept, err := os.ReadFile(filepath.Join(path, SeenCountsName+".corrupt")); err != nil || string(kept) != content {
@@ -204,5 +204,61 @@ func testRunRetries(t *testing.T) {
 		}
 	case <-time.After(2 * seenRetry):
 		t.Fatalf("no write within %v of the failed one", 2*seenRetry)
+	}
+}
+
+// Rises closer together than seenEvery share a write: at hundreds of
+// claims a second the file is written at most 1/seenEvery times a second,
+// and the last write holds the last rise.
+func TestSeenCounts_RisesShareWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d, path := openTemp(t)
+		c, _, _ := LoadSeenCounts(d, "cronlock")
+		ctx, cancel := context.WithCancel(t.Context())
+		writes := 0
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = c.Run(ctx, func(err error) {
+				if err != nil {
+					t.Errorf("write: %v", err)
+				}
+				writes++
+			})
+		}()
+		for i := range 100 { // one rise every 10 ms for 1 s
+			c.Saw("tick", int64(i+1), 0)
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(seenEvery)
+		synctest.Wait()
+		cancel()
+		<-done
+		if max := int(time.Second/seenEvery) + 2; writes > max || writes < 2 {
+			t.Errorf("%d writes for 100 rises over 1 s, want 2 to %d", writes, max)
+		}
+		again, _, _ := LoadSeenCounts(restartDir(t, d, path), "cronlock")
+		if s, _ := again.Get("tick"); s.Seq != 100 {
+			t.Errorf("kept after the last write: %+v, want seq 100", s)
+		}
+	})
+}
+
+// Retain forgets the jobs no longer configured, at the next write.
+func TestSeenCounts_RetainForgetsRemovedJobs(t *testing.T) {
+	d, path := openTemp(t)
+	c, _, _ := LoadSeenCounts(d, "cronlock")
+	c.Saw("kept", 1, 0)
+	c.Saw("removed", 2, 0)
+	c.Retain([]string{"kept", "new"})
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	again, _, _ := LoadSeenCounts(restartDir(t, d, path), "cronlock")
+	if _, ok := again.Get("removed"); ok {
+		t.Error("a removed job's counts kept")
+	}
+	if s, ok := again.Get("kept"); !ok || s.Seq != 1 {
+		t.Errorf("a configured job's counts: %+v, %v", s, ok)
 	}
 }
