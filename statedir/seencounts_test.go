@@ -137,7 +137,7 @@ func TestSeenCounts_FailedWriteIsRetried(t *testing.T) {
 	if err := c.Flush(); err == nil {
 		t.Fatal("a write over a directory succeeded")
 	}
-	if !c.due() {
+	if dirty, _ := c.due(); !dirty {
 		t.Fatal("a failed write is not due again")
 	}
 	if err := os.RemoveAll(in); err != nil {
@@ -207,15 +207,15 @@ func testRunRetries(t *testing.T) {
 	}
 }
 
-// Rises closer together than seenEvery share a write: at hundreds of
-// claims a second the file is written at most 1/seenEvery times a second,
-// and the last write holds the last rise.
-func TestSeenCounts_RisesShareWrites(t *testing.T) {
+// A job's first counts and a rise of its runs are written within
+// seenEvery; rises of seq alone share one write within seenLazy (every
+// claim raises a seq: hundreds a second on a busy node).
+func TestSeenCounts_WhenRisesAreWritten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d, path := openTemp(t)
 		c, _, _ := LoadSeenCounts(d, "cronlock")
 		ctx, cancel := context.WithCancel(t.Context())
-		writes := 0
+		var writes []time.Time
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -223,23 +223,35 @@ func TestSeenCounts_RisesShareWrites(t *testing.T) {
 				if err != nil {
 					t.Errorf("write: %v", err)
 				}
-				writes++
+				writes = append(writes, time.Now())
 			})
 		}()
-		for i := range 100 { // one rise every 10 ms for 1 s
+		start := time.Now()
+		for i := range 100 { // a rise of seq every 10 ms for 1 s
 			c.Saw("tick", int64(i+1), 0)
 			time.Sleep(10 * time.Millisecond)
 		}
+		synctest.Wait()
+		if len(writes) != 1 || writes[0] != start {
+			t.Fatalf("writes in the first second: %v, want one at once (the job's first counts)", writes)
+		}
+		time.Sleep(seenLazy)
+		synctest.Wait()
+		if len(writes) != 2 || writes[1].Sub(writes[0]) != seenLazy {
+			t.Fatalf("writes after seenLazy: %v, want a second one seenLazy after the first", writes)
+		}
+		c.Saw("tick", 101, 1) // a run counted (max_runs): soon
+		ran := time.Now()
 		time.Sleep(seenEvery)
 		synctest.Wait()
+		if len(writes) != 3 || writes[2].Sub(ran) > seenEvery {
+			t.Fatalf("writes after a rise of runs: %v, want one within %v", writes, seenEvery)
+		}
 		cancel()
 		<-done
-		if max := int(time.Second/seenEvery) + 2; writes > max || writes < 2 {
-			t.Errorf("%d writes for 100 rises over 1 s, want 2 to %d", writes, max)
-		}
 		again, _, _ := LoadSeenCounts(restartDir(t, d, path), "cronlock")
-		if s, _ := again.Get("tick"); s.Seq != 100 {
-			t.Errorf("kept after the last write: %+v, want seq 100", s)
+		if s, _ := again.Get("tick"); s != (Seen{Seq: 101, Runs: 1}) {
+			t.Errorf("kept after the last write: %+v", s)
 		}
 	})
 }
