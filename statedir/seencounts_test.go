@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -215,7 +217,9 @@ func TestSeenCounts_WhenRisesAreWritten(t *testing.T) {
 		d, path := openTemp(t)
 		c, _, _ := LoadSeenCounts(d, "cronlock")
 		ctx, cancel := context.WithCancel(t.Context())
-		var writes []time.Time
+		var mu sync.Mutex
+		var wrote []time.Time
+		writes := func() []time.Time { mu.Lock(); defer mu.Unlock(); return slices.Clone(wrote) }
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -223,7 +227,9 @@ func TestSeenCounts_WhenRisesAreWritten(t *testing.T) {
 				if err != nil {
 					t.Errorf("write: %v", err)
 				}
-				writes = append(writes, time.Now())
+				mu.Lock()
+				wrote = append(wrote, time.Now())
+				mu.Unlock()
 			})
 		}()
 		start := time.Now()
@@ -232,20 +238,20 @@ func TestSeenCounts_WhenRisesAreWritten(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		synctest.Wait()
-		if len(writes) != 1 || writes[0] != start {
-			t.Fatalf("writes in the first second: %v, want one at once (the job's first counts)", writes)
+		if w := writes(); len(w) != 1 || w[0] != start {
+			t.Fatalf("writes in the first second: %v, want one at once (the job's first counts)", w)
 		}
 		time.Sleep(seenLazy)
 		synctest.Wait()
-		if len(writes) != 2 || writes[1].Sub(writes[0]) != seenLazy {
-			t.Fatalf("writes after seenLazy: %v, want a second one seenLazy after the first", writes)
+		if w := writes(); len(w) != 2 || w[1].Sub(w[0]) != seenLazy {
+			t.Fatalf("writes after seenLazy: %v, want a second one seenLazy after the first", w)
 		}
 		c.Saw("tick", 101, 1) // a run counted (max_runs): soon
 		ran := time.Now()
 		time.Sleep(seenEvery)
 		synctest.Wait()
-		if len(writes) != 3 || writes[2].Sub(ran) > seenEvery {
-			t.Fatalf("writes after a rise of runs: %v, want one within %v", writes, seenEvery)
+		if w := writes(); len(w) != 3 || w[2].Sub(ran) > seenEvery {
+			t.Fatalf("writes after a rise of runs: %v, want one within %v", w, seenEvery)
 		}
 		cancel()
 		<-done
