@@ -36,6 +36,16 @@ func restartDir(t *testing.T, d *Dir, path string) *Dir {
 	return d
 }
 
+// reloaded is d's counts as the next incarnation of its daemon reads them.
+func reloaded(t *testing.T, d *Dir, path string) *SeenCounts {
+	t.Helper()
+	c, _, err := LoadSeenCounts(restartDir(t, d, path), "cronlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // The counts a node saw come back after its restart, each only raised,
 // never lowered, and Run writes each rise without being asked twice.
 func TestSeenCounts_SurviveARestart(t *testing.T) {
@@ -93,7 +103,7 @@ func TestSeenCounts_RunWritesTheLastRiseAtTheEnd(t *testing.T) {
 	if len(got) != 1 || got[0] != nil {
 		t.Fatalf("reports at the end: %v, want one write", got)
 	}
-	again, _, _ := LoadSeenCounts(restartDir(t, d, path), "cronlock")
+	again := reloaded(t, d, path)
 	if s, _ := again.Get("backup"); s != (Seen{Seq: 2, Runs: 1}) {
 		t.Fatalf("after the restart: %+v", s)
 	}
@@ -148,7 +158,7 @@ func TestSeenCounts_FailedWriteIsRetried(t *testing.T) {
 	if err := c.Flush(); err != nil {
 		t.Fatalf("the retry: %v", err)
 	}
-	again, _, _ := LoadSeenCounts(restartDir(t, d, path), "cronlock")
+	again := reloaded(t, d, path)
 	if s, _ := again.Get("backup"); s != (Seen{Seq: 1, Runs: 1}) {
 		t.Fatalf("after the retry: %+v", s)
 	}
@@ -255,7 +265,7 @@ func TestSeenCounts_WhenRisesAreWritten(t *testing.T) {
 		}
 		cancel()
 		<-done
-		again, _, _ := LoadSeenCounts(restartDir(t, d, path), "cronlock")
+		again := reloaded(t, d, path)
 		if s, _ := again.Get("tick"); s != (Seen{Seq: 101, Runs: 1}) {
 			t.Errorf("kept after the last write: %+v", s)
 		}
@@ -272,7 +282,7 @@ func TestSeenCounts_RetainForgetsRemovedJobs(t *testing.T) {
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	again, _, _ := LoadSeenCounts(restartDir(t, d, path), "cronlock")
+	again := reloaded(t, d, path)
 	if _, ok := again.Get("removed"); ok {
 		t.Error("a removed job's counts kept")
 	}
