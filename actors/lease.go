@@ -50,7 +50,8 @@ type Lease struct {
 	// replaceRenewEvery so that the run learns it soon.
 	replace  bool
 	replaced chan int64
-	maxRuns  int64 // the job's max_runs, sent with the finish (0 = none)
+	maxRuns  int64         // the job's max_runs, sent with the finish (0 = none)
+	maxSkew  time.Duration // node.max_clock_skew (every)
 	// liveFor is how long after acquired the lease is live: the local
 	// deadline of its last successful renewal (or of the claim), less
 	// acquired, in nanoseconds; written by keepAlive, read by Live.
@@ -79,6 +80,7 @@ func (l *Lease) halt() {
 type leaseOpts struct {
 	replace bool
 	maxRuns int64
+	maxSkew time.Duration // node.max_clock_skew: bounds the renewal interval (every)
 }
 
 // replaceRenewEvery bounds the renewal interval of an overlap: replace
@@ -124,7 +126,7 @@ func acquire(ctx context.Context, log logSource, locker ledger.Locker, req ledge
 func newLease(log *zap.Logger, locker ledger.Locker, job, owner string, ttl time.Duration, sent time.Time, o leaseOpts) *Lease {
 	l := &Lease{log: log, locker: locker, job: job, owner: owner, ttl: ttl, acquired: sent,
 		lost: make(chan LeaseLost, 1), stop: func() {}, done: make(chan struct{}),
-		replace: o.replace, replaced: make(chan int64, 1), maxRuns: o.maxRuns}
+		replace: o.replace, replaced: make(chan int64, 1), maxRuns: o.maxRuns, maxSkew: o.maxSkew}
 	l.liveFor.Store(int64(l.localDeadline(sent).Sub(sent)))
 	return l
 }
@@ -154,13 +156,22 @@ func adoptLease(ctx context.Context, log *zap.Logger, locker ledger.Locker, job,
 	return l
 }
 
-// every is the renewal interval: TTL/3, for overlap replace at most
-// replaceRenewEvery.
+// every is the renewal interval: TTL/3, at most half of max_clock_skew
+// (E) when that is set, and for overlap replace at most
+// replaceRenewEvery. E/2 is what R3 and R5 need of it together: a lease
+// Redis lost with its state is taken again at the holder's next renewal
+// (renewScript), within E/2 of the loss, while the slots up to E after
+// the loss is detected are refused (R5), so no claim after them finds the
+// lease of a run still going free.
 func (l *Lease) every() time.Duration {
-	if l.replace {
-		return min(l.ttl/3, replaceRenewEvery)
+	d := l.ttl / 3
+	if l.maxSkew > 0 {
+		d = min(d, l.maxSkew/2)
 	}
-	return l.ttl / 3
+	if l.replace {
+		d = min(d, replaceRenewEvery)
+	}
+	return d
 }
 
 // localDeadline is when a lease last renewed (or claimed) by a call sent
@@ -181,7 +192,7 @@ func (l *Lease) Lost() <-chan LeaseLost { return l.lost }
 // it with this lease's ttl (endHanding: with the job's current settings). It returns the backend's error; the lease (and next's) may then
 // still be held and should be handed to the janitor. Call it once.
 func (l *Lease) End(ctx context.Context, rec ledger.RunRecord, next string, nextLog *zap.Logger) (ledger.Finished, *Lease, error) {
-	return l.endHanding(ctx, rec, next, nextLog, l.ttl, leaseOpts{replace: l.replace, maxRuns: l.maxRuns})
+	return l.endHanding(ctx, rec, next, nextLog, l.ttl, leaseOpts{replace: l.replace, maxRuns: l.maxRuns, maxSkew: l.maxSkew})
 }
 
 // endHanding is End whose finish and handed lease take ttl and o (the
@@ -242,7 +253,14 @@ func (l *Lease) keepAlive(ctx context.Context, renewFirst bool) {
 		}
 		renewNow = false
 		sent := time.Now()
-		switch pending, err := l.renew(ctx, deadline); {
+		pending, err := l.renew(ctx, deadline)
+		if errors.Is(err, ledger.ErrRetaken) {
+			l.log.Warn("lease taken again: redis had lost it (a restart without persistence, eviction or a failover) "+
+				"while this run went on; holding it again keeps the slots claimed since from starting beside this run "+
+				"(docs/protocol.md, R3)", zap.String("owner", l.owner))
+			err = nil
+		}
+		switch {
 		case err == nil:
 			deadline = l.localDeadline(sent)
 			l.liveFor.Store(int64(deadline.Sub(l.acquired)))

@@ -353,7 +353,7 @@ func (r *run) send(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, 
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.ClaimTimeout)
 	defer cancel()
 	return acquire(cctx, r, r.deps.Locker, req,
-		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns)})
+		leaseOpts{replace: r.job.Overlap == config.OverlapReplace, maxRuns: int64(r.job.MaxRuns), maxSkew: r.deps.MaxSkew})
 }
 
 // answer acts on a claim's answer: a won claim keeps its lease and token
@@ -710,7 +710,7 @@ func (r *run) end(ctx context.Context, fin RunFinished) {
 	rec := fin.Record()
 	rec.Claimed = r.redisNow
 	f, lease, err := r.lease.endHanding(ctx, rec, next, nextLog, cur.LockTTL,
-		leaseOpts{replace: cur.Overlap == config.OverlapReplace, maxRuns: int64(cur.MaxRuns)})
+		leaseOpts{replace: cur.Overlap == config.OverlapReplace, maxRuns: int64(cur.MaxRuns), maxSkew: r.deps.MaxSkew})
 	if err != nil {
 		r.releaseFailed = true
 		r.logger().Warn("lease release and run record failed; the janitor sends them again", zap.Error(err))

@@ -337,3 +337,62 @@ func TestV2_StateLoss_RestartedNodeSeesTheLoss(t *testing.T) {
 	holder.Signal(syscall.SIGCONT)
 	stopAll(t, 15*time.Second, holder, other)
 }
+
+// TestV2_StateLoss_LeaseOfARunGoingOnIsTakenAgain: Redis loses its state
+// (FLUSHALL) half a second into a 7 s run of an `overlap: skip` job due
+// every 2 s, both nodes up. The holder's next renewal (every
+// max_clock_skew/2) finds its lease gone and takes it again, with a
+// warning (renewScript, docs/protocol.md R3); the slots up to
+// max_clock_skew after the loss is detected are refused (R5), and the
+// later ones find the lease held: no run starts beside the one going on.
+// Before, the lease stayed free until the holder's next renewal at
+// lock_ttl/3, and the next claim ran beside it (chaos seed
+// 16021333915812110740).
+func TestV2_StateLoss_LeaseOfARunGoingOnIsTakenAgain(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	out := newLedger(t)
+	const run = 7 * time.Second
+	job := map[string]any{"name": "long", "schedule": "*/2 * * * * *", "command": intervalCommand(out, run),
+		"lock_ttl": "30s", "kill_grace": "1s"}
+	cfgFile := writeConfig(t, redisConfig(srv.Addr(), job))
+	nodes, ready := startNodes(t, cfgFile, nodeSpec{id: "n1"}, nodeSpec{id: "n2"})
+	var held interval
+	waitFor(t, 15*time.Second, "a run of a slot 2 s after start", func() bool {
+		for _, r := range readIntervals(t, out) {
+			if r.Slot >= ready.Add(2*time.Second).Unix() {
+				held = r
+				return true
+			}
+		}
+		return false
+	})
+	sleepUntil(time.Unix(held.Slot, 0).Add(500 * time.Millisecond))
+	srv.Do("FLUSHALL")
+	var holder *node
+	for _, n := range nodes {
+		if n.name == held.Node {
+			holder = n
+		}
+	}
+	holder.WaitLog(3*time.Second, "its lease taken again", func(e logEntry) bool {
+		return strings.HasPrefix(e.Msg(), "lease taken again") && e.Str("level") == "warn"
+	})
+	sleepUntil(time.Unix(held.Slot, 0).Add(run + time.Second)) // the held run has ended; slots S+2 … S+6 came due
+	stopAll(t, 15*time.Second, nodes...)
+
+	runs := readIntervals(t, out)
+	for i, r := range runs {
+		end := r.End
+		if end.IsZero() {
+			end = r.Start.Add(run)
+		}
+		for _, o := range runs[i+1:] {
+			if o.Start.Before(end) {
+				t.Errorf("runs overlap: slot %d on %s %s–%s and slot %d on %s from %s%s", r.Slot, r.Node,
+					r.Start.Format("15:04:05.000"), end.Format("15:04:05.000"), o.Slot, o.Node, o.Start.Format("15:04:05.000"),
+					describeSlot(nodes, "long", o.Slot))
+			}
+		}
+	}
+}

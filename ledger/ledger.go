@@ -447,6 +447,13 @@ func (e *ClaimRefusedError) Unwrap() error { return e.Err }
 // errors.Is.
 var ErrNotHeld = errors.New("ledger: lease not held")
 
+// ErrRetaken is returned by Renew, wrapped and with the pending slot, when
+// the lease was gone and held by nobody, so the renewal took it again for
+// its owner: Redis lost it (a restart without persistence, eviction, a
+// failover) while its run went on, and the run goes on holding it
+// (docs/protocol.md, R3). The lease is held: not a failure.
+var ErrRetaken = errors.New("ledger: lease taken again (redis had lost it)")
+
 // Trigger says why a run started; it is data on the one run path, carried
 // into the history record and the CRONLOCK_TRIGGER variable.
 type Trigger string

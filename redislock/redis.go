@@ -242,9 +242,10 @@ func flag(b bool) string {
 // Renew resets the lease TTL (whole milliseconds, at least 1ms) if the lease
 // still holds owner: compare-and-PEXPIRE. When renewed it returns the job's
 // pending slot (Unix seconds; 0 = none: overlap queue and replace,
-// docs/protocol.md, "Queue and replace") and nil; an error wrapping
-// ledger.ErrNotHeld when the lease is gone or held by someone else, and any
-// other error when the result is unknown.
+// docs/protocol.md, "Queue and replace") and nil; the pending slot and an
+// error wrapping ledger.ErrRetaken when the lease was held by nobody and is
+// owner's again (renewScript); an error wrapping ledger.ErrNotHeld when
+// someone else holds it, and any other error when the result is unknown.
 func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration) (pending int64, err error) {
 	if err := ledger.CheckLease(job, owner, ttl); err != nil {
 		return 0, fmt.Errorf("renew %q: %w", job, explainScript(err))
@@ -256,8 +257,10 @@ func (r *Redis) Renew(ctx context.Context, job, owner string, ttl time.Duration)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("renew %q: %w", job, explainScript(err))
-	case n < 0:
+	case n == -1:
 		return 0, fmt.Errorf("renew %q: %w", job, ledger.ErrNotHeld)
+	case n < -1:
+		return -2 - n, fmt.Errorf("renew %q: %w", job, ledger.ErrRetaken)
 	}
 	return n, nil
 }

@@ -196,6 +196,11 @@ if slot > 0 then
     if A[8] ~= "1" then return reply(8, 0) end
   end
 end
+-- R5, R3: a lease Redis lost with its state is taken again by its holder
+-- within E/2 of the loss (renewScript); until E after the loss is
+-- detected, a claim that takes the lease outside a slot (a manual run)
+-- is refused, as the slots up to then are.
+if slot == 0 and A[6] == "1" and lost_at > 0 and now <= lost_at + early then return reply(8, 0) end
 -- R6: successful runs, claims in flight (until their finish, or the
 -- audit declares them unknown) and runs of unknown outcome.
 local max_runs = tonumber(A[9])
@@ -421,16 +426,24 @@ if wrote > 0 then trim(tonumber(A[5]), tonumber(A[6]), wrote + 10, tonumber(A[2]
 return {at, 0, to, now, missed, seq, runs, repaired, unknown}
 `, false)
 
-// renewScript is compare-and-PEXPIRE: when renewed it returns the pending
-// slot (0 = none; overlap queue and replace), -1 when the lease is not ours.
+// renewScript is compare-and-PEXPIRE (R3): when renewed it returns the
+// pending slot P (0 = none; overlap queue and replace), -1 when another
+// owner holds the lease. A lease held by nobody is taken again, -2 − P: its
+// holder only renews while its run goes on and before its local deadline
+// (which lies ahead of the lease's expiry), so the lease can only be gone
+// because Redis lost it (R5). Taken again, it keeps the slots claimed
+// after the loss from starting beside that run.
 //
 //	KEYS: 1 lease, 2 pending; ARGV: 1 owner, 2 ttl ms
 var renewScript = newScript(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then
+local cur = redis.call("GET", KEYS[1])
+if cur == ARGV[1] then
   redis.call("PEXPIRE", KEYS[1], ARGV[2])
   return tonumber(redis.call("GET", KEYS[2]) or "0")
 end
-return -1
+if cur then return -1 end
+redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+return -2 - tonumber(redis.call("GET", KEYS[2]) or "0")
 `, false)
 
 // releaseScript is compare-and-DEL: 1 deleted, 0 not ours.

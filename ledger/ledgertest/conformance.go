@@ -36,6 +36,7 @@ var Cases = []Case{
 	{"R6_InFlightUntilFinishedOrUnknown", testInFlight},
 	{"R6_UnansweredClaimRecordedNotRun", testUnansweredClaim},
 	{"R9_TrimKeepsClaimableSlots", testTrimProtects},
+	{"R3_LeaseLostWithTheStateIsTakenAgain", testLeaseRetaken},
 }
 
 // docs/protocol.md R2: a claim before its slot in Redis time (a clock fast
@@ -435,6 +436,39 @@ func testLease(t *testing.T, s Store) {
 	if ok, err := a.Release(ctx, job, req.Owner()); !ok || err != nil {
 		t.Errorf("release by the owner: %v, %v; want true, nil", ok, err)
 	}
+}
+
+// docs/protocol.md R3, R5: a lease Redis lost with its state is taken
+// again at its holder's next renewal (ErrRetaken), so a later claim finds
+// it held (overlap); a lease another owner holds is not taken; until E
+// after a detected loss a manual claim that takes the lease is refused,
+// while its holder may not have renewed yet.
+func testLeaseRetaken(t *testing.T, s Store) {
+	a := s.NewClient(t)
+	ctx := Ctx(t)
+	job, now := t.Name(), NowSlot(t, a)
+	req := Sched(job, now, "a")
+	c := MustClaim(t, a, req, ledger.Claimed)
+	s.LoseState(t, job)
+	manual := ManualReq(job)
+	manual.Lease, manual.TTL, manual.Windows = true, time.Minute, windows
+	seen := Sched(job, now, "b") // a node that saw the ledger detects the loss: now is within E of it
+	seen.SeenSeq = c.Seq
+	MustClaim(t, a, seen, ledger.StateLost)
+	MustClaim(t, a, manual, ledger.StateLost)
+	if _, err := a.Renew(ctx, job, req.Owner(), time.Minute); !errors.Is(err, ledger.ErrRetaken) {
+		t.Fatalf("renew of a lease lost with the state: %v, want ErrRetaken", err)
+	}
+	if _, err := a.Renew(ctx, job, req.Owner(), time.Minute); err != nil {
+		t.Errorf("the next renewal: %v, want the lease held", err)
+	}
+	if _, err := a.Renew(ctx, job, "x:y", time.Minute); !errors.Is(err, ledger.ErrNotHeld) {
+		t.Errorf("renew by another owner: %v, want ErrNotHeld", err)
+	}
+	WaitPast(t, a, now+2) // past E after the loss was detected
+	later := Sched(job, now+3, "b")
+	later.SeenSeq = c.Seq
+	MustClaim(t, a, later, ledger.Overlap)
 }
 
 // docs/protocol.md R4, must-show 2: a token minted after Redis lost

@@ -96,7 +96,13 @@ func (m *Memory) Renew(ctx context.Context, job, owner string, ttl time.Duration
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(job)
-	if j.owner != owner {
+	switch j.owner {
+	case owner:
+	case "": // held by nobody: taken again, as renewScript does
+		j.owner = owner
+		j.expires = time.Now().Add(ttl.Truncate(time.Millisecond))
+		return j.queued, fmt.Errorf("renew %q: %w", job, ledger.ErrRetaken)
+	default:
 		return 0, fmt.Errorf("renew %q: %w", job, ledger.ErrNotHeld)
 	}
 	j.expires = time.Now().Add(ttl.Truncate(time.Millisecond))
