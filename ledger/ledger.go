@@ -442,9 +442,9 @@ func (e *ClaimRefusedError) Error() string {
 }
 func (e *ClaimRefusedError) Unwrap() error { return e.Err }
 
-// ErrNotHeld means the lease key does not hold the caller's owner value (it
-// expired or another node took it). Renew returns it wrapped; check it with
-// errors.Is.
+// ErrNotHeld means the lease key holds another owner's value (it expired
+// and another run took it). Renew returns it wrapped (a lease held by
+// nobody is taken again: ErrRetaken); check it with errors.Is.
 var ErrNotHeld = errors.New("ledger: lease not held")
 
 // ErrRetaken is returned by Renew, wrapped and with the pending slot, when
