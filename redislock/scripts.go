@@ -196,11 +196,6 @@ if slot > 0 then
     if A[8] ~= "1" then return reply(8, 0) end
   end
 end
--- R5, R3: a lease Redis lost with its state is taken again by its holder
--- within E/2 of the loss (renewScript); until E after the loss is
--- detected, a claim that takes the lease outside a slot (a manual run)
--- is refused, as the slots up to then are.
-if slot == 0 and A[6] == "1" and lost_at > 0 and now <= lost_at + early then return reply(8, 0) end
 -- R6: successful runs, claims in flight (until their finish, or the
 -- audit declares them unknown) and runs of unknown outcome.
 local max_runs = tonumber(A[9])

@@ -209,10 +209,6 @@ func (j *memJob) claim(req ledger.ClaimRequest, now time.Time) (c ledger.Claim) 
 			}
 		}
 	}
-	if slot == 0 && req.Lease && j.lostAt > 0 && nowMs <= j.lostAt+w.Early.Milliseconds() {
-		c.Outcome = ledger.StateLost // R5: a lost lease's holder has not taken it again yet (R3)
-		return c
-	}
 	if req.MaxRuns > 0 { // R6: successes, claims in flight, runs of unknown outcome
 		if j.runs+int64(len(j.inflight))+j.unknown >= req.MaxRuns {
 			decide("skipped", ledger.SkipMaxRuns)
