@@ -210,6 +210,20 @@ func fireBehind(t *testing.T, cfg config.Job, l ledger.Locker, behind, settle ti
 	return h
 }
 
+// checkBehindSkip checks a fireBehind slot's skips (clock_skew, claim_late
+// counted) and that the one warning containing warning gives the node's
+// offset from Redis time, -behind.
+func (h *logHarness) checkBehindSkip(t *testing.T, clockSkew, claimLate float64, warning string, behind time.Duration) {
+	t.Helper()
+	if n, late := h.skips(t, ledger.SkipClockSkew), h.skips(t, ledger.SkipClaimLate); n != clockSkew || late != claimLate {
+		t.Errorf("clock_skew, claim_late skips: got %v, %v, want %v, %v", n, late, clockSkew, claimLate)
+	}
+	warned := h.logs.FilterMessageSnippet(warning).All()
+	if len(warned) != 1 || warned[0].ContextMap()["offset_from_redis"] != -behind {
+		t.Errorf("warnings %q: %v, want one with offset_from_redis %v", warning, warned, -behind)
+	}
+}
+
 // R2: a node whose clock is behind Redis's by less than
 // node.max_clock_skew but more than the answer window (lock_ttl 1 s, the
 // clock 1.5 s behind, max_clock_skew 2 s) sends its claims in time by its
@@ -222,13 +236,7 @@ func TestRule2_SlowClockWithinMaxSkewIsClockSkew(t *testing.T) {
 		const behind = 1500 * time.Millisecond
 		h := fireBehind(t, cfg, memory.NewMemory(), behind, 3*time.Second)
 		h.noResult(t, "a node 1.5 s behind, lock_ttl 1s")
-		if n, late := h.skips(t, ledger.SkipClockSkew), h.skips(t, ledger.SkipClaimLate); n != 1 || late != 0 {
-			t.Errorf("clock_skew, claim_late skips: got %v, %v, want 1, 0", n, late)
-		}
-		warned := h.logs.FilterMessageSnippet("fix NTP").All()
-		if len(warned) != 1 || warned[0].ContextMap()["offset_from_redis"] != -behind {
-			t.Errorf("clock warnings: %v, want one with offset_from_redis -1.5s", warned)
-		}
+		h.checkBehindSkip(t, 1, 0, "fix NTP", behind)
 		h.stop(t)
 	})
 }
@@ -283,13 +291,7 @@ func TestRule2_LateClaimFromASlowClockWithinTheWindowIsClaimLate(t *testing.T) {
 		const behind = 1200 * time.Millisecond
 		h := fireBehind(t, testJob(t, "j", "exit 0"), l, behind, 4*time.Second)
 		h.noResult(t, "a node 1.2 s behind whose claim took 1 s")
-		if n, late := h.skips(t, ledger.SkipClockSkew), h.skips(t, ledger.SkipClaimLate); n != 0 || late != 1 {
-			t.Errorf("clock_skew, claim_late skips: got %v, %v, want 0, 1", n, late)
-		}
-		warned := h.logs.FilterMessageSnippet("the claim came late").All()
-		if len(warned) != 1 || warned[0].ContextMap()["offset_from_redis"] != -behind {
-			t.Errorf("late claim warnings: %v, want one with offset_from_redis -1.2s", warned)
-		}
+		h.checkBehindSkip(t, 0, 1, "the claim came late", behind)
 		h.stop(t)
 	})
 }

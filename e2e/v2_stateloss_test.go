@@ -308,16 +308,7 @@ func TestV2_StateLoss_RestartedNodeSeesTheLoss(t *testing.T) {
 	cfgFile := writeConfig(t, redisConfig(srv.Addr(), job))
 	nodes, ready := startNodes(t, cfgFile, nodeSpec{id: "n1"}, nodeSpec{id: "n2"})
 	byName := map[string]*node{nodes[0].name: nodes[0], nodes[1].name: nodes[1]}
-	var held interval
-	waitFor(t, 15*time.Second, "a run of a slot 2 s after start", func() bool {
-		for _, r := range readIntervals(t, out) {
-			if r.Slot >= ready.Add(2*time.Second).Unix() {
-				held = r
-				return true
-			}
-		}
-		return false
-	})
+	held := runAfter(t, out, ready.Add(2*time.Second))
 	holder := byName[held.Node]
 	other := byName[map[string]string{"n1": "n2", "n2": "n1"}[held.Node]]
 	kept := filepath.Join(stateDir(t, other.name), "seen-counts.json")
@@ -357,16 +348,7 @@ func TestV2_StateLoss_LeaseOfARunGoingOnIsTakenAgain(t *testing.T) {
 		"lock_ttl": "30s", "kill_grace": "1s"}
 	cfgFile := writeConfig(t, redisConfig(srv.Addr(), job))
 	nodes, ready := startNodes(t, cfgFile, nodeSpec{id: "n1"}, nodeSpec{id: "n2"})
-	var held interval
-	waitFor(t, 15*time.Second, "a run of a slot 2 s after start", func() bool {
-		for _, r := range readIntervals(t, out) {
-			if r.Slot >= ready.Add(2*time.Second).Unix() {
-				held = r
-				return true
-			}
-		}
-		return false
-	})
+	held := runAfter(t, out, ready.Add(2*time.Second))
 	sleepUntil(time.Unix(held.Slot, 0).Add(500 * time.Millisecond))
 	srv.Do("FLUSHALL")
 	var holder *node
@@ -395,4 +377,21 @@ func TestV2_StateLoss_LeaseOfARunGoingOnIsTakenAgain(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runAfter waits for the intervalCommand ledger out to hold the start of
+// a run of a slot at or after from, and returns it.
+func runAfter(t *testing.T, out string, from time.Time) interval {
+	t.Helper()
+	var held interval
+	waitFor(t, 15*time.Second, "a run of a slot from "+from.Format("15:04:05"), func() bool {
+		for _, r := range readIntervals(t, out) {
+			if r.Slot >= from.Unix() {
+				held = r
+				return true
+			}
+		}
+		return false
+	})
+	return held
 }
